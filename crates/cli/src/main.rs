@@ -1,0 +1,57 @@
+//! `nudma`: the single binary. Each subcommand lives in its own module with its own
+//! clap `Args` and a `run` returning the process exit code, so modules stay independent.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cmd_bench;
+mod cmd_calibrate;
+mod cmd_inspect;
+mod cmd_list;
+mod cmd_topo;
+
+#[derive(Parser)]
+#[command(
+    name = "nudma",
+    version,
+    about = "Model, simulate and inspect non-uniform I/O (NUMA/NUDMA, PCIe switches, IOMMUs, NTBs)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List built-in scenarios and experiments.
+    List(cmd_list::ListArgs),
+    /// Show, check or query the route of one access through a scenario's fabric.
+    #[command(subcommand)]
+    Topo(cmd_topo::TopoCommand),
+    /// Benchmarks of nudma itself (engine speed).
+    #[command(subcommand)]
+    Bench(cmd_bench::BenchCommand),
+    /// Audit a real Linux machine (live sysfs or hwloc XML) for non-uniform I/O.
+    Inspect(cmd_inspect::InspectArgs),
+    /// Measure this machine's memory latency and bandwidth per (CPU node, memory node).
+    Calibrate(cmd_calibrate::CalibrateArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::List(a) => cmd_list::run(a),
+        Command::Topo(c) => cmd_topo::run(c),
+        Command::Bench(c) => cmd_bench::run(c),
+        Command::Inspect(a) => cmd_inspect::run(a),
+        Command::Calibrate(a) => cmd_calibrate::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
