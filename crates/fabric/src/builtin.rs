@@ -1,0 +1,97 @@
+//! The built-in scenario catalog: every file of `scenarios/` embedded at build time.
+//! A scenario argument is a path when such a file exists, else a built-in name.
+
+use std::path::Path;
+
+use crate::error::ScenarioError;
+use crate::scenario::{load, load_path, Resolver, Scenario, Source};
+
+include!(concat!(env!("OUT_DIR"), "/builtin_files.rs"));
+
+/// Resolves includes among the embedded files, relative to the including file.
+pub struct BuiltinResolver;
+
+impl Resolver for BuiltinResolver {
+    fn resolve(&self, from: &str, include: &str) -> Result<Source, String> {
+        let from = from.strip_prefix("builtin:").unwrap_or(from);
+        let dir = from.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+        let mut parts: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
+        for seg in include.split('/') {
+            match seg {
+                ".." => {
+                    parts.pop();
+                }
+                "." | "" => {}
+                s => parts.push(s),
+            }
+        }
+        let rel = parts.join("/");
+        FILES
+            .iter()
+            .find(|(p, _)| *p == rel)
+            .map(|(p, t)| Source {
+                name: format!("builtin:{p}"),
+                text: t.to_string(),
+            })
+            .ok_or_else(|| format!("no built-in file `{rel}`"))
+    }
+}
+
+/// Built-in scenario files: top-level TOML files (sub-directories hold includes).
+fn scenario_files() -> impl Iterator<Item = (&'static str, &'static str)> {
+    FILES.iter().copied().filter(|(p, _)| !p.contains('/'))
+}
+
+/// Names of the built-in scenarios.
+pub fn names() -> Vec<&'static str> {
+    scenario_files()
+        .map(|(p, _)| p.trim_end_matches(".toml"))
+        .collect()
+}
+
+/// Loads a built-in scenario by name.
+pub fn load_builtin(name: &str) -> Option<Result<Scenario, ScenarioError>> {
+    let (path, text) = scenario_files().find(|(p, _)| p.trim_end_matches(".toml") == name)?;
+    Some(load(
+        Source {
+            name: format!("builtin:{path}"),
+            text: text.to_string(),
+        },
+        &BuiltinResolver,
+    ))
+}
+
+/// `(name, description)` of every built-in scenario.
+pub fn catalog() -> Vec<(String, String)> {
+    names()
+        .into_iter()
+        .map(|n| match load_builtin(n) {
+            Some(Ok(s)) => (n.to_string(), s.topology.description),
+            _ => (
+                n.to_string(),
+                "(does not load: run `nudma topo check`)".to_string(),
+            ),
+        })
+        .collect()
+}
+
+/// A file path if one exists, else a built-in name; unknown names list the built-ins.
+pub fn load_any(arg: &str) -> Result<Scenario, ScenarioError> {
+    let p = Path::new(arg);
+    if p.exists() {
+        return load_path(p);
+    }
+    match load_builtin(arg) {
+        Some(r) => r,
+        None => Err(ScenarioError {
+            file: arg.to_string(),
+            line: 0,
+            col: 0,
+            key: None,
+            message: format!(
+                "no such file and no built-in scenario of that name (built-in: {})",
+                names().join(", ")
+            ),
+        }),
+    }
+}

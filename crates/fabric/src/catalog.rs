@@ -1,0 +1,148 @@
+//! Built-in parts: switch chips and NTB adapters, each with the provenance of its numbers.
+//! A scenario may define more under `[chip.NAME]` and `[adapter.NAME]`, or override an
+//! adapter's BAR size and LUT window count per NTB.
+
+/// A switch chip: a motherboard/chassis PCIe switch, the chip inside an adapter, or a
+/// cluster switch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChipSpec {
+    pub name: String,
+    pub description: String,
+    pub lanes: u32,
+    pub ports: u32,
+    /// Added latency of one crossing, carried for the timing layer.
+    pub latency_ns: f64,
+    /// A cluster switch (sits between NTB adapters of different hosts).
+    pub cluster: bool,
+    pub source: String,
+}
+
+/// An NTB host adapter model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterSpec {
+    pub name: String,
+    pub description: String,
+    pub chip: String,
+    pub gen: u8,
+    pub width: u8,
+    /// Size of the BAR whose address-LUT windows reach the far side.
+    pub bar_size: u64,
+    pub lut_windows: u32,
+    pub rid_lut_entries: u32,
+    /// Requester-ID LUT entries kept for the host's CPUs (root complex requesters).
+    pub rid_reserved: u32,
+    /// Cable ports (a three-way ring uses two x8 ports of one adapter).
+    pub ports: u32,
+    pub source: String,
+}
+
+fn chip(
+    name: &str,
+    description: &str,
+    lanes: u32,
+    ports: u32,
+    latency_ns: f64,
+    cluster: bool,
+    source: &str,
+) -> ChipSpec {
+    ChipSpec {
+        name: name.into(),
+        description: description.into(),
+        lanes,
+        ports,
+        latency_ns,
+        cluster,
+        source: source.into(),
+    }
+}
+
+/// The built-in switch chips.
+pub fn builtin_chips() -> Vec<ChipSpec> {
+    vec![
+        chip(
+            "pex8733",
+            "Broadcom/PLX PEX8733, Gen3 32 lanes 18 ports (PXH830, PXH810, HIB68)",
+            32,
+            18,
+            132.0,
+            false,
+            "REFERENCE.md §2: <= 132 ns per crossing (datasheet worst case)",
+        ),
+        chip(
+            "pex8796",
+            "Broadcom/PLX PEX8796, Gen3 96 lanes 24 ports (OSS BP-457-ATX chassis)",
+            96,
+            24,
+            150.0,
+            false,
+            "REFERENCE.md §2: <= 150 ns",
+        ),
+        chip(
+            "pex8747",
+            "Broadcom/PLX PEX8747, Gen3 48 lanes 5 ports (motherboard switch)",
+            48,
+            5,
+            100.0,
+            false,
+            "assumption: PLX Gen3 switches cut through in ~100-150 ns; REFERENCE.md has no figure for motherboard switches",
+        ),
+        chip(
+            "mxs824",
+            "Dolphin MXS824 cluster switch (Microsemi PM8536 PFX), 24 x4 Gen3 ports groupable to x8/x16",
+            96,
+            24,
+            170.0,
+            true,
+            "REFERENCE.md §2: ~170 ns average",
+        ),
+        chip(
+            "generic",
+            "a PCIe switch of unknown make (imported machines)",
+            96,
+            24,
+            150.0,
+            false,
+            "assumption: same as the PEX8796 worst case, REFERENCE.md §2",
+        ),
+    ]
+}
+
+/// The built-in NTB adapters.
+pub fn builtin_adapters() -> Vec<AdapterSpec> {
+    const LUT_SOURCE: &str = "BAR size and LUT windows are assumptions (REFERENCE.md gives none): \
+        a 64-bit 8 GiB BAR in 256 equal windows of 32 MiB, as PLX Gen3 NTB A-LUTs allow";
+    vec![
+        AdapterSpec {
+            name: "pxh830".into(),
+            description: "Dolphin PXH830 NTB host adapter, Gen3 x16 (PEX8733)".into(),
+            chip: "pex8733".into(),
+            gen: 3,
+            width: 16,
+            bar_size: 8 << 30,
+            lut_windows: 256,
+            rid_lut_entries: 32,
+            rid_reserved: 2,
+            ports: 2,
+            source: format!(
+                "REFERENCE.md §2: Gen3 x16 on a PEX8733; requester-ID LUT 32 entries, 2 reserved for CPUs; \
+                 two x8 cable ports in the three-way ring. {LUT_SOURCE}"
+            ),
+        },
+        AdapterSpec {
+            name: "pxh810".into(),
+            description: "Dolphin PXH810 NTB host adapter, Gen3 x8".into(),
+            chip: "pex8733".into(),
+            gen: 3,
+            width: 8,
+            bar_size: 8 << 30,
+            lut_windows: 256,
+            rid_lut_entries: 32,
+            rid_reserved: 2,
+            ports: 1,
+            source: format!(
+                "REFERENCE.md §2: Gen3 x8. assumption: same PEX8733 chip and requester-ID LUT as the PXH830 \
+                 (REFERENCE.md names no chip for the PXH810). {LUT_SOURCE}"
+            ),
+        },
+    ]
+}

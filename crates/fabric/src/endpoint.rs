@@ -1,0 +1,328 @@
+//! Names a user types for things in a fabric — `host.device`, `host.device.pfN`,
+//! `host.device[.pfN].barN`, `host.ram`, `host.ram.nodeN`, `host.cpu`, `host.cpuN`, a
+//! switch or NTB by name — and `plan_access`, which sets up what an access between two
+//! named endpoints needs (NTB windows, requester-LUT entries, IOMMU mappings) the way a
+//! driver would, so `topo path` can show the route of an access that was never mapped.
+
+use crate::error::FabricError;
+use crate::fabric::Fabric;
+use crate::iommu::{Perm, PAGE};
+use crate::ntb::proxy_rid;
+use crate::path::{Access, Request, Requester};
+use crate::topology::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A PCI function (or a switch, as a place: not a requester).
+    Node(NodeId),
+    Bar {
+        node: NodeId,
+        bar: u8,
+    },
+    Ram {
+        host: HostId,
+        node: u32,
+    },
+    Cpu {
+        host: HostId,
+        package: u32,
+    },
+}
+
+impl Fabric {
+    /// Resolves a user's endpoint name.
+    pub fn resolve(&self, name: &str) -> Result<Endpoint, FabricError> {
+        let bad = |why: String| FabricError::UnknownEndpoint {
+            name: name.to_string(),
+            why,
+        };
+        let topo = &self.topo;
+        let (hname, rest) = name.split_once('.').ok_or_else(|| {
+            bad("expected `host.device`, `host.ram[.nodeN]` or `host.cpu[N]`".into())
+        })?;
+        let host = topo.host_by_name(hname).ok_or_else(|| {
+            let names: Vec<&str> = topo.hosts.iter().map(|h| h.name.as_str()).collect();
+            bad(format!("no host `{hname}` (hosts: {})", abbreviate(&names)))
+        })?;
+        let platform = topo.platform_of(host);
+        if rest == "ram" {
+            return Ok(Endpoint::Ram { host, node: 0 });
+        }
+        if let Some(n) = rest.strip_prefix("ram.node") {
+            let node: u32 = n.parse().map_err(|_| bad("expected `ram.nodeN`".into()))?;
+            if node >= platform.numa_nodes() {
+                return Err(bad(format!(
+                    "host `{hname}` has NUMA nodes 0..{}",
+                    platform.numa_nodes() - 1
+                )));
+            }
+            return Ok(Endpoint::Ram { host, node });
+        }
+        if let Some(p) = rest.strip_prefix("cpu") {
+            let package: u32 = if p.is_empty() {
+                0
+            } else {
+                p.parse().map_err(|_| bad("expected `cpuN`".into()))?
+            };
+            if package >= platform.packages {
+                return Err(bad(format!(
+                    "host `{hname}` has packages 0..{}",
+                    platform.packages - 1
+                )));
+            }
+            return Ok(Endpoint::Cpu { host, package });
+        }
+        // Optional `.barN` suffix.
+        let (base, bar) = match rest.rsplit_once(".bar") {
+            Some((b, n)) if n.parse::<u8>().is_ok() => (b, Some(n.parse::<u8>().expect("checked"))),
+            _ => (rest, None),
+        };
+        let node = match topo.node_by_name(host, base) {
+            Some(n) => n,
+            None => {
+                let (dev, pf) = match base.rsplit_once(".pf") {
+                    Some((d, p)) => (
+                        d,
+                        p.parse::<usize>()
+                            .map_err(|_| bad("expected `device.pfN`".into()))?,
+                    ),
+                    None => (base, 0),
+                };
+                let d = topo.device_by_name(host, dev).ok_or_else(|| {
+                    let mut names: Vec<&str> = topo
+                        .host(host)
+                        .devices
+                        .iter()
+                        .map(|&d| topo.devices[d as usize].name.as_str())
+                        .collect();
+                    names.extend(
+                        topo.host(host)
+                            .nodes
+                            .iter()
+                            .map(|&n| topo.node(n).name.as_str())
+                            .filter(|n| !n.contains('/') && !n.contains('.')),
+                    );
+                    bad(format!(
+                        "host `{hname}` has no device or switch `{dev}` (it has: {})",
+                        abbreviate(&names)
+                    ))
+                })?;
+                let fs = &topo.devices[d as usize].functions;
+                *fs.get(pf).ok_or_else(|| {
+                    bad(format!(
+                        "device `{dev}` has functions pf0..pf{}",
+                        fs.len() - 1
+                    ))
+                })?
+            }
+        };
+        let node = match topo.node(node).kind {
+            // The NTB by its adapter's name means its NTB function.
+            NodeKind::Switch {
+                adapter: Some(n), ..
+            } => topo.ntbs[n as usize].fn_node,
+            _ => node,
+        };
+        match bar {
+            None => Ok(Endpoint::Node(node)),
+            Some(b) if topo.node(node).bar(b).is_some() => Ok(Endpoint::Bar { node, bar: b }),
+            Some(b) => Err(bad(format!("`{base}` has no BAR{b}"))),
+        }
+    }
+
+    /// The host and address (in that host's map) of an endpoint plus `offset`: RAM base,
+    /// or a BAR (a device's largest BAR when none is named).
+    pub fn resolve_address(&self, name: &str, offset: u64) -> Result<(HostId, u64), FabricError> {
+        let e = self.resolve(name)?;
+        self.endpoint_address(name, e, offset)
+    }
+
+    fn endpoint_address(
+        &self,
+        name: &str,
+        e: Endpoint,
+        offset: u64,
+    ) -> Result<(HostId, u64), FabricError> {
+        let topo = &self.topo;
+        let bad = |why: String| FabricError::UnknownEndpoint {
+            name: name.to_string(),
+            why,
+        };
+        match e {
+            Endpoint::Ram { host, node } => {
+                let addr = topo
+                    .host(host)
+                    .ram_addr(node, offset)
+                    .ok_or_else(|| bad(format!("offset {offset:#x} is beyond the node's RAM")))?;
+                Ok((host, addr))
+            }
+            Endpoint::Node(n) => {
+                let node = topo.node(n);
+                let b = node
+                    .bars
+                    .iter()
+                    .max_by_key(|b| (b.size, std::cmp::Reverse(b.index)))
+                    .ok_or_else(|| bad("it has no BAR to address".into()))?;
+                if offset >= b.size {
+                    return Err(bad(format!(
+                        "offset {offset:#x} is beyond BAR{} ({} bytes)",
+                        b.index, b.size
+                    )));
+                }
+                Ok((node.host, b.addr + offset))
+            }
+            Endpoint::Bar { node, bar } => {
+                let b = topo.node(node).bar(bar).expect("resolved BAR exists");
+                if offset >= b.size {
+                    return Err(bad(format!(
+                        "offset {offset:#x} is beyond BAR{bar} ({} bytes)",
+                        b.size
+                    )));
+                }
+                Ok((topo.node(node).host, b.addr + offset))
+            }
+            Endpoint::Cpu { .. } => Err(bad("a CPU is a requester, not a target".into())),
+        }
+    }
+
+    /// Sets up what an access from `from` to `to` (+`offset`) needs, as a driver would —
+    /// NTB address-LUT window and requester-LUT entry when `to` is in another host,
+    /// identity IOMMU mappings where the IOMMU is on — and returns the request plus a
+    /// line for each thing it programmed.
+    pub fn plan_access(
+        &mut self,
+        from: Endpoint,
+        to: Endpoint,
+        offset: u64,
+        len: u32,
+        access: Access,
+    ) -> Result<(Request, Vec<String>), FabricError> {
+        let requester = match from {
+            Endpoint::Node(n) => match self.topo.node(n).kind {
+                NodeKind::Function { .. } | NodeKind::NtbFunction { .. } => Requester::Function(n),
+                _ => {
+                    return Err(FabricError::Invalid(format!(
+                        "`{}` is a switch or root complex, not a requester",
+                        self.topo.node_label(n)
+                    )))
+                }
+            },
+            Endpoint::Bar { node, .. } => Requester::Function(node),
+            Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
+            Endpoint::Ram { .. } => {
+                return Err(FabricError::Invalid(
+                    "RAM is not a requester: use `host.cpuN` or a device".into(),
+                ))
+            }
+        };
+        let (dst_host, target) = self.endpoint_address("target", to, offset)?;
+        let src_host = self.requester_host(requester);
+        let rid = self.requester_rid(requester);
+        let mut notes = Vec::new();
+        let addr = if dst_host == src_host {
+            target
+        } else {
+            let ntb = self
+                .topo
+                .host(src_host)
+                .ntbs
+                .iter()
+                .copied()
+                .find(|&s| {
+                    self.topo
+                        .host(dst_host)
+                        .ntbs
+                        .iter()
+                        .any(|&d| self.topo.ntb_path(s, d).is_some())
+                })
+                .ok_or_else(|| FabricError::Unreachable {
+                    from: self.topo.host(src_host).name.clone(),
+                    to: self.topo.host(dst_host).name.clone(),
+                })?;
+            let index = match self.ntb_state(ntb).rid_index(rid) {
+                Some(i) => i,
+                None => {
+                    let i = self.ntb_add_requester(ntb, rid)?;
+                    notes.push(format!(
+                        "added requester {rid} to {} requester-ID LUT entry {i}",
+                        self.topo.cable_end_label(CableEnd::Ntb(ntb))
+                    ));
+                    i
+                }
+            };
+            let dst_ntb = self
+                .topo
+                .host(dst_host)
+                .ntbs
+                .iter()
+                .copied()
+                .find(|&d| self.topo.ntb_path(ntb, d).is_some())
+                .expect("found above");
+            let far_rid = proxy_rid(
+                self.topo.node(self.topo.ntbs[dst_ntb as usize].fn_node).rid,
+                index,
+            );
+            self.identity_map(dst_host, far_rid, target, &mut notes)?;
+            let m = self.ntb_map_window(ntb, dst_host, target - target % PAGE, PAGE)?;
+            notes.push(format!(
+                "programmed {} address-LUT window {} -> {} {:#x}",
+                self.topo.cable_end_label(CableEnd::Ntb(ntb)),
+                m.first,
+                self.topo.host(dst_host).name,
+                target - target % PAGE
+            ));
+            m.local_addr + target % PAGE
+        };
+        if let Requester::Function(_) = requester {
+            self.identity_map(src_host, rid, addr, &mut notes)?;
+        }
+        Ok((
+            Request {
+                requester,
+                addr,
+                len,
+                access,
+            },
+            notes,
+        ))
+    }
+
+    /// With the host's IOMMU on, gives `rid` a domain (if it has none) and maps the page
+    /// of `addr` one-to-one.
+    fn identity_map(
+        &mut self,
+        host: HostId,
+        rid: Rid,
+        addr: u64,
+        notes: &mut Vec<String>,
+    ) -> Result<(), FabricError> {
+        if !self.topo.host(host).iommu {
+            return Ok(());
+        }
+        let d = match self.iommu(host).domain_of(rid) {
+            Some(d) => d,
+            None => {
+                let d = self.iommu_create_domain(host);
+                self.iommu_attach(host, rid, d)?;
+                d
+            }
+        };
+        let page = addr - addr % PAGE;
+        if self.iommu(host).translate(rid, page, true).is_err() {
+            self.iommu_map(host, d, page, page, PAGE, Perm::RW)?;
+            notes.push(format!(
+                "mapped IOVA {page:#x} -> {page:#x} in {}'s IOMMU for requester {rid}",
+                self.topo.host(host).name
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn abbreviate(names: &[&str]) -> String {
+    if names.len() <= 12 {
+        names.join(", ")
+    } else {
+        format!("{}, … ({} in all)", names[..12].join(", "), names.len())
+    }
+}

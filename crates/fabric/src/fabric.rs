@@ -1,0 +1,637 @@
+//! `Fabric`: a topology plus its mutable hardware state (NTB LUTs, IOMMU page tables,
+//! byte stores, cable state, fault log), the router, and the functional data path
+//! (`dma_read`/`dma_write`/`cpu_load`/`cpu_store`) that moves real bytes through it.
+
+use crate::error::{FabricError, ScenarioError};
+use crate::iommu::{DomainId, Iommu, IommuMiss, Perm, PAGE};
+use crate::memory::Memory;
+use crate::ntb::{proxy_rid, LutEntry, NtbState, WindowMapping};
+use crate::path::*;
+use crate::scenario::Scenario;
+use crate::topology::*;
+
+/// Bound on NTB crossings of one access; a mapping chain longer than this is a loop.
+const MAX_CROSSINGS: usize = 8;
+
+pub struct Fabric {
+    pub topo: Topology,
+    ntb: Vec<NtbState>,
+    iommu: Vec<Iommu>,
+    cable_up: Vec<bool>,
+    mem: Memory,
+    faults: Vec<Fault>,
+    scratch: Path,
+}
+
+impl Fabric {
+    pub fn new(topo: Topology) -> Fabric {
+        let ntb = topo
+            .ntbs
+            .iter()
+            .map(|n| {
+                let rc = topo.node(topo.node(n.chip_node).root).rid;
+                NtbState::new(n, rc)
+            })
+            .collect();
+        let iommu = vec![Iommu::default(); topo.hosts.len()];
+        let cable_up = vec![true; topo.cables.len()];
+        Fabric {
+            topo,
+            ntb,
+            iommu,
+            cable_up,
+            mem: Memory::default(),
+            faults: Vec::new(),
+            scratch: Path::with_capacity(64),
+        }
+    }
+
+    /// Builds the fabric and programs the scenario's static NTB windows.
+    pub fn from_scenario(s: Scenario) -> Result<Fabric, ScenarioError> {
+        let mut f = Fabric::new(s.topology);
+        for w in &s.windows {
+            let locate = |msg: String| ScenarioError {
+                message: msg,
+                ..w.at.clone()
+            };
+            let (h, n) = w
+                .ntb
+                .split_once('.')
+                .ok_or_else(|| locate(format!("`{}` is not `host.ntb`", w.ntb)))?;
+            let ntb = f
+                .topo
+                .host_by_name(h)
+                .and_then(|hid| f.topo.ntb_by_name(hid, n))
+                .ok_or_else(|| locate(format!("no NTB adapter `{}`", w.ntb)))?;
+            let (host, addr) = f
+                .resolve_address(&w.to, w.offset)
+                .map_err(|e| locate(e.to_string()))?;
+            f.ntb_map_window(ntb, host, addr, w.size)
+                .map_err(|e| locate(e.to_string()))?;
+        }
+        Ok(f)
+    }
+
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+
+    pub fn clear_faults(&mut self) {
+        self.faults.clear();
+    }
+
+    pub fn ntb_state(&self, ntb: NtbId) -> &NtbState {
+        &self.ntb[ntb as usize]
+    }
+
+    pub fn iommu(&self, host: HostId) -> &Iommu {
+        &self.iommu[host as usize]
+    }
+
+    // ---- NTB ------------------------------------------------------------------------
+
+    /// Programs address-LUT windows of `ntb` so that `size` bytes at `far_addr` in host
+    /// `dst_host` become reachable; returns the local bus address of `far_addr`.
+    pub fn ntb_map_window(
+        &mut self,
+        ntb: NtbId,
+        dst_host: HostId,
+        far_addr: u64,
+        size: u64,
+    ) -> Result<WindowMapping, FabricError> {
+        let n = &self.topo.ntbs[ntb as usize];
+        let dst = self
+            .topo
+            .hosts
+            .get(dst_host as usize)
+            .ok_or_else(|| FabricError::Invalid(format!("no host {dst_host}")))?
+            .ntbs
+            .iter()
+            .copied()
+            .find(|&d| self.topo.ntb_path(ntb, d).is_some())
+            .ok_or_else(|| FabricError::Unreachable {
+                from: self.topo.hosts[n.host as usize].name.clone(),
+                to: self.topo.hosts[dst_host as usize].name.clone(),
+            })?;
+        if size == 0 {
+            return Err(FabricError::Invalid("window size must be > 0".into()));
+        }
+        let ws = n.window_size;
+        let base = far_addr - far_addr % ws;
+        let count = (far_addr - base + size).div_ceil(ws);
+        let label = self.topo.cable_end_label(CableEnd::Ntb(ntb));
+        let cap = n.lut_windows as usize;
+        if count > n.lut_windows as u64 {
+            return Err(FabricError::Exhausted {
+                what: "NTB address LUT",
+                on: label,
+                capacity: cap,
+            });
+        }
+        let first = self.ntb[ntb as usize]
+            .alloc_windows(count as u32, |k| LutEntry {
+                dst,
+                dst_host,
+                far_base: base + k as u64 * ws,
+            })
+            .ok_or(FabricError::Exhausted {
+                what: "NTB address LUT",
+                on: label,
+                capacity: cap,
+            })?;
+        let bar = self
+            .topo
+            .node(n.fn_node)
+            .bar(n.window_bar)
+            .expect("NTB window BAR exists");
+        Ok(WindowMapping {
+            ntb,
+            first,
+            count: count as u32,
+            local_addr: bar.addr + first as u64 * ws + (far_addr - base),
+        })
+    }
+
+    pub fn ntb_unmap_window(&mut self, m: &WindowMapping) -> Result<(), FabricError> {
+        let st = &mut self.ntb[m.ntb as usize];
+        let range = m.first as usize..(m.first + m.count) as usize;
+        if range.end > st.lut.len() || st.lut[range.clone()].iter().any(|e| e.is_none()) {
+            return Err(FabricError::Invalid(
+                "unmapping NTB windows that are not mapped".into(),
+            ));
+        }
+        st.lut[range].fill(None);
+        Ok(())
+    }
+
+    /// Lets `rid` send through `ntb` (a lent device, a registered local requester).
+    pub fn ntb_add_requester(&mut self, ntb: NtbId, rid: Rid) -> Result<u8, FabricError> {
+        let label = self.topo.cable_end_label(CableEnd::Ntb(ntb));
+        self.ntb[ntb as usize].add_requester(rid, &label)
+    }
+
+    pub fn ntb_remove_requester(&mut self, ntb: NtbId, rid: Rid) -> Result<(), FabricError> {
+        self.ntb[ntb as usize].remove_requester(rid)
+    }
+
+    /// Takes a cable down or up (link failure).
+    pub fn set_cable_up(&mut self, cable: CableId, up: bool) {
+        self.cable_up[cable as usize] = up;
+    }
+
+    // ---- IOMMU ----------------------------------------------------------------------
+
+    pub fn iommu_create_domain(&mut self, host: HostId) -> DomainId {
+        self.iommu[host as usize].create_domain()
+    }
+    pub fn iommu_attach(&mut self, host: HostId, rid: Rid, d: DomainId) -> Result<(), FabricError> {
+        self.iommu[host as usize].attach(rid, d)
+    }
+    pub fn iommu_detach(&mut self, host: HostId, rid: Rid) {
+        self.iommu[host as usize].detach(rid)
+    }
+    pub fn iommu_map(
+        &mut self,
+        host: HostId,
+        d: DomainId,
+        iova: u64,
+        phys: u64,
+        len: u64,
+        perm: Perm,
+    ) -> Result<(), FabricError> {
+        self.iommu[host as usize].map(d, iova, phys, len, perm)
+    }
+    pub fn iommu_unmap(
+        &mut self,
+        host: HostId,
+        d: DomainId,
+        iova: u64,
+        len: u64,
+    ) -> Result<(), FabricError> {
+        self.iommu[host as usize].unmap(d, iova, len)
+    }
+
+    // ---- routing --------------------------------------------------------------------
+
+    /// The requester ID a request starts with.
+    pub fn requester_rid(&self, r: Requester) -> Rid {
+        match r {
+            Requester::Function(n) => self.topo.node(n).rid,
+            Requester::Cpu { host, package } => {
+                let h = self.topo.host(host);
+                let v = package.min(self.topo.platform_of(host).packages - 1);
+                let rc = h.roots.get(v as usize).copied().unwrap_or(h.roots[0]);
+                self.topo.node(rc).rid
+            }
+        }
+    }
+
+    pub fn requester_host(&self, r: Requester) -> HostId {
+        match r {
+            Requester::Function(n) => self.topo.node(n).host,
+            Requester::Cpu { host, .. } => host,
+        }
+    }
+
+    /// Routes one request (at most 4 KiB, not crossing a 4 KiB boundary) and fills `path`
+    /// with what it crosses, in order. On a fault, `path` holds the steps up to it.
+    pub fn route(&self, req: &Request, path: &mut Path) -> Result<Target, Fault> {
+        path.steps.clear();
+        let topo = &self.topo;
+        let mut host = self.requester_host(req.requester);
+        let mut rid = self.requester_rid(req.requester);
+        let mut addr = req.addr;
+        let len = req.len.max(1) as u64;
+        let write = req.access == Access::Write;
+        let fault = |kind, host, rid, addr| Fault {
+            kind,
+            host,
+            requester: rid,
+            addr,
+            access: req.access,
+        };
+        if addr % PAGE + len > PAGE {
+            return Err(fault(FaultKind::CrossesPage, host, rid, addr));
+        }
+        // Where the request currently is: a PCI function, or a CPU at an uncore vertex.
+        let mut origin = match req.requester {
+            Requester::Function(n) => {
+                let mask = topo.node(n).dma_mask_bits;
+                if mask < 64 && (addr + len - 1) >> mask != 0 {
+                    return Err(fault(FaultKind::DmaMask, host, rid, addr));
+                }
+                Origin::Node(n)
+            }
+            Requester::Cpu { package, .. } => {
+                Origin::Vertex(package.min(topo.platform_of(host).packages - 1))
+            }
+        };
+        for _ in 0..=MAX_CROSSINGS {
+            let h = topo.host(host);
+            let platform = topo.platform_of(host);
+            // With the IOMMU on, every TLP of a device goes up to the root for translation.
+            let mut at_root = None;
+            if let Origin::Node(n) = origin {
+                if h.iommu {
+                    let rc = topo.node(n).root;
+                    self.climb(n, rc, path);
+                    path.steps.push(Step::Root { node: rc });
+                    let phys = self.iommu[host as usize]
+                        .translate(rid, addr, write)
+                        .map_err(|m| {
+                            let k = match m {
+                                IommuMiss::NoDomain => FaultKind::IommuNoDomain,
+                                IommuMiss::NotMapped(_) => FaultKind::IommuNotMapped,
+                                IommuMiss::Permission(_) => FaultKind::IommuPermission,
+                            };
+                            fault(k, host, rid, addr)
+                        })?;
+                    path.steps.push(Step::Iommu {
+                        host,
+                        rid,
+                        iova: addr,
+                        phys,
+                    });
+                    addr = phys;
+                    at_root = Some(rc);
+                }
+            }
+            let region = *h
+                .decode(addr)
+                .ok_or_else(|| fault(FaultKind::NoWindow, host, rid, addr))?;
+            if addr + len > region.end {
+                return Err(fault(FaultKind::CrossesWindow, host, rid, addr));
+            }
+            let t = match region.owner {
+                Owner::Ram { node, node_offset } => {
+                    let from = match (origin, at_root) {
+                        (Origin::Vertex(v), _) => v,
+                        (Origin::Node(_), Some(rc)) => rc_vertex(topo, rc),
+                        (Origin::Node(n), None) => {
+                            let rc = topo.node(n).root;
+                            self.climb(n, rc, path);
+                            path.steps.push(Step::Root { node: rc });
+                            rc_vertex(topo, rc)
+                        }
+                    };
+                    let to = platform.package_of_node(node);
+                    push_uncore(h, host, from, to, path);
+                    return Ok(Target::Ram {
+                        host,
+                        node,
+                        addr,
+                        offset: node_offset + (addr - region.start),
+                    });
+                }
+                Owner::Bar { node, bar } => (node, bar),
+            };
+            let (tnode, tbar) = t;
+            let troot = topo.node(tnode).root;
+            match (origin, at_root) {
+                (Origin::Vertex(v), _) => {
+                    push_uncore(h, host, v, rc_vertex(topo, troot), path);
+                    path.steps.push(Step::Root { node: troot });
+                    rid = topo.node(troot).rid;
+                    self.descend(troot, tnode, path);
+                }
+                (Origin::Node(_), Some(rc)) => {
+                    self.via_roots(h, host, platform.root_p2p, rc, troot, tnode, path)
+                        .map_err(|k| fault(k, host, rid, addr))?;
+                }
+                (Origin::Node(n), None) => match lca(topo, n, tnode) {
+                    Some(a) if topo.node(a).is_switch() => {
+                        self.climb(n, a, path);
+                        self.descend(a, tnode, path);
+                    }
+                    _ => {
+                        let rc = topo.node(n).root;
+                        self.climb(n, rc, path);
+                        path.steps.push(Step::Root { node: rc });
+                        self.via_roots(h, host, platform.root_p2p, rc, troot, tnode, path)
+                            .map_err(|k| fault(k, host, rid, addr))?;
+                    }
+                },
+            }
+            let tn = topo.node(tnode);
+            let NodeKind::NtbFunction { ntb } = tn.kind else {
+                let b = tn.bar(tbar).expect("region BAR exists");
+                return Ok(Target::Bar {
+                    node: tnode,
+                    bar: tbar,
+                    offset: addr - b.addr,
+                });
+            };
+            let spec = &topo.ntbs[ntb as usize];
+            if tbar != spec.window_bar {
+                let b = tn.bar(tbar).expect("region BAR exists");
+                return Ok(Target::Bar {
+                    node: tnode,
+                    bar: tbar,
+                    offset: addr - b.addr,
+                });
+            }
+            // Through the NTB: address LUT, requester-ID LUT, cables, far adapter.
+            let st = &self.ntb[ntb as usize];
+            let off = addr - tn.bar(tbar).expect("window BAR").addr;
+            let window = (off / spec.window_size) as u32;
+            let entry = st.lut[window as usize]
+                .ok_or_else(|| fault(FaultKind::NtbWindowUnmapped, host, rid, addr))?;
+            let index = st
+                .rid_index(rid)
+                .ok_or_else(|| fault(FaultKind::NtbRequesterUnknown, host, rid, addr))?;
+            let far = entry.far_base + off % spec.window_size;
+            let dst = &topo.ntbs[entry.dst as usize];
+            let far_rid = proxy_rid(topo.node(dst.fn_node).rid, index);
+            path.steps.push(Step::NtbWindow {
+                ntb,
+                window,
+                from: addr,
+                to_host: entry.dst_host,
+                to: far,
+            });
+            path.steps.push(Step::RidLut {
+                ntb,
+                index,
+                from: rid,
+                to: far_rid,
+            });
+            for hop in topo.ntb_path(ntb, entry.dst).unwrap_or(&[]) {
+                match *hop {
+                    NtbHop::Cable(c) => {
+                        path.steps.push(Step::Cable { cable: c });
+                        if !self.cable_up[c as usize] {
+                            return Err(fault(FaultKind::LinkDown, host, rid, addr));
+                        }
+                    }
+                    NtbHop::ClusterSwitch(s) => path.steps.push(Step::ClusterSwitch { switch: s }),
+                }
+            }
+            host = entry.dst_host;
+            rid = far_rid;
+            addr = far;
+            origin = Origin::Node(dst.fn_node);
+        }
+        Err(fault(FaultKind::TooManyCrossings, host, rid, addr))
+    }
+
+    /// From root complex `rc` to `t` under root `troot`, through the interconnect if the
+    /// roots differ; peer-to-peer through a root needs the platform to forward it.
+    #[allow(clippy::too_many_arguments)]
+    fn via_roots(
+        &self,
+        h: &Host,
+        host: HostId,
+        root_p2p: bool,
+        rc: NodeId,
+        troot: NodeId,
+        t: NodeId,
+        path: &mut Path,
+    ) -> Result<(), FaultKind> {
+        if !root_p2p {
+            return Err(FaultKind::P2pBlocked);
+        }
+        if rc != troot {
+            push_uncore(
+                h,
+                host,
+                rc_vertex(&self.topo, rc),
+                rc_vertex(&self.topo, troot),
+                path,
+            );
+            path.steps.push(Step::Root { node: troot });
+        }
+        self.descend(troot, t, path);
+        Ok(())
+    }
+
+    /// Upstream from `n` to its ancestor `a`: each link, each switch reached (a included).
+    #[inline]
+    fn climb(&self, n: NodeId, a: NodeId, path: &mut Path) {
+        let mut cur = n;
+        while cur != a {
+            let node = self.topo.node(cur);
+            if node.link.is_some() {
+                path.steps.push(Step::Link {
+                    node: cur,
+                    down: false,
+                });
+            }
+            let Some(p) = node.parent else { break };
+            cur = p;
+            if self.topo.node(cur).is_switch() {
+                path.steps.push(Step::Switch { node: cur });
+            }
+        }
+    }
+
+    /// Downstream from ancestor `a` (not included) to `t`.
+    #[inline]
+    fn descend(&self, a: NodeId, t: NodeId, path: &mut Path) {
+        let start = path.steps.len();
+        let mut cur = t;
+        while cur != a {
+            let node = self.topo.node(cur);
+            if node.link.is_some() {
+                path.steps.push(Step::Link {
+                    node: cur,
+                    down: true,
+                });
+            }
+            let Some(p) = node.parent else { break };
+            if p != a && self.topo.node(p).is_switch() {
+                path.steps.push(Step::Switch { node: p });
+            }
+            cur = p;
+        }
+        path.steps[start..].reverse();
+    }
+
+    // ---- functional data path -------------------------------------------------------
+
+    /// Routes `req` and records a fault in the log.
+    fn route_logged(&mut self, req: &Request) -> Result<Target, Fault> {
+        let mut path = std::mem::take(&mut self.scratch);
+        let r = self.route(req, &mut path);
+        self.scratch = path;
+        if let Err(f) = r {
+            self.faults.push(f);
+        }
+        r
+    }
+
+    fn access(
+        &mut self,
+        requester: Requester,
+        addr: u64,
+        len: usize,
+        access: Access,
+        mut each: impl FnMut(&mut Memory, Target, usize, usize),
+    ) -> Result<(), Fault> {
+        let mut done = 0usize;
+        while done < len {
+            let at = addr + done as u64;
+            let n = ((PAGE - at % PAGE) as usize).min(len - done);
+            let req = Request {
+                requester,
+                addr: at,
+                len: n as u32,
+                access,
+            };
+            let t = self.route_logged(&req)?;
+            each(&mut self.mem, t, done, n);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// A device (or NTB function) writes `data` at bus address `addr`.
+    pub fn dma_write(&mut self, requester: NodeId, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        self.write(Requester::Function(requester), addr, data)
+    }
+
+    /// A device reads `buf.len()` bytes at bus address `addr`. A fault fills the rest of
+    /// `buf` with all-ones, as an Unsupported Request completion returns.
+    pub fn dma_read(&mut self, requester: NodeId, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.read(Requester::Function(requester), addr, buf)
+    }
+
+    /// A CPU core of `package` stores `data` at host-physical address `addr`.
+    pub fn cpu_store(
+        &mut self,
+        host: HostId,
+        package: u32,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), Fault> {
+        self.write(Requester::Cpu { host, package }, addr, data)
+    }
+
+    pub fn cpu_load(
+        &mut self,
+        host: HostId,
+        package: u32,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), Fault> {
+        self.read(Requester::Cpu { host, package }, addr, buf)
+    }
+
+    fn write(&mut self, r: Requester, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        self.access(r, addr, data.len(), Access::Write, |mem, t, at, n| {
+            let chunk = &data[at..at + n];
+            match t {
+                Target::Ram {
+                    host, node, offset, ..
+                } => mem.ram(host, node).write(offset, chunk),
+                Target::Bar { node, bar, offset } => mem.bar(node, bar).write(offset, chunk),
+            }
+        })
+    }
+
+    fn read(&mut self, r: Requester, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let len = buf.len();
+        let mut filled = 0;
+        let res = self.access(r, addr, len, Access::Read, |mem, t, at, n| {
+            let chunk = &mut buf[at..at + n];
+            match t {
+                Target::Ram {
+                    host, node, offset, ..
+                } => mem.ram(host, node).read(offset, chunk),
+                Target::Bar { node, bar, offset } => mem.bar(node, bar).read(offset, chunk),
+            }
+            filled = at + n;
+        });
+        if res.is_err() {
+            buf[filled..].fill(0xFF);
+        }
+        res
+    }
+
+    /// Reads RAM directly, without routing (a debugger's view, for checks).
+    pub fn peek_ram(&self, host: HostId, node: u32, offset: u64, buf: &mut [u8]) {
+        self.mem.peek_ram(host, node, offset, buf)
+    }
+
+    pub fn peek_bar(&self, node: NodeId, bar: u8, offset: u64, buf: &mut [u8]) {
+        self.mem.peek_bar(node, bar, offset, buf)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Origin {
+    Node(NodeId),
+    Vertex(u32),
+}
+
+fn rc_vertex(topo: &Topology, rc: NodeId) -> u32 {
+    match topo.node(rc).kind {
+        NodeKind::RootComplex { vertex } => vertex,
+        _ => unreachable!("root of a tree is a root complex"),
+    }
+}
+
+fn push_uncore(h: &Host, host: HostId, from: u32, to: u32, path: &mut Path) {
+    if from != to {
+        for &hop in h.uncore_path(from, to) {
+            path.steps.push(Step::Interconnect { host, hop });
+        }
+    }
+}
+
+/// Lowest common ancestor in one host's tree; `None` when under different roots.
+fn lca(topo: &Topology, mut a: NodeId, mut b: NodeId) -> Option<NodeId> {
+    if topo.node(a).root != topo.node(b).root {
+        return None;
+    }
+    while topo.node(a).depth > topo.node(b).depth {
+        a = topo.node(a).parent?;
+    }
+    while topo.node(b).depth > topo.node(a).depth {
+        b = topo.node(b).parent?;
+    }
+    while a != b {
+        a = topo.node(a).parent?;
+        b = topo.node(b).parent?;
+    }
+    Some(a)
+}

@@ -1,0 +1,152 @@
+//! IOMMU as finite hardware: per-host domains with 4 KiB page tables, requester IDs
+//! attached to domains, map/unmap with permission bits, translation with faults.
+
+use rustc_hash::FxHashMap;
+
+use crate::error::FabricError;
+use crate::topology::Rid;
+
+pub const PAGE: u64 = 4096;
+
+pub type DomainId = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Perm {
+    pub read: bool,
+    pub write: bool,
+}
+
+impl Perm {
+    pub const RW: Perm = Perm {
+        read: true,
+        write: true,
+    };
+    pub const READ: Perm = Perm {
+        read: true,
+        write: false,
+    };
+    pub const WRITE: Perm = Perm {
+        read: false,
+        write: true,
+    };
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pte {
+    pfn: u64,
+    perm: Perm,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Domain {
+    pages: FxHashMap<u64, Pte>,
+}
+
+/// Why a translation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IommuMiss {
+    NoDomain,
+    NotMapped(DomainId),
+    Permission(DomainId),
+}
+
+/// One host's IOMMU (all its remapping units share the tables here).
+#[derive(Clone, Debug, Default)]
+pub struct Iommu {
+    domains: Vec<Domain>,
+    attached: FxHashMap<Rid, DomainId>,
+}
+
+impl Iommu {
+    pub fn create_domain(&mut self) -> DomainId {
+        self.domains.push(Domain::default());
+        self.domains.len() as DomainId - 1
+    }
+
+    fn domain_mut(&mut self, d: DomainId) -> Result<&mut Domain, FabricError> {
+        self.domains
+            .get_mut(d as usize)
+            .ok_or_else(|| FabricError::Invalid(format!("no IOMMU domain {d}")))
+    }
+
+    /// Attaches a requester ID to a domain (replacing an earlier attachment).
+    pub fn attach(&mut self, rid: Rid, d: DomainId) -> Result<(), FabricError> {
+        self.domain_mut(d)?;
+        self.attached.insert(rid, d);
+        Ok(())
+    }
+
+    pub fn detach(&mut self, rid: Rid) {
+        self.attached.remove(&rid);
+    }
+
+    pub fn domain_of(&self, rid: Rid) -> Option<DomainId> {
+        self.attached.get(&rid).copied()
+    }
+
+    /// Maps `len` bytes at `iova` to `phys`; both page-aligned, no remapping of a mapped page.
+    pub fn map(
+        &mut self,
+        d: DomainId,
+        iova: u64,
+        phys: u64,
+        len: u64,
+        perm: Perm,
+    ) -> Result<(), FabricError> {
+        if iova % PAGE != 0 || phys % PAGE != 0 || len % PAGE != 0 || len == 0 {
+            return Err(FabricError::Invalid(format!(
+                "IOMMU map needs 4 KiB-aligned iova, phys and length (got iova {iova:#x}, phys {phys:#x}, len {len:#x})"
+            )));
+        }
+        let dom = self.domain_mut(d)?;
+        let pages = len / PAGE;
+        if let Some(p) = (0..pages).find(|p| dom.pages.contains_key(&(iova / PAGE + p))) {
+            return Err(FabricError::Invalid(format!(
+                "IOVA {:#x} is already mapped in domain {d}",
+                iova + p * PAGE
+            )));
+        }
+        for p in 0..pages {
+            dom.pages.insert(
+                iova / PAGE + p,
+                Pte {
+                    pfn: phys / PAGE + p,
+                    perm,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    pub fn unmap(&mut self, d: DomainId, iova: u64, len: u64) -> Result<(), FabricError> {
+        let dom = self.domain_mut(d)?;
+        let pages = len.div_ceil(PAGE);
+        for p in 0..pages {
+            if dom.pages.remove(&(iova / PAGE + p)).is_none() {
+                return Err(FabricError::Invalid(format!(
+                    "IOVA {:#x} is not mapped in domain {d}",
+                    iova + p * PAGE
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Translates one access that does not cross a page.
+    #[inline]
+    pub fn translate(&self, rid: Rid, iova: u64, write: bool) -> Result<u64, IommuMiss> {
+        let d = *self.attached.get(&rid).ok_or(IommuMiss::NoDomain)?;
+        let pte = self.domains[d as usize]
+            .pages
+            .get(&(iova / PAGE))
+            .ok_or(IommuMiss::NotMapped(d))?;
+        if (write && !pte.perm.write) || (!write && !pte.perm.read) {
+            return Err(IommuMiss::Permission(d));
+        }
+        Ok(pte.pfn * PAGE + iova % PAGE)
+    }
+
+    pub fn mapped_pages(&self, d: DomainId) -> usize {
+        self.domains.get(d as usize).map_or(0, |x| x.pages.len())
+    }
+}

@@ -1,0 +1,266 @@
+//! The scenario file exactly as written: serde structures that mirror the TOML, with spans
+//! kept on every value that validation may need to point at. Nothing here is checked
+//! beyond types and unknown keys; `build.rs`-style validation lives in `scenario.rs`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::units::Size;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFile {
+    pub scenario: Option<Spanned<RawMeta>>,
+    #[serde(default)]
+    pub include: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub platform: BTreeMap<String, Spanned<RawPlatform>>,
+    #[serde(default)]
+    pub chip: BTreeMap<String, Spanned<RawChip>>,
+    #[serde(default)]
+    pub adapter: BTreeMap<String, Spanned<RawAdapter>>,
+    #[serde(default)]
+    pub host: Vec<Spanned<RawHost>>,
+    #[serde(default)]
+    pub cluster_switch: Vec<Spanned<RawClusterSwitch>>,
+    #[serde(default)]
+    pub cable: Vec<Spanned<RawCable>>,
+    #[serde(default)]
+    pub window: Vec<Spanned<RawWindow>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMeta {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlatform {
+    #[serde(default)]
+    pub cpu: String,
+    pub packages: Spanned<u32>,
+    pub nodes_per_package: Option<Spanned<u32>>,
+    pub cores_per_package: Spanned<u32>,
+    pub threads_per_core: Option<Spanned<u32>>,
+    pub clock_ghz: Spanned<f64>,
+    pub llc_bytes: Spanned<Size>,
+    pub llc_ways: Spanned<u32>,
+    pub ddio_ways: Spanned<u32>,
+    pub dram_bytes_per_node: Spanned<Size>,
+    /// Root complexes re-issue peer-to-peer reads passing through them as requests of
+    /// this many bytes (REFERENCE.md §2: 64 on Xeon). Absent: no splitting.
+    pub root_read_split_bytes: Option<Spanned<u32>>,
+    /// Root complexes forward peer-to-peer between root ports (REFERENCE.md §2: Xeon does).
+    pub root_p2p: Option<bool>,
+    pub memory: Option<Spanned<RawMemory>>,
+    #[serde(default)]
+    pub interconnect: Vec<Spanned<RawInterconnect>>,
+    #[serde(default)]
+    pub ioh: Vec<Spanned<RawIoh>>,
+    /// Free-form timing parameters for the timing layer (validated there); the fabric
+    /// only carries them.
+    #[serde(default)]
+    pub timing: BTreeMap<String, Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawMemory {
+    /// Row = CPU node, column = memory node; or one number for every pair.
+    pub latency_ns: Option<Spanned<Matrix>>,
+    pub bandwidth_gbps: Option<Spanned<Matrix>>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+pub enum Matrix {
+    Scalar(f64),
+    Rows(Vec<Vec<f64>>),
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawInterconnect {
+    pub ends: Spanned<Vec<Spanned<String>>>,
+    #[serde(default = "default_ic_kind")]
+    pub kind: Spanned<String>,
+    pub gts: Option<f64>,
+    pub count: Option<Spanned<u32>>,
+    pub bandwidth_gbps: Option<Spanned<f64>>,
+    pub latency_ns: Option<Spanned<f64>>,
+    /// Routing preference between equal-length interconnect paths (lower wins).
+    pub weight: Option<Spanned<u32>>,
+}
+
+fn default_ic_kind() -> Spanned<String> {
+    Spanned::new(0..0, "generic".to_string())
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawIoh {
+    pub name: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawChip {
+    #[serde(default)]
+    pub description: String,
+    pub lanes: Spanned<u32>,
+    pub ports: Spanned<u32>,
+    pub latency_ns: Spanned<f64>,
+    #[serde(default)]
+    pub cluster: bool,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdapter {
+    #[serde(default)]
+    pub description: String,
+    pub chip: Spanned<String>,
+    pub link: Spanned<RawLink>,
+    pub bar_size: Spanned<Size>,
+    pub lut_windows: Spanned<u32>,
+    pub rid_lut_entries: Spanned<u32>,
+    pub rid_reserved: Spanned<u32>,
+    #[serde(default = "one")]
+    pub ports: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct RawLink {
+    pub gen: u8,
+    pub width: u8,
+    /// An external cable (e.g. a transparent HIB68 pair); affects nothing but display and
+    /// the timing layer's per-link constants.
+    #[serde(default)]
+    pub cable: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHost {
+    pub name: Spanned<String>,
+    pub platform: Spanned<String>,
+    #[serde(default)]
+    pub iommu: bool,
+    /// 32-bit MMIO window for BARs below 4 GiB: [base, limit).
+    pub mmio32: Option<Spanned<[Size; 2]>>,
+    /// Where 64-bit BARs go above 4 GiB.
+    pub mmio64_base: Option<Spanned<Size>>,
+    #[serde(default)]
+    pub switch: Vec<Spanned<RawSwitch>>,
+    #[serde(default)]
+    pub device: Vec<Spanned<RawDevice>>,
+    #[serde(default)]
+    pub ntb: Vec<Spanned<RawNtb>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSwitch {
+    pub name: Spanned<String>,
+    pub chip: Spanned<String>,
+    pub parent: Spanned<String>,
+    pub link: Spanned<RawLink>,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Nic,
+    Nvme,
+    Gpu,
+    Rnic,
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDevice {
+    pub name: Spanned<String>,
+    pub kind: DeviceKind,
+    #[serde(default)]
+    pub model: String,
+    pub parent: Option<Spanned<String>>,
+    pub link: Option<Spanned<RawLink>>,
+    pub bdf: Option<String>,
+    #[serde(default)]
+    pub bars: Vec<Spanned<RawBar>>,
+    pub dma_mask_bits: Option<Spanned<u8>>,
+    /// A multi-PF device: one function per entry, each with its own parent and link.
+    pub functions: Option<Spanned<Vec<Spanned<RawFunction>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFunction {
+    pub parent: Spanned<String>,
+    pub link: Spanned<RawLink>,
+    pub bdf: Option<String>,
+    pub bars: Option<Vec<Spanned<RawBar>>>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawBar {
+    pub size: Spanned<Size>,
+    pub bits: Option<Spanned<u8>>,
+    pub prefetchable: Option<bool>,
+    /// Ask for placement above 4 GiB (a 64-bit BAR only).
+    pub above_4g: Option<bool>,
+    /// A firmware-fixed address (checked for overlaps instead of allocated).
+    pub address: Option<Spanned<Size>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNtb {
+    pub name: Spanned<String>,
+    pub adapter: Spanned<String>,
+    pub parent: Spanned<String>,
+    pub link: Option<Spanned<RawLink>>,
+    pub bar_size: Option<Spanned<Size>>,
+    pub lut_windows: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClusterSwitch {
+    pub name: Spanned<String>,
+    pub chip: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCable {
+    pub ends: Spanned<Vec<Spanned<String>>>,
+    pub link: Spanned<RawLink>,
+}
+
+/// A static NTB window programmed from the scenario (before the SmartIO layer programs
+/// them through borrow/map calls).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWindow {
+    /// `host.ntb`: the adapter whose address LUT gets the entry.
+    pub ntb: Spanned<String>,
+    /// What the window reaches on the far side: `host.ram[.nodeN]` or `host.dev[.pfN].barN`.
+    pub to: Spanned<String>,
+    #[serde(default)]
+    pub offset: Size,
+    pub size: Spanned<Size>,
+}

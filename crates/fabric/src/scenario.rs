@@ -1,0 +1,1895 @@
+//! Scenario loading: parse the TOML (and its includes), validate every reference and
+//! limit with a located error, then enumerate each host — bus numbers and requester IDs,
+//! BAR placement (32-bit below 4 GiB, 64-bit above when asked or when large), bridge
+//! windows, RAM layout around the 32-bit MMIO hole — and precompute the interconnect and
+//! NTB paths that routing walks.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use crate::catalog::{builtin_adapters, builtin_chips, AdapterSpec, ChipSpec};
+use crate::error::{LineIndex, ScenarioError};
+use crate::raw::*;
+use crate::topology::*;
+use crate::units::fmt_size;
+
+/// One source text (a scenario file or an include).
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// Shown in errors: a path, or `builtin:NAME`.
+    pub name: String,
+    pub text: String,
+}
+
+/// Finds the text of an `include`, relative to the including source.
+pub trait Resolver {
+    fn resolve(&self, from: &str, include: &str) -> Result<Source, String>;
+}
+
+/// Resolves includes on the file system, relative to the including file.
+pub struct FsResolver;
+
+impl Resolver for FsResolver {
+    fn resolve(&self, from: &str, include: &str) -> Result<Source, String> {
+        let base = Path::new(from).parent().unwrap_or(Path::new("."));
+        let path: PathBuf = base.join(include);
+        std::fs::read_to_string(&path)
+            .map(|text| Source {
+                name: path.display().to_string(),
+                text,
+            })
+            .map_err(|e| format!("cannot read include `{}`: {e}", path.display()))
+    }
+}
+
+/// A window the scenario asks to program statically into an NTB's address LUT.
+#[derive(Clone, Debug)]
+pub struct StaticWindow {
+    pub ntb: String,
+    pub to: String,
+    pub offset: u64,
+    pub size: u64,
+    /// Where it was written, to locate errors found when it is programmed.
+    pub at: ScenarioError,
+}
+
+/// A loaded scenario: the topology plus what is to be programmed into it.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub topology: Topology,
+    pub windows: Vec<StaticWindow>,
+}
+
+/// Loads a scenario from a file on disk.
+pub fn load_path(path: &Path) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: path.display().to_string(),
+        line: 0,
+        col: 0,
+        key: None,
+        message: format!("cannot read scenario: {e}"),
+    })?;
+    load(
+        Source {
+            name: path.display().to_string(),
+            text,
+        },
+        &FsResolver,
+    )
+}
+
+/// Loads a scenario from text, resolving includes with `resolver`.
+pub fn load(main: Source, resolver: &dyn Resolver) -> Result<Scenario, ScenarioError> {
+    let mut b = Builder::default();
+    let root = b.parse(main)?;
+    let raw = std::mem::replace(&mut b.files[root].raw, empty_raw());
+    let meta = raw.scenario.as_ref().ok_or_else(|| {
+        b.err(
+            root,
+            0..0,
+            None,
+            "missing [scenario] table with `name` (and `description`)",
+        )
+    })?;
+    let name = meta.get_ref().name.get_ref().clone();
+    if !valid_name(&name) {
+        return Err(b.err(
+            root,
+            meta.get_ref().name.span(),
+            Some("scenario.name".into()),
+            "scenario names use letters, digits, `_` and `-`",
+        ));
+    }
+    let description = meta.get_ref().description.clone();
+    for inc in &raw.include {
+        let src = resolver
+            .resolve(&b.files[root].name, inc.get_ref())
+            .map_err(|m| b.err(root, inc.span(), Some("include".into()), &m))?;
+        let f = b.parse(src)?;
+        b.check_include_only(f)?;
+        let inc_raw = std::mem::replace(&mut b.files[f].raw, empty_raw());
+        b.collect_parts(f, inc_raw.platform, inc_raw.chip, inc_raw.adapter)?;
+    }
+    b.collect_parts(
+        root,
+        raw.platform.clone(),
+        raw.chip.clone(),
+        raw.adapter.clone(),
+    )?;
+    b.build(root, name, description, raw)
+}
+
+fn empty_raw() -> RawFile {
+    RawFile {
+        scenario: None,
+        include: vec![],
+        platform: BTreeMap::new(),
+        chip: BTreeMap::new(),
+        adapter: BTreeMap::new(),
+        host: vec![],
+        cluster_switch: vec![],
+        cable: vec![],
+        window: vec![],
+    }
+}
+
+pub(crate) fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+struct File {
+    name: String,
+    text: String,
+    lines: LineIndex,
+    raw: RawFile,
+}
+
+#[derive(Default)]
+struct Builder {
+    files: Vec<File>,
+    /// name -> (file, platform)
+    platforms: BTreeMap<String, (usize, Spanned<RawPlatform>)>,
+    chips: Vec<ChipSpec>,
+    adapters: Vec<AdapterSpec>,
+}
+
+const MMIO32_DEFAULT: (u64, u64) = (0xC000_0000, 0xFEC0_0000);
+const FOUR_GIB: u64 = 1 << 32;
+const MIB: u64 = 1 << 20;
+/// 64-bit BARs larger than this go above 4 GiB even when not asked (assumption: firmware
+/// keeps small 64-bit BARs low to save the high window, large ones high).
+const HIGH_BAR_THRESHOLD: u64 = 64 * MIB;
+/// Size of an NTB function's register BAR (assumption: 128 KiB of 32-bit MMIO).
+const NTB_REG_BAR: u64 = 128 << 10;
+
+impl Builder {
+    fn parse(&mut self, src: Source) -> Result<usize, ScenarioError> {
+        let lines = LineIndex::new(&src.text);
+        let id = self.files.len();
+        match toml::from_str::<RawFile>(&src.text) {
+            Ok(raw) => {
+                self.files.push(File {
+                    name: src.name,
+                    text: src.text,
+                    lines,
+                    raw,
+                });
+                Ok(id)
+            }
+            Err(e) => {
+                let (line, col) = e
+                    .span()
+                    .map(|s| lines.locate(&src.text, s.start))
+                    .unwrap_or((0, 0));
+                Err(ScenarioError {
+                    file: src.name,
+                    line,
+                    col,
+                    key: None,
+                    message: e.message().trim().to_string(),
+                })
+            }
+        }
+    }
+
+    fn err(
+        &self,
+        file: usize,
+        span: Range<usize>,
+        key: Option<String>,
+        msg: &str,
+    ) -> ScenarioError {
+        let f = &self.files[file];
+        let (line, col) = if span.is_empty() && span.start == 0 {
+            (0, 0)
+        } else {
+            f.lines.locate(&f.text, span.start)
+        };
+        ScenarioError {
+            file: f.name.clone(),
+            line,
+            col,
+            key,
+            message: msg.to_string(),
+        }
+    }
+
+    fn check_include_only(&self, f: usize) -> Result<(), ScenarioError> {
+        let r = &self.files[f].raw;
+        let bad = if r.scenario.is_some() {
+            Some("[scenario]")
+        } else if !r.include.is_empty() {
+            Some("include")
+        } else if !r.host.is_empty() {
+            Some("[[host]]")
+        } else if !r.cable.is_empty() || !r.cluster_switch.is_empty() || !r.window.is_empty() {
+            Some("[[cable]], [[cluster_switch]] or [[window]]")
+        } else {
+            None
+        };
+        match bad {
+            Some(what) => Err(self.err(
+                f,
+                0..0,
+                None,
+                &format!("an included file may define only [platform.*], [chip.*] and [adapter.*], not {what}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn collect_parts(
+        &mut self,
+        file: usize,
+        platforms: BTreeMap<String, Spanned<RawPlatform>>,
+        chips: BTreeMap<String, Spanned<RawChip>>,
+        adapters: BTreeMap<String, Spanned<RawAdapter>>,
+    ) -> Result<(), ScenarioError> {
+        if self.chips.is_empty() {
+            self.chips = builtin_chips();
+            self.adapters = builtin_adapters();
+        }
+        for (name, p) in platforms {
+            if !valid_name(&name) {
+                return Err(self.err(
+                    file,
+                    p.span(),
+                    Some(format!("platform.{name}")),
+                    "platform names use letters, digits, `_` and `-`",
+                ));
+            }
+            if let Some((other, _)) = self.platforms.get(&name) {
+                let msg = format!(
+                    "platform `{name}` is defined twice (also in {})",
+                    self.files[*other].name
+                );
+                return Err(self.err(file, p.span(), Some(format!("platform.{name}")), &msg));
+            }
+            self.platforms.insert(name, (file, p));
+        }
+        for (name, c) in chips {
+            let key = Some(format!("chip.{name}"));
+            if self.chips.iter().any(|x| x.name == name) {
+                return Err(self.err(
+                    file,
+                    c.span(),
+                    key,
+                    &format!("chip `{name}` is already defined (built in or earlier)"),
+                ));
+            }
+            let r = c.get_ref();
+            if *r.lanes.get_ref() == 0 || *r.ports.get_ref() < 2 {
+                return Err(self.err(
+                    file,
+                    c.span(),
+                    key,
+                    "a switch chip needs lanes > 0 and at least 2 ports",
+                ));
+            }
+            self.check_nonneg(file, &r.latency_ns, "latency_ns", &format!("chip.{name}"))?;
+            self.chips.push(ChipSpec {
+                name: name.clone(),
+                description: r.description.clone(),
+                lanes: *r.lanes.get_ref(),
+                ports: *r.ports.get_ref(),
+                latency_ns: *r.latency_ns.get_ref(),
+                cluster: r.cluster,
+                source: format!("scenario {}", self.files[file].name),
+            });
+        }
+        for (name, a) in adapters {
+            let key = format!("adapter.{name}");
+            if self.adapters.iter().any(|x| x.name == name) {
+                return Err(self.err(
+                    file,
+                    a.span(),
+                    Some(key),
+                    &format!("adapter `{name}` is already defined (built in or earlier)"),
+                ));
+            }
+            let r = a.get_ref();
+            let chip = self.find_chip(file, &r.chip, &format!("{key}.chip"))?;
+            if self.chips[chip as usize].cluster {
+                return Err(self.err(
+                    file,
+                    r.chip.span(),
+                    Some(format!("{key}.chip")),
+                    "an adapter's chip cannot be a cluster switch chip",
+                ));
+            }
+            let link = self.link(file, &r.link, &format!("{key}.link"))?;
+            let (bar, win) = (r.bar_size.get_ref().0, *r.lut_windows.get_ref());
+            self.check_lut(file, &r.bar_size, &r.lut_windows, bar, win, &key)?;
+            let (ent, res) = (*r.rid_lut_entries.get_ref(), *r.rid_reserved.get_ref());
+            if ent == 0 || ent > 256 || res >= ent {
+                return Err(self.err(
+                    file,
+                    r.rid_lut_entries.span(),
+                    Some(format!("{key}.rid_lut_entries")),
+                    "rid_lut_entries must be 1..=256 and greater than rid_reserved",
+                ));
+            }
+            if r.ports == 0 || r.ports > 8 {
+                return Err(self.err(
+                    file,
+                    a.span(),
+                    Some(format!("{key}.ports")),
+                    "ports must be 1..=8",
+                ));
+            }
+            self.adapters.push(AdapterSpec {
+                name: name.clone(),
+                description: r.description.clone(),
+                chip: self.chips[chip as usize].name.clone(),
+                gen: link.gen,
+                width: link.width,
+                bar_size: bar,
+                lut_windows: win,
+                rid_lut_entries: ent,
+                rid_reserved: res,
+                ports: r.ports,
+                source: format!("scenario {}", self.files[file].name),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_lut(
+        &self,
+        file: usize,
+        bar_span: &Spanned<crate::units::Size>,
+        win_span: &Spanned<u32>,
+        bar: u64,
+        windows: u32,
+        key: &str,
+    ) -> Result<(), ScenarioError> {
+        if !bar.is_power_of_two() || bar < MIB {
+            return Err(self.err(
+                file,
+                bar_span.span(),
+                Some(format!("{key}.bar_size")),
+                &format!(
+                    "an NTB BAR must be a power of two of at least 1 MiB, not {}",
+                    fmt_size(bar)
+                ),
+            ));
+        }
+        if windows == 0 || !windows.is_power_of_two() || bar / (windows as u64) < 4096 {
+            return Err(self.err(
+                file,
+                win_span.span(),
+                Some(format!("{key}.lut_windows")),
+                &format!(
+                    "lut_windows must be a power of two dividing the {} BAR into windows of at least 4 KiB",
+                    fmt_size(bar)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_nonneg(
+        &self,
+        file: usize,
+        v: &Spanned<f64>,
+        what: &str,
+        key: &str,
+    ) -> Result<(), ScenarioError> {
+        let x = *v.get_ref();
+        if !(x.is_finite() && x >= 0.0) {
+            return Err(self.err(
+                file,
+                v.span(),
+                Some(format!("{key}.{what}")),
+                &format!("{what} must be a finite number >= 0, not {x}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn find_chip(
+        &self,
+        file: usize,
+        name: &Spanned<String>,
+        key: &str,
+    ) -> Result<u32, ScenarioError> {
+        self.chips
+            .iter()
+            .position(|c| &c.name == name.get_ref())
+            .map(|i| i as u32)
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.chips.iter().map(|c| c.name.as_str()).collect();
+                self.err(
+                    file,
+                    name.span(),
+                    Some(key.into()),
+                    &format!(
+                        "unknown chip `{}` (known: {})",
+                        name.get_ref(),
+                        known.join(", ")
+                    ),
+                )
+            })
+    }
+
+    fn link(&self, file: usize, l: &Spanned<RawLink>, key: &str) -> Result<Link, ScenarioError> {
+        let r = l.get_ref();
+        if !(1..=5).contains(&r.gen) {
+            return Err(self.err(
+                file,
+                l.span(),
+                Some(format!("{key}.gen")),
+                &format!("PCIe generation must be 1..=5, not {}", r.gen),
+            ));
+        }
+        if ![1, 2, 4, 8, 12, 16, 32].contains(&r.width) {
+            return Err(self.err(
+                file,
+                l.span(),
+                Some(format!("{key}.width")),
+                &format!(
+                    "link width must be 1, 2, 4, 8, 12, 16 or 32, not {}",
+                    r.width
+                ),
+            ));
+        }
+        Ok(Link {
+            gen: r.gen,
+            width: r.width,
+            cable: r.cable,
+        })
+    }
+
+    fn platform(&self, name: &str) -> Result<Platform, ScenarioError> {
+        let (file, sp) = &self.platforms[name];
+        let file = *file;
+        let p = sp.get_ref();
+        let key = |k: &str| Some(format!("platform.{name}.{k}"));
+        let range = |v: &Spanned<u32>, k: &str, lo: u32, hi: u32| -> Result<u32, ScenarioError> {
+            let x = *v.get_ref();
+            if x < lo || x > hi {
+                Err(self.err(
+                    file,
+                    v.span(),
+                    key(k),
+                    &format!("{k} must be {lo}..={hi}, not {x}"),
+                ))
+            } else {
+                Ok(x)
+            }
+        };
+        let packages = range(&p.packages, "packages", 1, 16)?;
+        let npp = match &p.nodes_per_package {
+            Some(v) => range(v, "nodes_per_package", 1, 8)?,
+            None => 1,
+        };
+        let cores = range(&p.cores_per_package, "cores_per_package", 1, 1024)?;
+        let tpc = match &p.threads_per_core {
+            Some(v) => range(v, "threads_per_core", 1, 8)?,
+            None => 1,
+        };
+        let llc_ways = range(&p.llc_ways, "llc_ways", 1, 64)?;
+        let ddio_ways = range(&p.ddio_ways, "ddio_ways", 0, llc_ways)?;
+        let clock = *p.clock_ghz.get_ref();
+        if !(clock > 0.0 && clock < 100.0) {
+            return Err(self.err(
+                file,
+                p.clock_ghz.span(),
+                key("clock_ghz"),
+                "clock_ghz must be in (0, 100)",
+            ));
+        }
+        let llc = p.llc_bytes.get_ref().0;
+        if llc == 0 {
+            return Err(self.err(
+                file,
+                p.llc_bytes.span(),
+                key("llc_bytes"),
+                "llc_bytes must be > 0",
+            ));
+        }
+        let dram = p.dram_bytes_per_node.get_ref().0;
+        if dram < MIB || dram % MIB != 0 || dram > (1 << 46) {
+            return Err(self.err(
+                file,
+                p.dram_bytes_per_node.span(),
+                key("dram_bytes_per_node"),
+                "dram_bytes_per_node must be a whole number of MiB between 1 MiB and 64 TiB",
+            ));
+        }
+        let split = match &p.root_read_split_bytes {
+            Some(v) => {
+                let x = *v.get_ref();
+                if !x.is_power_of_two() || !(64..=4096).contains(&x) {
+                    return Err(self.err(
+                        file,
+                        v.span(),
+                        key("root_read_split_bytes"),
+                        "root_read_split_bytes must be a power of two in 64..=4096",
+                    ));
+                }
+                Some(x)
+            }
+            None => None,
+        };
+        let mut iohs = Vec::new();
+        for (i, ioh) in p.ioh.iter().enumerate() {
+            let n = ioh.get_ref().name.get_ref();
+            if !valid_name(n) || n.starts_with("pkg") || iohs.contains(n) {
+                return Err(self.err(
+                    file,
+                    ioh.get_ref().name.span(),
+                    key(&format!("ioh[{i}].name")),
+                    &format!("I/O hub name `{n}` is invalid or repeated (names `pkgN` are the packages')"),
+                ));
+            }
+            iohs.push(n.clone());
+        }
+        let vname = |s: &str| -> Option<u32> {
+            if let Some(num) = s.strip_prefix("pkg") {
+                num.parse::<u32>().ok().filter(|&v| v < packages)
+            } else {
+                iohs.iter()
+                    .position(|x| x == s)
+                    .map(|i| packages + i as u32)
+            }
+        };
+        let mut interconnect = Vec::new();
+        for (i, ic) in p.interconnect.iter().enumerate() {
+            let r = ic.get_ref();
+            let k = format!("interconnect[{i}]");
+            let ends = r.ends.get_ref();
+            if ends.len() != 2 {
+                return Err(self.err(
+                    file,
+                    r.ends.span(),
+                    key(&format!("{k}.ends")),
+                    "an interconnect link has exactly two ends",
+                ));
+            }
+            let mut v = [0u32; 2];
+            for (j, e) in ends.iter().enumerate() {
+                v[j] = vname(e.get_ref()).ok_or_else(|| {
+                    self.err(
+                        file,
+                        e.span(),
+                        key(&format!("{k}.ends")),
+                        &format!(
+                            "unknown interconnect end `{}` (packages are pkg0..pkg{}, I/O hubs: {})",
+                            e.get_ref(),
+                            packages - 1,
+                            if iohs.is_empty() { "none".to_string() } else { iohs.join(", ") }
+                        ),
+                    )
+                })?;
+            }
+            if v[0] == v[1] {
+                return Err(self.err(
+                    file,
+                    r.ends.span(),
+                    key(&format!("{k}.ends")),
+                    "an interconnect link cannot join a vertex to itself",
+                ));
+            }
+            let kind = r.kind.get_ref().clone();
+            if !["qpi", "upi", "hypertransport", "infinity", "generic"].contains(&kind.as_str()) {
+                return Err(self.err(
+                    file,
+                    r.kind.span(),
+                    key(&format!("{k}.kind")),
+                    "kind must be qpi, upi, hypertransport, infinity or generic",
+                ));
+            }
+            for (val, what) in [
+                (&r.bandwidth_gbps, "bandwidth_gbps"),
+                (&r.latency_ns, "latency_ns"),
+            ] {
+                if let Some(v) = val {
+                    self.check_nonneg(file, v, what, &format!("platform.{name}.{k}"))?;
+                }
+            }
+            interconnect.push(InterconnectLink {
+                a: v[0],
+                b: v[1],
+                kind,
+                gts: r.gts,
+                count: r.count.as_ref().map(|c| *c.get_ref()).unwrap_or(1).max(1),
+                bandwidth_gbps: r.bandwidth_gbps.as_ref().map(|x| *x.get_ref()),
+                latency_ns: r.latency_ns.as_ref().map(|x| *x.get_ref()),
+                weight: r.weight.as_ref().map(|w| *w.get_ref()).unwrap_or(1).max(1),
+            });
+        }
+        let nodes = packages * npp;
+        let matrix = |m: &Option<Spanned<RawMemory>>,
+                      pick: fn(&RawMemory) -> &Option<Spanned<Matrix>>,
+                      what: &str|
+         -> Result<Option<Vec<Vec<f64>>>, ScenarioError> {
+            let Some(mem) = m else { return Ok(None) };
+            let Some(v) = pick(mem.get_ref()) else {
+                return Ok(None);
+            };
+            let n = nodes as usize;
+            let rows = match v.get_ref() {
+                Matrix::Scalar(x) => vec![vec![*x; n]; n],
+                Matrix::Rows(r) => r.clone(),
+            };
+            if rows.len() != n || rows.iter().any(|r| r.len() != n) {
+                return Err(self.err(file, v.span(), key(&format!("memory.{what}")), &format!("{what} must be a {n} × {n} matrix (row = CPU node, column = memory node) or one number")));
+            }
+            if rows.iter().flatten().any(|x| !(x.is_finite() && *x > 0.0)) {
+                return Err(self.err(
+                    file,
+                    v.span(),
+                    key(&format!("memory.{what}")),
+                    &format!("{what} entries must be finite and > 0"),
+                ));
+            }
+            Ok(Some(rows))
+        };
+        let latency_ns = matrix(&p.memory, |m| &m.latency_ns, "latency_ns")?;
+        let bandwidth_gbps = matrix(&p.memory, |m| &m.bandwidth_gbps, "bandwidth_gbps")?;
+        let mut timing = BTreeMap::new();
+        for (k, v) in &p.timing {
+            self.check_nonneg(file, v, k, &format!("platform.{name}.timing"))?;
+            timing.insert(k.clone(), *v.get_ref());
+        }
+        let platform = Platform {
+            name: name.to_string(),
+            cpu: p.cpu.clone(),
+            packages,
+            nodes_per_package: npp,
+            cores_per_package: cores,
+            threads_per_core: tpc,
+            clock_ghz: clock,
+            llc_bytes: llc,
+            llc_ways,
+            ddio_ways,
+            dram_bytes_per_node: dram,
+            root_read_split_bytes: split,
+            root_p2p: p.root_p2p.unwrap_or(true),
+            latency_ns,
+            bandwidth_gbps,
+            interconnect,
+            iohs,
+            timing,
+        };
+        // Every package and hub must be reachable from every other.
+        let v = platform.uncore_vertices();
+        let paths = uncore_paths(&platform);
+        if let Some(to) = (1..v).find(|&t| paths[t as usize].is_none()) {
+            return Err(self.err(
+                file,
+                sp.span(),
+                Some(format!("platform.{name}.interconnect")),
+                &format!(
+                    "impossible topology: {} cannot reach {} through the interconnect links",
+                    platform.vertex_name(0),
+                    platform.vertex_name(to)
+                ),
+            ));
+        }
+        Ok(platform)
+    }
+
+    fn build(
+        mut self,
+        root: usize,
+        name: String,
+        description: String,
+        raw: RawFile,
+    ) -> Result<Scenario, ScenarioError> {
+        if self.chips.is_empty() {
+            self.chips = builtin_chips();
+            self.adapters = builtin_adapters();
+        }
+        let mut topo = Topology {
+            name,
+            description,
+            chips: self.chips.clone(),
+            platforms: Vec::new(),
+            hosts: Vec::new(),
+            nodes: Vec::new(),
+            devices: Vec::new(),
+            ntbs: Vec::new(),
+            cluster_switches: Vec::new(),
+            cables: Vec::new(),
+            ntb_paths: Vec::new(),
+        };
+        let mut platform_ids: HashMap<String, u32> = HashMap::new();
+        if raw.host.is_empty() {
+            return Err(self.err(
+                root,
+                0..0,
+                Some("host".into()),
+                "a scenario needs at least one [[host]]",
+            ));
+        }
+        for (hi, h) in raw.host.iter().enumerate() {
+            let hr = h.get_ref();
+            let hkey = format!("host[{hi}]");
+            let hname = hr.name.get_ref();
+            if !valid_name(hname) {
+                return Err(self.err(
+                    root,
+                    hr.name.span(),
+                    Some(format!("{hkey}.name")),
+                    "host names use letters, digits, `_` and `-`",
+                ));
+            }
+            if topo.hosts.iter().any(|x| &x.name == hname) {
+                return Err(self.err(
+                    root,
+                    hr.name.span(),
+                    Some(format!("{hkey}.name")),
+                    &format!("duplicate host name `{hname}`"),
+                ));
+            }
+            let pname = hr.platform.get_ref();
+            let pid = match platform_ids.get(pname) {
+                Some(&id) => id,
+                None => {
+                    if !self.platforms.contains_key(pname) {
+                        let known: Vec<&String> = self.platforms.keys().collect();
+                        return Err(self.err(
+                            root,
+                            hr.platform.span(),
+                            Some(format!("{hkey}.platform")),
+                            &format!(
+                                "unknown platform `{pname}` (defined: {})",
+                                if known.is_empty() {
+                                    "none".into()
+                                } else {
+                                    known
+                                        .iter()
+                                        .map(|s| s.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                }
+                            ),
+                        ));
+                    }
+                    let p = self.platform(pname)?;
+                    topo.platforms.push(p);
+                    let id = topo.platforms.len() as u32 - 1;
+                    platform_ids.insert(pname.clone(), id);
+                    id
+                }
+            };
+            self.host(root, hi, hr, pid, &mut topo)?;
+        }
+        self.cluster(root, &raw, &mut topo)?;
+        topo.ntb_paths = ntb_paths(&topo);
+        let mut windows = Vec::new();
+        for (i, w) in raw.window.iter().enumerate() {
+            let r = w.get_ref();
+            let size = r.size.get_ref().0;
+            if size == 0 {
+                return Err(self.err(
+                    root,
+                    r.size.span(),
+                    Some(format!("window[{i}].size")),
+                    "a window needs a size > 0",
+                ));
+            }
+            windows.push(StaticWindow {
+                ntb: r.ntb.get_ref().clone(),
+                to: r.to.get_ref().clone(),
+                offset: r.offset.0,
+                size,
+                at: self.err(root, w.span(), Some(format!("window[{i}]")), ""),
+            });
+        }
+        Ok(Scenario {
+            topology: topo,
+            windows,
+        })
+    }
+
+    fn host(
+        &self,
+        file: usize,
+        hi: usize,
+        hr: &RawHost,
+        pid: u32,
+        topo: &mut Topology,
+    ) -> Result<(), ScenarioError> {
+        let hkey = format!("host[{hi}]");
+        let host_id = topo.hosts.len() as HostId;
+        let platform = topo.platforms[pid as usize].clone();
+        let mmio32 = match &hr.mmio32 {
+            Some(m) => {
+                let [a, b] = *m.get_ref();
+                if a.0 >= b.0 || b.0 > FOUR_GIB || a.0 % MIB != 0 || b.0 % MIB != 0 {
+                    return Err(self.err(
+                        file,
+                        m.span(),
+                        Some(format!("{hkey}.mmio32")),
+                        "mmio32 must be [base, limit) below 4 GiB, 1 MiB aligned, base < limit",
+                    ));
+                }
+                (a.0, b.0)
+            }
+            None => MMIO32_DEFAULT,
+        };
+        // RAM: node by node from 0, skipping the 32-bit MMIO hole [mmio32.0, 4 GiB).
+        let mut regions = Vec::new();
+        let mut cursor = 0u64;
+        for n in 0..platform.numa_nodes() {
+            let mut left = platform.dram_bytes_per_node;
+            let mut node_offset = 0;
+            while left > 0 {
+                if cursor >= mmio32.0 && cursor < FOUR_GIB {
+                    cursor = FOUR_GIB;
+                }
+                let room = if cursor < mmio32.0 {
+                    mmio32.0 - cursor
+                } else {
+                    u64::MAX
+                };
+                let len = left.min(room);
+                regions.push(Region {
+                    start: cursor,
+                    end: cursor + len,
+                    owner: Owner::Ram {
+                        node: n,
+                        node_offset,
+                    },
+                });
+                cursor += len;
+                node_offset += len;
+                left -= len;
+            }
+        }
+        let top_of_ram = cursor.max(FOUR_GIB);
+        let mmio64_base = match &hr.mmio64_base {
+            Some(b) => {
+                let v = b.get_ref().0;
+                if v < top_of_ram || v % MIB != 0 {
+                    return Err(self.err(file, b.span(), Some(format!("{hkey}.mmio64_base")), &format!("mmio64_base must be 1 MiB aligned and at or above the top of RAM ({:#x})", top_of_ram)));
+                }
+                v
+            }
+            // assumption: firmware starts the 64-bit window at the next 64 GiB boundary.
+            None => top_of_ram.next_multiple_of(64 << 30),
+        };
+
+        // Names in this host: root complexes first.
+        let mut names: HashMap<String, (Range<usize>, NodeId)> = HashMap::new();
+        let mut roots = Vec::new();
+        let nv = platform.uncore_vertices();
+        let rc_vertices: Vec<u32> = if platform.iohs.is_empty() {
+            (0..platform.packages).collect()
+        } else {
+            (platform.packages..nv).collect()
+        };
+        for (i, &v) in rc_vertices.iter().enumerate() {
+            let id = topo.nodes.len() as NodeId;
+            let name = if platform.iohs.is_empty() {
+                format!("rc{i}")
+            } else {
+                platform.vertex_name(v)
+            };
+            topo.nodes.push(Node {
+                host: host_id,
+                name: name.clone(),
+                kind: NodeKind::RootComplex { vertex: v },
+                parent: None,
+                link: None,
+                depth: 0,
+                root: id,
+                rid: Rid::default(),
+                port_rid: None,
+                children: vec![],
+                bars: vec![],
+                window32: None,
+                window64: None,
+                dma_mask_bits: 64,
+            });
+            names.insert(name, (0..0, id));
+            roots.push(id);
+        }
+        let mut host = Host {
+            name: hr.name.get_ref().clone(),
+            platform: pid,
+            iommu: hr.iommu,
+            roots: roots.clone(),
+            mmio32,
+            mmio64_base,
+            top_of_ram,
+            regions,
+            uncore_paths: Vec::new(),
+            uncore_vertices: nv,
+            nodes: roots.clone(),
+            devices: vec![],
+            ntbs: vec![],
+        };
+        let mut pending: Vec<(NodeId, Spanned<String>, String)> = Vec::new(); // node, parent ref, key
+        let reserved = |n: &str| {
+            n == "ram" || n == "cpu" || (n.starts_with("cpu") && n[3..].parse::<u32>().is_ok())
+        };
+        let claim = |b: &Builder,
+                     names: &mut HashMap<String, (Range<usize>, NodeId)>,
+                     n: &Spanned<String>,
+                     key: &str,
+                     id: NodeId|
+         -> Result<(), ScenarioError> {
+            let s = n.get_ref();
+            if !valid_name(s) || reserved(s) {
+                return Err(b.err(file, n.span(), Some(key.into()), &format!("`{s}` is not a usable component name (letters, digits, `_`, `-`; `ram` and `cpuN` are reserved)")));
+            }
+            if names.contains_key(s) {
+                return Err(b.err(
+                    file,
+                    n.span(),
+                    Some(key.into()),
+                    &format!("duplicate name `{s}` in host `{}`", hr.name.get_ref()),
+                ));
+            }
+            names.insert(s.clone(), (n.span(), id));
+            Ok(())
+        };
+        let new_node = |topo: &mut Topology,
+                        name: String,
+                        kind: NodeKind,
+                        link: Option<Link>,
+                        mask: u8,
+                        bars: Vec<Bar>|
+         -> NodeId {
+            let id = topo.nodes.len() as NodeId;
+            topo.nodes.push(Node {
+                host: host_id,
+                name,
+                kind,
+                parent: None,
+                link,
+                depth: 0,
+                root: 0,
+                rid: Rid::default(),
+                port_rid: None,
+                children: vec![],
+                bars,
+                window32: None,
+                window64: None,
+                dma_mask_bits: mask,
+            });
+            id
+        };
+        let mut fixed: Vec<(NodeId, u8, Range<usize>)> = Vec::new();
+        for (si, s) in hr.switch.iter().enumerate() {
+            let r = s.get_ref();
+            let key = format!("{hkey}.switch[{si}]");
+            let chip = self.find_chip(file, &r.chip, &format!("{key}.chip"))?;
+            if self.chips[chip as usize].cluster {
+                return Err(self.err(
+                    file,
+                    r.chip.span(),
+                    Some(format!("{key}.chip")),
+                    "a cluster switch chip goes in [[cluster_switch]], not inside a host",
+                ));
+            }
+            let link = self.link(file, &r.link, &format!("{key}.link"))?;
+            let id = new_node(
+                topo,
+                r.name.get_ref().clone(),
+                NodeKind::Switch {
+                    chip,
+                    adapter: None,
+                },
+                Some(link),
+                64,
+                vec![],
+            );
+            claim(self, &mut names, &r.name, &format!("{key}.name"), id)?;
+            pending.push((id, r.parent.clone(), format!("{key}.parent")));
+        }
+        for (di, d) in hr.device.iter().enumerate() {
+            let r = d.get_ref();
+            let key = format!("{hkey}.device[{di}]");
+            let mask = match &r.dma_mask_bits {
+                Some(m) if !(32..=64).contains(m.get_ref()) => {
+                    return Err(self.err(
+                        file,
+                        m.span(),
+                        Some(format!("{key}.dma_mask_bits")),
+                        "dma_mask_bits must be 32..=64",
+                    ));
+                }
+                Some(m) => *m.get_ref(),
+                None => 64,
+            };
+            let dev_id = topo.devices.len() as DeviceId;
+            let mut funcs: Vec<(
+                Spanned<String>,
+                Spanned<RawLink>,
+                Vec<Spanned<RawBar>>,
+                Option<String>,
+                String,
+            )> = Vec::new();
+            match (&r.functions, &r.parent, &r.link) {
+                (Some(fs), None, None) => {
+                    if fs.get_ref().is_empty() || fs.get_ref().len() > 8 {
+                        return Err(self.err(
+                            file,
+                            fs.span(),
+                            Some(format!("{key}.functions")),
+                            "a device has 1..=8 functions",
+                        ));
+                    }
+                    for (fi, f) in fs.get_ref().iter().enumerate() {
+                        let fr = f.get_ref();
+                        funcs.push((
+                            fr.parent.clone(),
+                            fr.link.clone(),
+                            fr.bars.clone().unwrap_or_else(|| r.bars.clone()),
+                            fr.bdf.clone(),
+                            format!("{key}.functions[{fi}]"),
+                        ));
+                    }
+                }
+                (None, Some(p), Some(l)) => funcs.push((
+                    p.clone(),
+                    l.clone(),
+                    r.bars.clone(),
+                    r.bdf.clone(),
+                    key.clone(),
+                )),
+                (Some(_), _, _) => return Err(self.err(
+                    file,
+                    d.span(),
+                    Some(key),
+                    "a multi-PF device gives `functions` instead of `parent` and `link`, not both",
+                )),
+                _ => {
+                    return Err(self.err(
+                        file,
+                        d.span(),
+                        Some(key),
+                        "a device needs `parent` and `link` (or `functions` for a multi-PF device)",
+                    ))
+                }
+            }
+            claim(self, &mut names, &r.name, &format!("{key}.name"), u32::MAX)?;
+            let multi = funcs.len() > 1;
+            let mut device = Device {
+                host: host_id,
+                name: r.name.get_ref().clone(),
+                kind: r.kind,
+                model: r.model.clone(),
+                functions: vec![],
+                labels: vec![],
+            };
+            for (pf, (parent, link, bars, bdf, fkey)) in funcs.into_iter().enumerate() {
+                let link = self.link(file, &link, &format!("{fkey}.link"))?;
+                let mut out = Vec::new();
+                let mut index = 0u8;
+                for (bi, b) in bars.iter().enumerate() {
+                    let br = b.get_ref();
+                    let bkey = format!("{fkey}.bars[{bi}]");
+                    let size = br.size.get_ref().0;
+                    if !size.is_power_of_two() || size < 16 {
+                        return Err(self.err(file, br.size.span(), Some(format!("{bkey}.size")), &format!("a BAR size must be a power of two of at least 16 bytes, not {size}")));
+                    }
+                    let bits = br.bits.as_ref().map(|b| *b.get_ref()).unwrap_or(64);
+                    if bits != 32 && bits != 64 {
+                        return Err(self.err(
+                            file,
+                            br.bits.as_ref().map(|b| b.span()).unwrap_or(b.span()),
+                            Some(format!("{bkey}.bits")),
+                            "BAR bits must be 32 or 64",
+                        ));
+                    }
+                    if bits == 32 && (br.above_4g == Some(true) || size > FOUR_GIB / 2) {
+                        return Err(self.err(
+                            file,
+                            b.span(),
+                            Some(bkey),
+                            "a 32-bit BAR cannot be placed above 4 GiB or exceed 2 GiB",
+                        ));
+                    }
+                    if index > 5 || (bits == 64 && index > 4) {
+                        return Err(self.err(
+                            file,
+                            b.span(),
+                            Some(bkey),
+                            "a function has at most six 32-bit BAR slots (a 64-bit BAR takes two)",
+                        ));
+                    }
+                    let above =
+                        bits == 64 && (br.above_4g == Some(true) || size > HIGH_BAR_THRESHOLD);
+                    let mut bar = Bar {
+                        index,
+                        size,
+                        bits64: bits == 64,
+                        prefetchable: br.prefetchable.unwrap_or(bits == 64),
+                        addr: if above { u64::MAX } else { 0 },
+                    };
+                    if let Some(a) = &br.address {
+                        let addr = a.get_ref().0;
+                        if addr % size != 0 || (bits == 32 && addr + size > FOUR_GIB) {
+                            return Err(self.err(file, a.span(), Some(format!("{bkey}.address")), &format!("a fixed BAR address must be aligned to its size ({}) and fit its width", fmt_size(size))));
+                        }
+                        bar.addr = addr;
+                        fixed.push((topo.nodes.len() as NodeId, index, a.span()));
+                    }
+                    out.push(bar);
+                    index += if bits == 64 { 2 } else { 1 };
+                }
+                let nname = if multi {
+                    format!("{}.pf{pf}", r.name.get_ref())
+                } else {
+                    r.name.get_ref().clone()
+                };
+                let id = new_node(
+                    topo,
+                    nname,
+                    NodeKind::Function {
+                        device: dev_id,
+                        pf: pf as u8,
+                    },
+                    Some(link),
+                    mask,
+                    out,
+                );
+                device.functions.push(id);
+                device.labels.push(bdf);
+                pending.push((id, parent, format!("{fkey}.parent")));
+            }
+            names.get_mut(r.name.get_ref()).expect("claimed above").1 = device.functions[0];
+            topo.devices.push(device);
+            host.devices.push(dev_id);
+        }
+        for (ni, n) in hr.ntb.iter().enumerate() {
+            let r = n.get_ref();
+            let key = format!("{hkey}.ntb[{ni}]");
+            let spec = self
+                .adapters
+                .iter()
+                .find(|a| &a.name == r.adapter.get_ref())
+                .cloned()
+                .ok_or_else(|| {
+                    let known: Vec<&str> = self.adapters.iter().map(|a| a.name.as_str()).collect();
+                    self.err(
+                        file,
+                        r.adapter.span(),
+                        Some(format!("{key}.adapter")),
+                        &format!(
+                            "unknown NTB adapter `{}` (known: {})",
+                            r.adapter.get_ref(),
+                            known.join(", ")
+                        ),
+                    )
+                })?;
+            let chip = self
+                .chips
+                .iter()
+                .position(|c| c.name == spec.chip)
+                .expect("adapter chips are validated") as u32;
+            let link = match &r.link {
+                Some(l) => self.link(file, l, &format!("{key}.link"))?,
+                None => Link {
+                    gen: spec.gen,
+                    width: spec.width,
+                    cable: false,
+                },
+            };
+            let bar_size = r
+                .bar_size
+                .as_ref()
+                .map(|b| b.get_ref().0)
+                .unwrap_or(spec.bar_size);
+            let windows = r
+                .lut_windows
+                .as_ref()
+                .map(|w| *w.get_ref())
+                .unwrap_or(spec.lut_windows);
+            if r.bar_size.is_some() || r.lut_windows.is_some() {
+                let bs = r
+                    .bar_size
+                    .clone()
+                    .unwrap_or_else(|| Spanned::new(n.span(), crate::units::Size(bar_size)));
+                let ws = r
+                    .lut_windows
+                    .clone()
+                    .unwrap_or_else(|| Spanned::new(n.span(), windows));
+                self.check_lut(file, &bs, &ws, bar_size, windows, &key)?;
+            }
+            let ntb_id = topo.ntbs.len() as NtbId;
+            let chip_node = new_node(
+                topo,
+                r.name.get_ref().clone(),
+                NodeKind::Switch {
+                    chip,
+                    adapter: Some(ntb_id),
+                },
+                Some(link),
+                64,
+                vec![],
+            );
+            claim(self, &mut names, &r.name, &format!("{key}.name"), chip_node)?;
+            let bars = vec![
+                Bar {
+                    index: 0,
+                    size: NTB_REG_BAR,
+                    bits64: false,
+                    prefetchable: false,
+                    addr: 0,
+                },
+                Bar {
+                    index: 2,
+                    size: bar_size,
+                    bits64: true,
+                    prefetchable: true,
+                    addr: u64::MAX,
+                },
+            ];
+            let fn_node = new_node(
+                topo,
+                format!("{}/ntb", r.name.get_ref()),
+                NodeKind::NtbFunction { ntb: ntb_id },
+                None,
+                64,
+                bars,
+            );
+            topo.nodes[fn_node as usize].parent = Some(chip_node);
+            topo.nodes[chip_node as usize].children.push(fn_node);
+            pending.push((chip_node, r.parent.clone(), format!("{key}.parent")));
+            topo.ntbs.push(Ntb {
+                host: host_id,
+                name: r.name.get_ref().clone(),
+                adapter: spec,
+                chip_node,
+                fn_node,
+                lut_windows: windows,
+                window_size: bar_size / windows as u64,
+                window_bar: 2,
+                cables: vec![],
+            });
+            host.ntbs.push(ntb_id);
+        }
+        // Parents: a root complex or a switch of this host.
+        for (id, parent, key) in &pending {
+            let p = parent.get_ref();
+            let (_, pid) = names.get(p).cloned().ok_or_else(|| {
+                self.err(
+                    file,
+                    parent.span(),
+                    Some(key.clone()),
+                    &format!(
+                        "`{p}` is not a root complex or switch of host `{}` (root complexes: {})",
+                        hr.name.get_ref(),
+                        roots
+                            .iter()
+                            .map(|&r| topo.nodes[r as usize].name.clone())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?;
+            let pn = &topo.nodes[pid as usize];
+            let ok = matches!(
+                pn.kind,
+                NodeKind::RootComplex { .. } | NodeKind::Switch { adapter: None, .. }
+            );
+            if !ok {
+                return Err(self.err(file, parent.span(), Some(key.clone()), &format!("`{p}` cannot be a parent: only root complexes and switches have downstream ports")));
+            }
+            topo.nodes[*id as usize].parent = Some(pid);
+            topo.nodes[pid as usize].children.push(*id);
+        }
+        // Cycles among switches: walk up from every node.
+        for (id, parent, key) in &pending {
+            let mut seen = 0;
+            let mut cur = *id;
+            while let Some(p) = topo.nodes[cur as usize].parent {
+                cur = p;
+                seen += 1;
+                if seen > topo.nodes.len() {
+                    return Err(self.err(
+                        file,
+                        parent.span(),
+                        Some(key.clone()),
+                        &format!(
+                            "cycle: `{}` is (indirectly) its own parent",
+                            topo.nodes[*id as usize].name
+                        ),
+                    ));
+                }
+            }
+        }
+        // Ports and lanes of every switch.
+        let all: Vec<NodeId> = (roots[0]..topo.nodes.len() as NodeId).collect();
+        for &id in &all {
+            if let NodeKind::Switch { chip, adapter } = topo.nodes[id as usize].kind {
+                let c = &self.chips[chip as usize];
+                let n = &topo.nodes[id as usize];
+                let down: Vec<NodeId> = n
+                    .children
+                    .iter()
+                    .copied()
+                    .filter(|&ch| topo.nodes[ch as usize].link.is_some())
+                    .collect();
+                let used_ports = down.len() as u32 + 1 + if adapter.is_some() { 1 } else { 0 };
+                let lanes: u32 = down
+                    .iter()
+                    .map(|&ch| topo.nodes[ch as usize].link.unwrap().width as u32)
+                    .sum::<u32>()
+                    + n.link.map(|l| l.width as u32).unwrap_or(0);
+                if used_ports > c.ports || lanes > c.lanes {
+                    let span = pending
+                        .iter()
+                        .find(|p| p.0 == id)
+                        .map(|p| p.1.span())
+                        .unwrap_or(0..0);
+                    return Err(self.err(file, span, Some(format!("{hkey}"),), &format!("switch `{}` ({}) uses {used_ports} ports and {lanes} lanes; the chip has {} ports and {} lanes", n.name, c.name, c.ports, c.lanes)));
+                }
+            }
+        }
+        let nodes_of_host: Vec<NodeId> = all;
+        host.nodes = nodes_of_host;
+        // Depth, root, bus numbers and requester IDs, in tree order.
+        let mut bus: u32 = 0;
+        for (ri, &rc) in roots.iter().enumerate() {
+            let root_bus = bus;
+            bus += 1;
+            topo.nodes[rc as usize].rid = Rid::new(root_bus as u8, 0, 0);
+            let kids = topo.nodes[rc as usize].children.clone();
+            for (port, &c) in kids.iter().enumerate() {
+                if port >= 31 {
+                    return Err(self.err(
+                        file,
+                        0..0,
+                        Some(hkey.clone()),
+                        &format!(
+                            "root complex {} has more than 31 root ports",
+                            topo.nodes[rc as usize].name
+                        ),
+                    ));
+                }
+                let port_rid = Rid::new(root_bus as u8, port as u8 + 1, 0);
+                enumerate(topo, c, rc, 1, port_rid, &mut bus)
+                    .map_err(|m| self.err(file, 0..0, Some(hkey.clone()), &m))?;
+            }
+            let _ = ri;
+        }
+        // BARs and bridge windows.
+        place_host(topo, &mut host, &fixed)
+            .map_err(|(m, span)| self.err(file, span.unwrap_or(0..0), Some(hkey.clone()), &m))?;
+        host.uncore_paths = all_pairs_uncore(&platform);
+        topo.hosts.push(host);
+        Ok(())
+    }
+
+    fn cluster(
+        &self,
+        file: usize,
+        raw: &RawFile,
+        topo: &mut Topology,
+    ) -> Result<(), ScenarioError> {
+        for (i, c) in raw.cluster_switch.iter().enumerate() {
+            let r = c.get_ref();
+            let key = format!("cluster_switch[{i}]");
+            let n = r.name.get_ref();
+            if !valid_name(n)
+                || topo.cluster_switches.iter().any(|x| &x.name == n)
+                || topo.host_by_name(n).is_some()
+            {
+                return Err(self.err(
+                    file,
+                    r.name.span(),
+                    Some(format!("{key}.name")),
+                    &format!(
+                        "cluster switch name `{n}` is invalid or already used by a host or switch"
+                    ),
+                ));
+            }
+            let chip = self.find_chip(file, &r.chip, &format!("{key}.chip"))?;
+            if !self.chips[chip as usize].cluster {
+                return Err(self.err(
+                    file,
+                    r.chip.span(),
+                    Some(format!("{key}.chip")),
+                    &format!("chip `{}` is not a cluster switch chip", r.chip.get_ref()),
+                ));
+            }
+            topo.cluster_switches.push(ClusterSwitch {
+                name: n.clone(),
+                chip,
+                cables: vec![],
+            });
+        }
+        let mut seen_pairs = HashSet::new();
+        for (i, c) in raw.cable.iter().enumerate() {
+            let r = c.get_ref();
+            let key = format!("cable[{i}]");
+            let ends = r.ends.get_ref();
+            if ends.len() != 2 {
+                return Err(self.err(
+                    file,
+                    r.ends.span(),
+                    Some(format!("{key}.ends")),
+                    "a cable has exactly two ends",
+                ));
+            }
+            let link = self.link(file, &r.link, &format!("{key}.link"))?;
+            let mut out = [CableEnd::Ntb(0); 2];
+            for (j, e) in ends.iter().enumerate() {
+                let s = e.get_ref();
+                out[j] = if let Some((h, n)) = s.split_once('.') {
+                    let hid = topo.host_by_name(h).ok_or_else(|| {
+                        self.err(
+                            file,
+                            e.span(),
+                            Some(format!("{key}.ends")),
+                            &format!("unknown host `{h}`"),
+                        )
+                    })?;
+                    CableEnd::Ntb(topo.ntb_by_name(hid, n).ok_or_else(|| {
+                        self.err(
+                            file,
+                            e.span(),
+                            Some(format!("{key}.ends")),
+                            &format!("host `{h}` has no NTB adapter `{n}`"),
+                        )
+                    })?)
+                } else {
+                    CableEnd::ClusterSwitch(
+                        topo.cluster_switches
+                            .iter()
+                            .position(|x| &x.name == s)
+                            .ok_or_else(|| {
+                                self.err(
+                                    file,
+                                    e.span(),
+                                    Some(format!("{key}.ends")),
+                                    &format!("`{s}` is neither `host.ntb` nor a cluster switch"),
+                                )
+                            })? as u32,
+                    )
+                };
+            }
+            if out[0] == out[1] {
+                return Err(self.err(
+                    file,
+                    r.ends.span(),
+                    Some(format!("{key}.ends")),
+                    "a cable cannot loop back to the same port group",
+                ));
+            }
+            let pair = if format!("{:?}", out[0]) < format!("{:?}", out[1]) {
+                (out[0], out[1])
+            } else {
+                (out[1], out[0])
+            };
+            if !seen_pairs.insert(format!("{pair:?}")) {
+                return Err(self.err(
+                    file,
+                    r.ends.span(),
+                    Some(format!("{key}.ends")),
+                    "these two ends are already cabled together",
+                ));
+            }
+            let id = topo.cables.len() as CableId;
+            for end in out {
+                match end {
+                    CableEnd::Ntb(n) => {
+                        let ntb = &mut topo.ntbs[n as usize];
+                        ntb.cables.push(id);
+                        if ntb.cables.len() as u32 > ntb.adapter.ports
+                            || link.width > ntb.adapter.width
+                        {
+                            let msg = format!(
+                                "adapter {} ({}) has {} cable port(s) of up to x{}",
+                                ntb.name, ntb.adapter.name, ntb.adapter.ports, ntb.adapter.width
+                            );
+                            return Err(self.err(file, c.span(), Some(key.clone()), &msg));
+                        }
+                    }
+                    CableEnd::ClusterSwitch(s) => {
+                        topo.cluster_switches[s as usize].cables.push(id);
+                    }
+                }
+            }
+            topo.cables.push(Cable { ends: out, link });
+        }
+        for cs in &topo.cluster_switches {
+            let chip = &self.chips[cs.chip as usize];
+            let lanes: u32 = cs
+                .cables
+                .iter()
+                .map(|&c| topo.cables[c as usize].link.width as u32)
+                .sum();
+            if lanes > chip.lanes {
+                return Err(self.err(
+                    file,
+                    0..0,
+                    Some("cable".into()),
+                    &format!(
+                        "cluster switch `{}` has {lanes} lanes cabled; a {} has {}",
+                        cs.name, chip.name, chip.lanes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Assigns buses and requester IDs below a root port, depth-first.
+fn enumerate(
+    topo: &mut Topology,
+    id: NodeId,
+    rc: NodeId,
+    depth: u16,
+    port_rid: Rid,
+    bus: &mut u32,
+) -> Result<(), String> {
+    if *bus > 255 {
+        return Err("PCI bus numbers exhausted (256 per segment)".into());
+    }
+    let b = *bus as u8;
+    *bus += 1;
+    {
+        let n = &mut topo.nodes[id as usize];
+        n.depth = depth;
+        n.root = rc;
+        n.port_rid = Some(port_rid);
+        n.rid = Rid::new(b, 0, 0);
+    }
+    if topo.nodes[id as usize].is_switch() {
+        // The switch's internal bus carries its downstream ports.
+        if *bus > 255 {
+            return Err("PCI bus numbers exhausted (256 per segment)".into());
+        }
+        let internal = *bus as u8;
+        *bus += 1;
+        let kids = topo.nodes[id as usize].children.clone();
+        for (port, &c) in kids.iter().enumerate() {
+            if matches!(topo.nodes[c as usize].kind, NodeKind::NtbFunction { .. }) {
+                let n = &mut topo.nodes[c as usize];
+                n.depth = depth + 1;
+                n.root = rc;
+                n.rid = Rid::new(internal, 0, 0);
+                continue;
+            }
+            enumerate(
+                topo,
+                c,
+                rc,
+                depth + 1,
+                Rid::new(internal, port as u8 + 1, 0),
+                bus,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, Default)]
+struct Need {
+    size: u64,
+    align: u64,
+}
+
+fn is_high(b: &Bar) -> bool {
+    b.addr == u64::MAX
+}
+
+/// Bottom-up sizing of one pool (false = below 4 GiB, true = above) for `id`'s subtree:
+/// items sorted by alignment, packed; a bridge window is 1 MiB granular.
+fn size_pool(topo: &Topology, id: NodeId, high: bool, fixed: &HashSet<(NodeId, u8)>) -> Need {
+    let mut items = items_of(topo, id, high, fixed);
+    items.sort_by(|a, b| b.1.align.cmp(&a.1.align));
+    let mut off = 0u64;
+    let mut align = 1;
+    for (_, need) in &items {
+        off = off.next_multiple_of(need.align) + need.size;
+        align = align.max(need.align);
+    }
+    Need {
+        size: off.next_multiple_of(MIB),
+        align: align.max(MIB),
+    }
+}
+
+enum Item {
+    Bar(u8),
+    Child(NodeId),
+}
+
+fn items_of(
+    topo: &Topology,
+    id: NodeId,
+    high: bool,
+    fixed: &HashSet<(NodeId, u8)>,
+) -> Vec<(Item, Need)> {
+    let n = &topo.nodes[id as usize];
+    let mut items = Vec::new();
+    for b in &n.bars {
+        if is_high(b) == high && !fixed.contains(&(id, b.index)) {
+            items.push((
+                Item::Bar(b.index),
+                Need {
+                    size: b.size,
+                    align: b.size,
+                },
+            ));
+        }
+    }
+    for &c in &n.children {
+        let need = size_pool(topo, c, high, fixed);
+        if need.size > 0 && subtree_has(topo, c, high, fixed) {
+            items.push((Item::Child(c), need));
+        }
+    }
+    items
+}
+
+fn subtree_has(topo: &Topology, id: NodeId, high: bool, fixed: &HashSet<(NodeId, u8)>) -> bool {
+    let n = &topo.nodes[id as usize];
+    n.bars
+        .iter()
+        .any(|b| is_high(b) == high && !fixed.contains(&(id, b.index)))
+        || n.children
+            .iter()
+            .any(|&c| subtree_has(topo, c, high, fixed))
+}
+
+fn place(topo: &mut Topology, id: NodeId, high: bool, base: u64, fixed: &HashSet<(NodeId, u8)>) {
+    let need = size_pool(topo, id, high, fixed);
+    let window = Some((base, base + need.size));
+    if high {
+        topo.nodes[id as usize].window64 = window;
+    } else {
+        topo.nodes[id as usize].window32 = window;
+    }
+    let mut items = items_of(topo, id, high, fixed);
+    items.sort_by(|a, b| b.1.align.cmp(&a.1.align));
+    let mut off = base;
+    for (item, need) in items {
+        off = off.next_multiple_of(need.align);
+        match item {
+            Item::Bar(i) => {
+                let bar = topo.nodes[id as usize]
+                    .bars
+                    .iter_mut()
+                    .find(|b| b.index == i)
+                    .expect("bar exists");
+                bar.addr = off;
+            }
+            Item::Child(c) => place(topo, c, high, off, fixed),
+        }
+        off += need.size;
+    }
+}
+
+/// Places every BAR of a host and builds its sorted address map.
+fn place_host(
+    topo: &mut Topology,
+    host: &mut Host,
+    fixed_list: &[(NodeId, u8, Range<usize>)],
+) -> Result<(), (String, Option<Range<usize>>)> {
+    let fixed: HashSet<(NodeId, u8)> = fixed_list.iter().map(|f| (f.0, f.1)).collect();
+    for high in [false, true] {
+        let (mut cursor, limit) = if high {
+            (host.mmio64_base, u64::MAX)
+        } else {
+            host.mmio32
+        };
+        for &rc in &host.roots.clone() {
+            for c in topo.nodes[rc as usize].children.clone() {
+                if !subtree_has(topo, c, high, &fixed) {
+                    continue;
+                }
+                let need = size_pool(topo, c, high, &fixed);
+                cursor = cursor.next_multiple_of(need.align);
+                if cursor.checked_add(need.size).is_none_or(|end| end > limit) {
+                    let what = if high {
+                        "64-bit"
+                    } else {
+                        "32-bit (below 4 GiB)"
+                    };
+                    return Err((
+                        format!(
+                            "{what} MMIO window of host `{}` exhausted: `{}` needs {} more",
+                            host.name,
+                            topo.nodes[c as usize].name,
+                            fmt_size(need.size)
+                        ),
+                        None,
+                    ));
+                }
+                place(topo, c, high, cursor, &fixed);
+                cursor += need.size;
+            }
+        }
+    }
+    let mut regions = host.regions.clone();
+    for &id in &host.nodes {
+        for b in &topo.nodes[id as usize].bars {
+            regions.push(Region {
+                start: b.addr,
+                end: b.end(),
+                owner: Owner::Bar {
+                    node: id,
+                    bar: b.index,
+                },
+            });
+        }
+    }
+    regions.sort_by_key(|r| (r.start, r.end));
+    for w in regions.windows(2) {
+        if w[1].start < w[0].end {
+            let label = |r: &Region| match r.owner {
+                Owner::Ram { node, .. } => format!("RAM of node {node}"),
+                Owner::Bar { node, bar } => {
+                    format!("BAR{bar} of `{}`", topo.nodes[node as usize].name)
+                }
+            };
+            let span = [w[0], w[1]].iter().find_map(|r| match r.owner {
+                Owner::Bar { node, bar } => fixed_list
+                    .iter()
+                    .find(|f| f.0 == node && f.1 == bar)
+                    .map(|f| f.2.clone()),
+                _ => None,
+            });
+            return Err((
+                format!(
+                    "overlapping windows: {} [{:#x}, {:#x}) and {} [{:#x}, {:#x})",
+                    label(&w[0]),
+                    w[0].start,
+                    w[0].end,
+                    label(&w[1]),
+                    w[1].start,
+                    w[1].end
+                ),
+                span,
+            ));
+        }
+    }
+    host.regions = regions;
+    Ok(())
+}
+
+/// Single-source shortest paths from vertex 0 (used to check connectivity).
+fn uncore_paths(p: &Platform) -> Vec<Option<Vec<UncoreHop>>> {
+    let all = all_pairs_uncore_opt(p);
+    let v = p.uncore_vertices() as usize;
+    all.into_iter().take(v).collect()
+}
+
+fn all_pairs_uncore(p: &Platform) -> Vec<Vec<UncoreHop>> {
+    all_pairs_uncore_opt(p)
+        .into_iter()
+        .map(|x| x.unwrap_or_default())
+        .collect()
+}
+
+/// Dijkstra from every vertex; ties keep the path found first (links in declaration order).
+fn all_pairs_uncore_opt(p: &Platform) -> Vec<Option<Vec<UncoreHop>>> {
+    let v = p.uncore_vertices() as usize;
+    let mut out = vec![None; v * v];
+    for s in 0..v {
+        let mut dist = vec![u64::MAX; v];
+        let mut prev: Vec<Option<UncoreHop>> = vec![None; v];
+        let mut done = vec![false; v];
+        dist[s] = 0;
+        for _ in 0..v {
+            let Some(u) = (0..v)
+                .filter(|&i| !done[i] && dist[i] != u64::MAX)
+                .min_by_key(|&i| (dist[i], i))
+            else {
+                break;
+            };
+            done[u] = true;
+            for (li, l) in p.interconnect.iter().enumerate() {
+                let other = if l.a as usize == u {
+                    l.b
+                } else if l.b as usize == u {
+                    l.a
+                } else {
+                    continue;
+                };
+                let d = dist[u] + l.weight as u64;
+                if d < dist[other as usize] {
+                    dist[other as usize] = d;
+                    prev[other as usize] = Some(UncoreHop {
+                        link: li as u32,
+                        from: u as u32,
+                        to: other,
+                    });
+                }
+            }
+        }
+        for t in 0..v {
+            if dist[t] == u64::MAX {
+                continue;
+            }
+            let mut path = Vec::new();
+            let mut cur = t;
+            while let Some(h) = prev[cur] {
+                path.push(h);
+                cur = h.from as usize;
+            }
+            path.reverse();
+            out[s * v + t] = Some(path);
+        }
+    }
+    out
+}
+
+/// Breadth-first paths between NTB adapters through cables and cluster switches (never
+/// through another host's adapter).
+fn ntb_paths(topo: &Topology) -> Vec<Option<Vec<NtbHop>>> {
+    let n = topo.ntbs.len();
+    let mut out = vec![None; n * n];
+    for src in 0..n {
+        // BFS over ends; state = CableEnd.
+        let mut prev: HashMap<CableEnd, (CableEnd, CableId)> = HashMap::new();
+        let mut q = VecDeque::new();
+        let start = CableEnd::Ntb(src as NtbId);
+        q.push_back(start);
+        let mut seen = HashSet::new();
+        seen.insert(start);
+        while let Some(cur) = q.pop_front() {
+            if cur != start && matches!(cur, CableEnd::Ntb(_)) {
+                continue;
+            }
+            let cables = match cur {
+                CableEnd::Ntb(x) => &topo.ntbs[x as usize].cables,
+                CableEnd::ClusterSwitch(x) => &topo.cluster_switches[x as usize].cables,
+            };
+            for &c in cables {
+                let e = topo.cables[c as usize].ends;
+                let next = if e[0] == cur { e[1] } else { e[0] };
+                if seen.insert(next) {
+                    prev.insert(next, (cur, c));
+                    q.push_back(next);
+                }
+            }
+        }
+        for dst in 0..n {
+            let end = CableEnd::Ntb(dst as NtbId);
+            if dst == src || !seen.contains(&end) {
+                continue;
+            }
+            let mut hops = Vec::new();
+            let mut cur = end;
+            while let Some(&(p, c)) = prev.get(&cur) {
+                hops.push(NtbHop::Cable(c));
+                if let CableEnd::ClusterSwitch(s) = p {
+                    hops.push(NtbHop::ClusterSwitch(s));
+                }
+                cur = p;
+            }
+            hops.reverse();
+            out[src * n + dst] = Some(hops);
+        }
+    }
+    out
+}

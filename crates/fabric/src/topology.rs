@@ -1,0 +1,389 @@
+//! The validated, enumerated topology of a scenario: hosts with their platforms, the PCIe
+//! tree of every host (root complexes, switches, functions, NTB adapters), the NTB cabling
+//! between hosts, and each host's address map. Immutable once built; mutable hardware
+//! state (LUTs, page tables, bytes) lives in `Fabric`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::catalog::{AdapterSpec, ChipSpec};
+use crate::raw::DeviceKind;
+
+pub type HostId = u32;
+pub type NodeId = u32;
+pub type NtbId = u32;
+pub type ClusterSwitchId = u32;
+pub type CableId = u32;
+pub type DeviceId = u32;
+
+/// A PCIe requester ID: bus, device, function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Rid(pub u16);
+
+impl Rid {
+    pub fn new(bus: u8, dev: u8, func: u8) -> Rid {
+        Rid((bus as u16) << 8 | ((dev as u16 & 0x1f) << 3) | (func as u16 & 7))
+    }
+    pub fn bus(self) -> u8 {
+        (self.0 >> 8) as u8
+    }
+    pub fn dev(self) -> u8 {
+        ((self.0 >> 3) & 0x1f) as u8
+    }
+    pub fn func(self) -> u8 {
+        (self.0 & 7) as u8
+    }
+}
+
+impl fmt::Display for Rid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:02x}:{:02x}.{}", self.bus(), self.dev(), self.func())
+    }
+}
+
+/// A PCIe link: generation and width; `cable` marks an external cable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub gen: u8,
+    pub width: u8,
+    pub cable: bool,
+}
+
+impl fmt::Display for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Gen{} x{}", self.gen, self.width)?;
+        if self.cable {
+            f.write_str(" cable")?;
+        }
+        Ok(())
+    }
+}
+
+/// A QPI/UPI-style link between two uncore vertices (packages or I/O hubs) of a platform.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InterconnectLink {
+    pub a: u32,
+    pub b: u32,
+    pub kind: String,
+    pub gts: Option<f64>,
+    pub count: u32,
+    pub bandwidth_gbps: Option<f64>,
+    pub latency_ns: Option<f64>,
+    pub weight: u32,
+}
+
+/// One parameter set for a kind of machine (DESIGN.md rule 5).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Platform {
+    pub name: String,
+    pub cpu: String,
+    pub packages: u32,
+    pub nodes_per_package: u32,
+    pub cores_per_package: u32,
+    pub threads_per_core: u32,
+    pub clock_ghz: f64,
+    pub llc_bytes: u64,
+    pub llc_ways: u32,
+    pub ddio_ways: u32,
+    pub dram_bytes_per_node: u64,
+    pub root_read_split_bytes: Option<u32>,
+    pub root_p2p: bool,
+    /// Row = CPU node, column = memory node.
+    pub latency_ns: Option<Vec<Vec<f64>>>,
+    pub bandwidth_gbps: Option<Vec<Vec<f64>>>,
+    pub interconnect: Vec<InterconnectLink>,
+    /// I/O hubs; when present they, not the packages, hold the root complexes.
+    pub iohs: Vec<String>,
+    pub timing: BTreeMap<String, f64>,
+}
+
+impl Platform {
+    pub fn numa_nodes(&self) -> u32 {
+        self.packages * self.nodes_per_package
+    }
+    /// Uncore vertices: packages `0..packages`, then I/O hubs.
+    pub fn uncore_vertices(&self) -> u32 {
+        self.packages + self.iohs.len() as u32
+    }
+    pub fn vertex_name(&self, v: u32) -> String {
+        if v < self.packages {
+            format!("pkg{v}")
+        } else {
+            self.iohs[(v - self.packages) as usize].clone()
+        }
+    }
+    pub fn package_of_node(&self, numa_node: u32) -> u32 {
+        numa_node / self.nodes_per_package
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A CPU root complex (a package's, or an I/O hub's) at an uncore vertex.
+    RootComplex { vertex: u32 },
+    /// A switch chip; `adapter` when it is the chip of an NTB adapter.
+    Switch { chip: u32, adapter: Option<NtbId> },
+    /// A PCI function of a device (`pf` = its index among the device's functions).
+    Function { device: DeviceId, pf: u8 },
+    /// The NTB endpoint on an adapter's chip; its window BAR leads to other hosts.
+    NtbFunction { ntb: NtbId },
+}
+
+/// A memory BAR after enumeration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bar {
+    pub index: u8,
+    pub size: u64,
+    pub bits64: bool,
+    pub prefetchable: bool,
+    pub addr: u64,
+}
+
+impl Bar {
+    pub fn end(&self) -> u64 {
+        self.addr + self.size
+    }
+}
+
+/// A vertex of a host's PCIe tree.
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub host: HostId,
+    pub name: String,
+    pub kind: NodeKind,
+    pub parent: Option<NodeId>,
+    /// The link to the parent; `None` for root complexes and for an NTB function (it is
+    /// inside its adapter's chip).
+    pub link: Option<Link>,
+    pub depth: u16,
+    /// The root complex this node hangs under (itself for a root complex).
+    pub root: NodeId,
+    pub rid: Rid,
+    /// The root port or switch downstream port above this node, if any.
+    pub port_rid: Option<Rid>,
+    pub children: Vec<NodeId>,
+    pub bars: Vec<Bar>,
+    /// Bridge windows of the port above this node: 32-bit and 64-bit, [start, end).
+    pub window32: Option<(u64, u64)>,
+    pub window64: Option<(u64, u64)>,
+    pub dma_mask_bits: u8,
+}
+
+impl Node {
+    pub fn is_switch(&self) -> bool {
+        matches!(self.kind, NodeKind::Switch { .. })
+    }
+    pub fn bar(&self, index: u8) -> Option<&Bar> {
+        self.bars.iter().find(|b| b.index == index)
+    }
+}
+
+/// A device: one or several functions (a multi-PF NIC has one per socket).
+#[derive(Clone, Debug)]
+pub struct Device {
+    pub host: HostId,
+    pub name: String,
+    pub kind: DeviceKind,
+    pub model: String,
+    pub functions: Vec<NodeId>,
+    /// BDFs as imported from a real machine, when the scenario gives them.
+    pub labels: Vec<Option<String>>,
+}
+
+/// Where an address of a host's map lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// DRAM of a NUMA node; `node_offset` is the offset within that node at `start`.
+    Ram {
+        node: u32,
+        node_offset: u64,
+    },
+    Bar {
+        node: NodeId,
+        bar: u8,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    pub owner: Owner,
+}
+
+/// One hop between uncore vertices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UncoreHop {
+    pub link: u32,
+    pub from: u32,
+    pub to: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Host {
+    pub name: String,
+    pub platform: u32,
+    pub iommu: bool,
+    /// Root complexes, by uncore vertex order.
+    pub roots: Vec<NodeId>,
+    pub mmio32: (u64, u64),
+    pub mmio64_base: u64,
+    pub top_of_ram: u64,
+    /// Sorted, non-overlapping address map (RAM ranges and BARs).
+    pub regions: Vec<Region>,
+    /// Shortest interconnect paths: `uncore_paths[from * V + to]`.
+    pub uncore_paths: Vec<Vec<UncoreHop>>,
+    pub uncore_vertices: u32,
+    pub nodes: Vec<NodeId>,
+    pub devices: Vec<DeviceId>,
+    pub ntbs: Vec<NtbId>,
+}
+
+impl Host {
+    /// Decodes an address of this host's map.
+    #[inline]
+    pub fn decode(&self, addr: u64) -> Option<&Region> {
+        let i = self.regions.partition_point(|r| r.end <= addr);
+        self.regions.get(i).filter(|r| r.start <= addr)
+    }
+    pub fn uncore_path(&self, from: u32, to: u32) -> &[UncoreHop] {
+        &self.uncore_paths[(from * self.uncore_vertices + to) as usize]
+    }
+    /// The first address of a NUMA node's RAM.
+    pub fn ram_base(&self, node: u32) -> Option<u64> {
+        self.regions
+            .iter()
+            .find(|r| matches!(r.owner, Owner::Ram { node: n, node_offset: 0 } if n == node))
+            .map(|r| r.start)
+    }
+    /// The host-physical address of an offset into a NUMA node's RAM.
+    pub fn ram_addr(&self, node: u32, offset: u64) -> Option<u64> {
+        self.regions.iter().find_map(|r| match r.owner {
+            Owner::Ram {
+                node: n,
+                node_offset,
+            } if n == node && offset >= node_offset && offset - node_offset < r.end - r.start => {
+                Some(r.start + offset - node_offset)
+            }
+            _ => None,
+        })
+    }
+}
+
+/// An NTB adapter in a host.
+#[derive(Clone, Debug)]
+pub struct Ntb {
+    pub host: HostId,
+    pub name: String,
+    pub adapter: AdapterSpec,
+    pub chip_node: NodeId,
+    pub fn_node: NodeId,
+    pub lut_windows: u32,
+    pub window_size: u64,
+    /// BAR index of the window aperture on `fn_node`.
+    pub window_bar: u8,
+    pub cables: Vec<CableId>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterSwitch {
+    pub name: String,
+    pub chip: u32,
+    pub cables: Vec<CableId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CableEnd {
+    Ntb(NtbId),
+    ClusterSwitch(ClusterSwitchId),
+}
+
+#[derive(Clone, Debug)]
+pub struct Cable {
+    pub ends: [CableEnd; 2],
+    pub link: Link,
+}
+
+/// One element of the way between two NTB adapters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NtbHop {
+    Cable(CableId),
+    ClusterSwitch(ClusterSwitchId),
+}
+
+/// The whole validated scenario topology.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    pub name: String,
+    pub description: String,
+    pub chips: Vec<ChipSpec>,
+    pub platforms: Vec<Platform>,
+    pub hosts: Vec<Host>,
+    pub nodes: Vec<Node>,
+    pub devices: Vec<Device>,
+    pub ntbs: Vec<Ntb>,
+    pub cluster_switches: Vec<ClusterSwitch>,
+    pub cables: Vec<Cable>,
+    /// Shortest way between adapters through cables and cluster switches:
+    /// `ntb_paths[src * N + dst]`, `None` when unreachable.
+    pub ntb_paths: Vec<Option<Vec<NtbHop>>>,
+}
+
+impl Topology {
+    pub fn host_by_name(&self, name: &str) -> Option<HostId> {
+        self.hosts
+            .iter()
+            .position(|h| h.name == name)
+            .map(|i| i as HostId)
+    }
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+    pub fn host(&self, id: HostId) -> &Host {
+        &self.hosts[id as usize]
+    }
+    pub fn platform_of(&self, host: HostId) -> &Platform {
+        &self.platforms[self.hosts[host as usize].platform as usize]
+    }
+    pub fn node_by_name(&self, host: HostId, name: &str) -> Option<NodeId> {
+        self.hosts[host as usize]
+            .nodes
+            .iter()
+            .copied()
+            .find(|&n| self.nodes[n as usize].name == name)
+    }
+    pub fn device_by_name(&self, host: HostId, name: &str) -> Option<DeviceId> {
+        self.hosts[host as usize]
+            .devices
+            .iter()
+            .copied()
+            .find(|&d| self.devices[d as usize].name == name)
+    }
+    pub fn ntb_by_name(&self, host: HostId, name: &str) -> Option<NtbId> {
+        self.hosts[host as usize]
+            .ntbs
+            .iter()
+            .copied()
+            .find(|&n| self.ntbs[n as usize].name == name)
+    }
+    pub fn ntb_path(&self, src: NtbId, dst: NtbId) -> Option<&[NtbHop]> {
+        self.ntb_paths[(src as usize) * self.ntbs.len() + dst as usize].as_deref()
+    }
+    /// `host.name` of a node, for humans.
+    pub fn node_label(&self, id: NodeId) -> String {
+        let n = self.node(id);
+        format!("{}.{}", self.hosts[n.host as usize].name, n.name)
+    }
+    pub fn chip(&self, id: u32) -> &ChipSpec {
+        &self.chips[id as usize]
+    }
+    pub fn cable_end_label(&self, end: CableEnd) -> String {
+        match end {
+            CableEnd::Ntb(n) => {
+                let ntb = &self.ntbs[n as usize];
+                format!("{}.{}", self.hosts[ntb.host as usize].name, ntb.name)
+            }
+            CableEnd::ClusterSwitch(c) => self.cluster_switches[c as usize].name.clone(),
+        }
+    }
+}
