@@ -1,0 +1,265 @@
+//! Bad scenarios get a clear error naming the file, line and key; no input panics.
+
+use fabric::builtin::BuiltinResolver;
+use fabric::scenario::{load, Source};
+use proptest::prelude::*;
+
+const GOOD: &str = r#"include = ["platforms/smartio.toml"]
+
+[scenario]
+name = "t"
+description = "test"
+
+[[host]]
+name = "a"
+platform = "smartio_host"
+[[host.switch]]
+name = "sw"
+chip = "pex8733"
+parent = "rc0"
+link = { gen = 3, width = 16 }
+[[host.device]]
+name = "nvme"
+kind = "nvme"
+parent = "sw"
+link = { gen = 3, width = 4 }
+bars = [{ size = "16 KiB" }]
+[[host.ntb]]
+name = "ntb"
+adapter = "pxh830"
+parent = "rc0"
+
+[[host]]
+name = "b"
+platform = "smartio_host"
+[[host.ntb]]
+name = "ntb"
+adapter = "pxh830"
+parent = "rc0"
+
+[[cable]]
+ends = ["a.ntb", "b.ntb"]
+link = { gen = 3, width = 16 }
+"#;
+
+fn try_load(text: &str) -> Result<fabric::scenario::Scenario, String> {
+    load(
+        Source {
+            name: "my.toml".into(),
+            text: text.into(),
+        },
+        &BuiltinResolver,
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn err_of(text: &str) -> String {
+    try_load(text).err().expect("should be rejected")
+}
+
+#[test]
+fn the_base_scenario_is_valid() {
+    try_load(GOOD).unwrap();
+}
+
+#[test]
+fn unknown_key_is_located() {
+    let e = err_of(&GOOD.replace("kind = \"nvme\"", "kind = \"nvme\"\nspeed = 3"));
+    assert!(e.starts_with("my.toml:18:1:"), "{e}");
+    assert!(e.contains("unknown field `speed`"), "{e}");
+}
+
+#[test]
+fn wrong_type_is_located() {
+    let e = err_of(&GOOD.replace("width = 4 }", "width = \"four\" }"));
+    assert!(e.starts_with("my.toml:19:27:"), "{e}");
+    assert!(e.contains("invalid type"), "{e}");
+}
+
+#[test]
+fn malformed_toml_is_located() {
+    let e = err_of(&GOOD.replace("[[host.switch]]", "[[host.switch"));
+    assert!(e.starts_with("my.toml:10:"), "{e}");
+}
+
+#[test]
+fn dangling_parent_names_the_key_and_the_choices() {
+    let e = err_of(&GOOD.replace("parent = \"sw\"", "parent = \"sw9\""));
+    assert!(e.starts_with("my.toml:18:10:"), "{e}");
+    assert!(
+        e.contains("`sw9` is not a root complex or switch of host `a`"),
+        "{e}"
+    );
+    assert!(e.contains("host[0].device[0].parent"), "{e}");
+}
+
+#[test]
+fn duplicate_names_are_refused() {
+    let e = err_of(&GOOD.replace("name = \"nvme\"", "name = \"sw\""));
+    assert!(e.contains("duplicate name `sw` in host `a`"), "{e}");
+    let e = err_of(&GOOD.replace("name = \"b\"", "name = \"a\""));
+    assert!(e.contains("duplicate host name `a`"), "{e}");
+}
+
+#[test]
+fn parent_cycles_are_found() {
+    let text = GOOD.replace(
+        "[[host.device]]\nname = \"nvme\"",
+        "[[host.switch]]\nname = \"s1\"\nchip = \"pex8733\"\nparent = \"s2\"\nlink = { gen = 3, width = 8 }\n[[host.switch]]\nname = \"s2\"\nchip = \"pex8733\"\nparent = \"s1\"\nlink = { gen = 3, width = 8 }\n[[host.device]]\nname = \"nvme\"",
+    );
+    let e = err_of(&text);
+    assert!(e.contains("cycle"), "{e}");
+}
+
+#[test]
+fn a_device_cannot_be_a_parent() {
+    let text = format!("{GOOD}\n").replace(
+        "[[host.ntb]]\nname = \"ntb\"\nadapter = \"pxh830\"\nparent = \"rc0\"\n\n[[host]]\nname = \"b\"",
+        "[[host.ntb]]\nname = \"ntb\"\nadapter = \"pxh830\"\nparent = \"nvme\"\n\n[[host]]\nname = \"b\"",
+    );
+    assert!(err_of(&text).contains("only root complexes and switches have downstream ports"));
+}
+
+#[test]
+fn impossible_topologies_are_refused() {
+    // A two-socket platform with no interconnect link.
+    let text = GOOD.replace("include = [\"platforms/smartio.toml\"]\n", "")
+        + "\n[platform.smartio_host]\npackages = 2\ncores_per_package = 4\nclock_ghz = 2.0\nllc_bytes = \"8 MiB\"\nllc_ways = 16\nddio_ways = 2\ndram_bytes_per_node = \"1 GiB\"\n";
+    let e = err_of(&text);
+    assert!(
+        e.contains("impossible topology: pkg0 cannot reach pkg1"),
+        "{e}"
+    );
+    // More lanes than the chip has.
+    let e = err_of(&GOOD.replace(
+        "link = { gen = 3, width = 4 }",
+        "link = { gen = 3, width = 32 }",
+    ));
+    assert!(
+        e.contains("uses 2 ports and 48 lanes; the chip has 18 ports and 32 lanes"),
+        "{e}"
+    );
+    // A cable to an adapter port that is taken, and unknown cable ends.
+    let e = err_of(
+        &(GOOD.to_string()
+            + "[[cable]]\nends = [\"a.ntb\", \"b.ntb\"]\nlink = { gen = 3, width = 8 }\n"),
+    );
+    assert!(e.contains("already cabled"), "{e}");
+    let e = err_of(&GOOD.replace(
+        "ends = [\"a.ntb\", \"b.ntb\"]",
+        "ends = [\"a.ntb\", \"c.ntb\"]",
+    ));
+    assert!(e.contains("unknown host `c`"), "{e}");
+}
+
+#[test]
+fn out_of_range_parameters_are_refused() {
+    let e = err_of(&GOOD.replace("width = 4 }", "width = 5 }"));
+    assert!(
+        e.contains("link width must be 1, 2, 4, 8, 12, 16 or 32, not 5"),
+        "{e}"
+    );
+    let e = err_of(&GOOD.replace("size = \"16 KiB\"", "size = \"12 KiB\""));
+    assert!(e.contains("power of two"), "{e}");
+    let e = err_of(&GOOD.replace("size = \"16 KiB\"", "size = \"16 furlongs\""));
+    assert!(e.contains("unknown size unit `furlongs`"), "{e}");
+    let e = err_of(&GOOD.replace(
+        "adapter = \"pxh830\"\nparent = \"rc0\"\n\n[[host]]",
+        "adapter = \"pxh830\"\nparent = \"rc0\"\nlut_windows = 3\n\n[[host]]",
+    ));
+    assert!(e.contains("lut_windows must be a power of two"), "{e}");
+}
+
+#[test]
+fn overlapping_fixed_windows_are_refused() {
+    let text = GOOD.replace(
+        "bars = [{ size = \"16 KiB\" }]",
+        "bars = [{ size = \"16 KiB\", address = 0xD0000000 }, { size = \"16 KiB\", address = 0xD0000000 }]",
+    );
+    let e = err_of(&text);
+    assert!(
+        e.contains(
+            "overlapping windows: BAR0 of `nvme` [0xd0000000, 0xd0004000) and BAR2 of `nvme`"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.starts_with("my.toml:20:"),
+        "points at the fixed address: {e}"
+    );
+    let text = GOOD.replace(
+        "bars = [{ size = \"16 KiB\" }]",
+        "bars = [{ size = \"16 KiB\", address = 0x10000 }]",
+    );
+    assert!(err_of(&text).contains("RAM of node 0"));
+}
+
+#[test]
+fn the_32_bit_window_runs_out() {
+    let text = GOOD.replace(
+        "bars = [{ size = \"16 KiB\" }]",
+        "bars = [{ size = \"1 GiB\", bits = 32 }]",
+    );
+    let e = err_of(&text);
+    assert!(
+        e.contains("32-bit (below 4 GiB) MMIO window of host `a` exhausted"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_missing_include_and_an_unknown_platform_are_located() {
+    let e = err_of(&GOOD.replace("platforms/smartio.toml", "platforms/nope.toml"));
+    assert!(
+        e.starts_with("my.toml:1:") && e.contains("no built-in file `platforms/nope.toml`"),
+        "{e}"
+    );
+    let e = err_of(&GOOD.replace(
+        "platform = \"smartio_host\"\n[[host.switch]]",
+        "platform = \"xeon\"\n[[host.switch]]",
+    ));
+    assert!(
+        e.contains("unknown platform `xeon` (defined: smartio_host)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn static_windows_are_checked_when_programmed() {
+    let text =
+        GOOD.to_string() + "[[window]]\nntb = \"a.ntb\"\nto = \"b.ram.node7\"\nsize = 4096\n";
+    let s = try_load(&text).unwrap();
+    let e = fabric::Fabric::from_scenario(s).err().unwrap().to_string();
+    assert!(
+        e.starts_with("my.toml:37:1:") && e.contains("NUMA nodes 0..0"),
+        "{e}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Arbitrary bytes never panic the loader.
+    #[test]
+    fn arbitrary_text_never_panics(s in "\\PC{0,400}") {
+        let _ = try_load(&s);
+    }
+
+    /// Mutating one line of a valid scenario gives Ok or a located error, never a panic.
+    #[test]
+    fn mutated_scenarios_never_panic(line in 0usize..40, repl in prop::sample::select(vec![
+        "", "x = 1", "[[host]]", "name = \"\"", "width = 0", "gen = 9", "parent = \"a\"",
+        "bars = [{ size = 0 }]", "size = -1", "packages = 0", "[[cable]]", "ends = []",
+        "link = { gen = 3, width = 16, cable = true }", "dma_mask_bits = 8", "lut_windows = 0",
+        "bar_size = 1", "[[host.device]]", "functions = []", "kind = \"gpu\"", "address = 0xFFFFFFFFFFFFF000",
+    ])) {
+        let mut lines: Vec<&str> = GOOD.lines().collect();
+        if line < lines.len() {
+            lines[line] = repl;
+        }
+        let text = lines.join("\n");
+        if let Err(e) = try_load(&text) {
+            prop_assert!(e.starts_with("my.toml"), "error names the file: {}", e);
+        }
+    }
+}
