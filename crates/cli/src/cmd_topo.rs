@@ -1,9 +1,195 @@
-//! `nudma topo` (stub until implemented).
+//! `nudma topo show|check|path`: print a scenario's fabric, validate it, or show the
+//! route of one access (what it crosses, translations included, and where it lands).
+
 use std::process::ExitCode;
 
+use anyhow::Context;
+use fabric::describe;
+use fabric::{Access, Fabric, Path, Request, Requester};
+
 #[derive(clap::Subcommand)]
-pub enum TopoCommand {}
+pub enum TopoCommand {
+    /// Print the topology: hosts, PCIe trees with BARs and bridge windows, cables.
+    Show {
+        /// A scenario file or a built-in scenario name (`nudma list`).
+        scenario: String,
+        #[arg(long, value_enum, default_value = "text")]
+        format: ShowFormat,
+    },
+    /// Validate a scenario; prints a located error and exits non-zero when it is wrong.
+    Check { scenario: String },
+    /// The route of one access: hops (switch chips), roots, every step, the target.
+    Path {
+        scenario: String,
+        /// Requester: `host.device[.pfN]` or `host.cpu[N]`.
+        #[arg(long)]
+        from: String,
+        /// Target: `host.device[.pfN][.barN]`, `host.ram[.nodeN]`, or a bus address
+        /// (0x…) in the requester's host.
+        #[arg(long)]
+        to: String,
+        /// Byte offset into the target endpoint.
+        #[arg(long, default_value = "0", value_parser = parse_u64)]
+        offset: u64,
+        /// Request length in bytes (at most 4096, not crossing a 4 KiB boundary).
+        #[arg(long, default_value_t = 64)]
+        len: u32,
+        #[arg(long, value_enum, default_value = "read")]
+        access: AccessArg,
+        #[arg(long, value_enum, default_value = "text")]
+        format: crate::Format,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ShowFormat {
+    Text,
+    Dot,
+    Json,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum AccessArg {
+    Read,
+    Write,
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    fabric::units::parse_size(s)
+}
+
+pub fn load(scenario: &str) -> anyhow::Result<Fabric> {
+    let s = fabric::builtin::load_any(scenario)?;
+    Ok(Fabric::from_scenario(s)?)
+}
 
 pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
-    match c {}
+    match c {
+        TopoCommand::Show { scenario, format } => {
+            let f = load(&scenario)?;
+            match format {
+                ShowFormat::Text => print!("{}", describe::topology_text(&f)),
+                ShowFormat::Dot => print!("{}", describe::topology_dot(&f)),
+                ShowFormat::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&describe::topology_json(&f))?
+                ),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TopoCommand::Check { scenario } => {
+            let f = load(&scenario)?;
+            let t = &f.topo;
+            let devices = t.devices.len();
+            println!(
+                "{}: ok — {} host(s), {} PCIe node(s), {} device(s), {} NTB adapter(s), {} cable(s), {} cluster switch(es)",
+                t.name,
+                t.hosts.len(),
+                t.nodes.len(),
+                devices,
+                t.ntbs.len(),
+                t.cables.len(),
+                t.cluster_switches.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        TopoCommand::Path {
+            scenario,
+            from,
+            to,
+            offset,
+            len,
+            access,
+            format,
+        } => {
+            if len == 0 || len > 4096 {
+                anyhow::bail!("--len must be 1..=4096 bytes (one PCIe request), not {len}");
+            }
+            let mut f = load(&scenario)?;
+            let access = match access {
+                AccessArg::Read => Access::Read,
+                AccessArg::Write => Access::Write,
+            };
+            let src = f.resolve(&from)?;
+            let (req, setup) = match fabric::units::parse_size(&to) {
+                Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
+                    let requester = match src {
+                        fabric::Endpoint::Node(n) | fabric::Endpoint::Bar { node: n, .. } => {
+                            Requester::Function(n)
+                        }
+                        fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
+                        fabric::Endpoint::Ram { .. } => {
+                            anyhow::bail!("RAM is not a requester: use `host.cpuN` or a device")
+                        }
+                    };
+                    (
+                        Request {
+                            requester,
+                            addr: addr + offset,
+                            len,
+                            access,
+                        },
+                        vec![],
+                    )
+                }
+                _ => {
+                    let dst = f.resolve(&to)?;
+                    f.plan_access(src, dst, offset, len, access)
+                        .with_context(|| format!("setting up an access from {from} to {to}"))?
+                }
+            };
+            let mut p = Path::default();
+            let r = f.route(&req, &mut p);
+            let t = &f.topo;
+            match format {
+                crate::Format::Json => {
+                    let mut v = describe::path_json(t, &p, &r);
+                    v["from"] = from.clone().into();
+                    v["to"] = to.clone().into();
+                    v["access"] = format!("{access:?}").to_lowercase().into();
+                    v["address"] = req.addr.into();
+                    v["len"] = len.into();
+                    v["setup"] = setup.clone().into();
+                    println!("{}", serde_json::to_string_pretty(&v)?);
+                }
+                crate::Format::Text => {
+                    println!(
+                        "{} {from} → {to}: {:?} of {len} B at {:#x}",
+                        t.name, access, req.addr
+                    );
+                    for s in &setup {
+                        println!("  set up for this query: {s}");
+                    }
+                    for (i, s) in p.steps.iter().enumerate() {
+                        println!(
+                            "  {:>2}. {:<14} {}",
+                            i + 1,
+                            s.kind(),
+                            describe::step_name(t, s)
+                        );
+                    }
+                    match &r {
+                        Ok(target) => println!(
+                            "  → {}\n  {} hop(s), {} root(s)",
+                            describe::target_name(t, target),
+                            p.hops(),
+                            p.roots()
+                        ),
+                        Err(fault) => println!(
+                            "  ✗ FAULT: {}\n  {} hop(s), {} root(s) before the fault",
+                            describe::fault_text(t, fault),
+                            p.hops(),
+                            p.roots()
+                        ),
+                    }
+                }
+            }
+            // A fault is the answer, not an error of the command, but scripts want to know.
+            Ok(if r.is_ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+    }
 }

@@ -10,6 +10,14 @@ mod cmd_calibrate;
 mod cmd_inspect;
 mod cmd_list;
 mod cmd_topo;
+mod experiments;
+
+/// Output format shared by subcommands.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
 
 #[derive(Parser)]
 #[command(
@@ -39,6 +47,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Behave like a Unix filter: a closed pipe (`nudma topo show x | head`) ends the
+    // process quietly instead of failing a write and panicking in `println!`.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => cmd_list::run(a),

@@ -6,6 +6,7 @@
 
 pub mod builtin;
 pub mod catalog;
+pub mod describe;
 pub mod endpoint;
 pub mod error;
 pub mod raw;
