@@ -1,0 +1,200 @@
+//! The `nudma` binary end to end: JSON contracts of `list` and `topo path`, exit statuses,
+//! and located errors for bad scenario files.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn nudma(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nudma"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(args: &[&str]) -> Value {
+    let (code, out, err) = nudma(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?} prints JSON: {e}\n{out}"))
+}
+
+fn path(scenario: &str, from: &str, to: &str) -> (u64, u64) {
+    let v = json(&[
+        "topo", "path", scenario, "--from", from, "--to", to, "--format", "json",
+    ]);
+    (v["hops"].as_u64().unwrap(), v["roots"].as_u64().unwrap())
+}
+
+#[test]
+fn topo_path_reproduces_the_reference_path_examples() {
+    assert_eq!(
+        path("smartio_chassis_mxs824", "lender.nvme", "borrower.ram").0,
+        4
+    );
+    assert_eq!(
+        path("smartio_chassis_mxs824", "lender.nvme", "lender.ram").0,
+        3
+    );
+    assert_eq!(
+        path("smartio_chassis_mxs824", "lender.nvme", "lender.gpu").0,
+        1
+    );
+    assert_eq!(
+        path("smartio_three_way", "lender1.gpu0", "lender1.gpu1"),
+        (1, 0)
+    );
+    assert_eq!(
+        path("smartio_three_way", "lender1.gpu0", "lender2.gpu0"),
+        (4, 0)
+    );
+}
+
+#[test]
+fn topo_path_json_lists_every_step_and_the_target() {
+    let v = json(&[
+        "topo",
+        "path",
+        "smartio_chassis_b2b",
+        "--from",
+        "lender.nvme",
+        "--to",
+        "borrower.ram",
+        "--format",
+        "json",
+    ]);
+    let kinds: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "link",
+            "switch",
+            "link",
+            "switch",
+            "ntb_window",
+            "rid_lut",
+            "cable",
+            "switch",
+            "link",
+            "root"
+        ]
+    );
+    assert!(v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["name"].is_string()));
+    assert_eq!(v["target"]["kind"], "ram");
+    assert_eq!(v["target"]["host"], "borrower");
+    assert!(v["fault"].is_null());
+}
+
+#[test]
+fn a_faulting_access_reports_the_fault_and_exits_1() {
+    let (code, out, _) = nudma(&[
+        "topo",
+        "path",
+        "smartio_pxh830_b2b",
+        "--from",
+        "a.cpu",
+        "--to",
+        "0xFFF00000",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["fault"]["kind"], "no_window");
+    assert!(v["target"].is_null());
+}
+
+#[test]
+fn list_json_has_the_contract_shape() {
+    let v = json(&["list", "--format", "json"]);
+    let names: Vec<&str> = v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    for n in [
+        "ioctopus_r730",
+        "ioctopus_nvme",
+        "tyche_6nic",
+        "rdma_haswell",
+        "smartio_pxh810_b2b",
+        "smartio_pxh830_b2b",
+        "smartio_three_way",
+        "smartio_chassis_b2b",
+        "smartio_chassis_mxs824",
+        "smartio_chassis_baseline",
+        "smartio_cluster60",
+    ] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    assert!(v["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| !s["description"].as_str().unwrap().is_empty()));
+    assert!(v["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["id"].is_string() && e["description"].is_string()));
+}
+
+#[test]
+fn bad_scenario_files_get_located_errors_and_a_nonzero_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.toml");
+    std::fs::write(
+        &p,
+        "[scenario]\nname = \"x\"\n\n[[host]]\nname = \"h\"\nplatfrm = \"p\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = nudma(&["topo", "check", p.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("bad.toml:4:1") || err.contains("bad.toml:6:1"),
+        "{err}"
+    );
+    assert!(err.contains("unknown field `platfrm`"), "{err}");
+    let (code, _, err) = nudma(&["topo", "show", "no_such_scenario"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("built-in: "), "lists the built-ins: {err}");
+    let (code, _, err) = nudma(&[
+        "topo",
+        "path",
+        "smartio_pxh830_b2b",
+        "--from",
+        "a.gpu",
+        "--to",
+        "b.ram",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("host `a` has no device or switch `gpu`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dot_output_is_a_graph_with_every_host() {
+    let (code, out, _) = nudma(&["topo", "show", "smartio_three_way", "--format", "dot"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("graph \"smartio_three_way\""));
+    for h in ["user", "lender1", "lender2"] {
+        assert!(out.contains(&format!("subgraph \"cluster_{h}\"")), "{h}");
+    }
+    assert_eq!(out.matches("color=darkorange").count(), 3, "three cables");
+}
