@@ -198,3 +198,24 @@ fn dot_output_is_a_graph_with_every_host() {
     }
     assert_eq!(out.matches("color=darkorange").count(), 3, "three cables");
 }
+
+#[test]
+fn graphviz_renders_the_whole_cluster() {
+    let (code, dot_src, _) = nudma(&["topo", "show", "smartio_cluster60", "--format", "dot"]);
+    assert_eq!(code, 0);
+    let mut child = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("Graphviz `dot` must be installed for this test (.ci/run installs it)");
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(dot_src.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "dot rejects our output: {}", String::from_utf8_lossy(&out.stderr));
+    let svg = String::from_utf8_lossy(&out.stdout);
+    for name in ["h00", "h59", "mxs0", "mxs6", "P4800X"] {
+        assert!(svg.contains(name), "{name} drawn");
+    }
+}
