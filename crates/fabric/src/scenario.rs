@@ -143,6 +143,9 @@ pub(crate) fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// One PCI function of a device as written: parent, link, BARs, imported BDF, key path.
+type FunctionSpec = (Spanned<String>, Spanned<RawLink>, Vec<Spanned<RawBar>>, Option<String>, String);
+
 struct File {
     name: String,
     text: String,
@@ -1024,13 +1027,7 @@ impl Builder {
                 None => 64,
             };
             let dev_id = topo.devices.len() as DeviceId;
-            let mut funcs: Vec<(
-                Spanned<String>,
-                Spanned<RawLink>,
-                Vec<Spanned<RawBar>>,
-                Option<String>,
-                String,
-            )> = Vec::new();
+            let mut funcs: Vec<FunctionSpec> = Vec::new();
             match (&r.functions, &r.parent, &r.link) {
                 (Some(fs), None, None) => {
                     if fs.get_ref().is_empty() || fs.get_ref().len() > 8 {
@@ -1346,7 +1343,7 @@ impl Builder {
                         .find(|p| p.0 == id)
                         .map(|p| p.1.span())
                         .unwrap_or(0..0);
-                    return Err(self.err(file, span, Some(format!("{hkey}"),), &format!("switch `{}` ({}) uses {used_ports} ports and {lanes} lanes; the chip has {} ports and {} lanes", n.name, c.name, c.ports, c.lanes)));
+                    return Err(self.err(file, span, Some(hkey.to_string(),), &format!("switch `{}` ({}) uses {used_ports} ports and {lanes} lanes; the chip has {} ports and {} lanes", n.name, c.name, c.ports, c.lanes)));
                 }
             }
         }
@@ -1601,10 +1598,9 @@ fn is_high(b: &Bar) -> bool {
 }
 
 /// Bottom-up sizing of one pool (false = below 4 GiB, true = above) for `id`'s subtree:
-/// items sorted by alignment, packed; a bridge window is 1 MiB granular.
+/// items (sorted by `items_of`) packed; a bridge window is 1 MiB granular.
 fn size_pool(topo: &Topology, id: NodeId, high: bool, fixed: &HashSet<(NodeId, u8)>) -> Need {
-    let mut items = items_of(topo, id, high, fixed);
-    items.sort_by(|a, b| b.1.align.cmp(&a.1.align));
+    let items = items_of(topo, id, high, fixed);
     let mut off = 0u64;
     let mut align = 1;
     for (_, need) in &items {
@@ -1647,6 +1643,8 @@ fn items_of(
             items.push((Item::Child(c), need));
         }
     }
+    // Largest alignment first: packs without padding when sizes are multiples of alignments.
+    items.sort_by_key(|i| std::cmp::Reverse(i.1.align));
     items
 }
 
@@ -1668,8 +1666,7 @@ fn place(topo: &mut Topology, id: NodeId, high: bool, base: u64, fixed: &HashSet
     } else {
         topo.nodes[id as usize].window32 = window;
     }
-    let mut items = items_of(topo, id, high, fixed);
-    items.sort_by(|a, b| b.1.align.cmp(&a.1.align));
+    let items = items_of(topo, id, high, fixed);
     let mut off = base;
     for (item, need) in items {
         off = off.next_multiple_of(need.align);

@@ -54,7 +54,7 @@ fn try_load(text: &str) -> Result<fabric::scenario::Scenario, String> {
 }
 
 fn err_of(text: &str) -> String {
-    try_load(text).err().expect("should be rejected")
+    try_load(text).expect_err("should be rejected")
 }
 
 #[test]
