@@ -33,6 +33,8 @@ pub struct AdapterSpec {
     pub rid_reserved: u32,
     /// Cable ports (a three-way ring uses two x8 ports of one adapter).
     pub ports: u32,
+    /// Timing of the adapter (NTB translation, DMA engine), carried for the timing layer.
+    pub timing: Vec<(String, f64)>,
     pub source: String,
 }
 
@@ -109,6 +111,18 @@ pub fn builtin_chips() -> Vec<ChipSpec> {
 
 /// The built-in NTB adapters.
 pub fn builtin_adapters() -> Vec<AdapterSpec> {
+    // assumption: each adapter's NTB translation adds ~33 ns; with two PEX8733 crossings
+    // (2 x 132 ns, REFERENCE.md §2), links and cable this makes the ~350-370 ns one-way
+    // NTB crossing of REFERENCE.md §2. DMA engine: 64 outstanding reads of 512 B
+    // (REFERENCE.md §2, PXH810 measurements); its setup time is an assumption.
+    let timing = || {
+        vec![
+            ("ntb_translate_ns".to_string(), 33.0),
+            ("dma_max_reads".to_string(), 64.0),
+            ("dma_mrrs_bytes".to_string(), 512.0),
+            ("dma_setup_ns".to_string(), 1000.0),
+        ]
+    };
     const LUT_SOURCE: &str = "BAR size and LUT windows are assumptions (REFERENCE.md gives none): \
         a 64-bit 8 GiB BAR in 256 equal windows of 32 MiB, as PLX Gen3 NTB A-LUTs allow";
     vec![
@@ -123,6 +137,7 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
             rid_lut_entries: 32,
             rid_reserved: 2,
             ports: 2,
+            timing: timing(),
             source: format!(
                 "REFERENCE.md §2: Gen3 x16 on a PEX8733; requester-ID LUT 32 entries, 2 reserved for CPUs; \
                  two x8 cable ports in the three-way ring. {LUT_SOURCE}"
@@ -139,6 +154,7 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
             rid_lut_entries: 32,
             rid_reserved: 2,
             ports: 1,
+            timing: timing(),
             source: format!(
                 "REFERENCE.md §2: Gen3 x8. assumption: same PEX8733 chip and requester-ID LUT as the PXH830 \
                  (REFERENCE.md names no chip for the PXH810). {LUT_SOURCE}"

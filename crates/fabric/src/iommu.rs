@@ -93,7 +93,11 @@ impl Iommu {
         len: u64,
         perm: Perm,
     ) -> Result<(), FabricError> {
-        if !iova.is_multiple_of(PAGE) || !phys.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
+        if !iova.is_multiple_of(PAGE)
+            || !phys.is_multiple_of(PAGE)
+            || !len.is_multiple_of(PAGE)
+            || len == 0
+        {
             return Err(FabricError::Invalid(format!(
                 "IOMMU map needs 4 KiB-aligned iova, phys and length (got iova {iova:#x}, phys {phys:#x}, len {len:#x})"
             )));

@@ -133,6 +133,8 @@ pub struct RawAdapter {
     pub rid_reserved: Spanned<u32>,
     #[serde(default = "one")]
     pub ports: u32,
+    #[serde(default)]
+    pub timing: BTreeMap<String, Spanned<f64>>,
 }
 
 fn one() -> u32 {
@@ -161,6 +163,8 @@ pub struct RawHost {
     pub mmio32: Option<Spanned<[Size; 2]>>,
     /// Where 64-bit BARs go above 4 GiB.
     pub mmio64_base: Option<Spanned<Size>>,
+    /// Max payload size programmed in this host's hierarchy (bytes).
+    pub mps_bytes: Option<Spanned<u32>>,
     #[serde(default)]
     pub switch: Vec<Spanned<RawSwitch>>,
     #[serde(default)]
@@ -203,6 +207,9 @@ pub struct RawDevice {
     pub dma_mask_bits: Option<Spanned<u8>>,
     /// A multi-PF device: one function per entry, each with its own parent and link.
     pub functions: Option<Spanned<Vec<Spanned<RawFunction>>>>,
+    /// Timing parameters of the device model (validated by the timing layer).
+    #[serde(default)]
+    pub timing: BTreeMap<String, Spanned<f64>>,
 }
 
 #[derive(Debug, Deserialize)]

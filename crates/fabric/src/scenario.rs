@@ -144,7 +144,13 @@ pub(crate) fn valid_name(s: &str) -> bool {
 }
 
 /// One PCI function of a device as written: parent, link, BARs, imported BDF, key path.
-type FunctionSpec = (Spanned<String>, Spanned<RawLink>, Vec<Spanned<RawBar>>, Option<String>, String);
+type FunctionSpec = (
+    Spanned<String>,
+    Spanned<RawLink>,
+    Vec<Spanned<RawBar>>,
+    Option<String>,
+    String,
+);
 
 struct File {
     name: String,
@@ -357,6 +363,14 @@ impl Builder {
                 rid_lut_entries: ent,
                 rid_reserved: res,
                 ports: r.ports,
+                timing: {
+                    let mut t = Vec::new();
+                    for (k, v) in &r.timing {
+                        self.check_nonneg(file, v, k, &format!("{key}.timing"))?;
+                        t.push((k.clone(), *v.get_ref()));
+                    }
+                    t
+                },
                 source: format!("scenario {}", self.files[file].name),
             });
         }
@@ -882,6 +896,19 @@ impl Builder {
             None => top_of_ram.next_multiple_of(64 << 30),
         };
 
+        let mps = match &hr.mps_bytes {
+            Some(m) if ![128, 256, 512, 1024, 2048, 4096].contains(m.get_ref()) => {
+                return Err(self.err(
+                    file,
+                    m.span(),
+                    Some(format!("{hkey}.mps_bytes")),
+                    "mps_bytes must be 128, 256, 512, 1024, 2048 or 4096",
+                ));
+            }
+            Some(m) => *m.get_ref(),
+            // assumption: 256 B, what server firmware commonly programs (REFERENCE.md §2's PXH830 testbeds)
+            None => 256,
+        };
         // Names in this host: root complexes first.
         let mut names: HashMap<String, (Range<usize>, NodeId)> = HashMap::new();
         let mut roots = Vec::new();
@@ -924,6 +951,7 @@ impl Builder {
             roots: roots.clone(),
             mmio32,
             mmio64_base,
+            mps,
             top_of_ram,
             regions,
             uncore_paths: Vec::new(),
@@ -1073,6 +1101,11 @@ impl Builder {
             }
             claim(self, &mut names, &r.name, &format!("{key}.name"), u32::MAX)?;
             let multi = funcs.len() > 1;
+            let mut timing = BTreeMap::new();
+            for (k, v) in &r.timing {
+                self.check_nonneg(file, v, k, &format!("{key}.timing"))?;
+                timing.insert(k.clone(), *v.get_ref());
+            }
             let mut device = Device {
                 host: host_id,
                 name: r.name.get_ref().clone(),
@@ -1080,6 +1113,7 @@ impl Builder {
                 model: r.model.clone(),
                 functions: vec![],
                 labels: vec![],
+                timing,
             };
             for (pf, (parent, link, bars, bdf, fkey)) in funcs.into_iter().enumerate() {
                 let link = self.link(file, &link, &format!("{fkey}.link"))?;

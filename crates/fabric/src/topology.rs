@@ -188,6 +188,8 @@ pub struct Device {
     pub functions: Vec<NodeId>,
     /// BDFs as imported from a real machine, when the scenario gives them.
     pub labels: Vec<Option<String>>,
+    /// Timing parameters for the device model, as written.
+    pub timing: BTreeMap<String, f64>,
 }
 
 /// Where an address of a host's map lands.
@@ -228,6 +230,8 @@ pub struct Host {
     pub roots: Vec<NodeId>,
     pub mmio32: (u64, u64),
     pub mmio64_base: u64,
+    /// Max payload size of this host's hierarchy.
+    pub mps: u32,
     pub top_of_ram: u64,
     /// Sorted, non-overlapping address map (RAM ranges and BARs).
     pub regions: Vec<Region>,

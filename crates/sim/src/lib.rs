@@ -20,3 +20,5 @@ pub mod time;
 pub use engine::{Engine, EngineStats, SimError};
 pub use queue::Queue;
 pub use time::Time;
+pub mod net;
+pub mod pcie;

@@ -1,0 +1,756 @@
+//! A TLP-level model of PCIe and the memory behind it, on the discrete-event engine.
+//!
+//! A *route* is a list of hops a TLP takes: `Wire` (one direction of a link or an
+//! interconnect link: FIFO serialization, propagation latency, and credit-based flow
+//! control at the receiver), `Delay` (a switch chip, an NTB translation, a root
+//! complex's forwarding), `Iommu` (IOTLB hit or miss), `RootSplit` (a root complex that
+//! forwards a peer-to-peer read re-issues it as small reads, with a fixed number of
+//! outstanding ones) and, last, `Sink` (DRAM or device memory: bandwidth, latency, and for
+//! reads completions at the read completion boundary). Completions travel the reverse
+//! route. A `Driver` (a device model) sees posted writes land and read data arrive, and
+//! injects new TLPs or sets timers. Time never comes from the wall clock.
+
+use std::collections::VecDeque;
+
+use crate::engine::Engine;
+use crate::pcie::{self, serialize, DLLP_PER_TLP};
+use crate::time::Time;
+
+pub const CLASS_POSTED: usize = 0;
+pub const CLASS_NONPOSTED: usize = 1;
+pub const CLASS_COMPLETION: usize = 2;
+
+const NONE: u32 = u32::MAX;
+
+/// One hop of a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hop {
+    Wire(u32),
+    Delay(Time),
+    /// IOMMU translation on host `iommu`: IOTLB hit or miss cost.
+    Iommu(u32),
+    /// A root complex forwarding a read peer-to-peer: split and tag-limited.
+    RootSplit(u32),
+    Sink(u32),
+}
+
+/// One direction of a link.
+#[derive(Clone, Debug)]
+pub struct Wire {
+    pub name: String,
+    pub ps_per_kib: u64,
+    pub latency: Time,
+    /// Credits (TLP headers) the receiver advertises per class; 0 = infinite.
+    pub credit_cap: [u16; 3],
+    credits: [u16; 3],
+    queues: [VecDeque<u32>; 3],
+    free_at: Time,
+    /// The opposite direction, which carries this direction's ACK/UpdateFC DLLPs.
+    pub reverse: u32,
+    /// Whether TLPs pay PCIe framing/DLLP costs here (not on a CPU interconnect).
+    pub pcie: bool,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    pub tlps: u64,
+}
+
+/// Where TLPs end: a memory controller or a device's memory.
+#[derive(Clone, Debug)]
+pub struct Sink {
+    pub name: String,
+    /// Service time per KiB (bandwidth).
+    pub ps_per_kib: u64,
+    pub read_latency: Time,
+    pub write_latency: Time,
+    /// Read completion boundary: completions carry at most this much.
+    pub rcb: u32,
+    free_at: Time,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// A root complex's peer-to-peer read splitter.
+#[derive(Clone, Debug)]
+pub struct Splitter {
+    pub name: String,
+    pub split: u32,
+    pub tags: u32,
+    in_use: u32,
+    waiting: VecDeque<u32>,
+}
+
+/// An IOMMU's translation cache.
+#[derive(Clone, Debug)]
+pub struct Iotlb {
+    pub hit: Time,
+    pub miss: Time,
+    entries: Vec<u64>,
+    next: usize,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Route {
+    hops: Vec<Hop>,
+    /// The reverse route (completions), without the sink.
+    reverse: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Write,
+    Read,
+    Completion,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tlp {
+    kind: Kind,
+    payload: u32,
+    wire_bytes: u32,
+    route: u32,
+    pos: u16,
+    /// The route ends here for this TLP (a sub-read's completions stop at the root).
+    stop: u16,
+    held: u32,
+    /// Read request this TLP belongs to (reads and completions).
+    req: u32,
+    /// For a split sub-read: the parent request; NONE otherwise.
+    parent: u32,
+    flow: u32,
+    iotlb_key: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ReadReq {
+    flow: u32,
+    tag: u64,
+    remaining: u32,
+    /// Route of the original read (completions return on its reverse).
+    route: u32,
+    /// Where a split's completions rejoin the reverse route, and the splitter.
+    rejoin: u16,
+    splitter: u32,
+    /// For a split sub-read: the request it was split from; NONE otherwise.
+    parent: u32,
+    addr64: bool,
+}
+
+/// What a driver is told.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// A posted write became visible at its target.
+    WriteDone { flow: u32, bytes: u32 },
+    /// Read data arrived at the requester; `last` when the request is complete.
+    ReadData {
+        flow: u32,
+        tag: u64,
+        bytes: u32,
+        last: bool,
+    },
+}
+
+/// A device model or workload driving the network.
+pub trait Driver {
+    fn delivered(&mut self, net: &mut Net, d: Delivery);
+    fn timer(&mut self, net: &mut Net, token: u64);
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    Hop(u32),
+    Credit(u32, u8),
+    Deliver(Delivery),
+    Timer(u64),
+}
+
+/// Counters a hardware engineer would read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    /// (wire name, bytes on the wire incl. overhead, payload bytes, TLPs).
+    pub wires: Vec<(String, u64, u64, u64)>,
+    /// (sink name, bytes read, bytes written).
+    pub sinks: Vec<(String, u64, u64)>,
+    pub iotlb_hits: u64,
+    pub iotlb_misses: u64,
+}
+
+pub struct Net {
+    engine: Engine<Ev>,
+    wires: Vec<Wire>,
+    sinks: Vec<Sink>,
+    splitters: Vec<Splitter>,
+    iotlbs: Vec<Iotlb>,
+    routes: Vec<Route>,
+    tlps: Vec<Tlp>,
+    free_tlps: Vec<u32>,
+    reads: Vec<ReadReq>,
+    free_reads: Vec<u32>,
+    /// Credit update latency added to a wire's propagation for the UpdateFC DLLP.
+    fc_extra: Time,
+}
+
+impl Net {
+    pub fn new(seed: u64) -> Net {
+        Net {
+            engine: Engine::with_capacity(seed, 1 << 12),
+            wires: Vec::new(),
+            sinks: Vec::new(),
+            splitters: Vec::new(),
+            iotlbs: Vec::new(),
+            routes: Vec::new(),
+            tlps: Vec::new(),
+            free_tlps: Vec::new(),
+            reads: Vec::new(),
+            free_reads: Vec::new(),
+            fc_extra: Time::from_ps(2_000),
+        }
+    }
+
+    pub fn now(&self) -> Time {
+        self.engine.now()
+    }
+
+    /// Adds both directions of a link; returns (forward, reverse) wire ids.
+    pub fn add_link(
+        &mut self,
+        name: &str,
+        ps_per_kib: u64,
+        latency: Time,
+        credits: [u16; 3],
+        pcie: bool,
+    ) -> (u32, u32) {
+        let a = self.wires.len() as u32;
+        for (i, dir) in ["→", "←"].iter().enumerate() {
+            self.wires.push(Wire {
+                name: format!("{name} {dir}"),
+                ps_per_kib,
+                latency,
+                credit_cap: credits,
+                credits,
+                queues: Default::default(),
+                free_at: Time::ZERO,
+                reverse: if i == 0 { a + 1 } else { a },
+                pcie,
+                bytes: 0,
+                payload_bytes: 0,
+                tlps: 0,
+            });
+        }
+        (a, a + 1)
+    }
+
+    pub fn set_credits(&mut self, wire: u32, credits: [u16; 3]) {
+        let w = &mut self.wires[wire as usize];
+        w.credit_cap = credits;
+        w.credits = credits;
+    }
+
+    pub fn add_sink(
+        &mut self,
+        name: &str,
+        gbps: f64,
+        read_latency: Time,
+        write_latency: Time,
+        rcb: u32,
+    ) -> u32 {
+        self.sinks.push(Sink {
+            name: name.to_string(),
+            ps_per_kib: (1024.0 * 1000.0 / gbps).round() as u64,
+            read_latency,
+            write_latency,
+            rcb: rcb.max(1),
+            free_at: Time::ZERO,
+            bytes_read: 0,
+            bytes_written: 0,
+        });
+        self.sinks.len() as u32 - 1
+    }
+
+    pub fn add_splitter(&mut self, name: &str, split: u32, tags: u32) -> u32 {
+        self.splitters.push(Splitter {
+            name: name.to_string(),
+            split: split.max(1),
+            tags: tags.max(1),
+            in_use: 0,
+            waiting: VecDeque::new(),
+        });
+        self.splitters.len() as u32 - 1
+    }
+
+    pub fn add_iotlb(&mut self, entries: usize, hit: Time, miss: Time) -> u32 {
+        self.iotlbs.push(Iotlb {
+            hit,
+            miss,
+            entries: vec![u64::MAX; entries.max(1)],
+            next: 0,
+            hits: 0,
+            misses: 0,
+        });
+        self.iotlbs.len() as u32 - 1
+    }
+
+    /// Registers a route (request direction, ending in a sink) and its reverse.
+    pub fn add_route(&mut self, hops: Vec<Hop>) -> u32 {
+        let id = self.routes.len() as u32;
+        let mut rev: Vec<Hop> = hops
+            .iter()
+            .rev()
+            .filter(|h| !matches!(h, Hop::Sink(_)))
+            .map(|h| match *h {
+                Hop::Wire(w) => Hop::Wire(self.wires[w as usize].reverse),
+                Hop::RootSplit(_) | Hop::Iommu(_) => Hop::Delay(Time::ZERO),
+                other => other,
+            })
+            .collect();
+        rev.shrink_to_fit();
+        self.routes.push(Route {
+            hops,
+            reverse: id + 1,
+        });
+        self.routes.push(Route {
+            hops: rev,
+            reverse: id,
+        });
+        id
+    }
+
+    pub fn route_hops(&self, route: u32) -> &[Hop] {
+        &self.routes[route as usize].hops
+    }
+
+    fn alloc_tlp(&mut self, t: Tlp) -> u32 {
+        match self.free_tlps.pop() {
+            Some(i) => {
+                self.tlps[i as usize] = t;
+                i
+            }
+            None => {
+                self.tlps.push(t);
+                self.tlps.len() as u32 - 1
+            }
+        }
+    }
+
+    fn alloc_read(&mut self, r: ReadReq) -> u32 {
+        match self.free_reads.pop() {
+            Some(i) => {
+                self.reads[i as usize] = r;
+                i
+            }
+            None => {
+                self.reads.push(r);
+                self.reads.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Injects a posted write of `bytes` on `route` now; `iotlb_key` names the page for
+    /// an IOMMU on the way (requester and page).
+    pub fn send_write(&mut self, route: u32, flow: u32, bytes: u32, addr64: bool, iotlb_key: u64) {
+        let t = self.alloc_tlp(Tlp {
+            kind: Kind::Write,
+            payload: bytes,
+            wire_bytes: pcie::wire_bytes(bytes, false, addr64),
+            route,
+            pos: 0,
+            stop: u16::MAX,
+            held: NONE,
+            req: NONE,
+            parent: NONE,
+            flow,
+            iotlb_key,
+        });
+        self.hop(t);
+    }
+
+    /// Injects a read request for `bytes` on `route` now; data comes back as
+    /// `Delivery::ReadData` with `tag`.
+    pub fn send_read(
+        &mut self,
+        route: u32,
+        flow: u32,
+        tag: u64,
+        bytes: u32,
+        addr64: bool,
+        iotlb_key: u64,
+    ) {
+        let req = self.alloc_read(ReadReq {
+            flow,
+            tag,
+            remaining: bytes,
+            route,
+            rejoin: 0,
+            splitter: NONE,
+            parent: NONE,
+            addr64,
+        });
+        let t = self.alloc_tlp(Tlp {
+            kind: Kind::Read,
+            payload: bytes,
+            wire_bytes: pcie::wire_bytes(0, false, addr64),
+            route,
+            pos: 0,
+            stop: u16::MAX,
+            held: NONE,
+            req,
+            parent: NONE,
+            flow,
+            iotlb_key,
+        });
+        self.hop(t);
+    }
+
+    /// Calls `driver.timer(token)` at `at` (not before now).
+    pub fn timer_at(&mut self, at: Time, token: u64) {
+        let at = at.max(self.now());
+        self.engine
+            .schedule_at(at, Ev::Timer(token))
+            .expect("not in the past");
+    }
+
+    fn release_credit(&mut self, wire: u32, class: usize) {
+        if wire == NONE || self.wires[wire as usize].credit_cap[class] == 0 {
+            return;
+        }
+        let at = self.now() + self.wires[wire as usize].latency + self.fc_extra;
+        self.engine
+            .schedule_at(at, Ev::Credit(wire, class as u8))
+            .expect("future");
+    }
+
+    fn class_of(k: Kind) -> usize {
+        match k {
+            Kind::Write => CLASS_POSTED,
+            Kind::Read => CLASS_NONPOSTED,
+            Kind::Completion => CLASS_COMPLETION,
+        }
+    }
+
+    /// Starts a TLP on a wire now (credit already taken).
+    fn transmit(&mut self, t: u32, w: u32) {
+        let now = self.now();
+        let tlp = self.tlps[t as usize];
+        let class = Self::class_of(tlp.kind);
+        let held = tlp.held;
+        let wire = &mut self.wires[w as usize];
+        let start = now.max(wire.free_at);
+        let bytes = if wire.pcie {
+            tlp.wire_bytes
+        } else {
+            tlp.wire_bytes.max(tlp.payload).max(64)
+        };
+        let end = start + serialize(bytes, wire.ps_per_kib);
+        wire.free_at = end;
+        wire.bytes += bytes as u64;
+        wire.tlps += 1;
+        if tlp.kind != Kind::Read {
+            wire.payload_bytes += tlp.payload as u64;
+        }
+        let arrive = end + wire.latency;
+        let (pcie, rev) = (wire.pcie, wire.reverse);
+        if pcie {
+            let r = &mut self.wires[rev as usize];
+            r.free_at = r.free_at.max(now) + serialize(DLLP_PER_TLP, r.ps_per_kib);
+            r.bytes += DLLP_PER_TLP as u64;
+        }
+        // Leaving the previous receiver's buffer frees its credit.
+        self.release_credit(held, class);
+        let tl = &mut self.tlps[t as usize];
+        tl.held = w;
+        tl.pos += 1;
+        self.engine.schedule_at(arrive, Ev::Hop(t)).expect("future");
+    }
+
+    /// Processes the hop a TLP has reached.
+    fn hop(&mut self, t: u32) {
+        loop {
+            let tlp = self.tlps[t as usize];
+            let hops = &self.routes[tlp.route as usize].hops;
+            let Some(&hop) = hops.get(tlp.pos as usize).filter(|_| tlp.pos < tlp.stop) else {
+                self.end_of_route(t);
+                return;
+            };
+            match hop {
+                Hop::Delay(d) => {
+                    self.tlps[t as usize].pos += 1;
+                    if d == Time::ZERO {
+                        continue;
+                    }
+                    let at = self.now() + d;
+                    self.engine.schedule_at(at, Ev::Hop(t)).expect("future");
+                    return;
+                }
+                Hop::Iommu(i) => {
+                    self.tlps[t as usize].pos += 1;
+                    let tlb = &mut self.iotlbs[i as usize];
+                    let d = if tlb.entries.contains(&tlp.iotlb_key) {
+                        tlb.hits += 1;
+                        tlb.hit
+                    } else {
+                        tlb.misses += 1;
+                        let n = tlb.next;
+                        tlb.entries[n] = tlp.iotlb_key;
+                        tlb.next = (n + 1) % tlb.entries.len();
+                        tlb.miss
+                    };
+                    let at = self.now() + d;
+                    self.engine.schedule_at(at, Ev::Hop(t)).expect("future");
+                    return;
+                }
+                Hop::Wire(w) => {
+                    let class = Self::class_of(tlp.kind);
+                    let wire = &mut self.wires[w as usize];
+                    if wire.credit_cap[class] == 0 {
+                        self.transmit(t, w);
+                    } else if wire.credits[class] > 0 && wire.queues[class].is_empty() {
+                        wire.credits[class] -= 1;
+                        self.transmit(t, w);
+                    } else {
+                        wire.queues[class].push_back(t);
+                    }
+                    return;
+                }
+                Hop::RootSplit(s) if tlp.kind == Kind::Read => {
+                    self.split(t, s);
+                    return;
+                }
+                Hop::RootSplit(_) => {
+                    self.tlps[t as usize].pos += 1;
+                }
+                Hop::Sink(s) => {
+                    self.sink(t, s);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A read reaching a forwarding root: park it and issue sub-reads of `split` bytes,
+    /// each needing one of the root's tags.
+    fn split(&mut self, t: u32, s: u32) {
+        let tlp = self.tlps[t as usize];
+        let class = CLASS_NONPOSTED;
+        self.release_credit(tlp.held, class);
+        let n_hops = self.routes[tlp.route as usize].hops.len();
+        {
+            let r = &mut self.reads[tlp.req as usize];
+            r.splitter = s;
+            // Reverse route index of this root: completions continue after it.
+            r.rejoin = (n_hops - 1 - tlp.pos as usize) as u16;
+        }
+        let split = self.splitters[s as usize].split;
+        let mut left = tlp.payload;
+        let mut first = true;
+        while left > 0 {
+            let n = left.min(split);
+            left -= n;
+            let sub = if first {
+                first = false;
+                let tl = &mut self.tlps[t as usize];
+                tl.payload = n;
+                tl.parent = tl.req;
+                tl.held = NONE;
+                tl.pos += 1;
+                t
+            } else {
+                let mut c = tlp;
+                c.payload = n;
+                c.parent = tlp.req;
+                c.held = NONE;
+                c.pos += 1;
+                self.alloc_tlp(c)
+            };
+            self.splitters[s as usize].waiting.push_back(sub);
+        }
+        self.pump_splitter(s);
+    }
+
+    fn pump_splitter(&mut self, s: u32) {
+        loop {
+            let sp = &mut self.splitters[s as usize];
+            if sp.in_use >= sp.tags {
+                return;
+            }
+            let Some(sub) = sp.waiting.pop_front() else {
+                return;
+            };
+            sp.in_use += 1;
+            // Each sub-read is a request of its own below the root.
+            let parent = self.tlps[sub as usize].parent;
+            let p = self.reads[parent as usize];
+            let payload = self.tlps[sub as usize].payload;
+            let req = self.alloc_read(ReadReq {
+                flow: p.flow,
+                tag: p.tag,
+                remaining: payload,
+                route: p.route,
+                rejoin: p.rejoin,
+                splitter: s,
+                parent,
+                addr64: p.addr64,
+            });
+            self.tlps[sub as usize].req = req;
+            self.hop(sub);
+        }
+    }
+
+    fn sink(&mut self, t: u32, s: u32) {
+        let tlp = self.tlps[t as usize];
+        let now = self.now();
+        let class = Self::class_of(tlp.kind);
+        self.release_credit(tlp.held, class);
+        let sink = &mut self.sinks[s as usize];
+        let start = now.max(sink.free_at);
+        let service = serialize(tlp.payload, sink.ps_per_kib);
+        sink.free_at = start + service;
+        match tlp.kind {
+            Kind::Write => {
+                sink.bytes_written += tlp.payload as u64;
+                let at = start + service + sink.write_latency;
+                self.engine
+                    .schedule_at(
+                        at,
+                        Ev::Deliver(Delivery::WriteDone {
+                            flow: tlp.flow,
+                            bytes: tlp.payload,
+                        }),
+                    )
+                    .expect("future");
+                self.free_tlps.push(t);
+            }
+            Kind::Read => {
+                sink.bytes_read += tlp.payload as u64;
+                let ready = start + sink.read_latency;
+                let rcb = sink.rcb;
+                let r = self.reads[tlp.req as usize];
+                let rev = self.routes[tlp.route as usize].reverse;
+                // Completions leave at the read completion boundary; the first wire spaces them.
+                let mut left = tlp.payload;
+                let mut first = true;
+                while left > 0 {
+                    let n = left.min(rcb);
+                    left -= n;
+                    let c = Tlp {
+                        kind: Kind::Completion,
+                        payload: n,
+                        wire_bytes: pcie::wire_bytes(n, true, r.addr64),
+                        route: rev,
+                        pos: 0,
+                        stop: if r.parent != NONE {
+                            r.rejoin - 1
+                        } else {
+                            u16::MAX
+                        },
+                        held: NONE,
+                        req: tlp.req,
+                        parent: NONE,
+                        flow: tlp.flow,
+                        iotlb_key: 0,
+                    };
+                    let id = if first {
+                        first = false;
+                        self.tlps[t as usize] = c;
+                        t
+                    } else {
+                        self.alloc_tlp(c)
+                    };
+                    self.engine.schedule_at(ready, Ev::Hop(id)).expect("future");
+                }
+            }
+            Kind::Completion => {
+                unreachable!("completions travel reverse routes, which have no sink")
+            }
+        }
+    }
+
+    /// A completion at the end of its reverse route: it reached the requester, or (for a
+    /// split sub-read) the root that split it.
+    fn end_of_route(&mut self, t: u32) {
+        let tlp = self.tlps[t as usize];
+        debug_assert_eq!(tlp.kind, Kind::Completion);
+        self.release_credit(tlp.held, CLASS_COMPLETION);
+        let r = self.reads[tlp.req as usize];
+        let remaining = r.remaining - tlp.payload;
+        self.reads[tlp.req as usize].remaining = remaining;
+        if r.parent != NONE {
+            // Sub-read data at the root: forward it on the parent's reverse route.
+            let parent = r.parent;
+            let rev = self.routes[r.route as usize].reverse;
+            let tl = &mut self.tlps[t as usize];
+            tl.req = parent;
+            tl.route = rev;
+            tl.pos = r.rejoin;
+            tl.stop = u16::MAX;
+            tl.held = NONE;
+            if remaining == 0 {
+                self.free_reads.push(tlp.req);
+                self.splitters[r.splitter as usize].in_use -= 1;
+                self.pump_splitter(r.splitter);
+            }
+            self.hop(t);
+            return;
+        }
+        self.free_tlps.push(t);
+        if remaining == 0 {
+            self.free_reads.push(tlp.req);
+        }
+        let d = Delivery::ReadData {
+            flow: r.flow,
+            tag: r.tag,
+            bytes: tlp.payload,
+            last: remaining == 0,
+        };
+        self.engine
+            .schedule_at(self.now(), Ev::Deliver(d))
+            .expect("now");
+    }
+
+    /// Runs until no event is left (or `until`), calling the driver.
+    pub fn run<D: Driver>(&mut self, driver: &mut D, until: Time) {
+        while let Some(t) = self.engine.peek_time() {
+            if t > until {
+                break;
+            }
+            let (_, ev) = self.engine.pop().expect("peeked");
+            match ev {
+                Ev::Hop(tlp) => self.hop(tlp),
+                Ev::Credit(w, class) => {
+                    let class = class as usize;
+                    let wire = &mut self.wires[w as usize];
+                    wire.credits[class] += 1;
+                    if let Some(next) = wire.queues[class].pop_front() {
+                        wire.credits[class] -= 1;
+                        self.transmit(next, w);
+                    }
+                }
+                Ev::Deliver(d) => driver.delivered(self, d),
+                Ev::Timer(token) => driver.timer(self, token),
+            }
+        }
+    }
+
+    pub fn events_handled(&self) -> u64 {
+        self.engine.stats().handled
+    }
+
+    pub fn counters(&self) -> Counters {
+        Counters {
+            wires: self
+                .wires
+                .iter()
+                .filter(|w| w.tlps > 0)
+                .map(|w| (w.name.clone(), w.bytes, w.payload_bytes, w.tlps))
+                .collect(),
+            sinks: self
+                .sinks
+                .iter()
+                .filter(|s| s.bytes_read + s.bytes_written > 0)
+                .map(|s| (s.name.clone(), s.bytes_read, s.bytes_written))
+                .collect(),
+            iotlb_hits: self.iotlbs.iter().map(|t| t.hits).sum(),
+            iotlb_misses: self.iotlbs.iter().map(|t| t.misses).sum(),
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! PCIe link arithmetic: raw rate per generation and width, TLP framing/header overhead,
+//! DLLP size, and serialization time. REFERENCE.md §5 for the overheads, the PCIe base
+//! specifications for rates and encodings.
+
+use crate::time::Time;
+
+/// Transfer rate in GT/s and the encoding efficiency of a PCIe generation.
+pub fn gen_rate(gen: u8) -> (f64, f64) {
+    match gen {
+        1 => (2.5, 8.0 / 10.0),
+        2 => (5.0, 8.0 / 10.0),
+        3 => (8.0, 128.0 / 130.0),
+        4 => (16.0, 128.0 / 130.0),
+        _ => (32.0, 128.0 / 130.0),
+    }
+}
+
+/// Raw bandwidth of a link in bytes per nanosecond (GB/s), per direction.
+/// Gen3 x16 ≈ 15.75 GB/s (REFERENCE.md §2).
+pub fn link_gbps(gen: u8, width: u8) -> f64 {
+    let (gts, enc) = gen_rate(gen);
+    gts * enc / 8.0 * width as f64
+}
+
+/// Framing, sequence number and LCRC around every TLP: Gen1/2 STP(1) + seq(2) + LCRC(4)
+/// + END(1); Gen3+ STP token with sequence (4) + LCRC(4). Both 8 bytes.
+pub const TLP_FRAMING: u32 = 8;
+/// A DLLP on the wire (6 bytes + framing), for ACKs and flow-control updates.
+pub const DLLP_BYTES: u32 = 8;
+/// DLLP bytes charged to the reverse direction per TLP: one ACK and one UpdateFC per four
+/// TLPs (assumption: typical ACK coalescing; REFERENCE.md §5 only says "plus DLLPs").
+pub const DLLP_PER_TLP: u32 = DLLP_BYTES * 2 / 4;
+
+/// Header bytes of a memory request (3 DW, or 4 DW with a 64-bit address) or a
+/// completion (3 DW), REFERENCE.md §5.
+pub fn header_bytes(is_completion: bool, addr64: bool) -> u32 {
+    if !is_completion && addr64 {
+        16
+    } else {
+        12
+    }
+}
+
+/// Bytes a TLP occupies on the wire.
+pub fn wire_bytes(payload: u32, is_completion: bool, addr64: bool) -> u32 {
+    payload + header_bytes(is_completion, addr64) + TLP_FRAMING
+}
+
+/// Serialization speed of a link as picoseconds per 1024 bytes (fixed point, so the hot
+/// path multiplies integers).
+pub fn ps_per_kib(gen: u8, width: u8) -> u64 {
+    (1024.0 * 1000.0 / link_gbps(gen, width)).round() as u64
+}
+
+/// Time to put `bytes` on a link with `ps_per_kib`.
+#[inline]
+pub fn serialize(bytes: u32, ps_per_kib: u64) -> Time {
+    Time::from_ps((bytes as u64 * ps_per_kib).div_ceil(1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gen3_x16_matches_reference() {
+        assert!(
+            (link_gbps(3, 16) - 15.75).abs() < 0.01,
+            "REFERENCE.md §2: ≈ 15.75 GB/s raw"
+        );
+        assert!((link_gbps(3, 1) - 0.985).abs() < 0.001);
+        assert!((link_gbps(1, 8) - 2.0).abs() < 1e-9);
+        assert!((link_gbps(5, 16) - 63.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn tlp_overhead_is_twenty_to_twenty_four_bytes() {
+        assert_eq!(wire_bytes(0, true, false), 20);
+        assert_eq!(wire_bytes(256, false, true), 256 + 24);
+        // 256 B writes on Gen3 x16: ≈ 14.4 GB/s of payload before DLLPs.
+        let eff = 256.0 / wire_bytes(256, false, true) as f64 * link_gbps(3, 16);
+        assert!((14.3..14.5).contains(&eff), "{eff}");
+    }
+
+    #[test]
+    fn serialization_scales_with_width() {
+        let x8 = serialize(280, ps_per_kib(3, 8));
+        let x16 = serialize(280, ps_per_kib(3, 16));
+        assert!(x8.as_ps().abs_diff(2 * x16.as_ps()) <= 1);
+    }
+}

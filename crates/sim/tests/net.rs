@@ -1,0 +1,211 @@
+//! The TLP network against what its mechanisms imply: link-bound streaming writes run at
+//! payload efficiency × link rate; reads bounded by outstanding bytes / round trip; a
+//! root that splits reads into 64 B with few tags collapses read bandwidth; receiver
+//! credits bound a long credit loop; completions split at the read completion boundary.
+
+use sim::net::{Delivery, Driver, Hop, Net};
+use sim::pcie;
+use sim::Time;
+
+/// Keeps `window` requests of `size` in flight until `total` bytes are done.
+struct Stream {
+    route: u32,
+    read: bool,
+    size: u32,
+    total: u64,
+    issued: u64,
+    done: u64,
+    finish: Time,
+    tag: u64,
+}
+
+impl Stream {
+    fn issue(&mut self, net: &mut Net) {
+        if self.issued >= self.total {
+            return;
+        }
+        self.issued += self.size as u64;
+        self.tag += 1;
+        if self.read {
+            net.send_read(self.route, 0, self.tag, self.size, true, 0);
+        } else {
+            net.send_write(self.route, 0, self.size, true, 0);
+        }
+    }
+}
+
+impl Driver for Stream {
+    fn delivered(&mut self, net: &mut Net, d: Delivery) {
+        match d {
+            Delivery::WriteDone { bytes, .. } => {
+                self.done += bytes as u64;
+                self.finish = net.now();
+            }
+            Delivery::ReadData { bytes, last, .. } => {
+                self.done += bytes as u64;
+                self.finish = net.now();
+                if last {
+                    self.issue(net);
+                }
+            }
+        }
+    }
+    fn timer(&mut self, net: &mut Net, _: u64) {
+        // Writes: one per serialization slot is enough to keep the link busy.
+        if !self.read {
+            for _ in 0..64 {
+                self.issue(net);
+            }
+            if self.issued < self.total {
+                net.timer_at(net.now() + Time::from_ns(1000), 0);
+            }
+        }
+    }
+}
+
+fn run(net: &mut Net, route: u32, read: bool, size: u32, window: usize, total: u64) -> f64 {
+    let mut s = Stream {
+        route,
+        read,
+        size,
+        total,
+        issued: 0,
+        done: 0,
+        finish: Time::ZERO,
+        tag: 0,
+    };
+    if read {
+        for _ in 0..window {
+            s.issue(net);
+        }
+    } else {
+        net.timer_at(Time::ZERO, 0);
+    }
+    net.run(&mut s, Time::MAX);
+    assert_eq!(s.done, total, "every byte arrives");
+    total as f64 / s.finish.as_ps() as f64 * 1000.0
+}
+
+fn one_link(credits: [u16; 3], delay_ns: u64) -> (Net, u32) {
+    let mut net = Net::new(1);
+    let (f, _) = net.add_link(
+        "x16",
+        pcie::ps_per_kib(3, 16),
+        Time::from_ns(20),
+        credits,
+        true,
+    );
+    let (g, _) = net.add_link(
+        "x16b",
+        pcie::ps_per_kib(3, 16),
+        Time::from_ns(20),
+        [0; 3],
+        true,
+    );
+    let mem = net.add_sink("dram", 1000.0, Time::from_ns(80), Time::from_ns(10), 64);
+    let r = net.add_route(vec![
+        Hop::Wire(f),
+        Hop::Delay(Time::from_ns(delay_ns)),
+        Hop::Wire(g),
+        Hop::Sink(mem),
+    ]);
+    (net, r)
+}
+
+#[test]
+fn streaming_writes_run_at_link_efficiency() {
+    let (mut net, r) = one_link([0; 3], 100);
+    let gbps = run(&mut net, r, false, 256, 0, 4 << 20);
+    let expect = 256.0 / pcie::wire_bytes(256, false, true) as f64 * pcie::link_gbps(3, 16);
+    assert!((gbps / expect - 1.0).abs() < 0.03, "{gbps} vs {expect}");
+}
+
+#[test]
+fn reads_are_bounded_by_outstanding_bytes_over_round_trip() {
+    let (mut net, r) = one_link([0; 3], 2000);
+    // RTT ≈ 2 × (20 + 2000 + 20) ns + 80 ns ≈ 4.2 µs; 4 × 512 B in flight ⇒ ≈ 0.49 GB/s.
+    let gbps = run(&mut net, r, true, 512, 4, 1 << 20);
+    assert!((0.40..0.52).contains(&gbps), "{gbps}");
+    // Twice the window, twice the bandwidth while latency-bound.
+    let (mut net2, r2) = one_link([0; 3], 2000);
+    let g2 = run(&mut net2, r2, true, 512, 8, 1 << 20);
+    assert!((g2 / gbps - 2.0).abs() < 0.1, "{g2} vs {gbps}");
+}
+
+#[test]
+fn completions_are_split_at_the_read_completion_boundary() {
+    let (mut net, r) = one_link([0; 3], 0);
+    run(&mut net, r, true, 512, 1, 512 * 10);
+    let c = net.counters();
+    let back = c.wires.iter().find(|w| w.0 == "x16 ←").unwrap();
+    assert_eq!(back.3, 80, "10 reads of 512 B → 80 completions of 64 B");
+    assert_eq!(back.2, 5120);
+}
+
+#[test]
+fn receiver_credits_bound_a_long_credit_loop() {
+    // 4 posted credits, loop ≈ ser + 20 ns + 500 ns + 22 ns ⇒ ≈ 4 × 256 B / 560 ns ≈ 1.8 GB/s.
+    let (mut net, r) = one_link([4, 4, 4], 500);
+    let gbps = run(&mut net, r, false, 256, 0, 1 << 20);
+    assert!((1.6..2.0).contains(&gbps), "{gbps}");
+    let (mut net, r) = one_link([8, 8, 8], 500);
+    let g8 = run(&mut net, r, false, 256, 0, 1 << 20);
+    assert!(
+        (g8 / gbps - 2.0).abs() < 0.15,
+        "twice the credits, twice the rate: {g8} vs {gbps}"
+    );
+}
+
+#[test]
+fn a_splitting_root_with_few_tags_collapses_read_bandwidth() {
+    let build = |tags: u32, split: bool| {
+        let mut net = Net::new(1);
+        let (a, _) = net.add_link(
+            "up",
+            pcie::ps_per_kib(3, 16),
+            Time::from_ns(20),
+            [0; 3],
+            true,
+        );
+        let (b, _) = net.add_link(
+            "down",
+            pcie::ps_per_kib(3, 16),
+            Time::from_ns(20),
+            [0; 3],
+            true,
+        );
+        let mem = net.add_sink("gpu", 1000.0, Time::from_ns(300), Time::from_ns(10), 128);
+        let sp = net.add_splitter("rc", 64, tags);
+        let mut hops = vec![Hop::Wire(a), Hop::Delay(Time::from_ns(100))];
+        if split {
+            hops.push(Hop::RootSplit(sp));
+        }
+        hops.extend([Hop::Wire(b), Hop::Delay(Time::from_ns(500)), Hop::Sink(mem)]);
+        let r = net.add_route(hops);
+        (net, r)
+    };
+    let (mut n0, r0) = build(16, false);
+    let direct = run(&mut n0, r0, true, 256, 32, 1 << 20);
+    let (mut n1, r1) = build(16, true);
+    let split = run(&mut n1, r1, true, 256, 32, 1 << 20);
+    assert!(split < direct / 3.0, "split {split} vs direct {direct}");
+    let (mut n2, r2) = build(32, true);
+    let more_tags = run(&mut n2, r2, true, 256, 32, 1 << 20);
+    assert!(
+        more_tags > split * 1.6,
+        "root tags bound it: {more_tags} vs {split}"
+    );
+}
+
+#[test]
+fn same_inputs_same_timing() {
+    let a = {
+        let (mut n, r) = one_link([4, 4, 4], 300);
+        run(&mut n, r, true, 512, 8, 1 << 20)
+    };
+    let b = {
+        let (mut n, r) = one_link([4, 4, 4], 300);
+        run(&mut n, r, true, 512, 8, 1 << 20)
+    };
+    assert_eq!(a.to_bits(), b.to_bits());
+}

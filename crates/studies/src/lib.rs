@@ -1,0 +1,7 @@
+//! nudma's studies layer: the experiment catalog of EXPERIMENTS.md, the workloads that
+//! drive the systems and device models, and reports (tables, JSON, SVG plots).
+
+pub mod report;
+pub mod result;
+
+pub use result::{ExperimentInfo, Reference, Run};

@@ -1,0 +1,769 @@
+//! Reports of `nudma reproduce`, independent of any model: the JSON results of DESIGN.md's
+//! contract, the rows that put simulated values beside published ones, the human table
+//! printed on stdout, and `report.md` / `report.html` (the plots they embed are drawn by
+//! [`crate::plot`]).
+//!
+//! Everything here is a pure function of its inputs: no clock, no environment, no hash
+//! order, so the same runs always give byte-identical text and files.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Number, Value};
+
+use crate::plot;
+use crate::result::{ExperimentInfo, Reference, Run};
+
+/// A simulated value is accepted when its relative error is at most this (±10 %).
+pub const TOLERANCE: f64 = 0.10;
+
+/// Slack on the tolerance border, so that a value that prints as "+10.0 %" is never
+/// rejected by a rounding error of the division.
+const TOLERANCE_SLACK: f64 = 1e-9;
+
+/// Experiments with at most this many runs are always shown in full, even in compact mode:
+/// eliding rows only pays off for long sweeps.
+pub const COMPACT_MIN_RUNS: usize = 12;
+
+/// One simulated metric value, with the published value it is compared with, if any.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub experiment: String,
+    pub config: String,
+    /// The run's parameters rendered compactly, e.g. "bytes=64 MiB op=read".
+    pub params: String,
+    /// The metric name; an entry of an object-valued metric is "metric.key".
+    pub metric: String,
+    /// NaN when the run has no numeric value for it (printed "n/a").
+    pub simulated: f64,
+    /// The published (low, high); low == high for a point value.
+    pub published: Option<(f64, f64)>,
+    /// Signed relative error against `published` (0 inside a range); `None` when there is
+    /// no published value or no finite simulated value.
+    pub error: Option<f64>,
+    pub source: Option<&'static str>,
+}
+
+impl Comparison {
+    fn new(run: &Run, metric: String, simulated: f64, reference: Option<&Reference>) -> Self {
+        let error = reference
+            .map(|r| r.error(simulated))
+            .filter(|e| e.is_finite());
+        Comparison {
+            experiment: run.experiment.clone(),
+            config: run.config.clone(),
+            params: render_params(&run.params),
+            metric,
+            simulated,
+            published: reference.map(|r| (r.value, r.value_high)),
+            error,
+            source: reference.map(|r| r.source),
+        }
+    }
+
+    /// `Some(true)` when within ±[`TOLERANCE`], `Some(false)` when outside or not
+    /// simulated, `None` when there is no published value.
+    pub fn within_tolerance(&self) -> Option<bool> {
+        self.published?;
+        Some(self.error.is_some_and(within))
+    }
+
+    /// "✓" or "✗" against a published value; empty for a prediction.
+    pub fn verdict(&self) -> &'static str {
+        match self.within_tolerance() {
+            Some(true) => "✓",
+            Some(false) => "✗",
+            None => "",
+        }
+    }
+
+    /// The published column: a point, a range "550–580", or "predicted".
+    pub fn published_text(&self) -> String {
+        match self.published {
+            None => "predicted".to_string(),
+            Some((lo, hi)) if lo == hi => format_number(lo),
+            Some((lo, hi)) => format!("{}–{}", format_number(lo), format_number(hi)),
+        }
+    }
+
+    /// The error column: "+3.2 %", "-12.0 %", "0.0 %", "n/a", or empty for a prediction.
+    pub fn error_text(&self) -> String {
+        match (self.published, self.error) {
+            (None, _) => String::new(),
+            (Some(_), None) => "n/a".to_string(),
+            (Some(_), Some(e)) => format_percent(e),
+        }
+    }
+}
+
+fn within(error: f64) -> bool {
+    error.abs() <= TOLERANCE + TOLERANCE_SLACK
+}
+
+/// `{"results": [{"experiment", "config", "params", "metrics"}]}` in run order, exactly as
+/// DESIGN.md's `--format json` contract shapes it.
+pub fn results_json(runs: &[Run]) -> Value {
+    let results = runs
+        .iter()
+        .map(|run| {
+            let mut o = Map::new();
+            o.insert("experiment".into(), Value::String(run.experiment.clone()));
+            o.insert("config".into(), Value::String(run.config.clone()));
+            o.insert("params".into(), Value::Object(run.params.clone()));
+            o.insert("metrics".into(), Value::Object(run.metrics.clone()));
+            Value::Object(o)
+        })
+        .collect();
+    let mut top = Map::new();
+    top.insert("results".into(), Value::Array(results));
+    Value::Object(top)
+}
+
+/// One row per (run, reference that applies to it), in run order then reference order.
+pub fn comparison_rows(runs: &[Run], refs: &[Reference]) -> Vec<Comparison> {
+    runs.iter()
+        .flat_map(|run| {
+            refs.iter().filter(|r| r.applies(run)).map(move |r| {
+                let simulated = run.metrics.get(r.metric).map_or(f64::NAN, numeric);
+                Comparison::new(run, r.metric.to_string(), simulated, Some(r))
+            })
+        })
+        .collect()
+}
+
+/// Every numeric metric of every run (run order, then metric name order), each with the
+/// references that apply to it, or once with no published value ("predicted").
+///
+/// A null metric is kept as NaN ("n/a": JSON cannot carry NaN, so a NaN metric arrives as
+/// null); an object of numbers (e.g. per-link bandwidth) gives one row per entry,
+/// "metric.key"; lists, strings and booleans are left to the JSON output.
+pub fn metric_rows(runs: &[Run], refs: &[Reference]) -> Vec<Comparison> {
+    runs.iter()
+        .flat_map(|run| run_metric_rows(run, refs))
+        .collect()
+}
+
+/// [`metric_rows`] of one run.
+fn run_metric_rows(run: &Run, refs: &[Reference]) -> Vec<Comparison> {
+    let mut rows = Vec::new();
+    for (name, value) in &run.metrics {
+        let applying: Vec<&Reference> = refs
+            .iter()
+            .filter(|r| r.metric == name && r.applies(run))
+            .collect();
+        match value {
+            Value::Number(_) | Value::Null => {
+                let v = numeric(value);
+                if applying.is_empty() {
+                    rows.push(Comparison::new(run, name.clone(), v, None));
+                }
+                for r in &applying {
+                    rows.push(Comparison::new(run, name.clone(), v, Some(r)));
+                }
+            }
+            _ => {
+                // A published value for a non-numeric metric still shows, as "n/a".
+                for r in &applying {
+                    rows.push(Comparison::new(run, name.clone(), f64::NAN, Some(r)));
+                }
+                if let Value::Object(entries) = value {
+                    for (key, v) in entries {
+                        if matches!(v, Value::Number(_) | Value::Null) {
+                            let metric = format!("{name}.{key}");
+                            rows.push(Comparison::new(run, metric, numeric(v), None));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// A metric value as a number; NaN for null and anything non-numeric.
+fn numeric(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// "N published values: M within ±10 %, K outside (worst: …)".
+pub fn summary_line(comparisons: &[Comparison]) -> String {
+    let published: Vec<&Comparison> = comparisons
+        .iter()
+        .filter(|c| c.published.is_some())
+        .collect();
+    let inside = published
+        .iter()
+        .filter(|c| c.within_tolerance() == Some(true))
+        .count();
+    let missing = published.iter().filter(|c| c.error.is_none()).count();
+    let mut line = format!(
+        "{} published values: {} within ±{} %, {} outside",
+        published.len(),
+        inside,
+        format_number(TOLERANCE * 100.0),
+        published.len() - inside
+    );
+    let worst = published
+        .iter()
+        .filter_map(|c| c.error.map(|e| (e, *c)))
+        .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
+    if let Some((e, c)) = worst {
+        let mut what = format!("{} {}", c.experiment, c.config);
+        if !c.params.is_empty() {
+            what.push(' ');
+            what.push_str(&c.params);
+        }
+        let _ = write!(line, " (worst: {what} {} {})", c.metric, format_percent(e));
+    }
+    if missing > 0 {
+        let _ = write!(line, "; {missing} without a simulated value");
+    }
+    line
+}
+
+/// How [`table_with`] lays out the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableOptions {
+    /// For sweeps with an x parameter and more than [`COMPACT_MIN_RUNS`] runs, show only
+    /// rows with a published value plus each series' largest x (a series is the config
+    /// and every other parameter), and say how many rows were elided.
+    pub compact: bool,
+}
+
+/// The full human table printed by `reproduce`: one block per experiment (in run order),
+/// then the summary line.
+pub fn table(runs: &[Run], refs: &[Reference], infos: &[ExperimentInfo]) -> String {
+    table_with(runs, refs, infos, TableOptions::default())
+}
+
+/// [`table`] with options (compact mode for long sweeps).
+pub fn table_with(
+    runs: &[Run],
+    refs: &[Reference],
+    infos: &[ExperimentInfo],
+    options: TableOptions,
+) -> String {
+    let mut out = String::new();
+    if runs.is_empty() {
+        out.push_str("no results\n");
+    }
+    for (id, block) in group_by_experiment(runs) {
+        let info = infos.iter().find(|i| i.id == id);
+        match info {
+            Some(i) if !i.description.is_empty() => {
+                let _ = writeln!(out, "{id} — {}", i.description);
+            }
+            _ => {
+                let _ = writeln!(out, "{id}");
+            }
+        }
+        let x_param = info.and_then(|i| i.x_param);
+        let keep_largest = match x_param {
+            Some(x) if options.compact && block.len() > COMPACT_MIN_RUNS => {
+                Some(largest_per_series(&block, x))
+            }
+            _ => None,
+        };
+        let mut lines = Vec::new();
+        let mut total = 0usize;
+        for (k, run) in block.iter().enumerate() {
+            for row in run_metric_rows(run, refs) {
+                total += 1;
+                let shown = match &keep_largest {
+                    None => true,
+                    Some(keep) => keep[k] || row.published.is_some(),
+                };
+                if shown {
+                    lines.push(vec![
+                        row.config.clone(),
+                        row.params.clone(),
+                        row.metric.clone(),
+                        format_number(row.simulated),
+                        row.published_text(),
+                        row.error_text(),
+                        row.verdict().to_string(),
+                    ]);
+                }
+            }
+        }
+        if total == 0 {
+            out.push_str("  (no numeric metrics)\n");
+        } else {
+            let header = [
+                "config",
+                "params",
+                "metric",
+                "simulated",
+                "published",
+                "error",
+                "",
+            ];
+            let align = [L, L, L, R, R, R, L];
+            out.push_str(&text_table(&header, &align, &lines, "  "));
+        }
+        let elided = total - lines.len();
+        if elided > 0 {
+            let _ = writeln!(
+                out,
+                "  … {elided} of {total} rows elided (shown: rows with a published value and \
+                 the largest {} per series; all rows are in --format json and the report)",
+                x_param.unwrap_or("x")
+            );
+        }
+        out.push('\n');
+    }
+    out.push_str(&summary_line(&comparison_rows(runs, refs)));
+    out.push('\n');
+    out
+}
+
+/// Runs grouped by experiment, experiments in order of first appearance.
+fn group_by_experiment(runs: &[Run]) -> Vec<(&str, Vec<&Run>)> {
+    let mut groups: Vec<(&str, Vec<&Run>)> = Vec::new();
+    for run in runs {
+        match groups.iter_mut().find(|(id, _)| *id == run.experiment) {
+            Some((_, g)) => g.push(run),
+            None => groups.push((&run.experiment, vec![run])),
+        }
+    }
+    groups
+}
+
+/// The series of a run in a sweep over `x`: its config and every other parameter.
+pub(crate) fn series_label(run: &Run, x: &str) -> String {
+    let mut label = run.config.clone();
+    for (name, value) in run.params.iter().filter(|(n, _)| *n != x) {
+        let _ = write!(label, " {name}={}", format_param_value(name, value));
+    }
+    label
+}
+
+/// For each run of `block`, whether it has the largest `x` of its series (the last one
+/// seen when `x` is missing or not a number, so every series keeps one run).
+fn largest_per_series(block: &[&Run], x: &str) -> Vec<bool> {
+    let mut best: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    for (k, run) in block.iter().enumerate() {
+        let v = run
+            .params
+            .get(x)
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN);
+        let entry = best.entry(series_label(run, x)).or_insert((k, v));
+        // NaN compares false, so a numeric x always wins over a non-numeric one.
+        if v >= entry.1 || entry.1.is_nan() {
+            *entry = (k, v);
+        }
+    }
+    let mut keep = vec![false; block.len()];
+    for (k, _) in best.values() {
+        keep[*k] = true;
+    }
+    keep
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Align {
+    Left,
+    Right,
+}
+const L: Align = Align::Left;
+const R: Align = Align::Right;
+
+/// Plain-text columns padded by character count (the table has "–", "✓" and "µ").
+fn text_table(header: &[&str], align: &[Align], rows: &[Vec<String>], indent: &str) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut s = String::from(indent);
+        for (k, cell) in cells.enumerate() {
+            if k > 0 {
+                s.push_str("  ");
+            }
+            let pad = widths[k].saturating_sub(cell.chars().count());
+            if align[k] == R {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                s.push_str(&" ".repeat(pad));
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    let rules: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    line(&mut rules.iter().map(String::as_str));
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// Whether a parameter holds a size in bytes ("bytes", "*_bytes"; "req_kb" is already in
+/// KiB and prints as is).
+pub fn is_size_param(name: &str) -> bool {
+    name == "bytes" || name.ends_with("_bytes")
+}
+
+/// Parameters as "name=value" separated by spaces, sizes as "64 MiB", e.g.
+/// "bytes=64 MiB op=read".
+pub fn render_params(params: &Map<String, Value>) -> String {
+    params
+        .iter()
+        .map(|(name, value)| format!("{name}={}", format_param_value(name, value)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One parameter value: strings bare, sizes as "4 KiB", other numbers as integers where
+/// they are whole.
+pub fn format_param_value(name: &str, value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => {
+            if is_size_param(name) {
+                if let Some(b) = whole_u64(n) {
+                    return format_size(b);
+                }
+            }
+            format_json_number(n)
+        }
+        Value::Null => "n/a".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn whole_u64(n: &Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        let f = n.as_f64()?;
+        (f >= 0.0 && f.fract() == 0.0 && f < 9.0e15).then_some(f as u64)
+    })
+}
+
+fn format_json_number(n: &Number) -> String {
+    if let Some(u) = n.as_u64() {
+        return u.to_string();
+    }
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    match n.as_f64() {
+        // 1e8 written as a float is still the integer 100000000 to a reader.
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => format!("{}", f as i64),
+        Some(f) => format!("{f}"),
+        None => n.to_string(),
+    }
+}
+
+/// A byte count in the largest binary unit that divides it: "4 KiB", "64 MiB", "1500 B".
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "TiB"),
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+    ];
+    for (unit, name) in UNITS {
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{} {name}", bytes / unit);
+        }
+    }
+    format!("{bytes} B")
+}
+
+/// A measured value with 4 significant digits (whole numbers from 1000 up), trailing zeros
+/// dropped; "n/a" for NaN and infinities.
+pub fn format_number(x: f64) -> String {
+    if !x.is_finite() {
+        return "n/a".to_string();
+    }
+    if x == 0.0 {
+        return "0".to_string();
+    }
+    let a = x.abs();
+    if !(1e-4..1e15).contains(&a) {
+        return format!("{x:.3e}");
+    }
+    if a >= 1000.0 {
+        return format!("{x:.0}");
+    }
+    let decimals = (3 - a.log10().floor() as i32).clamp(0, 8) as usize;
+    let s = format!("{x:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    if s == "-0" {
+        "0".to_string()
+    } else {
+        s
+    }
+}
+
+/// A relative error as a signed percentage with one decimal: "+3.2 %", "-12.0 %", "0.0 %".
+pub fn format_percent(error: f64) -> String {
+    if !error.is_finite() {
+        return "n/a".to_string();
+    }
+    let p = error * 100.0;
+    if p.abs() < 0.05 {
+        "0.0 %".to_string()
+    } else {
+        format!("{p:+.1} %")
+    }
+}
+
+/// Writes `report.md` and `report.html` into `dir` (created if missing): the summary, and
+/// per experiment its description, measurement window, plot and every metric row.
+///
+/// The plots are linked as `<id>.svg` for the experiments [`plot::has_plot`] accepts, the
+/// files [`plot::write_plots`] writes into the same `dir`; call both.
+pub fn write_report(
+    dir: &Path,
+    infos: &[ExperimentInfo],
+    runs: &[Run],
+    refs: &[Reference],
+) -> io::Result<(PathBuf, PathBuf)> {
+    fs::create_dir_all(dir)?;
+    let doc = ReportDoc::build(infos, runs, refs);
+    let md = dir.join("report.md");
+    let html = dir.join("report.html");
+    fs::write(&md, doc.markdown())?;
+    fs::write(&html, doc.html())?;
+    Ok((md, html))
+}
+
+/// The content of a report, rendered to Markdown or HTML.
+struct ReportDoc<'a> {
+    summary: String,
+    sections: Vec<Section<'a>>,
+}
+
+struct Section<'a> {
+    id: &'a str,
+    info: Option<&'a ExperimentInfo>,
+    plot: Option<String>,
+    rows: Vec<Comparison>,
+}
+
+const REPORT_TITLE: &str = "nudma reproduce report";
+const REPORT_LEGEND: &str = "✓: within ±10 % of the published value or range; ✗: outside; \
+     \"predicted\": no published value, the model predicts it. Errors are relative to the \
+     nearest end of a published range (0 inside it).";
+
+impl<'a> ReportDoc<'a> {
+    fn build(infos: &'a [ExperimentInfo], runs: &'a [Run], refs: &[Reference]) -> Self {
+        let sections = group_by_experiment(runs)
+            .into_iter()
+            .map(|(id, block)| {
+                let info = infos.iter().find(|i| i.id == id);
+                let plot = info
+                    .filter(|i| plot::has_plot(i, runs))
+                    .map(|i| plot::plot_file_name(i.id));
+                Section {
+                    id,
+                    info,
+                    plot,
+                    rows: block
+                        .iter()
+                        .flat_map(|r| run_metric_rows(r, refs))
+                        .collect(),
+                }
+            })
+            .collect();
+        ReportDoc {
+            summary: summary_line(&comparison_rows(runs, refs)),
+            sections,
+        }
+    }
+
+    fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# {REPORT_TITLE}\n");
+        let _ = writeln!(out, "{}\n", md_escape(&self.summary));
+        let _ = writeln!(out, "{}\n", md_escape(REPORT_LEGEND));
+        for s in &self.sections {
+            let _ = writeln!(out, "- [{}](#{})", s.id, anchor(s.id));
+        }
+        for s in &self.sections {
+            let _ = writeln!(out, "\n## {}\n", s.id);
+            if let Some(info) = s.info {
+                if !info.description.is_empty() {
+                    let _ = writeln!(out, "{}\n", md_escape(info.description));
+                }
+                if !info.window.is_empty() {
+                    let _ = writeln!(out, "Measurement window: {}\n", md_escape(info.window));
+                }
+            }
+            if let Some(file) = &s.plot {
+                let _ = writeln!(out, "![{}]({file})\n", s.id);
+            }
+            if s.rows.is_empty() {
+                out.push_str("No numeric metrics.\n");
+                continue;
+            }
+            out.push_str(
+                "| config | params | metric | simulated | published | error | | source |\n",
+            );
+            out.push_str("|---|---|---|--:|--:|--:|:-:|---|\n");
+            for r in &s.rows {
+                let cells = [
+                    r.config.clone(),
+                    r.params.clone(),
+                    r.metric.clone(),
+                    format_number(r.simulated),
+                    r.published_text(),
+                    r.error_text(),
+                    r.verdict().to_string(),
+                    r.source.unwrap_or("").to_string(),
+                ];
+                out.push('|');
+                for c in cells {
+                    let _ = write!(out, " {} |", md_escape(&c));
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    fn html(&self) -> String {
+        let mut out = String::new();
+        out.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+        let _ = writeln!(out, "<title>{REPORT_TITLE}</title>");
+        out.push_str(
+            "<style>\n\
+             body{font-family:sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}\n\
+             table{border-collapse:collapse;margin:1em 0;font-size:0.9em}\n\
+             th,td{border:1px solid #ccc;padding:0.25em 0.6em;text-align:left}\n\
+             th{background:#f0f0f0}\n\
+             td.num{text-align:right;font-variant-numeric:tabular-nums}\n\
+             tr.ok td.verdict{color:#1a7f37}\n\
+             tr.bad td.verdict{color:#c62828;font-weight:bold}\n\
+             tr.pred td{color:#555}\n\
+             img{max-width:100%;border:1px solid #ddd}\n\
+             .window{color:#555}\n\
+             </style>\n</head>\n<body>\n",
+        );
+        let _ = writeln!(out, "<h1>{REPORT_TITLE}</h1>");
+        let _ = writeln!(
+            out,
+            "<p><strong>{}</strong></p>",
+            html_escape(&self.summary)
+        );
+        let _ = writeln!(out, "<p>{}</p>", html_escape(REPORT_LEGEND));
+        out.push_str("<ul>\n");
+        for s in &self.sections {
+            let _ = writeln!(
+                out,
+                "<li><a href=\"#{}\">{}</a></li>",
+                html_escape(&anchor(s.id)),
+                html_escape(s.id)
+            );
+        }
+        out.push_str("</ul>\n");
+        for s in &self.sections {
+            let id = html_escape(s.id);
+            let _ = writeln!(
+                out,
+                "<section id=\"{}\">\n<h2>{id}</h2>",
+                html_escape(&anchor(s.id))
+            );
+            if let Some(info) = s.info {
+                if !info.description.is_empty() {
+                    let _ = writeln!(out, "<p>{}</p>", html_escape(info.description));
+                }
+                if !info.window.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "<p class=\"window\">Measurement window: {}</p>",
+                        html_escape(info.window)
+                    );
+                }
+            }
+            if let Some(file) = &s.plot {
+                let _ = writeln!(
+                    out,
+                    "<p><img src=\"{}\" alt=\"{id} plot\"></p>",
+                    html_escape(file)
+                );
+            }
+            if s.rows.is_empty() {
+                out.push_str("<p>No numeric metrics.</p>\n</section>\n");
+                continue;
+            }
+            out.push_str(
+                "<table>\n<tr><th>config</th><th>params</th><th>metric</th><th>simulated</th>\
+                 <th>published</th><th>error</th><th></th><th>source</th></tr>\n",
+            );
+            for r in &s.rows {
+                let class = match r.within_tolerance() {
+                    Some(true) => "ok",
+                    Some(false) => "bad",
+                    None => "pred",
+                };
+                let _ = writeln!(
+                    out,
+                    "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td>\
+                     <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                     <td class=\"verdict\">{}</td><td>{}</td></tr>",
+                    html_escape(&r.config),
+                    html_escape(&r.params),
+                    html_escape(&r.metric),
+                    html_escape(&format_number(r.simulated)),
+                    html_escape(&r.published_text()),
+                    html_escape(&r.error_text()),
+                    r.verdict(),
+                    html_escape(r.source.unwrap_or("")),
+                );
+            }
+            out.push_str("</table>\n</section>\n");
+        }
+        out.push_str("</body>\n</html>\n");
+        out
+    }
+}
+
+/// A fragment id for an experiment: ids are dotted names, which are valid as is; anything
+/// else becomes "-".
+fn anchor(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Markdown table cells break on "|" and newlines; the rest of the text is plain.
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}

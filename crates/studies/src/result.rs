@@ -1,0 +1,73 @@
+//! What an experiment run produces, exactly as DESIGN.md's JSON contract shapes it, and
+//! the published reference points it is compared with.
+
+use serde_json::{Map, Value};
+
+/// One result: an experiment, a config, its parameter values and measured metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    pub experiment: String,
+    /// A config name from EXPERIMENTS.md, or "default".
+    pub config: String,
+    /// Parameter name → value (numbers as JSON numbers, sizes in bytes).
+    pub params: Map<String, Value>,
+    /// Metric name → value (number, list, object, string or bool as the catalog says).
+    pub metrics: Map<String, Value>,
+}
+
+/// A published value (REFERENCE.md) to print beside the simulated one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reference {
+    pub experiment: &'static str,
+    /// The config it applies to; `None` for every config.
+    pub config: Option<&'static str>,
+    /// Parameter values a run must have for this point to apply (a subset).
+    pub params: Vec<(&'static str, Value)>,
+    pub metric: &'static str,
+    /// The published value, or the low end of a published range.
+    pub value: f64,
+    /// The high end of a published range (same as `value` for a point).
+    pub value_high: f64,
+    /// Where it comes from, e.g. "REFERENCE.md §2: PXH810 b2b one-way latency ≈ 573 ns".
+    pub source: &'static str,
+}
+
+impl Reference {
+    /// Whether this reference point applies to `run`.
+    pub fn applies(&self, run: &Run) -> bool {
+        run.experiment == self.experiment
+            && self.config.is_none_or(|c| c == run.config)
+            && self
+                .params
+                .iter()
+                .all(|(k, v)| run.params.get(*k) == Some(v))
+            && run.metrics.contains_key(self.metric)
+    }
+
+    /// Signed relative error of `simulated` against the published value or range (0
+    /// inside a range).
+    pub fn error(&self, simulated: f64) -> f64 {
+        if simulated < self.value {
+            (simulated - self.value) / self.value
+        } else if simulated > self.value_high {
+            (simulated - self.value_high) / self.value_high
+        } else {
+            0.0
+        }
+    }
+}
+
+/// How an experiment is plotted and described in reports.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExperimentInfo {
+    pub id: &'static str,
+    pub description: &'static str,
+    /// The parameter on the x axis of its plot (e.g. "bytes"), if any.
+    pub x_param: Option<&'static str>,
+    /// Whether the x axis is logarithmic (base 2), as for transfer sizes.
+    pub x_log2: bool,
+    /// Metrics to plot, one chart each, one line per (config, other params).
+    pub plot_metrics: Vec<&'static str>,
+    /// The measurement window used, for the report (EXPERIMENTS.md asks to say it).
+    pub window: &'static str,
+}
