@@ -1,0 +1,285 @@
+//! `inspect --export`: every fixture becomes a scenario TOML in the preliminary
+//! schema, assumptions are marked, and a calibration file fills the memory matrices.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{snapshot, xml};
+use inspect::export::{scenario_toml, Calibration, MemorySource};
+use inspect::platform_file::MemoryParams;
+use inspect::{import_hwloc_file, import_sysfs, Machine};
+
+/// A structural check of the TOML subset the exporter writes: tables, arrays of
+/// tables, `key = value` lines with quoted strings, numbers, booleans, arrays and
+/// inline tables, balanced brackets, comments. Returns keys per table header.
+fn check_toml(text: &str) -> BTreeMap<String, Vec<String>> {
+    let mut tables: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current = String::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = strip_comment(raw).trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(t) = line.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
+            current = t.to_string();
+            tables.entry(current.clone()).or_default();
+            continue;
+        }
+        if let Some(t) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = t.to_string();
+            assert!(
+                !tables.contains_key(&current),
+                "line {}: table [{current}] defined twice",
+                i + 1
+            );
+            tables.entry(current.clone()).or_default();
+            continue;
+        }
+        let (key, value) = line
+            .split_once(" = ")
+            .unwrap_or_else(|| panic!("line {}: not `key = value`: {raw}", i + 1));
+        assert!(
+            key.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'),
+            "line {}: bad key {key}",
+            i + 1
+        );
+        let opens = value.matches(['[', '{']).count();
+        let closes = value.matches([']', '}']).count();
+        assert_eq!(opens, closes, "line {}: unbalanced {value}", i + 1);
+        assert!(
+            value.starts_with('"')
+                || value.starts_with('[')
+                || value.starts_with('{')
+                || value == "true"
+                || value == "false"
+                || value.parse::<f64>().is_ok(),
+            "line {}: bad value {value}",
+            i + 1
+        );
+        if value.starts_with('"') {
+            assert!(value.ends_with('"') && value.len() >= 2, "line {}", i + 1);
+        }
+        tables
+            .entry(current.clone())
+            .or_default()
+            .push(key.to_string());
+    }
+    tables
+}
+
+fn strip_comment(line: &str) -> &str {
+    // No '#' appears inside the strings the exporter writes for these fixtures
+    // except in comments, which follow the value.
+    let mut in_str = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => in_str = !in_str,
+            '#' if !in_str => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+fn value_of<'a>(text: &'a str, key: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{key} = ")))
+        .map(|v| strip_comment(v).trim())
+        .collect()
+}
+
+fn export(m: &Machine) -> String {
+    let e = scenario_toml(m, None).unwrap();
+    check_toml(&e.toml);
+    e.toml
+}
+
+#[test]
+fn platform_section_follows_the_schema() {
+    let m = import_hwloc_file(&xml("32em64t-2n8c2t-pci-normalio.xml")).unwrap();
+    let s = export(&m);
+    let tables = check_toml(&s);
+    assert_eq!(tables["scenario"], vec!["name", "description"]);
+    assert_eq!(
+        tables["platform.imported"],
+        vec![
+            "cpu",
+            "packages",
+            "nodes_per_package",
+            "cores_per_package",
+            "threads_per_core",
+            "clock_ghz",
+            "llc_bytes",
+            "llc_ways",
+            "ddio_ways",
+            "dram_bytes_per_node"
+        ]
+    );
+    assert_eq!(
+        tables["platform.imported.memory"],
+        vec!["latency_ns", "bandwidth_gbps"]
+    );
+    assert_eq!(value_of(&s, "name")[0], "\"imported-conan\"");
+    assert_eq!(value_of(&s, "packages"), vec!["2"]);
+    assert_eq!(value_of(&s, "nodes_per_package"), vec!["1"]);
+    assert_eq!(value_of(&s, "cores_per_package"), vec!["8"]);
+    assert_eq!(value_of(&s, "threads_per_core"), vec!["2"]);
+    assert_eq!(value_of(&s, "clock_ghz"), vec!["2.0"]);
+    assert_eq!(value_of(&s, "llc_bytes"), vec!["20971520"]);
+    assert!(s.contains("ddio_ways = 2   # assumption: Intel default 2 of the LLC ways"));
+    assert!(s.contains("latency_ns = [[90.0, 180.0], [180.0, 90.0]]"));
+    assert!(s.contains("# assumption: local 90 ns and 60 GB/s"));
+    assert!(s.contains("ends = [\"pkg0\", \"pkg1\"]\nkind = \"qpi\""));
+    assert!(s.contains("[[host]]\nname = \"conan\"\nplatform = \"imported\""));
+    // Every device of an I/O class, named after its OS device, on its node's root
+    // complex; the two I350 ports stay two devices.
+    let names = value_of(&s, "name");
+    for n in [
+        "\"eth0\"",
+        "\"eth1\"",
+        "\"cuda0\"",
+        "\"opencl0d1\"",
+        "\"mlx5_0\"",
+        "\"sda\"",
+    ] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    assert!(s.contains(
+        "name = \"eth0\"\nkind = \"nic\"\nmodel = \"Intel Corporation I350 Gigabit Network Connection\"\nparent = \"rc1\""
+    ));
+    assert!(s.contains("name = \"mlx5_0\"\nkind = \"rnic\""));
+    assert!(s.contains("kind = \"gpu\""));
+    assert!(s.contains("link = { gen = 3, width = 8 }   # assumption: link not reported"));
+    assert!(
+        !s.contains("[[host.switch]]"),
+        "root ports are not switches"
+    );
+}
+
+#[test]
+fn every_fixture_exports() {
+    for name in [
+        "16amd64-4distances.xml",
+        "24em64t-2n6c2t-pci.xml",
+        "32em64t-2n8c2t-pci-normalio.xml",
+        "8intel64-4n2t-memattrs.xml",
+    ] {
+        let m = import_hwloc_file(&xml(name)).unwrap();
+        let s = export(&m);
+        assert!(s.contains("[platform.imported.memory]"), "{name}");
+    }
+    for (archive, dir) in [
+        (
+            "32em64t-2n8c+dax+nvme+mic+dimms.tar.bz2",
+            "32em64t-2n8c+1mic",
+        ),
+        (
+            "40intel64-2g2n4c+pcilocality.tar.bz2",
+            "40intel64-2g2n4c+pci",
+        ),
+    ] {
+        let (_tmp, root) = snapshot(archive, dir);
+        let m = import_sysfs(&root).unwrap();
+        let s = export(&m);
+        assert!(s.contains("[[host.device]]"), "{archive}");
+    }
+}
+
+#[test]
+fn amd_eight_sockets() {
+    let m = import_hwloc_file(&xml("16amd64-4distances.xml")).unwrap();
+    let s = export(&m);
+    assert_eq!(value_of(&s, "packages"), vec!["8"]);
+    assert!(s.contains("kind = \"hypertransport\""));
+    assert!(s.contains("clock_ghz = 2.0   # assumption"));
+    // Package distances 20/40/80: 20 and 40 pair the sockets in two groups of four
+    // that only 80 joins, so every pair is linked.
+    assert_eq!(s.matches("[[platform.imported.interconnect]]").count(), 28);
+    assert!(!s.contains("[[host.device]]"));
+}
+
+#[test]
+fn memory_only_topology_marks_assumptions() {
+    let m = import_hwloc_file(&xml("8intel64-4n2t-memattrs.xml")).unwrap();
+    let e = scenario_toml(&m, None).unwrap();
+    assert_eq!(e.memory_source, MemorySource::Assumed);
+    let s = e.toml;
+    assert!(s.contains("packages = 4   # assumption: no package objects"));
+    assert!(s.contains("cores_per_package = 2   # assumption: no core objects"));
+    assert!(s.contains("cpu = \"unknown\"   # assumption"));
+    assert!(s.contains("dram_bytes_per_node = 1073741824"));
+    assert!(s.contains("llc_bytes = 33554432   # assumption"));
+    assert!(s.contains("remote twice as slow (no distance matrix)"));
+}
+
+#[test]
+fn sysfs_snapshot_with_inferred_node() {
+    let (_tmp, root) = snapshot(
+        "32em64t-2n8c+dax+nvme+mic+dimms.tar.bz2",
+        "32em64t-2n8c+1mic",
+    );
+    let m = import_sysfs(&root).unwrap();
+    let s = export(&m);
+    assert!(s.contains(
+        "name = \"nvme0\"\nkind = \"nvme\"\nmodel = \"8086:0953\"\nparent = \"rc0\"   # assumption: node 0 inferred from local_cpulist"
+    ));
+    assert!(s.contains("bdf = \"0000:00:02.0\"\nbars = [{ size = 16384 }]"));
+    assert!(s.contains("name = \"mlx4_0\"\nkind = \"rnic\""));
+    assert!(s.contains("name = \"eth0\"\nkind = \"nic\"\nmodel = \"8086:1521\"\nparent = \"rc0\""));
+    assert!(s.contains("name = \"mic0\"\nkind = \"other\""));
+    assert!(s.contains("parent = \"rc1\""));
+    assert!(s.contains("llc_ways = 20\n"));
+    assert!(s.contains("latency_ns = [[90.0, 189.0], [189.0, 90.0]]"));
+}
+
+#[test]
+fn calibration_fills_memory_and_must_match() {
+    let m = import_hwloc_file(&xml("24em64t-2n6c2t-pci.xml")).unwrap();
+    let text = "# measured\n# node order: 0, 1\n[platform.imported.memory]\nlatency_ns = [[80.5, 130.0], [131.0, 81.0]]\nbandwidth_gbps = [[20.0, 10.0], [10.0, 20.0]]\n";
+    let path = Path::new("cal.toml");
+    let params = MemoryParams::parse(text, path).unwrap();
+    let e = scenario_toml(
+        &m,
+        Some(Calibration {
+            params: &params,
+            path,
+        }),
+    )
+    .unwrap();
+    assert_eq!(e.memory_source, MemorySource::Calibration);
+    assert!(e
+        .toml
+        .contains("# measured by `nudma calibrate` (cal.toml)"));
+    assert!(e
+        .toml
+        .contains("latency_ns = [[80.5, 130.0], [131.0, 81.0]]"));
+    assert!(!e.toml.contains("# assumption: local 90 ns"));
+
+    let one = MemoryParams::parse(
+        "[platform.imported.memory]\nlatency_ns = [[80.0]]\nbandwidth_gbps = [[20.0]]\n",
+        path,
+    )
+    .unwrap();
+    let err = scenario_toml(&m, Some(Calibration { params: &one, path }))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cal.toml") && err.contains("2 NUMA node(s)"),
+        "{err}"
+    );
+
+    let wrong_nodes = MemoryParams::parse(&text.replace("0, 1", "0, 5"), path).unwrap();
+    let err = scenario_toml(
+        &m,
+        Some(Calibration {
+            params: &wrong_nodes,
+            path,
+        }),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("[0, 5]"), "{err}");
+}
