@@ -211,9 +211,18 @@ fn graphviz_renders_the_whole_cluster() {
         .spawn()
         .expect("Graphviz `dot` must be installed for this test (.ci/run installs it)");
     use std::io::Write as _;
-    child.stdin.take().unwrap().write_all(dot_src.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dot_src.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "dot rejects our output: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "dot rejects our output: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let svg = String::from_utf8_lossy(&out.stdout);
     for name in ["h00", "h59", "mxs0", "mxs6", "P4800X"] {
         assert!(svg.contains(name), "{name} drawn");

@@ -1,1 +1,6 @@
-//! placeholder
+//! nudma's device models: what a NIC, NVMe controller, GPU or NTB adapter does on the bus,
+//! written once against the fabric's addresses and the timing layer's network.
+
+pub mod dma;
+
+pub use dma::{DmaJob, DmaOutcome, DmaSpec, Op, PageRoutes};

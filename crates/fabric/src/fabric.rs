@@ -338,6 +338,9 @@ impl Fabric {
                     self.via_roots(h, host, platform.root_p2p, rc, troot, tnode, path)
                         .map_err(|k| fault(k, host, rid, addr))?;
                 }
+                // A function addressing its own BAR (a DMA engine feeding its own NTB
+                // window) never leaves the device.
+                (Origin::Node(n), None) if n == tnode => {}
                 (Origin::Node(n), None) => match lca(topo, n, tnode) {
                     Some(a) if topo.node(a).is_switch() => {
                         self.climb(n, a, path);

@@ -22,3 +22,4 @@ pub use queue::Queue;
 pub use time::Time;
 pub mod net;
 pub mod pcie;
+pub mod timed;

@@ -23,7 +23,7 @@ pub const CLASS_COMPLETION: usize = 2;
 const NONE: u32 = u32::MAX;
 
 /// One hop of a route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hop {
     Wire(u32),
     Delay(Time),

@@ -1,7 +1,10 @@
 //! nudma's studies layer: the experiment catalog of EXPERIMENTS.md, the workloads that
 //! drive the systems and device models, and reports (tables, JSON, SVG plots).
 
+pub mod harness;
+pub mod plot;
 pub mod report;
 pub mod result;
+pub mod smartio;
 
 pub use result::{ExperimentInfo, Reference, Run};

@@ -49,7 +49,9 @@ pub struct Comparison {
 
 impl Comparison {
     fn new(run: &Run, metric: String, simulated: f64, reference: Option<&Reference>) -> Self {
+        // `Reference::error` maps NaN to 0 ("inside the range"): only judge real values.
         let error = reference
+            .filter(|_| simulated.is_finite())
             .map(|r| r.error(simulated))
             .filter(|e| e.is_finite());
         Comparison {
@@ -200,8 +202,9 @@ pub fn summary_line(comparisons: &[Comparison]) -> String {
         .count();
     let missing = published.iter().filter(|c| c.error.is_none()).count();
     let mut line = format!(
-        "{} published values: {} within ±{} %, {} outside",
+        "{} published value{}: {} within ±{} %, {} outside",
         published.len(),
+        if published.len() == 1 { "" } else { "s" },
         inside,
         format_number(TOLERANCE * 100.0),
         published.len() - inside
@@ -400,7 +403,18 @@ fn text_table(header: &[&str], align: &[Align], rows: &[Vec<String>], indent: &s
         out.push('\n');
     };
     line(&mut header.iter().copied());
-    let rules: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    // No rule under an unnamed column (the ✓/✗ one): a lone "-" there reads as a value.
+    let rules: Vec<String> = widths
+        .iter()
+        .zip(header)
+        .map(|(w, h)| {
+            if h.is_empty() {
+                String::new()
+            } else {
+                "-".repeat(*w)
+            }
+        })
+        .collect();
     line(&mut rules.iter().map(String::as_str));
     for row in rows {
         line(&mut row.iter().map(String::as_str));
@@ -473,7 +487,7 @@ pub fn format_size(bytes: u64) -> String {
         (1 << 10, "KiB"),
     ];
     for (unit, name) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{} {name}", bytes / unit);
         }
     }
@@ -593,7 +607,7 @@ impl<'a> ReportDoc<'a> {
         let _ = writeln!(out, "{}\n", md_escape(&self.summary));
         let _ = writeln!(out, "{}\n", md_escape(REPORT_LEGEND));
         for s in &self.sections {
-            let _ = writeln!(out, "- [{}](#{})", s.id, anchor(s.id));
+            let _ = writeln!(out, "- [{}](#{})", s.id, md_anchor(s.id));
         }
         for s in &self.sections {
             let _ = writeln!(out, "\n## {}\n", s.id);
@@ -743,6 +757,22 @@ fn anchor(id: &str) -> String {
                 c
             } else {
                 '-'
+            }
+        })
+        .collect()
+}
+
+/// The anchor Markdown renderers (GitHub's convention) give a heading: lowercase,
+/// punctuation other than "-" and "_" dropped, so "rdma.latency" → "rdmalatency".
+fn md_anchor(heading: &str) -> String {
+    heading
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| {
+            if c == ' ' {
+                '-'
+            } else {
+                c.to_ascii_lowercase()
             }
         })
         .collect()

@@ -45,9 +45,11 @@ impl Reference {
     }
 
     /// Signed relative error of `simulated` against the published value or range (0
-    /// inside a range).
+    /// inside a range, NaN when there is no simulated number).
     pub fn error(&self, simulated: f64) -> f64 {
-        if simulated < self.value {
+        if simulated.is_nan() {
+            f64::NAN
+        } else if simulated < self.value {
             (simulated - self.value) / self.value
         } else if simulated > self.value_high {
             (simulated - self.value_high) / self.value_high

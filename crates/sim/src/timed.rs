@@ -1,0 +1,398 @@
+//! The fabric given time: every link direction, cable, interconnect link, root complex,
+//! IOMMU and memory of a `Fabric` becomes a resource of a `Net`, and a routed request
+//! becomes a timed route. Parameters come from the platform's `timing` table, the chip
+//! and adapter catalog and each device's `timing` table; a missing one is an error that
+//! names it, never a silent default.
+
+use std::collections::BTreeMap;
+
+use fabric::{Access, CableEnd, Fabric, Fault, NodeKind, Path, Request, Requester, Step, Target};
+use rustc_hash::FxHashMap;
+
+use crate::net::{Hop, Net};
+use crate::pcie;
+use crate::time::Time;
+
+/// PHY and data-link latency of one PCIe link traversal, excluding serialization
+/// (assumption: serdes TX+RX and DLL ≈ 20 ns; REFERENCE.md gives no figure).
+pub const PCIE_LINK_NS: f64 = 20.0;
+/// Extra propagation of an external cable (assumption: ≈ 2 m at ≈ 5 ns/m).
+pub const CABLE_NS: f64 = 10.0;
+
+/// Timing parameters of a platform, read from `[platform.X.timing]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlatformTiming {
+    pub dram_latency_ns: f64,
+    pub dram_gbps: f64,
+    pub llc_latency_ns: f64,
+    pub rc_latency_ns: f64,
+    pub rc_p2p_latency_ns: f64,
+    pub rc_p2p_read_tags: f64,
+    pub rcb_bytes: f64,
+    pub iotlb_hit_ns: f64,
+    pub iotlb_miss_ns: f64,
+    pub iotlb_entries: f64,
+    pub cpu_mmio_write_ns: f64,
+    pub cpu_poll_ns: f64,
+    pub interconnect_latency_ns: f64,
+    pub interconnect_gbps: f64,
+}
+
+pub const PLATFORM_KEYS: [&str; 14] = [
+    "dram_latency_ns",
+    "dram_gbps",
+    "llc_latency_ns",
+    "rc_latency_ns",
+    "rc_p2p_latency_ns",
+    "rc_p2p_read_tags",
+    "rcb_bytes",
+    "iotlb_hit_ns",
+    "iotlb_miss_ns",
+    "iotlb_entries",
+    "cpu_mmio_write_ns",
+    "cpu_poll_ns",
+    "interconnect_latency_ns",
+    "interconnect_gbps",
+];
+
+/// A missing or unknown timing parameter.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TimingError(pub String);
+
+fn get(map: &BTreeMap<String, f64>, key: &str, owner: &str) -> Result<f64, TimingError> {
+    map.get(key).copied().ok_or_else(|| {
+        TimingError(format!(
+            "{owner} has no timing parameter `{key}` (needed by the timing layer; add it to its `timing` table)"
+        ))
+    })
+}
+
+impl PlatformTiming {
+    pub fn from_table(
+        map: &BTreeMap<String, f64>,
+        owner: &str,
+    ) -> Result<PlatformTiming, TimingError> {
+        if let Some(k) = map.keys().find(|k| !PLATFORM_KEYS.contains(&k.as_str())) {
+            return Err(TimingError(format!(
+                "{owner}: unknown timing parameter `{k}` (known: {})",
+                PLATFORM_KEYS.join(", ")
+            )));
+        }
+        let g = |k| get(map, k, owner);
+        Ok(PlatformTiming {
+            dram_latency_ns: g("dram_latency_ns")?,
+            dram_gbps: g("dram_gbps")?,
+            llc_latency_ns: g("llc_latency_ns")?,
+            rc_latency_ns: g("rc_latency_ns")?,
+            rc_p2p_latency_ns: g("rc_p2p_latency_ns")?,
+            rc_p2p_read_tags: g("rc_p2p_read_tags")?,
+            rcb_bytes: g("rcb_bytes")?,
+            iotlb_hit_ns: g("iotlb_hit_ns")?,
+            iotlb_miss_ns: g("iotlb_miss_ns")?,
+            iotlb_entries: g("iotlb_entries")?,
+            cpu_mmio_write_ns: g("cpu_mmio_write_ns")?,
+            cpu_poll_ns: g("cpu_poll_ns")?,
+            interconnect_latency_ns: g("interconnect_latency_ns")?,
+            interconnect_gbps: g("interconnect_gbps")?,
+        })
+    }
+}
+
+/// Time from nanoseconds (rounded to the picosecond tick).
+pub fn ns(x: f64) -> Time {
+    Time::from_ps((x * 1000.0).round().max(0.0) as u64)
+}
+
+const NONE: u32 = u32::MAX;
+
+/// A fabric and its timed network.
+pub struct TimedFabric {
+    pub fabric: Fabric,
+    pub net: Net,
+    pub platform: Vec<PlatformTiming>,
+    link_wires: Vec<[u32; 2]>,
+    cable_wires: Vec<[u32; 2]>,
+    ic_wires: Vec<Vec<[u32; 2]>>,
+    ram_sinks: Vec<Vec<u32>>,
+    bar_sinks: Vec<u32>,
+    splitters: Vec<u32>,
+    iotlbs: Vec<u32>,
+    cache: FxHashMap<(u32, u64, bool), (u32, Target)>,
+    /// Routes with identical hops share one id.
+    dedup: FxHashMap<Vec<Hop>, u32>,
+    path: Path,
+}
+
+/// A device's memory behind its BAR, from its `timing` table: `bar_gbps`,
+/// `bar_latency_ns`, `bar_rcb_bytes`; devices without them get a register-like BAR
+/// (assumption: 200 ns, 1 GB/s, 64 B completions).
+fn bar_params(t: &BTreeMap<String, f64>) -> (f64, f64, u32) {
+    (
+        t.get("bar_gbps").copied().unwrap_or(1.0),
+        t.get("bar_latency_ns").copied().unwrap_or(200.0),
+        t.get("bar_rcb_bytes").copied().unwrap_or(64.0) as u32,
+    )
+}
+
+impl TimedFabric {
+    pub fn new(fabric: Fabric, seed: u64) -> Result<TimedFabric, TimingError> {
+        let topo = &fabric.topo;
+        let mut net = Net::new(seed);
+        let platform: Vec<PlatformTiming> = topo
+            .platforms
+            .iter()
+            .map(|p| PlatformTiming::from_table(&p.timing, &format!("platform `{}`", p.name)))
+            .collect::<Result<_, _>>()?;
+        let mut link_wires = vec![[NONE; 2]; topo.nodes.len()];
+        for (i, n) in topo.nodes.iter().enumerate() {
+            if let Some(l) = n.link {
+                let lat = PCIE_LINK_NS + if l.cable { CABLE_NS } else { 0.0 };
+                let (up, down) = net.add_link(
+                    &format!("link {}", topo.node_label(i as u32)),
+                    pcie::ps_per_kib(l.gen, l.width),
+                    ns(lat),
+                    [0; 3],
+                    true,
+                );
+                link_wires[i] = [up, down];
+            }
+        }
+        let mut cable_wires = Vec::new();
+        for c in &topo.cables {
+            let name = format!(
+                "cable {}-{}",
+                topo.cable_end_label(c.ends[0]),
+                topo.cable_end_label(c.ends[1])
+            );
+            let (a, b) = net.add_link(
+                &name,
+                pcie::ps_per_kib(c.link.gen, c.link.width),
+                ns(PCIE_LINK_NS + CABLE_NS),
+                [0; 3],
+                true,
+            );
+            cable_wires.push([a, b]);
+        }
+        let mut ic_wires = Vec::new();
+        let mut ram_sinks = Vec::new();
+        let mut splitters = vec![NONE; topo.nodes.len()];
+        let mut iotlbs = Vec::new();
+        for (hi, h) in topo.hosts.iter().enumerate() {
+            let p = &topo.platforms[h.platform as usize];
+            let pt = &platform[h.platform as usize];
+            let mut wires = Vec::new();
+            for l in &p.interconnect {
+                let gbps = l.bandwidth_gbps.unwrap_or(pt.interconnect_gbps);
+                let lat = l.latency_ns.unwrap_or(pt.interconnect_latency_ns);
+                let (a, b) = net.add_link(
+                    &format!("{} {}-{}", h.name, p.vertex_name(l.a), p.vertex_name(l.b)),
+                    (1024.0 * 1000.0 / gbps).round() as u64,
+                    ns(lat),
+                    [0; 3],
+                    false,
+                );
+                wires.push([a, b]);
+            }
+            ic_wires.push(wires);
+            ram_sinks.push(
+                (0..p.numa_nodes())
+                    .map(|n| {
+                        net.add_sink(
+                            &format!("{} DRAM node{n}", h.name),
+                            pt.dram_gbps,
+                            ns(pt.dram_latency_ns),
+                            ns(pt.llc_latency_ns),
+                            pt.rcb_bytes as u32,
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            for &rc in &h.roots {
+                if let Some(split) = p.root_read_split_bytes {
+                    splitters[rc as usize] =
+                        net.add_splitter(&topo.node_label(rc), split, pt.rc_p2p_read_tags as u32);
+                }
+            }
+            let _ = hi;
+            iotlbs.push(net.add_iotlb(
+                pt.iotlb_entries as usize,
+                ns(pt.iotlb_hit_ns),
+                ns(pt.iotlb_miss_ns),
+            ));
+        }
+        let mut bar_sinks = vec![NONE; topo.nodes.len()];
+        for (i, n) in topo.nodes.iter().enumerate() {
+            if n.bars.is_empty() {
+                continue;
+            }
+            let timing = match n.kind {
+                NodeKind::Function { device, .. } => topo.devices[device as usize].timing.clone(),
+                _ => BTreeMap::new(),
+            };
+            let (gbps, lat, rcb) = bar_params(&timing);
+            bar_sinks[i] = net.add_sink(
+                &format!("{} memory", topo.node_label(i as u32)),
+                gbps,
+                ns(lat),
+                ns(lat.min(50.0)),
+                rcb,
+            );
+        }
+        Ok(TimedFabric {
+            fabric,
+            net,
+            platform,
+            link_wires,
+            cable_wires,
+            ic_wires,
+            ram_sinks,
+            bar_sinks,
+            splitters,
+            iotlbs,
+            cache: FxHashMap::default(),
+            dedup: FxHashMap::default(),
+            path: Path::with_capacity(64),
+        })
+    }
+
+    /// Timing of the platform of `host`.
+    pub fn timing_of(&self, host: u32) -> &PlatformTiming {
+        &self.platform[self.fabric.topo.hosts[host as usize].platform as usize]
+    }
+
+    fn requester_key(r: Requester) -> u32 {
+        match r {
+            Requester::Function(n) => n,
+            Requester::Cpu { host, package } => 0x8000_0000 | (host << 8) | package,
+        }
+    }
+
+    /// The timed route of a request (cached per requester, 4 KiB page and access kind).
+    pub fn route(&mut self, req: &Request) -> Result<(u32, Target), Fault> {
+        let key = (
+            Self::requester_key(req.requester),
+            req.addr >> 12,
+            req.access == Access::Read,
+        );
+        if let Some(&(r, t)) = self.cache.get(&key) {
+            let t = match t {
+                Target::Ram {
+                    host,
+                    node,
+                    addr,
+                    offset,
+                } => Target::Ram {
+                    host,
+                    node,
+                    addr: addr - (addr & 0xfff) + (req.addr & 0xfff),
+                    offset: offset - (offset & 0xfff) + (req.addr & 0xfff),
+                },
+                Target::Bar { node, bar, offset } => Target::Bar {
+                    node,
+                    bar,
+                    offset: offset - (offset & 0xfff) + (req.addr & 0xfff),
+                },
+            };
+            return Ok((r, t));
+        }
+        let mut path = std::mem::take(&mut self.path);
+        let res = self.fabric.route(req, &mut path);
+        let out = res.map(|t| {
+            let hops = self.hops(&path, &t, req.access);
+            let id = match self.dedup.get(&hops) {
+                Some(&id) => id,
+                None => {
+                    let id = self.net.add_route(hops.clone());
+                    self.dedup.insert(hops, id);
+                    id
+                }
+            };
+            (id, t)
+        });
+        self.path = path;
+        if let Ok(v) = out {
+            self.cache.insert(key, v);
+        }
+        out
+    }
+
+    /// Maps fabric steps to timed hops.
+    fn hops(&self, path: &Path, target: &Target, access: Access) -> Vec<Hop> {
+        let topo = &self.fabric.topo;
+        let mut hops = Vec::with_capacity(path.steps.len() + 2);
+        let mut cable_from = CableEnd::Ntb(0);
+        for (i, s) in path.steps.iter().enumerate() {
+            match *s {
+                Step::Link { node, down } => {
+                    hops.push(Hop::Wire(self.link_wires[node as usize][down as usize]))
+                }
+                Step::Switch { node } => {
+                    let NodeKind::Switch { chip, .. } = topo.node(node).kind else {
+                        unreachable!()
+                    };
+                    hops.push(Hop::Delay(ns(topo.chip(chip).latency_ns)));
+                }
+                Step::Root { node } => {
+                    let host = topo.node(node).host;
+                    let pt = self.timing_of(host);
+                    let rest = &path.steps[i + 1..];
+                    let forwards = rest
+                        .iter()
+                        .any(|s| matches!(s, Step::Link { down: true, .. }));
+                    if i == 0 {
+                        // A CPU's request enters the hierarchy here; its cost is the
+                        // CPU's (`cpu_mmio_write_ns`), charged by the driver.
+                    } else if forwards {
+                        hops.push(Hop::Delay(ns(pt.rc_p2p_latency_ns)));
+                        let sp = self.splitters[node as usize];
+                        if access == Access::Read
+                            && sp != NONE
+                            && !rest.iter().any(|s| matches!(s, Step::Root { .. }))
+                        {
+                            hops.push(Hop::RootSplit(sp));
+                        }
+                    } else {
+                        hops.push(Hop::Delay(ns(pt.rc_latency_ns)));
+                    }
+                }
+                Step::Interconnect { host, hop } => {
+                    let l = &topo.platform_of(host).interconnect[hop.link as usize];
+                    let dir = if l.a == hop.from { 0 } else { 1 };
+                    hops.push(Hop::Wire(
+                        self.ic_wires[host as usize][hop.link as usize][dir],
+                    ));
+                }
+                Step::Iommu { host, .. } => hops.push(Hop::Iommu(self.iotlbs[host as usize])),
+                Step::NtbWindow { ntb, .. } => {
+                    cable_from = CableEnd::Ntb(ntb);
+                    let t = topo.ntbs[ntb as usize]
+                        .adapter
+                        .timing
+                        .iter()
+                        .find(|(k, _)| k == "ntb_translate_ns")
+                        .map(|x| x.1)
+                        .unwrap_or(0.0);
+                    hops.push(Hop::Delay(ns(t)));
+                }
+                Step::RidLut { .. } => {}
+                Step::Cable { cable } => {
+                    let c = &topo.cables[cable as usize];
+                    let dir = if c.ends[0] == cable_from { 0 } else { 1 };
+                    cable_from = c.ends[1 - dir];
+                    hops.push(Hop::Wire(self.cable_wires[cable as usize][dir]));
+                }
+                Step::ClusterSwitch { switch } => {
+                    cable_from = CableEnd::ClusterSwitch(switch);
+                    let chip = topo.cluster_switches[switch as usize].chip;
+                    hops.push(Hop::Delay(ns(topo.chip(chip).latency_ns)));
+                }
+            }
+        }
+        hops.push(Hop::Sink(match *target {
+            Target::Ram { host, node, .. } => self.ram_sinks[host as usize][node as usize],
+            Target::Bar { node, .. } => self.bar_sinks[node as usize],
+        }));
+        hops
+    }
+}

@@ -1,0 +1,278 @@
+//! What every experiment needs: load a built-in scenario (with host IOMMU choices), map a
+//! buffer for a requester the way a driver would until the SmartIO layer does it through
+//! borrow/map calls (NTB window, requester-ID entry, identity IOMMU mappings), and time
+//! DMA jobs and single writes on the timed fabric — with a steady-state window for large
+//! transfers.
+
+use devices::{DmaJob, DmaOutcome, DmaSpec, Op};
+use fabric::iommu::{Perm, PAGE};
+use fabric::{builtin, CableEnd, Endpoint, Fabric, Requester};
+use sim::timed::{ns, TimedFabric};
+use sim::{pcie, Time};
+
+/// An experiment could not run: bad scenario, a fault, a missing parameter.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RunError(pub String);
+
+impl RunError {
+    pub fn from<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> RunError + '_ {
+        move |e| RunError(format!("{what}: {e}"))
+    }
+}
+
+/// Transfers larger than this are simulated up to it and extended at the steady-state
+/// rate of its second half (EXPERIMENTS.md allows a converged window).
+pub const DMA_WINDOW: u64 = 8 << 20;
+
+/// Loads a built-in scenario, setting the IOMMU of the named hosts.
+pub fn load(name: &str, iommu: &[(&str, bool)]) -> Result<TimedFabric, RunError> {
+    let mut s = builtin::load_builtin(name)
+        .ok_or_else(|| RunError(format!("no built-in scenario `{name}`")))?
+        .map_err(RunError::from(name))?;
+    for (h, on) in iommu {
+        let id = s
+            .topology
+            .host_by_name(h)
+            .ok_or_else(|| RunError(format!("{name}: no host `{h}`")))?;
+        s.topology.hosts[id as usize].iommu = *on;
+    }
+    let f = Fabric::from_scenario(s).map_err(RunError::from(name))?;
+    TimedFabric::new(f, 1).map_err(RunError::from(name))
+}
+
+/// Resolves an endpoint name to a requester.
+pub fn requester(tf: &TimedFabric, name: &str) -> Result<Requester, RunError> {
+    match tf.fabric.resolve(name).map_err(RunError::from(name))? {
+        Endpoint::Node(n) | Endpoint::Bar { node: n, .. } => Ok(Requester::Function(n)),
+        Endpoint::Cpu { host, package } => Ok(Requester::Cpu { host, package }),
+        Endpoint::Ram { .. } => Err(RunError(format!("{name}: RAM is not a requester"))),
+    }
+}
+
+/// Makes `bytes` at `target` (+`offset`) reachable by `who` and returns the bus address
+/// `who` uses: an NTB window and requester-ID entry when the target is in another host,
+/// identity IOMMU mappings wherever an IOMMU is on.
+pub fn map_buffer(
+    tf: &mut TimedFabric,
+    who: Requester,
+    target: &str,
+    offset: u64,
+    bytes: u64,
+) -> Result<u64, RunError> {
+    let f = &mut tf.fabric;
+    let (dst_host, addr) = f
+        .resolve_address(target, offset)
+        .map_err(RunError::from(target))?;
+    let src_host = f.requester_host(who);
+    let rid = f.requester_rid(who);
+    let len = (addr % PAGE + bytes).div_ceil(PAGE) * PAGE;
+    let page = addr - addr % PAGE;
+    let bus = if dst_host == src_host {
+        addr
+    } else {
+        let (ntb, dst_ntb) = f
+            .topo
+            .host(src_host)
+            .ntbs
+            .iter()
+            .find_map(|&s| {
+                f.topo
+                    .host(dst_host)
+                    .ntbs
+                    .iter()
+                    .copied()
+                    .find(|&d| f.topo.ntb_path(s, d).is_some())
+                    .map(|d| (s, d))
+            })
+            .ok_or_else(|| RunError(format!("no NTB path to {target}")))?;
+        let index = f
+            .ntb_add_requester(ntb, rid)
+            .map_err(RunError::from(target))?;
+        let far_rid = fabric::ntb::proxy_rid(
+            f.topo.node(f.topo.ntbs[dst_ntb as usize].fn_node).rid,
+            index,
+        );
+        identity(f, dst_host, far_rid, page, len)?;
+        let m = f
+            .ntb_map_window(ntb, dst_host, page, len)
+            .map_err(RunError::from(target))?;
+        let _ = CableEnd::Ntb(ntb);
+        m.local_addr + addr % PAGE
+    };
+    if let Requester::Function(_) = who {
+        identity(f, src_host, rid, bus - bus % PAGE, len)?;
+    }
+    Ok(bus)
+}
+
+fn identity(
+    f: &mut Fabric,
+    host: u32,
+    rid: fabric::Rid,
+    page: u64,
+    len: u64,
+) -> Result<(), RunError> {
+    if !f.topo.host(host).iommu {
+        return Ok(());
+    }
+    let d = match f.iommu(host).domain_of(rid) {
+        Some(d) => d,
+        None => {
+            let d = f.iommu_create_domain(host);
+            f.iommu_attach(host, rid, d)
+                .map_err(RunError::from("IOMMU"))?;
+            d
+        }
+    };
+    let mut p = page;
+    while p < page + len {
+        if f.iommu(host).translate(rid, p, true).is_err() {
+            f.iommu_map(host, d, p, p, PAGE, Perm::RW)
+                .map_err(RunError::from("IOMMU"))?;
+        }
+        p += PAGE;
+    }
+    Ok(())
+}
+
+/// A device's DMA behaviour from its `timing` table and its link.
+pub fn device_spec(tf: &TimedFabric, who: Requester, mps: u32) -> Result<DmaSpec, RunError> {
+    let Requester::Function(n) = who else {
+        return Ok(DmaSpec {
+            mps: 64,
+            mrrs: 64,
+            max_reads: 1,
+            issue_ps_per_kib: 1,
+        });
+    };
+    let topo = &tf.fabric.topo;
+    let node = topo.node(n);
+    let get = |k: &str| -> Result<f64, RunError> {
+        match node.kind {
+            fabric::NodeKind::Function { device, .. } => {
+                topo.devices[device as usize].timing.get(k).copied()
+            }
+            fabric::NodeKind::NtbFunction { ntb } => topo.ntbs[ntb as usize]
+                .adapter
+                .timing
+                .iter()
+                .find(|(x, _)| x == k)
+                .map(|x| x.1),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            RunError(format!(
+                "{} has no timing parameter `{k}`",
+                topo.node_label(n)
+            ))
+        })
+    };
+    let link = node
+        .link
+        .or_else(|| node.parent.and_then(|p| topo.node(p).link))
+        .ok_or_else(|| RunError("requester without a link".into()))?;
+    Ok(DmaSpec {
+        mps,
+        mrrs: get("dma_mrrs_bytes")? as u32,
+        max_reads: get("dma_max_reads")? as u32,
+        issue_ps_per_kib: pcie::ps_per_kib(link.gen, link.width),
+    })
+}
+
+/// A timing parameter of a requester's device or adapter.
+pub fn device_param(tf: &TimedFabric, who: Requester, key: &str) -> Result<f64, RunError> {
+    let Requester::Function(n) = who else {
+        return Err(RunError(format!("a CPU has no `{key}`")));
+    };
+    let topo = &tf.fabric.topo;
+    match topo.node(n).kind {
+        fabric::NodeKind::Function { device, .. } => {
+            topo.devices[device as usize].timing.get(key).copied()
+        }
+        fabric::NodeKind::NtbFunction { ntb } => topo.ntbs[ntb as usize]
+            .adapter
+            .timing
+            .iter()
+            .find(|(x, _)| x == key)
+            .map(|x| x.1),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        RunError(format!(
+            "{} has no timing parameter `{key}`",
+            topo.node_label(n)
+        ))
+    })
+}
+
+/// The MPS in force between two hosts (the smaller one).
+pub fn mps_between(tf: &TimedFabric, a: u32, b: u32) -> u32 {
+    tf.fabric.topo.host(a).mps.min(tf.fabric.topo.host(b).mps)
+}
+
+/// Time for a small posted write (a doorbell, a flag, a counter) to become visible:
+/// from when it leaves the requester until it lands.
+pub fn one_way(tf: &mut TimedFabric, who: Requester, bus: u64) -> Result<Time, RunError> {
+    let spec = DmaSpec {
+        mps: 64,
+        mrrs: 64,
+        max_reads: 1,
+        issue_ps_per_kib: 1,
+    };
+    let job = DmaJob::new(tf, who, spec, Op::Write { dst: bus }, 4, 0)
+        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
+    let o = job.run(&mut tf.net, Time::ZERO);
+    Ok(o.end - o.start)
+}
+
+/// Round trip of a small read (a poll).
+pub fn read_rtt(tf: &mut TimedFabric, who: Requester, bus: u64) -> Result<Time, RunError> {
+    let spec = DmaSpec {
+        mps: 64,
+        mrrs: 64,
+        max_reads: 1,
+        issue_ps_per_kib: 1,
+    };
+    let job = DmaJob::new(tf, who, spec, Op::Read { src: bus }, 4, 0)
+        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
+    let o = job.run(&mut tf.net, Time::ZERO);
+    Ok(o.end - o.start)
+}
+
+/// Duration of a DMA job of `bytes`, simulated up to `DMA_WINDOW` and extended at the
+/// steady-state rate of the window's second half beyond it.
+pub fn dma_time(
+    tf: &mut TimedFabric,
+    who: Requester,
+    spec: DmaSpec,
+    op: Op,
+    bytes: u64,
+) -> Result<Time, RunError> {
+    let sim_bytes = bytes.min(DMA_WINDOW);
+    let job = DmaJob::new(tf, who, spec, op, sim_bytes, 1)
+        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
+    let o: DmaOutcome = job.run(&mut tf.net, Time::ZERO);
+    let mut t = o.end - o.start;
+    if bytes > sim_bytes {
+        let rest = (bytes - sim_bytes) as f64 / o.steady_gbps();
+        t += ns(rest);
+    }
+    Ok(t)
+}
+
+/// GB/s (10^9 bytes per second) of `bytes` in `t`.
+pub fn gbps(bytes: u64, t: Time) -> f64 {
+    bytes as f64 / t.as_ps().max(1) as f64 * 1000.0
+}
+
+/// Powers of two from `lo` to `hi` bytes.
+pub fn sizes(lo: u64, hi: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut s = lo;
+    while s <= hi {
+        v.push(s);
+        s *= 2;
+    }
+    v
+}

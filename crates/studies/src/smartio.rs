@@ -1,0 +1,369 @@
+//! SmartIO data-path experiments (EXPERIMENTS.md "smartio", hardware REFERENCE.md §2):
+//! RAM-to-RAM latency across NTBs, the NTB adapter's DMA engine, bandwidthTest on a lent
+//! GPU, and GPU peer-to-peer across lenders. Each picks hardware, placement and workload;
+//! the numbers come from the fabric's routes and the timing layer.
+
+use devices::Op;
+use fabric::Requester;
+use serde_json::{json, Map, Value};
+use sim::timed::ns;
+use sim::Time;
+
+use crate::harness::*;
+use crate::result::{ExperimentInfo, Reference, Run};
+
+fn run(experiment: &str, config: &str, params: Value, metrics: Value) -> Run {
+    let obj = |v: Value| match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    Run {
+        experiment: experiment.into(),
+        config: config.into(),
+        params: obj(params),
+        metrics: obj(metrics),
+    }
+}
+
+/// One-way latency of a CPU store reaching the other host's RAM: the store leaves the
+/// core, crosses the fabric as a posted write, lands, and the polling core sees it.
+pub fn ram_latency() -> Result<Vec<Run>, RunError> {
+    let configs = [
+        ("pxh810_b2b", "smartio_pxh810_b2b", "borrower", "lender"),
+        ("pxh830_b2b", "smartio_pxh830_b2b", "a", "b"),
+        ("three_way", "smartio_three_way", "user", "lender1"),
+        ("via_mxs824", "smartio_chassis_mxs824", "borrower", "lender"),
+    ];
+    let mut out = Vec::new();
+    for (config, scenario, from, to) in configs {
+        let mut tf = load(scenario, &[])?;
+        let cpu = requester(&tf, &format!("{from}.cpu"))?;
+        let bus = map_buffer(&mut tf, cpu, &format!("{to}.ram"), 1 << 20, 64)?;
+        let (src, dst) = (
+            tf.fabric.topo.host_by_name(from).unwrap(),
+            tf.fabric.topo.host_by_name(to).unwrap(),
+        );
+        let store = ns(tf.timing_of(src).cpu_mmio_write_ns);
+        let poll = ns(tf.timing_of(dst).cpu_poll_ns);
+        let fly = one_way(&mut tf, cpu, bus)?;
+        let t = store + fly + poll;
+        out.push(run(
+            "smartio.ram_latency",
+            config,
+            json!({}),
+            json!({ "oneway_ns": t.as_ns_f64() }),
+        ));
+    }
+    Ok(out)
+}
+
+/// The NTB adapter's DMA engine copying RAM to the other host's RAM (write) and back
+/// (read), PXH810 back-to-back.
+pub fn ntb_dma() -> Result<Vec<Run>, RunError> {
+    let mut out = Vec::new();
+    for bytes in sizes(4 << 10, 64 << 20) {
+        let mut metrics = Map::new();
+        for (metric, write) in [("write_gbps", true), ("read_gbps", false)] {
+            let mut tf = load("smartio_pxh810_b2b", &[])?;
+            let engine = requester(&tf, "borrower.ntb")?;
+            let local = map_buffer(&mut tf, engine, "borrower.ram", 1 << 30, bytes)?;
+            let remote = map_buffer(&mut tf, engine, "lender.ram", 1 << 30, bytes)?;
+            let (a, b) = (
+                tf.fabric.topo.host_by_name("borrower").unwrap(),
+                tf.fabric.topo.host_by_name("lender").unwrap(),
+            );
+            let spec = device_spec(&tf, engine, mps_between(&tf, a, b))?;
+            let setup = ns(device_param(&tf, engine, "dma_setup_ns")?);
+            let op = if write {
+                Op::Copy {
+                    src: local,
+                    dst: remote,
+                }
+            } else {
+                Op::Copy {
+                    src: remote,
+                    dst: local,
+                }
+            };
+            let t = setup + dma_time(&mut tf, engine, spec, op, bytes)?;
+            metrics.insert(metric.into(), json!(gbps(bytes, t)));
+        }
+        out.push(run(
+            "smartio.ntb_dma",
+            "default",
+            json!({ "bytes": bytes }),
+            Value::Object(metrics),
+        ));
+    }
+    Ok(out)
+}
+
+/// A GPU copy timed from launch until the host sees it complete: the CPU rings the GPU
+/// (doorbell write), the copy engine starts after its launch overhead, runs the DMA, then
+/// writes a completion flag into host RAM that the host polls.
+fn gpu_copy(
+    tf: &mut TimedFabric,
+    gpu: Requester,
+    cpu: Requester,
+    gpu_name: &str,
+    user_ram: &str,
+    bytes: u64,
+    write: bool,
+) -> Result<Time, RunError> {
+    let buf = map_buffer(tf, gpu, user_ram, 1 << 30, bytes)?;
+    let flag = map_buffer(tf, gpu, user_ram, 1 << 29, 64)?;
+    let doorbell = map_buffer(tf, cpu, &format!("{gpu_name}.bar0"), 0, 4)?;
+    let gpu_host = tf.fabric.requester_host(gpu);
+    let user_host = tf.fabric.requester_host(cpu);
+    let spec = device_spec(tf, gpu, mps_between(tf, gpu_host, user_host))?;
+    let launch = ns(tf.timing_of(user_host).cpu_mmio_write_ns)
+        + one_way(tf, cpu, doorbell)?
+        + ns(device_param(tf, gpu, "launch_ns")?);
+    let op = if write {
+        Op::Write { dst: buf }
+    } else {
+        Op::Read { src: buf }
+    };
+    let dma = dma_time(tf, gpu, spec, op, bytes)?;
+    let notify = one_way(tf, gpu, flag)? + ns(tf.timing_of(user_host).cpu_poll_ns);
+    Ok(launch + dma + notify)
+}
+
+use sim::timed::TimedFabric;
+
+/// bandwidthTest on a Quadro P4000 in the chassis, local or lent, and a Tesla K40 over
+/// PXH810.
+pub fn gpu_dma() -> Result<Vec<Run>, RunError> {
+    // (config, scenario, host IOMMU choices, GPU, the user's host)
+    type Config<'a> = (&'a str, &'a str, &'a [(&'a str, bool)], &'a str, &'a str);
+    let configs: [Config; 5] = [
+        ("local", "smartio_chassis_baseline", &[], "user.gpu", "user"),
+        (
+            "lent_b2b",
+            "smartio_chassis_b2b",
+            &[],
+            "lender.gpu",
+            "borrower",
+        ),
+        (
+            "lent_switch",
+            "smartio_chassis_mxs824",
+            &[],
+            "lender.gpu",
+            "borrower",
+        ),
+        (
+            "lent_lender_iommu",
+            "smartio_chassis_b2b",
+            &[("lender", true)],
+            "lender.gpu",
+            "borrower",
+        ),
+        (
+            "k40_pxh810",
+            "smartio_pxh810_b2b",
+            &[],
+            "lender.gpu",
+            "borrower",
+        ),
+    ];
+    let mut out = Vec::new();
+    for (config, scenario, iommu, gpu_name, user) in configs {
+        for bytes in sizes(4 << 10, 128 << 20) {
+            let mut metrics = Map::new();
+            for (metric, write) in [("write_gbps", true), ("read_gbps", false)] {
+                let mut tf = load(scenario, iommu)?;
+                let gpu = requester(&tf, gpu_name)?;
+                let cpu = requester(&tf, &format!("{user}.cpu"))?;
+                let t = gpu_copy(
+                    &mut tf,
+                    gpu,
+                    cpu,
+                    gpu_name,
+                    &format!("{user}.ram"),
+                    bytes,
+                    write,
+                )?;
+                metrics.insert(metric.into(), json!(gbps(bytes, t)));
+            }
+            out.push(run(
+                "smartio.gpu_dma",
+                config,
+                json!({ "bytes": bytes }),
+                Value::Object(metrics),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Two K420s on the three-way testbed, A → B: bandwidth of a copy ended by a
+/// synchronising kernel launch, and a ping-pong on a 4-byte counter.
+pub fn p2p() -> Result<Vec<Run>, RunError> {
+    // (config, A, B, through the user's RAM, IOMMU on in the lenders)
+    let configs: [(&str, &str, &str, bool, bool); 11] = [
+        ("loc_p2p_sw", "user.gpu0", "user.gpu1", false, false),
+        ("loc_p2p_root", "user.gpu0", "user.gpu2", false, false),
+        ("loc_ram_root", "user.gpu0", "user.gpu2", true, false),
+        ("1l_p2p_sw", "lender1.gpu0", "lender1.gpu1", false, false),
+        ("1l_p2p_iommu", "lender1.gpu0", "lender1.gpu1", false, true),
+        ("1l_ram_sw", "lender1.gpu0", "lender1.gpu1", true, false),
+        ("1l_ram_iommu", "lender1.gpu0", "lender1.gpu1", true, true),
+        ("2l_p2p_sw", "lender1.gpu0", "lender2.gpu0", false, false),
+        ("2l_p2p_iommu", "lender1.gpu0", "lender2.gpu0", false, true),
+        ("2l_ram_sw", "lender1.gpu0", "lender2.gpu0", true, false),
+        ("2l_ram_iommu", "lender1.gpu0", "lender2.gpu0", true, true),
+    ];
+    let mut out = Vec::new();
+    for (config, a_name, b_name, via_ram, iommu) in configs {
+        let iommus: &[(&str, bool)] = &[("lender1", iommu), ("lender2", iommu)];
+        // Path shape and ping-pong from one fabric.
+        let mut tf = load("smartio_three_way", iommus)?;
+        let a = requester(&tf, a_name)?;
+        let b = requester(&tf, b_name)?;
+        let (hops, roots) = data_path(&mut tf, a, b, b_name, via_ram)?;
+        let pingpong = pingpong(&mut tf, a, b, a_name, b_name, via_ram)?;
+        for bytes in sizes(4 << 10, 64 << 20) {
+            let mut tf = load("smartio_three_way", iommus)?;
+            let a = requester(&tf, a_name)?;
+            let b = requester(&tf, b_name)?;
+            let t = p2p_transfer(&mut tf, a, b, b_name, via_ram, bytes)?;
+            out.push(run(
+                "smartio.p2p",
+                config,
+                json!({ "bytes": bytes }),
+                json!({ "gbps": gbps(bytes, t), "pingpong_ns": pingpong.as_ns_f64(), "roots": roots, "hops": hops }),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Hops and roots of the A → B data path (through the user's RAM: A's write there plus
+/// B's read from there).
+fn data_path(
+    tf: &mut TimedFabric,
+    a: Requester,
+    b: Requester,
+    b_name: &str,
+    via_ram: bool,
+) -> Result<(usize, usize), RunError> {
+    let count = |tf: &mut TimedFabric,
+                 who: Requester,
+                 target: &str,
+                 access: fabric::Access|
+     -> Result<(usize, usize), RunError> {
+        let bus = map_buffer(tf, who, target, 0, 64)?;
+        let mut p = fabric::Path::default();
+        tf.fabric
+            .route(
+                &fabric::Request {
+                    requester: who,
+                    addr: bus,
+                    len: 64,
+                    access,
+                },
+                &mut p,
+            )
+            .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
+        Ok((p.hops(), p.roots()))
+    };
+    if via_ram {
+        let (h1, r1) = count(tf, a, "user.ram", fabric::Access::Write)?;
+        let (h2, _) = count(tf, b, "user.ram", fabric::Access::Read)?;
+        Ok((h1 + h2, r1))
+    } else {
+        count(tf, a, &format!("{b_name}.bar1"), fabric::Access::Write)
+    }
+}
+
+/// One copy of `bytes` from A to B plus the synchronising launch that ends it.
+fn p2p_transfer(
+    tf: &mut TimedFabric,
+    a: Requester,
+    b: Requester,
+    b_name: &str,
+    via_ram: bool,
+    bytes: u64,
+) -> Result<Time, RunError> {
+    let user = tf.fabric.topo.host_by_name("user").unwrap();
+    let launch = |tf: &TimedFabric, g: Requester| -> Result<Time, RunError> {
+        Ok(ns(device_param(tf, g, "launch_ns")?))
+    };
+    let ha = tf.fabric.requester_host(a);
+    let hb = tf.fabric.requester_host(b);
+    if via_ram {
+        let dst = map_buffer(tf, a, "user.ram", 1 << 30, bytes)?;
+        let src = map_buffer(tf, b, "user.ram", 1 << 30, bytes)?;
+        let sa = device_spec(tf, a, mps_between(tf, ha, user))?;
+        let sb = device_spec(tf, b, mps_between(tf, hb, user))?;
+        let t1 = dma_time(tf, a, sa, Op::Write { dst }, bytes)?;
+        let t2 = dma_time(tf, b, sb, Op::Read { src }, bytes)?;
+        Ok(launch(tf, a)? + t1 + launch(tf, b)? + t2)
+    } else {
+        let dst = map_buffer(tf, a, &format!("{b_name}.bar1"), 0, bytes.min(128 << 20))?;
+        let sa = device_spec(tf, a, mps_between(tf, ha, hb))?;
+        let t = dma_time(tf, a, sa, Op::Write { dst }, bytes)?;
+        Ok(launch(tf, a)? + t)
+    }
+}
+
+/// A → B → A on a 4-byte counter: each side's kernel writes the peer's counter and polls
+/// its own (through the user's RAM: writes there, and polls it with reads).
+fn pingpong(
+    tf: &mut TimedFabric,
+    a: Requester,
+    b: Requester,
+    a_name: &str,
+    b_name: &str,
+    via_ram: bool,
+) -> Result<Time, RunError> {
+    let poll = |tf: &TimedFabric, g: Requester| -> Result<Time, RunError> {
+        Ok(ns(device_param(tf, g, "poll_ns")?))
+    };
+    if via_ram {
+        let leg = |tf: &mut TimedFabric,
+                   x: Requester,
+                   y: Requester,
+                   off: u64|
+         -> Result<Time, RunError> {
+            let wx = map_buffer(tf, x, "user.ram", off, 4)?;
+            let ry = map_buffer(tf, y, "user.ram", off, 4)?;
+            // The write lands; y's next poll read arrives after it on average half a round
+            // trip later and returns half a round trip after that.
+            Ok(one_way(tf, x, wx)? + read_rtt(tf, y, ry)? + poll(tf, y)?)
+        };
+        Ok(leg(tf, a, b, 4096)? + leg(tf, b, a, 8192)?)
+    } else {
+        let ab = map_buffer(tf, a, &format!("{b_name}.bar1"), 0, 4)?;
+        let ba = map_buffer(tf, b, &format!("{a_name}.bar1"), 0, 4)?;
+        Ok(one_way(tf, a, ab)? + poll(tf, b)? + one_way(tf, b, ba)? + poll(tf, a)?)
+    }
+}
+
+pub fn infos() -> Vec<ExperimentInfo> {
+    vec![
+        ExperimentInfo { id: "smartio.ram_latency", description: "one-way latency of a CPU store reaching the other host's RAM", x_param: None, x_log2: false, plot_metrics: vec!["oneway_ns"], window: "one store: the model is deterministic, so the ping-pong's repetitions add nothing" },
+        ExperimentInfo { id: "smartio.ntb_dma", description: "the NTB adapter's DMA engine copying RAM → remote RAM (write) and back (read), PXH810 b2b", x_param: Some("bytes"), x_log2: true, plot_metrics: vec!["write_gbps", "read_gbps"], window: "transfers up to 8 MiB simulated TLP by TLP; larger ones extended at the steady-state rate of the last 4 MiB" },
+        ExperimentInfo { id: "smartio.gpu_dma", description: "bandwidthTest on a Quadro P4000 in the chassis (local or lent) and a Tesla K40 over PXH810, launch to completion seen by the host", x_param: Some("bytes"), x_log2: true, plot_metrics: vec!["write_gbps", "read_gbps"], window: "one copy per size (deterministic); up to 8 MiB simulated TLP by TLP, larger ones extended at the steady-state rate" },
+        ExperimentInfo { id: "smartio.p2p", description: "two K420s on the three-way testbed, A → B: copy bandwidth and a counter ping-pong", x_param: Some("bytes"), x_log2: true, plot_metrics: vec!["gbps"], window: "one transfer per size instead of 1,000 (deterministic); up to 8 MiB simulated TLP by TLP, larger ones at the steady-state rate" },
+    ]
+}
+
+pub fn references() -> Vec<Reference> {
+    let big = |b: u64| vec![("bytes", json!(b))];
+    vec![
+        Reference { experiment: "smartio.ram_latency", config: Some("pxh810_b2b"), params: vec![], metric: "oneway_ns", value: 573.0, value_high: 573.0, source: "REFERENCE.md §2: PXH810 back-to-back one-way RAM → remote RAM ≈ 573 ns" },
+        Reference { experiment: "smartio.ram_latency", config: Some("pxh830_b2b"), params: vec![], metric: "oneway_ns", value: 550.0, value_high: 580.0, source: "REFERENCE.md §2: PXH830 back-to-back 550–580 ns" },
+        Reference { experiment: "smartio.ntb_dma", config: None, params: big(64 << 20), metric: "write_gbps", value: 4.8, value_high: 4.8, source: "REFERENCE.md §2: NTB DMA peak ≈ 4.8 GB/s writes (MPS 128 B)" },
+        Reference { experiment: "smartio.ntb_dma", config: None, params: big(64 << 20), metric: "read_gbps", value: 3.0, value_high: 3.0, source: "REFERENCE.md §2: NTB DMA peak ≈ 3.0 GB/s reads (MRRS 512 B, 64 outstanding)" },
+        Reference { experiment: "smartio.gpu_dma", config: Some("k40_pxh810"), params: big(128 << 20), metric: "write_gbps", value: 4.9, value_high: 4.9, source: "REFERENCE.md §2: borrowed K40 over PXH810, GPU → borrower RAM ≈ 4.9 GB/s" },
+        Reference { experiment: "smartio.gpu_dma", config: Some("k40_pxh810"), params: big(128 << 20), metric: "read_gbps", value: 2.0, value_high: 2.0, source: "REFERENCE.md §2: borrowed K40 over PXH810, borrower RAM → GPU ≈ 2 GB/s" },
+        Reference { experiment: "smartio.gpu_dma", config: Some("lent_b2b"), params: big(128 << 20), metric: "read_gbps", value: 10.2, value_high: 10.2, source: "REFERENCE.md §2: P4000 borrowed b2b reading borrower RAM ≈ 10.2 GB/s, lender IOMMU off" },
+        Reference { experiment: "smartio.gpu_dma", config: Some("lent_lender_iommu"), params: big(128 << 20), metric: "read_gbps", value: 1.5, value_high: 1.7, source: "REFERENCE.md §2: with the lender IOMMU on, \"a little over\" 1.5 GB/s" },
+        Reference { experiment: "smartio.p2p", config: Some("1l_p2p_sw"), params: big(64 << 20), metric: "hops", value: 1.0, value_high: 1.0, source: "REFERENCE.md §2: two GPUs under one lender's switch: 1 hop" },
+        Reference { experiment: "smartio.p2p", config: Some("1l_p2p_sw"), params: big(64 << 20), metric: "roots", value: 0.0, value_high: 0.0, source: "REFERENCE.md §2: two GPUs under one lender's switch: 0 roots" },
+        Reference { experiment: "smartio.p2p", config: Some("2l_p2p_sw"), params: big(64 << 20), metric: "hops", value: 4.0, value_high: 4.0, source: "REFERENCE.md §2: one GPU in each of two lenders: 4 hops" },
+        Reference { experiment: "smartio.p2p", config: Some("2l_p2p_sw"), params: big(64 << 20), metric: "roots", value: 0.0, value_high: 0.0, source: "REFERENCE.md §2: one GPU in each of two lenders: 0 roots" },
+    ]
+}

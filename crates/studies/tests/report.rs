@@ -1,0 +1,549 @@
+//! The report machinery of `nudma reproduce` on synthetic runs: JSON shape, reference
+//! matching, the table's error and verdict columns, compact mode, SVG plots and the
+//! Markdown/HTML report.
+
+use serde_json::{json, Map, Value};
+use studies::plot::{self, write_plots};
+use studies::report::{
+    comparison_rows, format_number, format_size, metric_rows, render_params, results_json,
+    summary_line, table, table_with, write_report, TableOptions,
+};
+use studies::{ExperimentInfo, Reference, Run};
+
+fn obj(pairs: &[(&str, Value)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn run(exp: &str, config: &str, params: &[(&str, Value)], metrics: &[(&str, Value)]) -> Run {
+    Run {
+        experiment: exp.into(),
+        config: config.into(),
+        params: obj(params),
+        metrics: obj(metrics),
+    }
+}
+
+fn reference(
+    exp: &'static str,
+    config: Option<&'static str>,
+    params: Vec<(&'static str, Value)>,
+    metric: &'static str,
+    low: f64,
+    high: f64,
+) -> Reference {
+    Reference {
+        experiment: exp,
+        config,
+        params,
+        metric,
+        value: low,
+        value_high: high,
+        source: "REFERENCE.md §0: synthetic",
+    }
+}
+
+fn info(id: &'static str, x: Option<&'static str>, metrics: Vec<&'static str>) -> ExperimentInfo {
+    ExperimentInfo {
+        id,
+        description: "a synthetic experiment",
+        x_param: x,
+        x_log2: true,
+        plot_metrics: metrics,
+        window: "1,000 transfers after 100 warm-up",
+    }
+}
+
+/// The line of `table` whose metric column is `metric` (metric names are unique here).
+fn line_with<'a>(table: &'a str, metric: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == metric))
+        .unwrap_or_else(|| panic!("no row for {metric} in\n{table}"))
+}
+
+#[test]
+fn json_has_exactly_the_contract_shape_in_run_order() {
+    let runs = vec![
+        run(
+            "smartio.gpu_dma",
+            "lent_b2b",
+            &[("bytes", json!(4096)), ("op", json!("read"))],
+            &[("dma_gbps", json!(1.5))],
+        ),
+        run(
+            "rdma.latency",
+            "default",
+            &[],
+            &[("latency_ns", json!(900))],
+        ),
+    ];
+    let v = results_json(&runs);
+    assert_eq!(
+        v,
+        json!({"results": [
+            {"experiment": "smartio.gpu_dma", "config": "lent_b2b",
+             "params": {"bytes": 4096, "op": "read"}, "metrics": {"dma_gbps": 1.5}},
+            {"experiment": "rdma.latency", "config": "default", "params": {}, "metrics": {"latency_ns": 900}}
+        ]})
+    );
+    let top = v.as_object().unwrap();
+    assert_eq!(top.keys().collect::<Vec<_>>(), ["results"]);
+    for r in v["results"].as_array().unwrap() {
+        let mut keys: Vec<&String> = r.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["config", "experiment", "metrics", "params"]);
+    }
+    assert_eq!(results_json(&[]), json!({"results": []}));
+}
+
+#[test]
+fn reference_applies_by_experiment_config_param_subset_and_metric() {
+    let r = run(
+        "e",
+        "local",
+        &[("bytes", json!(64)), ("op", json!("read"))],
+        &[("mops", json!(3.0))],
+    );
+    let any_config = reference("e", None, vec![("op", json!("read"))], "mops", 3.0, 3.0);
+    assert!(any_config.applies(&r));
+    assert!(reference("e", Some("local"), vec![], "mops", 1.0, 1.0).applies(&r));
+    assert!(!reference("e", Some("remote"), vec![], "mops", 1.0, 1.0).applies(&r));
+    assert!(!reference("e", None, vec![("op", json!("write"))], "mops", 1.0, 1.0).applies(&r));
+    // A parameter the run lacks, and a value of another JSON type, do not match.
+    assert!(!reference("e", None, vec![("qps", json!(1))], "mops", 1.0, 1.0).applies(&r));
+    assert!(!reference("e", None, vec![("bytes", json!("64"))], "mops", 1.0, 1.0).applies(&r));
+    assert!(!reference("e", None, vec![], "latency_ns", 1.0, 1.0).applies(&r));
+    assert!(!reference("f", None, vec![], "mops", 1.0, 1.0).applies(&r));
+
+    let rows = comparison_rows(
+        std::slice::from_ref(&r),
+        &[
+            any_config.clone(),
+            reference("e", Some("remote"), vec![], "mops", 1.0, 1.0),
+            reference("e", None, vec![("bytes", json!(64))], "mops", 2.0, 2.5),
+        ],
+    );
+    assert_eq!(rows.len(), 2, "one row per applying reference: {rows:?}");
+    assert_eq!(rows[0].published, Some((3.0, 3.0)));
+    assert_eq!(rows[0].error, Some(0.0));
+    assert_eq!(rows[1].published, Some((2.0, 2.5)));
+    assert_eq!(rows[1].params, "bytes=64 B op=read");
+    assert!((rows[1].error.unwrap() - 0.2).abs() < 1e-12);
+}
+
+#[test]
+fn errors_are_signed_zero_inside_a_range_and_judged_at_ten_percent() {
+    let runs = vec![run(
+        "e",
+        "local",
+        &[],
+        &[
+            ("at_border_gbps", json!(110.0)),
+            ("low_border_gbps", json!(90.0)),
+            ("over_gbps", json!(110.5)),
+            ("under_gbps", json!(89.0)),
+            ("in_range_ns", json!(560.0)),
+            ("above_range_ns", json!(638.0)),
+            ("predicted_us", json!(7.25)),
+            ("missing_ns", Value::Null),
+        ],
+    )];
+    let refs = vec![
+        reference("e", None, vec![], "at_border_gbps", 100.0, 100.0),
+        reference("e", None, vec![], "low_border_gbps", 100.0, 100.0),
+        reference("e", None, vec![], "over_gbps", 100.0, 100.0),
+        reference("e", None, vec![], "under_gbps", 100.0, 100.0),
+        reference("e", None, vec![], "in_range_ns", 550.0, 580.0),
+        reference("e", None, vec![], "above_range_ns", 550.0, 580.0),
+        reference("e", None, vec![], "missing_ns", 10.0, 10.0),
+    ];
+    let rows = comparison_rows(&runs, &refs);
+    let err = |m: &str| rows.iter().find(|r| r.metric == m).unwrap().error;
+    assert!((err("at_border_gbps").unwrap() - 0.10).abs() < 1e-12);
+    assert!(err("under_gbps").unwrap() < 0.0);
+    assert_eq!(err("in_range_ns"), Some(0.0));
+    assert!((err("above_range_ns").unwrap() - 0.1).abs() < 1e-12);
+    assert_eq!(err("missing_ns"), None);
+
+    let t = table(&runs, &refs, &[info("e", None, vec![])]);
+    let at = line_with(&t, "at_border_gbps");
+    assert!(at.contains("+10.0 %") && at.ends_with('✓'), "{at}");
+    let low = line_with(&t, "low_border_gbps");
+    assert!(low.contains("-10.0 %") && low.ends_with('✓'), "{low}");
+    let over = line_with(&t, "over_gbps");
+    assert!(over.contains("+10.5 %") && over.ends_with('✗'), "{over}");
+    let under = line_with(&t, "under_gbps");
+    assert!(under.contains("-11.0 %") && under.ends_with('✗'), "{under}");
+    let inside = line_with(&t, "in_range_ns");
+    assert!(inside.contains("550–580") && inside.contains(" 0.0 %") && inside.ends_with('✓'));
+    let above = line_with(&t, "above_range_ns");
+    assert!(above.contains("638") && above.contains("+10.0 %") && above.ends_with('✓'));
+    let predicted = line_with(&t, "predicted_us");
+    assert!(
+        predicted.contains("7.25") && predicted.ends_with("predicted"),
+        "{predicted}"
+    );
+    let missing = line_with(&t, "missing_ns");
+    assert!(
+        missing.contains("n/a") && missing.ends_with('✗'),
+        "{missing}"
+    );
+    assert!(t.starts_with("e — a synthetic experiment\n"), "{t}");
+
+    let summary = t.lines().last().unwrap();
+    assert_eq!(
+        summary,
+        "7 published values: 4 within ±10 %, 3 outside \
+         (worst: e local under_gbps -11.0 %); 1 without a simulated value"
+    );
+    assert_eq!(summary, summary_line(&rows));
+}
+
+#[test]
+fn params_render_sizes_in_binary_units_and_numbers_with_four_digits() {
+    let p = obj(&[
+        ("bytes", json!(67_108_864)),
+        ("msg_bytes", json!(1500)),
+        ("req_kb", json!(128)),
+        ("op", json!("read")),
+        ("set_ratio", json!(0.25)),
+        ("load_elems", json!(1e8)),
+    ]);
+    assert_eq!(
+        render_params(&p),
+        "bytes=64 MiB load_elems=100000000 msg_bytes=1500 B op=read req_kb=128 set_ratio=0.25"
+    );
+    assert_eq!(format_size(4096), "4 KiB");
+    assert_eq!(format_size(0), "0 B");
+    for (x, s) in [
+        (573.24, "573.2"),
+        (57.324, "57.32"),
+        (5.0, "5"),
+        (0.012345, "0.01235"),
+        (12345.6, "12346"),
+        (-3.25, "-3.25"),
+        (0.0, "0"),
+        (f64::NAN, "n/a"),
+        (f64::INFINITY, "n/a"),
+    ] {
+        assert_eq!(format_number(x), s, "{x}");
+    }
+}
+
+/// 15 sizes × 5 configs, one metric, one published point at 64 KiB of `local`.
+fn sweep() -> (Vec<Run>, Vec<Reference>, Vec<ExperimentInfo>) {
+    let configs = ["local", "remote", "lent_b2b", "lent_switch", "borrowed"];
+    let mut runs = Vec::new();
+    for (c, config) in configs.iter().enumerate() {
+        for k in 12..=26 {
+            let bytes = 1u64 << k;
+            let gbps = (c + 1) as f64 * (1.0 - 1.0 / (k as f64 - 10.0));
+            runs.push(run(
+                "smartio.gpu_dma",
+                config,
+                &[("bytes", json!(bytes))],
+                &[("dma_gbps", json!(gbps))],
+            ));
+        }
+    }
+    let refs = vec![reference(
+        "smartio.gpu_dma",
+        Some("local"),
+        vec![("bytes", json!(65536))],
+        "dma_gbps",
+        0.8,
+        0.9,
+    )];
+    let infos = vec![info("smartio.gpu_dma", Some("bytes"), vec!["dma_gbps"])];
+    (runs, refs, infos)
+}
+
+#[test]
+fn compact_mode_keeps_published_rows_and_largest_size_per_series() {
+    let (runs, refs, infos) = sweep();
+    let full = table(&runs, &refs, &infos);
+    let data_rows = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with("  ") && l.contains(" dma_gbps "))
+            .count()
+    };
+    assert_eq!(data_rows(&full), 75);
+    assert!(!full.contains("elided"));
+
+    let compact = table_with(&runs, &refs, &infos, TableOptions { compact: true });
+    let data: Vec<&str> = compact
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.contains(" dma_gbps "))
+        .collect();
+    assert_eq!(data_rows(&compact), data.len());
+    assert_eq!(data.len(), 6, "{compact}");
+    assert_eq!(data.iter().filter(|l| l.contains("64 MiB")).count(), 5);
+    assert!(data
+        .iter()
+        .any(|l| l.contains("bytes=64 KiB") && l.contains("0.8–0.9")));
+    assert!(compact.contains("69 of 75 rows elided"), "{compact}");
+    // The summary counts every published value, shown or not.
+    assert!(compact.ends_with("1 published value: 1 within ±10 %, 0 outside (worst: smartio.gpu_dma local bytes=64 KiB dma_gbps 0.0 %)\n"), "{compact}");
+}
+
+/// A minimal well-formedness check: every tag closes in order.
+fn assert_well_formed(xml: &str) {
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = xml;
+    while let Some(start) = rest.find('<') {
+        let end = rest[start..].find('>').expect("unterminated tag") + start;
+        let tag = &rest[start + 1..end];
+        rest = &rest[end + 1..];
+        if tag.starts_with('?') || tag.starts_with('!') {
+            continue;
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            assert_eq!(
+                stack.pop().as_deref(),
+                Some(name.trim()),
+                "mismatched </{name}>"
+            );
+        } else if !tag.ends_with('/') {
+            let name = tag.split_whitespace().next().unwrap_or("");
+            // HTML's void elements have no end tag.
+            if !matches!(name, "img" | "meta" | "br") {
+                stack.push(name.to_string());
+            }
+        }
+    }
+    assert!(stack.is_empty(), "unclosed tags: {stack:?}");
+}
+
+#[test]
+fn plots_one_svg_per_experiment_with_an_x_param() {
+    let (mut runs, refs, mut infos) = sweep();
+    let _ = refs;
+    // A second experiment with an extra parameter (series "local op=read" …), in Gb/s.
+    for op in ["read", "write"] {
+        for bytes in [64u64, 1500, 65536] {
+            runs.push(run(
+                "ioctopus.tcp_rx_1core",
+                "local",
+                &[("msg_bytes", json!(bytes)), ("op", json!(op))],
+                &[
+                    ("throughput_gbps", json!(bytes as f64 / 1000.0)),
+                    ("cpu_util", json!(0.5)),
+                ],
+            ));
+        }
+    }
+    runs.push(run(
+        "rdma.latency",
+        "local",
+        &[],
+        &[("latency_ns", json!(1.0))],
+    ));
+    infos.push(info(
+        "ioctopus.tcp_rx_1core",
+        Some("msg_bytes"),
+        vec!["throughput_gbps", "cpu_util"],
+    ));
+    infos.push(info("rdma.latency", None, vec!["latency_ns"]));
+
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_plots(dir.path(), &infos, &runs).unwrap();
+    let names: Vec<String> = written
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["smartio.gpu_dma.svg", "ioctopus.tcp_rx_1core.svg"]);
+
+    let gpu = std::fs::read_to_string(&written[0]).unwrap();
+    assert!(gpu.starts_with("<svg"), "{}", &gpu[..60]);
+    assert_well_formed(&gpu);
+    // One data line per series plus one legend line each.
+    assert!(gpu.matches("<polyline").count() >= 10);
+    for label in ["local", "remote", "lent_b2b", "lent_switch", "borrowed"] {
+        assert!(gpu.contains(&format!(">\n{label}\n<")) || gpu.contains(&format!(">{label}<")));
+    }
+    for tick in ["4K", "64K", "1M", "64M"] {
+        assert!(gpu.contains(&format!("{tick}\n")), "tick {tick}");
+    }
+    assert!(gpu.contains("smartio.gpu_dma — dma_gbps"));
+    assert!(gpu.contains("dma_gbps (GB/s)"));
+
+    let tcp = std::fs::read_to_string(&written[1]).unwrap();
+    assert_well_formed(&tcp);
+    assert!(tcp.contains("local op=read") && tcp.contains("local op=write"));
+    assert!(tcp.contains("throughput_gbps (Gb/s)"));
+    assert!(tcp.contains("ioctopus.tcp_rx_1core — cpu_util"));
+    assert!(tcp.matches("<polyline").count() >= 2 * 2 * 2);
+
+    // Same input, same bytes.
+    let again = tempfile::tempdir().unwrap();
+    let written2 = write_plots(again.path(), &infos, &runs).unwrap();
+    for (a, b) in written.iter().zip(&written2) {
+        assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    }
+}
+
+#[test]
+fn report_files_contain_every_experiment_and_are_deterministic() {
+    let (mut runs, refs, mut infos) = sweep();
+    runs.push(run(
+        "rdma.latency",
+        "remote",
+        &[("op", json!("read"))],
+        &[("latency_ns", json!(1234.5))],
+    ));
+    infos.push(info("rdma.latency", None, vec![]));
+    // An experiment without info still gets a section.
+    runs.push(run(
+        "tyche.zmio_6nic",
+        "ideal",
+        &[("req_kb", json!(64))],
+        &[("qpi0_share", json!(0.25))],
+    ));
+
+    let dir = tempfile::tempdir().unwrap();
+    let (md, html) = write_report(dir.path(), &infos, &runs, &refs).unwrap();
+    assert_eq!(md.file_name().unwrap(), "report.md");
+    assert_eq!(html.file_name().unwrap(), "report.html");
+    let md_text = std::fs::read_to_string(&md).unwrap();
+    let html_text = std::fs::read_to_string(&html).unwrap();
+    for id in ["smartio.gpu_dma", "rdma.latency", "tyche.zmio_6nic"] {
+        assert!(md_text.contains(&format!("## {id}")), "{id}");
+        assert!(html_text.contains(&format!("<h2>{id}</h2>")), "{id}");
+    }
+    assert!(md_text.contains("![smartio.gpu_dma](smartio.gpu_dma.svg)"));
+    assert!(html_text.contains("<img src=\"smartio.gpu_dma.svg\""));
+    assert!(
+        !html_text.contains("rdma.latency.svg"),
+        "no plot without x_param"
+    );
+    assert!(md_text.contains("Measurement window: 1,000 transfers after 100 warm-up"));
+    assert!(html_text.contains("1,000 transfers after 100 warm-up"));
+    assert!(md_text.contains("req_kb=64"));
+    // Every row of the sweep is in the report, published or not.
+    assert_eq!(md_text.matches("| dma_gbps |").count(), 75);
+    assert!(html_text.starts_with("<!DOCTYPE html>") && html_text.ends_with("</html>\n"));
+    assert_well_formed(&html_text);
+
+    let (md2, html2) = write_report(dir.path(), &infos, &runs, &refs).unwrap();
+    assert_eq!(std::fs::read(&md2).unwrap(), md_text.as_bytes());
+    assert_eq!(std::fs::read(&html2).unwrap(), html_text.as_bytes());
+}
+
+#[test]
+fn odd_inputs_do_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing at all.
+    assert!(table(&[], &[], &[]).contains("0 published values"));
+    assert!(write_plots(dir.path(), &[], &[]).unwrap().is_empty());
+    write_report(dir.path(), &[], &[], &[]).unwrap();
+
+    // Null metrics, a non-numeric x, a log2 axis with a zero, lists and objects, a lone
+    // point, a metric that is nowhere numeric.
+    let runs = vec![
+        run(
+            "a",
+            "c",
+            &[("direction", json!("rx"))],
+            &[("m_gbps", Value::Null)],
+        ),
+        run(
+            "a",
+            "c",
+            &[("direction", json!("tx"))],
+            &[("m_gbps", json!(2.0))],
+        ),
+        run(
+            "b",
+            "c",
+            &[("bytes", json!(0))],
+            &[("m_ns", json!(1.0)), ("l", json!([1, 2]))],
+        ),
+        run(
+            "b",
+            "c",
+            &[("bytes", json!(4096))],
+            &[("m_ns", json!(-3.0)), ("o", json!({"x": 1.5, "y": "z"}))],
+        ),
+        run("c", "c", &[("n", json!(3))], &[("m_us", json!(1e300))]),
+        run("d", "c", &[("n", json!(1))], &[("s", json!("text"))]),
+    ];
+    let infos = vec![
+        info("a", Some("direction"), vec!["m_gbps"]),
+        info("b", Some("bytes"), vec!["m_ns", "l"]),
+        info("c", Some("n"), vec!["m_us"]),
+        info("d", Some("n"), vec!["s"]),
+    ];
+    let refs = vec![reference("d", None, vec![], "s", 1.0, 2.0)];
+    let t = table_with(&runs, &refs, &infos, TableOptions { compact: true });
+    assert!(t.contains("n/a"));
+    assert!(t.contains("o.x"));
+    let rows = metric_rows(&runs, &refs);
+    assert!(rows.iter().any(|r| r.metric == "s" && r.simulated.is_nan()));
+    let written = write_plots(dir.path(), &infos, &runs).unwrap();
+    assert_eq!(written.len(), 4);
+    for p in &written {
+        assert_well_formed(&std::fs::read_to_string(p).unwrap());
+    }
+    let a = std::fs::read_to_string(dir.path().join(plot::plot_file_name("a"))).unwrap();
+    assert!(a.contains("rx") && a.contains("tx"));
+    write_report(dir.path(), &infos, &runs, &refs).unwrap();
+    assert_eq!(plot::plot_file_name("a/../b"), "a_.._b.svg");
+}
+
+#[test]
+fn sample_table_prints() {
+    // Not an assertion of layout, just the sample shown in reviews (`--nocapture`).
+    let runs = vec![
+        run(
+            "smartio.gpu_dma",
+            "local",
+            &[("bytes", json!(4096)), ("op", json!("read"))],
+            &[("dma_gbps", json!(2.874))],
+        ),
+        run(
+            "smartio.gpu_dma",
+            "lent_b2b",
+            &[("bytes", json!(67_108_864)), ("op", json!("read"))],
+            &[("dma_gbps", json!(6.41)), ("latency_ns", json!(590.2))],
+        ),
+        run(
+            "smartio.gpu_dma",
+            "lent_b2b",
+            &[("bytes", json!(67_108_864)), ("op", json!("write"))],
+            &[("dma_gbps", json!(5.02))],
+        ),
+    ];
+    let refs = vec![
+        reference(
+            "smartio.gpu_dma",
+            Some("lent_b2b"),
+            vec![],
+            "latency_ns",
+            550.0,
+            580.0,
+        ),
+        reference(
+            "smartio.gpu_dma",
+            Some("lent_b2b"),
+            vec![("op", json!("read"))],
+            "dma_gbps",
+            6.6,
+            6.6,
+        ),
+        reference(
+            "smartio.gpu_dma",
+            Some("lent_b2b"),
+            vec![("op", json!("write"))],
+            "dma_gbps",
+            6.6,
+            6.6,
+        ),
+    ];
+    let infos = vec![info("smartio.gpu_dma", Some("bytes"), vec!["dma_gbps"])];
+    let t = table(&runs, &refs, &infos);
+    println!("{t}");
+    assert!(t.contains("predicted"));
+}
