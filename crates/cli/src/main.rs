@@ -9,6 +9,7 @@ mod cmd_bench;
 mod cmd_calibrate;
 mod cmd_inspect;
 mod cmd_list;
+mod cmd_reproduce;
 mod cmd_topo;
 mod experiments;
 
@@ -34,6 +35,8 @@ struct Cli {
 enum Command {
     /// List built-in scenarios and experiments.
     List(cmd_list::ListArgs),
+    /// Run the built-in experiment catalog: simulated beside published values.
+    Reproduce(cmd_reproduce::ReproduceArgs),
     /// Show, check or query the route of one access through a scenario's fabric.
     #[command(subcommand)]
     Topo(cmd_topo::TopoCommand),
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => cmd_list::run(a),
+        Command::Reproduce(a) => cmd_reproduce::run(a),
         Command::Topo(c) => cmd_topo::run(c),
         Command::Bench(c) => cmd_bench::run(c),
         Command::Inspect(a) => cmd_inspect::run(a),

@@ -79,14 +79,15 @@ fn topo_path_json_lists_every_step_and_the_target() {
             "link",
             "switch",
             "link",
-            "switch",
             "ntb_window",
             "rid_lut",
+            "switch",
             "cable",
             "switch",
             "link",
             "root"
-        ]
+        ],
+        "nvme → chassis switch → lender adapter's host side (window) → its crossbar → cable → borrower adapter → root"
     );
     assert!(v["steps"]
         .as_array()

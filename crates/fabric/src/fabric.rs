@@ -398,6 +398,10 @@ impl Fabric {
                 from: rid,
                 to: far_rid,
             });
+            // The adapter's crossbar, from its host side to its link side.
+            path.steps.push(Step::Switch {
+                node: spec.chip_node,
+            });
             for hop in topo.ntb_path(ntb, entry.dst).unwrap_or(&[]) {
                 match *hop {
                     NtbHop::Cable(c) => {
@@ -409,6 +413,10 @@ impl Fabric {
                     NtbHop::ClusterSwitch(s) => path.steps.push(Step::ClusterSwitch { switch: s }),
                 }
             }
+            // The far adapter's crossbar, from its link side to its host side.
+            path.steps.push(Step::Switch {
+                node: dst.chip_node,
+            });
             host = entry.dst_host;
             rid = far_rid;
             addr = far;
@@ -461,7 +469,10 @@ impl Fabric {
             }
             let Some(p) = node.parent else { break };
             cur = p;
-            if self.topo.node(cur).is_switch() {
+            // An NTB function sits on its adapter's host side: leaving it toward the host
+            // crosses no chip (the chip is crossed between the window and the cable).
+            if self.topo.node(cur).is_switch() && !matches!(node.kind, NodeKind::NtbFunction { .. })
+            {
                 path.steps.push(Step::Switch { node: cur });
             }
         }
@@ -481,7 +492,10 @@ impl Fabric {
                 });
             }
             let Some(p) = node.parent else { break };
-            if p != a && self.topo.node(p).is_switch() {
+            if p != a
+                && self.topo.node(p).is_switch()
+                && !matches!(node.kind, NodeKind::NtbFunction { .. })
+            {
                 path.steps.push(Step::Switch { node: p });
             }
             cur = p;

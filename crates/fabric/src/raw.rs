@@ -118,6 +118,8 @@ pub struct RawChip {
     pub latency_ns: Spanned<f64>,
     #[serde(default)]
     pub cluster: bool,
+    /// Receive credits per port in TLPs: [posted, non-posted, completion]; 0 = unlimited.
+    pub credits: Option<[u16; 3]>,
 }
 
 #[derive(Debug, Deserialize, Clone)]

@@ -309,6 +309,7 @@ impl Builder {
                 ports: *r.ports.get_ref(),
                 latency_ns: *r.latency_ns.get_ref(),
                 cluster: r.cluster,
+                credits: r.credits.unwrap_or([0; 3]),
                 source: format!("scenario {}", self.files[file].name),
             });
         }

@@ -132,15 +132,15 @@ fn cpu_store_into_the_other_hosts_ram_crosses_both_adapters() {
         [
             "root",
             "link",
-            "switch",
             "ntb_window",
             "rid_lut",
+            "switch",
             "cable",
             "switch",
             "link",
             "root"
         ],
-        "CPU → root → adapter A → cable → adapter B → root of B"
+        "CPU → root → A's NTB window (host side) → A's crossbar → cable → B's crossbar → root of B"
     );
 }
 

@@ -158,6 +158,23 @@ impl TimedFabric {
                 link_wires[i] = [up, down];
             }
         }
+        // Credits a wire's receiver advertises: a switch chip's port buffers.
+        let credits_of = |n: u32| match topo.node(n).kind {
+            NodeKind::Switch { chip, .. } => topo.chip(chip).credits,
+            _ => [0; 3],
+        };
+        for (i, n) in topo.nodes.iter().enumerate() {
+            if let (Some(p), [up, down]) = (n.parent, link_wires[i]) {
+                if up != NONE {
+                    net.set_credits(up, credits_of(p));
+                    net.set_credits(down, credits_of(i as u32));
+                }
+            }
+        }
+        let end_credits = |e: CableEnd| match e {
+            CableEnd::Ntb(x) => credits_of(topo.ntbs[x as usize].chip_node),
+            CableEnd::ClusterSwitch(c) => topo.chip(topo.cluster_switches[c as usize].chip).credits,
+        };
         let mut cable_wires = Vec::new();
         for c in &topo.cables {
             let name = format!(
@@ -172,6 +189,8 @@ impl TimedFabric {
                 [0; 3],
                 true,
             );
+            net.set_credits(a, end_credits(c.ends[1]));
+            net.set_credits(b, end_credits(c.ends[0]));
             cable_wires.push([a, b]);
         }
         let mut ic_wires = Vec::new();
@@ -346,10 +365,7 @@ impl TimedFabric {
                     } else if forwards {
                         hops.push(Hop::Delay(ns(pt.rc_p2p_latency_ns)));
                         let sp = self.splitters[node as usize];
-                        if access == Access::Read
-                            && sp != NONE
-                            && !rest.iter().any(|s| matches!(s, Step::Root { .. }))
-                        {
+                        if access == Access::Read && sp != NONE {
                             hops.push(Hop::RootSplit(sp));
                         }
                     } else {

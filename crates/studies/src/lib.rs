@@ -1,6 +1,7 @@
 //! nudma's studies layer: the experiment catalog of EXPERIMENTS.md, the workloads that
 //! drive the systems and device models, and reports (tables, JSON, SVG plots).
 
+pub mod catalog;
 pub mod harness;
 pub mod plot;
 pub mod report;

@@ -1,0 +1,68 @@
+//! `nudma reproduce [study|experiment …]`: run the built-in catalog, print simulated
+//! values beside the published ones (or JSON), and write plots and a report.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use studies::{catalog, report};
+
+#[derive(clap::Args)]
+pub struct ReproduceArgs {
+    /// Studies (ioctopus, tyche, rdma, smartio) or experiment IDs; none = everything
+    /// implemented.
+    targets: Vec<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    format: crate::Format,
+    /// Write one SVG plot per experiment and report.md/report.html here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print every row of the sweeps, not only the published points and each series' end.
+    #[arg(long)]
+    full: bool,
+}
+
+pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
+    let (experiments, missing) = catalog::select(&a.targets).map_err(anyhow::Error::msg)?;
+    for id in &missing {
+        eprintln!("nudma reproduce: {id} is not implemented yet");
+    }
+    let mut runs = Vec::new();
+    let n = experiments.len();
+    for (i, e) in experiments.iter().enumerate() {
+        let t = Instant::now();
+        eprint!("[{}/{n}] {} … ", i + 1, e.info.id);
+        let r = (e.run)().map_err(|err| anyhow::anyhow!("{}: {err}", e.info.id))?;
+        eprintln!("{} results in {:.1} s", r.len(), t.elapsed().as_secs_f64());
+        runs.extend(r);
+    }
+    let refs = catalog::references();
+    let infos: Vec<_> = experiments.iter().map(|e| e.info.clone()).collect();
+    match a.format {
+        crate::Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report::results_json(&runs))?
+        ),
+        crate::Format::Text => print!(
+            "{}",
+            report::table_with(
+                &runs,
+                &refs,
+                &infos,
+                report::TableOptions { compact: !a.full }
+            )
+        ),
+    }
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        let plots = studies::plot::write_plots(dir, &infos, &runs)?;
+        let (md, html) = report::write_report(dir, &infos, &runs, &refs)?;
+        eprintln!(
+            "wrote {} plot(s), {} and {}",
+            plots.len(),
+            md.display(),
+            html.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,139 @@
+//! The experiment catalog: every ID of EXPERIMENTS.md by study, and the ones this build
+//! implements with the function that runs each.
+
+use crate::harness::RunError;
+use crate::result::{ExperimentInfo, Reference, Run};
+use crate::smartio;
+
+/// Every experiment ID of EXPERIMENTS.md, by study (`engine.phold` runs by `nudma bench`).
+pub const ALL: &[(&str, &[&str])] = &[
+    (
+        "ioctopus",
+        &[
+            "ioctopus.tcp_rx_1core",
+            "ioctopus.tcp_tx_1core",
+            "ioctopus.tcp_multicore",
+            "ioctopus.pktgen_1core",
+            "ioctopus.tcp_rr",
+            "ioctopus.memcached",
+            "ioctopus.qpi_congestion",
+            "ioctopus.colocation",
+            "ioctopus.migration",
+            "ioctopus.nvme_upi",
+        ],
+    ),
+    (
+        "tyche",
+        &["tyche.nics_node0", "tyche.zmio_6nic", "tyche.fio_6nic"],
+    ),
+    (
+        "rdma",
+        &[
+            "rdma.latency",
+            "rdma.size_sweep",
+            "rdma.independent_load",
+            "rdma.mr_workers",
+            "rdma.memcached",
+        ],
+    ),
+    (
+        "smartio",
+        &[
+            "smartio.ram_latency",
+            "smartio.ntb_dma",
+            "smartio.gpu_dma",
+            "smartio.nvme_latency",
+            "smartio.p2p",
+            "smartio.sq_placement",
+            "smartio.nvme_sharing",
+            "smartio.multicast",
+            "smartio.mdev",
+            "smartio.limits",
+        ],
+    ),
+];
+
+/// Runs an experiment: every config and parameter value it lists.
+pub type RunFn = fn() -> Result<Vec<Run>, RunError>;
+
+/// An implemented experiment.
+pub struct Experiment {
+    pub info: ExperimentInfo,
+    pub run: RunFn,
+}
+
+/// The experiments this build runs, in catalog order.
+pub fn implemented() -> Vec<Experiment> {
+    let runs: [(&str, RunFn); 4] = [
+        ("smartio.ram_latency", smartio::ram_latency),
+        ("smartio.ntb_dma", smartio::ntb_dma),
+        ("smartio.gpu_dma", smartio::gpu_dma),
+        ("smartio.p2p", smartio::p2p),
+    ];
+    let infos = smartio::infos();
+    runs.into_iter()
+        .map(|(id, run)| Experiment {
+            info: infos
+                .iter()
+                .find(|i| i.id == id)
+                .expect("every implemented experiment has an info")
+                .clone(),
+            run,
+        })
+        .collect()
+}
+
+/// Published reference points of every implemented experiment.
+pub fn references() -> Vec<Reference> {
+    smartio::references()
+}
+
+/// The study an experiment ID belongs to.
+pub fn study_of(id: &str) -> Option<&'static str> {
+    ALL.iter()
+        .find(|(_, ids)| ids.contains(&id))
+        .map(|(s, _)| *s)
+}
+
+/// What `reproduce` was asked for, resolved: the experiments to run, and the catalog IDs
+/// of the named studies that are not implemented yet (to list on stderr).
+pub fn select(targets: &[String]) -> Result<(Vec<Experiment>, Vec<&'static str>), String> {
+    let mut all = implemented();
+    if targets.is_empty() {
+        let missing = ALL
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .filter(|id| !all.iter().any(|e| e.info.id == *id))
+            .collect();
+        return Ok((all, missing));
+    }
+    let mut want: Vec<&'static str> = Vec::new();
+    let mut missing = Vec::new();
+    for t in targets {
+        if let Some((_, ids)) = ALL.iter().find(|(s, _)| s == t) {
+            for id in ids.iter() {
+                if all.iter().any(|e| e.info.id == *id) {
+                    want.push(id);
+                } else {
+                    missing.push(*id);
+                }
+            }
+        } else if let Some(e) = all.iter().find(|e| e.info.id == t) {
+            want.push(e.info.id);
+        } else if study_of(t).is_some() {
+            return Err(format!(
+                "experiment `{t}` is in the catalog but not implemented yet (implemented: {})",
+                all.iter().map(|e| e.info.id).collect::<Vec<_>>().join(", ")
+            ));
+        } else {
+            let studies: Vec<&str> = ALL.iter().map(|(s, _)| *s).collect();
+            return Err(format!(
+                "unknown study or experiment `{t}` (studies: {}; implemented experiments: {})",
+                studies.join(", "),
+                all.iter().map(|e| e.info.id).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    all.retain(|e| want.contains(&e.info.id));
+    Ok((all, missing))
+}
