@@ -1,0 +1,230 @@
+//! Relationships the SmartIO timing must show by mechanism, whatever the constants:
+//! reads lose more than writes when hops are added (they pay the round trip, writes are
+//! posted); a root that re-issues reads as 64 B requests cuts read bandwidth; the same
+//! physical path gives the same result whether the device is local or lent; more chips
+//! mean more latency; runs are deterministic.
+
+use devices::Op;
+use studies::harness::*;
+
+fn gpu_copy_gbps(
+    scenario: &str,
+    iommu: &[(&str, bool)],
+    gpu: &str,
+    ram: &str,
+    write: bool,
+    bytes: u64,
+) -> f64 {
+    let mut tf = load(scenario, iommu).unwrap();
+    let g = requester(&tf, gpu).unwrap();
+    let bus = map_buffer(&mut tf, g, ram, 1 << 30, bytes).unwrap();
+    let gh = tf.fabric.requester_host(g);
+    let rh = tf
+        .fabric
+        .topo
+        .host_by_name(ram.split('.').next().unwrap())
+        .unwrap();
+    let spec = device_spec(&tf, g, mps_between(&tf, gh, rh)).unwrap();
+    let op = if write {
+        Op::Write { dst: bus }
+    } else {
+        Op::Read { src: bus }
+    };
+    gbps(bytes, dma_time(&mut tf, g, spec, op, bytes).unwrap())
+}
+
+const MB4: u64 = 4 << 20;
+
+#[test]
+fn reads_degrade_with_hops_faster_than_writes() {
+    let rb = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        false,
+        MB4,
+    );
+    let rs = gpu_copy_gbps(
+        "smartio_chassis_mxs824",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        false,
+        MB4,
+    );
+    let wb = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        true,
+        MB4,
+    );
+    let ws = gpu_copy_gbps(
+        "smartio_chassis_mxs824",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        true,
+        MB4,
+    );
+    let read_loss = (rb - rs) / rb;
+    let write_loss = (wb - ws) / wb;
+    assert!(
+        read_loss > 0.05,
+        "a cluster switch on the way costs reads: {rb} → {rs}"
+    );
+    assert!(
+        read_loss > 3.0 * write_loss.max(0.0),
+        "reads {read_loss:.3} vs writes {write_loss:.3}"
+    );
+}
+
+#[test]
+fn a_root_that_splits_reads_cuts_read_bandwidth_but_not_writes() {
+    let off = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        false,
+        MB4,
+    );
+    let on = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[("lender", true)],
+        "lender.gpu",
+        "borrower.ram",
+        false,
+        MB4,
+    );
+    assert!(
+        on < off / 3.0,
+        "lender IOMMU sends reads through the root: {off} → {on}"
+    );
+    let w_off = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        true,
+        MB4,
+    );
+    let w_on = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[("lender", true)],
+        "lender.gpu",
+        "borrower.ram",
+        true,
+        MB4,
+    );
+    assert!(
+        w_on > 0.8 * w_off,
+        "posted writes pass the root without splitting: {w_off} → {w_on}"
+    );
+}
+
+#[test]
+fn the_same_path_gives_the_same_result_for_local_and_lent() {
+    // The chassis on the user's own host, and the same chassis on the lender writing the
+    // lender's own RAM: GPU → PEX8796 → HIB68 → HIB68 → root in both.
+    for write in [true, false] {
+        let local = gpu_copy_gbps(
+            "smartio_chassis_baseline",
+            &[],
+            "user.gpu",
+            "user.ram",
+            write,
+            1 << 20,
+        );
+        let lender = gpu_copy_gbps(
+            "smartio_chassis_b2b",
+            &[],
+            "lender.gpu",
+            "lender.ram",
+            write,
+            1 << 20,
+        );
+        assert_eq!(
+            local.to_bits(),
+            lender.to_bits(),
+            "write={write}: {local} vs {lender}"
+        );
+    }
+}
+
+#[test]
+fn more_chips_on_the_way_mean_more_latency() {
+    let runs = studies::smartio::ram_latency().unwrap();
+    let get = |c: &str| {
+        runs.iter().find(|r| r.config == c).unwrap().metrics["oneway_ns"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        get("pxh830_b2b") < get("pxh810_b2b"),
+        "x16 serializes faster than x8"
+    );
+    assert!(
+        get("via_mxs824") > get("pxh830_b2b") + 150.0,
+        "a cluster switch adds its chip and a cable"
+    );
+    assert!(
+        get("three_way") > get("pxh830_b2b") + 200.0,
+        "two motherboard switches on the way"
+    );
+}
+
+#[test]
+fn reproduce_is_deterministic() {
+    let a = studies::smartio::ram_latency().unwrap();
+    let b = studies::smartio::ram_latency().unwrap();
+    assert_eq!(a, b);
+    let x = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        false,
+        1 << 20,
+    );
+    let y = gpu_copy_gbps(
+        "smartio_chassis_b2b",
+        &[],
+        "lender.gpu",
+        "borrower.ram",
+        false,
+        1 << 20,
+    );
+    assert_eq!(x.to_bits(), y.to_bits());
+}
+
+#[test]
+fn p2p_reports_the_reference_path_shapes() {
+    let runs = studies::smartio::p2p().unwrap();
+    let at = |c: &str| runs.iter().find(|r| r.config == c).unwrap();
+    assert_eq!(
+        (
+            at("1l_p2p_sw").metrics["hops"].as_u64(),
+            at("1l_p2p_sw").metrics["roots"].as_u64()
+        ),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        (
+            at("2l_p2p_sw").metrics["hops"].as_u64(),
+            at("2l_p2p_sw").metrics["roots"].as_u64()
+        ),
+        (Some(4), Some(0))
+    );
+    assert_eq!(
+        at("1l_p2p_iommu").metrics["roots"].as_u64(),
+        Some(1),
+        "IOMMU on: up to the root"
+    );
+    // Ping-pong over the root is slower than under one switch.
+    let pp = |c: &str| at(c).metrics["pingpong_ns"].as_f64().unwrap();
+    assert!(pp("loc_p2p_root") > pp("loc_p2p_sw"));
+    assert!(pp("2l_p2p_sw") > pp("1l_p2p_sw"));
+}
