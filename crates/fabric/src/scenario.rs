@@ -324,15 +324,12 @@ impl Builder {
                 ));
             }
             let r = a.get_ref();
-            let chip = self.find_chip(file, &r.chip, &format!("{key}.chip"))?;
-            if self.chips[chip as usize].cluster {
-                return Err(self.err(
-                    file,
-                    r.chip.span(),
-                    Some(format!("{key}.chip")),
-                    "an adapter's chip cannot be a cluster switch chip",
-                ));
-            }
+            let chip = self.find_board_chip(
+                file,
+                &r.chip,
+                &format!("{key}.chip"),
+                "an adapter's chip cannot be a cluster switch chip",
+            )?;
             let link = self.link(file, &r.link, &format!("{key}.link"))?;
             let (bar, win) = (r.bar_size.get_ref().0, *r.lut_windows.get_ref());
             self.check_lut(file, &r.bar_size, &r.lut_windows, bar, win, &key)?;
@@ -454,6 +451,21 @@ impl Builder {
                     ),
                 )
             })
+    }
+
+    /// A chip that may sit on a board or in an adapter (not a cluster switch).
+    fn find_board_chip(
+        &self,
+        file: usize,
+        name: &Spanned<String>,
+        key: &str,
+        why_not: &str,
+    ) -> Result<u32, ScenarioError> {
+        let chip = self.find_chip(file, name, key)?;
+        if self.chips[chip as usize].cluster {
+            return Err(self.err(file, name.span(), Some(key.into()), why_not));
+        }
+        Ok(chip)
     }
 
     fn link(&self, file: usize, l: &Spanned<RawLink>, key: &str) -> Result<Link, ScenarioError> {
@@ -1016,15 +1028,12 @@ impl Builder {
         for (si, s) in hr.switch.iter().enumerate() {
             let r = s.get_ref();
             let key = format!("{hkey}.switch[{si}]");
-            let chip = self.find_chip(file, &r.chip, &format!("{key}.chip"))?;
-            if self.chips[chip as usize].cluster {
-                return Err(self.err(
-                    file,
-                    r.chip.span(),
-                    Some(format!("{key}.chip")),
-                    "a cluster switch chip goes in [[cluster_switch]], not inside a host",
-                ));
-            }
+            let chip = self.find_board_chip(
+                file,
+                &r.chip,
+                &format!("{key}.chip"),
+                "a cluster switch chip goes in [[cluster_switch]], not inside a host",
+            )?;
             let link = self.link(file, &r.link, &format!("{key}.link"))?;
             let id = new_node(
                 topo,

@@ -148,26 +148,7 @@ pub fn device_spec(tf: &TimedFabric, who: Requester, mps: u32) -> Result<DmaSpec
     };
     let topo = &tf.fabric.topo;
     let node = topo.node(n);
-    let get = |k: &str| -> Result<f64, RunError> {
-        match node.kind {
-            fabric::NodeKind::Function { device, .. } => {
-                topo.devices[device as usize].timing.get(k).copied()
-            }
-            fabric::NodeKind::NtbFunction { ntb } => topo.ntbs[ntb as usize]
-                .adapter
-                .timing
-                .iter()
-                .find(|(x, _)| x == k)
-                .map(|x| x.1),
-            _ => None,
-        }
-        .ok_or_else(|| {
-            RunError(format!(
-                "{} has no timing parameter `{k}`",
-                topo.node_label(n)
-            ))
-        })
-    };
+    let get = |k: &str| device_param(tf, who, k);
     let link = node
         .link
         .or_else(|| node.parent.and_then(|p| topo.node(p).link))
