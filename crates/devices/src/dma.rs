@@ -4,7 +4,7 @@
 //! engine, NIC, NVMe): only the parameters differ.
 
 use fabric::{Access, Fault, Request, Requester};
-use sim::net::{Delivery, Driver, Net};
+use sim::net::{Delivery, Driver, Issue, Net};
 use sim::timed::TimedFabric;
 use sim::{pcie, Time};
 
@@ -37,7 +37,9 @@ pub enum Op {
 #[derive(Clone, Debug)]
 pub struct PageRoutes {
     base: u64,
-    routes: Vec<u32>,
+    /// Per page: the timed route, and the address at the target of the page's first byte
+    /// (a RAM node offset or a BAR offset).
+    routes: Vec<(u32, u64)>,
 }
 
 impl PageRoutes {
@@ -61,15 +63,28 @@ impl PageRoutes {
                 len: 1,
                 access,
             };
-            routes.push(tf.route(&req)?.0);
+            let (route, target) = tf.route(&req)?;
+            let at_target = match target {
+                fabric::Target::Ram { offset, .. } | fabric::Target::Bar { offset, .. } => offset,
+            };
+            routes.push((route, at_target - (at - page)));
             page += 4096;
         }
         Ok(PageRoutes { base, routes })
     }
 
+    /// What a request of `bytes` at `addr` needs to be injected.
     #[inline]
-    fn route(&self, addr: u64) -> u32 {
-        self.routes[((addr - self.base) >> 12) as usize]
+    fn issue(&self, addr: u64, bytes: u32, flow: u32) -> Issue {
+        let (route, page_target) = self.routes[((addr - self.base) >> 12) as usize];
+        Issue {
+            route,
+            flow,
+            bytes,
+            addr64: addr >= 1 << 32,
+            iotlb_key: ((flow as u64) << 48) | (addr >> 12),
+            target: page_target + (addr & 0xfff),
+        }
     }
 }
 
@@ -196,14 +211,7 @@ impl DmaJob {
         while self.outstanding < self.spec.max_reads && self.read_next < self.bytes {
             let addr = src + self.read_next;
             let n = chunk(addr, self.bytes - self.read_next, self.spec.mrrs);
-            net.send_read(
-                routes.route(addr),
-                self.flow,
-                self.read_next,
-                n,
-                addr >= 1 << 32,
-                ((self.flow as u64) << 48) | (addr >> 12),
-            );
+            net.send_read(routes.issue(addr, n, self.flow), self.read_next);
             self.read_next += n as u64;
             self.outstanding += 1;
         }
@@ -231,13 +239,7 @@ impl DmaJob {
         };
         let addr = dst + offset;
         let n = chunk(addr, limit as u64, self.spec.mps);
-        net.send_write(
-            routes.route(addr),
-            self.flow,
-            n,
-            addr >= 1 << 32,
-            ((self.flow as u64) << 48) | (addr >> 12),
-        );
+        net.send_write(routes.issue(addr, n, self.flow));
         match self.op {
             Op::Copy { .. } => {
                 let front = self.pending.front_mut().expect("checked");

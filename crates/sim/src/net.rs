@@ -31,7 +31,9 @@ pub enum Hop {
     Iommu(u32),
     /// A root complex forwarding a read peer-to-peer: split and tag-limited.
     RootSplit(u32),
-    Sink(u32),
+    /// The last hop; `true` when a write may allocate in the LLC (DDIO: the writer's root
+    /// is on the memory's own package).
+    Sink(u32, bool),
 }
 
 /// One direction of a link.
@@ -67,6 +69,68 @@ pub struct Sink {
     free_at: Time,
     pub bytes_read: u64,
     pub bytes_written: u64,
+    /// The LLC in front of DRAM, for DDIO and DMA reads that hit.
+    pub llc: Option<Llc>,
+}
+
+/// The part of an LLC that DMA sees: lines DDIO allocated (limited to the DDIO ways) or
+/// that are otherwise cached. FIFO replacement stands in for LRU.
+#[derive(Clone, Debug)]
+pub struct Llc {
+    pub capacity_lines: usize,
+    pub latency: Time,
+    lines: rustc_hash::FxHashSet<u64>,
+    order: VecDeque<u64>,
+    pub dma_read_hits: u64,
+    pub dma_read_misses: u64,
+    pub ddio_allocs: u64,
+    pub writebacks: u64,
+    pub invalidations: u64,
+}
+
+impl Llc {
+    pub fn new(capacity_bytes: u64, latency: Time) -> Llc {
+        Llc {
+            capacity_lines: (capacity_bytes / 64) as usize,
+            latency,
+            lines: Default::default(),
+            order: VecDeque::new(),
+            dma_read_hits: 0,
+            dma_read_misses: 0,
+            ddio_allocs: 0,
+            writebacks: 0,
+            invalidations: 0,
+        }
+    }
+
+    pub fn contains(&self, line: u64) -> bool {
+        self.lines.contains(&line)
+    }
+
+    /// Allocates a line; returns how many lines were evicted (written back to DRAM).
+    fn allocate(&mut self, line: u64) -> u64 {
+        if self.capacity_lines == 0 || !self.lines.insert(line) {
+            return 0;
+        }
+        self.order.push_back(line);
+        self.ddio_allocs += 1;
+        let mut evicted = 0;
+        while self.lines.len() > self.capacity_lines {
+            match self.order.pop_front() {
+                Some(old) if self.lines.remove(&old) => evicted += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        self.writebacks += evicted;
+        evicted
+    }
+
+    fn invalidate(&mut self, line: u64) {
+        if self.lines.remove(&line) {
+            self.invalidations += 1;
+        }
+    }
 }
 
 /// A root complex's peer-to-peer read splitter.
@@ -120,6 +184,8 @@ struct Tlp {
     parent: u32,
     flow: u32,
     iotlb_key: u64,
+    /// Address at the target (for cache lines in the LLC).
+    target: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -135,6 +201,21 @@ struct ReadReq {
     /// For a split sub-read: the request it was split from; NONE otherwise.
     parent: u32,
     addr64: bool,
+}
+
+/// One request to inject.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Issue {
+    pub route: u32,
+    /// Tags the request in deliveries and counters.
+    pub flow: u32,
+    pub bytes: u32,
+    /// Whether the address needs a 4-DW header (above 4 GiB).
+    pub addr64: bool,
+    /// Names the page for an IOMMU on the way (requester and page).
+    pub iotlb_key: u64,
+    /// Address at the target, for cache lines in an LLC.
+    pub target: u64,
 }
 
 /// What a driver is told.
@@ -174,6 +255,8 @@ pub struct Counters {
     pub sinks: Vec<(String, u64, u64)>,
     pub iotlb_hits: u64,
     pub iotlb_misses: u64,
+    /// (sink name, DMA read LLC hits, misses, DDIO allocations, write-backs, invalidations)
+    pub llc: Vec<(String, u64, u64, u64, u64, u64)>,
 }
 
 pub struct Net {
@@ -264,8 +347,22 @@ impl Net {
             free_at: Time::ZERO,
             bytes_read: 0,
             bytes_written: 0,
+            llc: None,
         });
         self.sinks.len() as u32 - 1
+    }
+
+    /// Puts an LLC with `capacity_bytes` of DMA-visible lines in front of a sink.
+    pub fn set_llc(&mut self, sink: u32, capacity_bytes: u64, latency: Time) {
+        self.sinks[sink as usize].llc = Some(Llc::new(capacity_bytes, latency));
+    }
+
+    pub fn sink(&self, sink: u32) -> &Sink {
+        &self.sinks[sink as usize]
+    }
+
+    pub fn sink_mut(&mut self, sink: u32) -> &mut Sink {
+        &mut self.sinks[sink as usize]
     }
 
     pub fn add_splitter(&mut self, name: &str, split: u32, tags: u32) -> u32 {
@@ -297,7 +394,7 @@ impl Net {
         let mut rev: Vec<Hop> = hops
             .iter()
             .rev()
-            .filter(|h| !matches!(h, Hop::Sink(_)))
+            .filter(|h| !matches!(h, Hop::Sink(..)))
             .map(|h| match *h {
                 Hop::Wire(w) => Hop::Wire(self.wires[w as usize].reverse),
                 Hop::RootSplit(_) | Hop::Iommu(_) => Hop::Delay(Time::ZERO),
@@ -346,58 +443,50 @@ impl Net {
         }
     }
 
-    /// Injects a posted write of `bytes` on `route` now; `iotlb_key` names the page for
-    /// an IOMMU on the way (requester and page).
-    pub fn send_write(&mut self, route: u32, flow: u32, bytes: u32, addr64: bool, iotlb_key: u64) {
+    /// Injects a posted write now.
+    pub fn send_write(&mut self, i: Issue) {
         let t = self.alloc_tlp(Tlp {
             kind: Kind::Write,
-            payload: bytes,
-            wire_bytes: pcie::wire_bytes(bytes, false, addr64),
-            route,
+            payload: i.bytes,
+            wire_bytes: pcie::wire_bytes(i.bytes, false, i.addr64),
+            route: i.route,
             pos: 0,
             stop: u16::MAX,
             held: NONE,
             req: NONE,
             parent: NONE,
-            flow,
-            iotlb_key,
+            flow: i.flow,
+            iotlb_key: i.iotlb_key,
+            target: i.target,
         });
         self.hop(t);
     }
 
-    /// Injects a read request for `bytes` on `route` now; data comes back as
-    /// `Delivery::ReadData` with `tag`.
-    pub fn send_read(
-        &mut self,
-        route: u32,
-        flow: u32,
-        tag: u64,
-        bytes: u32,
-        addr64: bool,
-        iotlb_key: u64,
-    ) {
+    /// Injects a read request now; data comes back as `Delivery::ReadData` with `tag`.
+    pub fn send_read(&mut self, i: Issue, tag: u64) {
         let req = self.alloc_read(ReadReq {
-            flow,
+            flow: i.flow,
             tag,
-            remaining: bytes,
-            route,
+            remaining: i.bytes,
+            route: i.route,
             rejoin: 0,
             splitter: NONE,
             parent: NONE,
-            addr64,
+            addr64: i.addr64,
         });
         let t = self.alloc_tlp(Tlp {
             kind: Kind::Read,
-            payload: bytes,
-            wire_bytes: pcie::wire_bytes(0, false, addr64),
-            route,
+            payload: i.bytes,
+            wire_bytes: pcie::wire_bytes(0, false, i.addr64),
+            route: i.route,
             pos: 0,
             stop: u16::MAX,
             held: NONE,
             req,
             parent: NONE,
-            flow,
-            iotlb_key,
+            flow: i.flow,
+            iotlb_key: i.iotlb_key,
+            target: i.target,
         });
         self.hop(t);
     }
@@ -519,8 +608,8 @@ impl Net {
                 Hop::RootSplit(_) => {
                     self.tlps[t as usize].pos += 1;
                 }
-                Hop::Sink(s) => {
-                    self.sink(t, s);
+                Hop::Sink(s, ddio) => {
+                    self.arrive_at_sink(t, s, ddio);
                     return;
                 }
             }
@@ -596,19 +685,48 @@ impl Net {
         }
     }
 
-    fn sink(&mut self, t: u32, s: u32) {
+    fn arrive_at_sink(&mut self, t: u32, s: u32, ddio: bool) {
         let tlp = self.tlps[t as usize];
         let now = self.now();
         let class = Self::class_of(tlp.kind);
         self.release_credit(tlp.held, class);
         let sink = &mut self.sinks[s as usize];
-        let start = now.max(sink.free_at);
-        let service = serialize(tlp.payload, sink.ps_per_kib);
-        sink.free_at = start + service;
+        // What the LLC absorbs or serves, and what reaches DRAM.
+        let lines = tlp.target / 64..=(tlp.target + tlp.payload.max(1) as u64 - 1) / 64;
+        let (dram_bytes, latency) = match (tlp.kind, sink.llc.as_mut()) {
+            (Kind::Write, Some(llc)) if ddio => {
+                let evicted: u64 = lines.map(|l| llc.allocate(l)).sum();
+                (evicted * 64, llc.latency)
+            }
+            (Kind::Write, Some(llc)) => {
+                lines.for_each(|l| llc.invalidate(l));
+                (tlp.payload as u64, sink.write_latency)
+            }
+            (Kind::Read, Some(llc)) => {
+                let n = lines.clone().count() as u64;
+                if lines.clone().all(|l| llc.contains(l)) {
+                    llc.dma_read_hits += n;
+                    (0, llc.latency)
+                } else {
+                    llc.dma_read_misses += n;
+                    (tlp.payload as u64, sink.read_latency)
+                }
+            }
+            (Kind::Write, None) => (tlp.payload as u64, sink.write_latency),
+            _ => (tlp.payload as u64, sink.read_latency),
+        };
+        let (start, service) = if dram_bytes > 0 {
+            let start = now.max(sink.free_at);
+            let service = serialize(dram_bytes as u32, sink.ps_per_kib);
+            sink.free_at = start + service;
+            (start, service)
+        } else {
+            (now, Time::ZERO)
+        };
         match tlp.kind {
             Kind::Write => {
                 sink.bytes_written += tlp.payload as u64;
-                let at = start + service + sink.write_latency;
+                let at = start + service + latency;
                 self.engine
                     .schedule_at(
                         at,
@@ -622,7 +740,7 @@ impl Net {
             }
             Kind::Read => {
                 sink.bytes_read += tlp.payload as u64;
-                let ready = start + sink.read_latency;
+                let ready = start + latency;
                 let rcb = sink.rcb;
                 let r = self.reads[tlp.req as usize];
                 let rev = self.routes[tlp.route as usize].reverse;
@@ -648,6 +766,7 @@ impl Net {
                         parent: NONE,
                         flow: tlp.flow,
                         iotlb_key: 0,
+                        target: tlp.target,
                     };
                     let id = if first {
                         first = false;
@@ -751,6 +870,23 @@ impl Net {
                 .collect(),
             iotlb_hits: self.iotlbs.iter().map(|t| t.hits).sum(),
             iotlb_misses: self.iotlbs.iter().map(|t| t.misses).sum(),
+            llc: self
+                .sinks
+                .iter()
+                .filter_map(|s| {
+                    s.llc.as_ref().map(|l| {
+                        (
+                            s.name.clone(),
+                            l.dma_read_hits,
+                            l.dma_read_misses,
+                            l.ddio_allocs,
+                            l.writebacks,
+                            l.invalidations,
+                        )
+                    })
+                })
+                .filter(|x| x.1 + x.2 + x.3 + x.5 > 0)
+                .collect(),
         }
     }
 }

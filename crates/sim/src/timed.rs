@@ -202,7 +202,10 @@ impl TimedFabric {
             let pt = &platform[h.platform as usize];
             let mut wires = Vec::new();
             for l in &p.interconnect {
-                let gbps = l.bandwidth_gbps.unwrap_or(pt.interconnect_gbps);
+                // Parallel links (`count`) add bandwidth.
+                let gbps = l
+                    .bandwidth_gbps
+                    .unwrap_or(pt.interconnect_gbps * l.count as f64);
                 let lat = l.latency_ns.unwrap_or(pt.interconnect_latency_ns);
                 let (a, b) = net.add_link(
                     &format!("{} {}-{}", h.name, p.vertex_name(l.a), p.vertex_name(l.b)),
@@ -217,13 +220,20 @@ impl TimedFabric {
             ram_sinks.push(
                 (0..p.numa_nodes())
                     .map(|n| {
-                        net.add_sink(
+                        // Writes that bypass DDIO land in DRAM; DDIO writes and read hits
+                        // are the LLC's (REFERENCE.md §1, DDIO).
+                        let sink = net.add_sink(
                             &format!("{} DRAM node{n}", h.name),
                             pt.dram_gbps,
                             ns(pt.dram_latency_ns),
-                            ns(pt.llc_latency_ns),
+                            ns(pt.dram_latency_ns),
                             pt.rcb_bytes as u32,
-                        )
+                        );
+                        let ddio_bytes = p.llc_bytes * p.ddio_ways as u64
+                            / p.llc_ways as u64
+                            / p.nodes_per_package as u64;
+                        net.set_llc(sink, ddio_bytes, ns(pt.llc_latency_ns));
+                        sink
                     })
                     .collect::<Vec<_>>(),
             );
@@ -273,6 +283,41 @@ impl TimedFabric {
             dedup: FxHashMap::default(),
             path: Path::with_capacity(64),
         })
+    }
+
+    /// Latency of a CPU core of `package` reading one cache line at `offset` in NUMA node
+    /// `node`'s RAM: an LLC hit when a local DMA (DDIO) or earlier access left the line in
+    /// the node's LLC, otherwise DRAM — the platform's latency matrix when it has one, else
+    /// local DRAM plus the interconnect hops between the package and the memory's.
+    pub fn cpu_line_read(&self, host: u32, package: u32, node: u32, offset: u64) -> Time {
+        let topo = &self.fabric.topo;
+        let p = topo.platform_of(host);
+        let pt = self.timing_of(host);
+        let sink = self.ram_sinks[host as usize][node as usize];
+        let home = p.package_of_node(node);
+        let cached = self
+            .net
+            .sink(sink)
+            .llc
+            .as_ref()
+            .is_some_and(|l| l.contains(offset / 64));
+        if cached && home == package {
+            return ns(pt.llc_latency_ns);
+        }
+        if let Some(m) = &p.latency_ns {
+            let cpu_node = package * p.nodes_per_package;
+            return ns(m[cpu_node as usize][node as usize]);
+        }
+        let hops = topo.host(host).uncore_path(package, home);
+        let ic: f64 = hops
+            .iter()
+            .map(|h| {
+                p.interconnect[h.link as usize]
+                    .latency_ns
+                    .unwrap_or(pt.interconnect_latency_ns)
+            })
+            .sum();
+        ns(pt.dram_latency_ns + 2.0 * ic)
     }
 
     /// Timing of the platform of `host`.
@@ -405,10 +450,22 @@ impl TimedFabric {
                 }
             }
         }
-        hops.push(Hop::Sink(match *target {
-            Target::Ram { host, node, .. } => self.ram_sinks[host as usize][node as usize],
-            Target::Bar { node, .. } => self.bar_sinks[node as usize],
-        }));
+        // DDIO: a device write allocates in the LLC only when it reaches memory through a
+        // root of the memory's own package (no interconnect hop inside the target host).
+        let in_target = path
+            .steps
+            .iter()
+            .rposition(|s| matches!(s, Step::NtbWindow { .. }))
+            .map_or(0, |i| i + 1);
+        let local = !path.steps[in_target..]
+            .iter()
+            .any(|s| matches!(s, Step::Interconnect { .. }));
+        hops.push(match *target {
+            Target::Ram { host, node, .. } => {
+                Hop::Sink(self.ram_sinks[host as usize][node as usize], local)
+            }
+            Target::Bar { node, .. } => Hop::Sink(self.bar_sinks[node as usize], false),
+        });
         hops
     }
 }

@@ -3,7 +3,7 @@
 //! root that splits reads into 64 B with few tags collapses read bandwidth; receiver
 //! credits bound a long credit loop; completions split at the read completion boundary.
 
-use sim::net::{Delivery, Driver, Hop, Net};
+use sim::net::{Delivery, Driver, Hop, Issue, Net};
 use sim::pcie;
 use sim::Time;
 
@@ -26,10 +26,18 @@ impl Stream {
         }
         self.issued += self.size as u64;
         self.tag += 1;
+        let issue = Issue {
+            route: self.route,
+            flow: 0,
+            bytes: self.size,
+            addr64: true,
+            iotlb_key: 0,
+            target: self.issued,
+        };
         if self.read {
-            net.send_read(self.route, 0, self.tag, self.size, true, 0);
+            net.send_read(issue, self.tag);
         } else {
-            net.send_write(self.route, 0, self.size, true, 0);
+            net.send_write(issue);
         }
     }
 }
@@ -107,7 +115,7 @@ fn one_link(credits: [u16; 3], delay_ns: u64) -> (Net, u32) {
         Hop::Wire(f),
         Hop::Delay(Time::from_ns(delay_ns)),
         Hop::Wire(g),
-        Hop::Sink(mem),
+        Hop::Sink(mem, false),
     ]);
     (net, r)
 }
@@ -180,7 +188,11 @@ fn a_splitting_root_with_few_tags_collapses_read_bandwidth() {
         if split {
             hops.push(Hop::RootSplit(sp));
         }
-        hops.extend([Hop::Wire(b), Hop::Delay(Time::from_ns(500)), Hop::Sink(mem)]);
+        hops.extend([
+            Hop::Wire(b),
+            Hop::Delay(Time::from_ns(500)),
+            Hop::Sink(mem, false),
+        ]);
         let r = net.add_route(hops);
         (net, r)
     };
@@ -208,4 +220,49 @@ fn same_inputs_same_timing() {
         run(&mut n, r, true, 512, 8, 1 << 20)
     };
     assert_eq!(a.to_bits(), b.to_bits());
+}
+
+/// Writes `bytes` at target 0 over `route`, then reads them back over `read_route`.
+fn write_then_read(net: &mut Net, write_route: u32, read_route: u32, bytes: u64) -> (f64, f64) {
+    let w = run(net, write_route, false, 256, 0, bytes);
+    let r = run(net, read_route, true, 256, 8, bytes);
+    (w, r)
+}
+
+#[test]
+fn ddio_writes_allocate_in_the_llc_and_remote_writes_invalidate() {
+    let build = |ddio: bool| {
+        let mut net = Net::new(1);
+        let (f, _) = net.add_link(
+            "x16",
+            pcie::ps_per_kib(3, 16),
+            Time::from_ns(20),
+            [0; 3],
+            true,
+        );
+        let mem = net.add_sink("dram", 50.0, Time::from_ns(90), Time::from_ns(90), 64);
+        net.set_llc(mem, 1 << 20, Time::from_ns(20));
+        let w = net.add_route(vec![Hop::Wire(f), Hop::Sink(mem, ddio)]);
+        let r = net.add_route(vec![Hop::Wire(f), Hop::Sink(mem, true)]);
+        (net, w, r, mem)
+    };
+    // Local (DDIO) writes of 256 KiB fit in a 1 MiB DDIO share: the reads that follow hit.
+    let (mut net, w, r, mem) = build(true);
+    write_then_read(&mut net, w, r, 256 << 10);
+    let llc = net.sink(mem).llc.clone().unwrap();
+    assert_eq!(llc.ddio_allocs, 4096);
+    assert_eq!((llc.dma_read_hits, llc.dma_read_misses), (4096, 0));
+    assert_eq!(llc.writebacks, 0);
+    // Writes from the other socket bypass the LLC: the same reads miss.
+    let (mut net, w, r, mem) = build(false);
+    write_then_read(&mut net, w, r, 256 << 10);
+    let llc = net.sink(mem).llc.clone().unwrap();
+    assert_eq!(llc.ddio_allocs, 0);
+    assert_eq!(llc.dma_read_hits, 0);
+    // A working set larger than the DDIO share spills: write-backs to DRAM.
+    let (mut net, w, r, mem) = build(true);
+    write_then_read(&mut net, w, r, 4 << 20);
+    let llc = net.sink(mem).llc.clone().unwrap();
+    assert_eq!(llc.writebacks, (4 << 20) / 64 - (1 << 20) / 64);
+    assert!(llc.dma_read_misses > 0, "the early lines were evicted");
 }
