@@ -2,5 +2,7 @@
 //! written once against the fabric's addresses and the timing layer's network.
 
 pub mod dma;
+pub mod gpu;
 
 pub use dma::{DmaJob, DmaOutcome, DmaSpec, Op, PageRoutes};
+pub use gpu::{pingpong, Counters, Gpu, GpuError};

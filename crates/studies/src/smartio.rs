@@ -3,7 +3,7 @@
 //! GPU, and GPU peer-to-peer across lenders. Each picks hardware, placement and workload;
 //! the numbers come from the fabric's routes and the timing layer.
 
-use devices::Op;
+use devices::{Counters, Gpu, Op};
 use fabric::Requester;
 use serde_json::{json, Map, Value};
 use sim::timed::ns;
@@ -308,8 +308,10 @@ fn p2p_transfer(
     }
 }
 
-/// A → B → A on a 4-byte counter: each side's kernel writes the peer's counter and polls
-/// its own (through the user's RAM: writes there, and polls it with reads).
+/// A → B → A on a 4-byte counter, by the GPUs' kernels (`devices::gpu::pingpong`): each
+/// writes the peer's counter and polls its own — in GPU memory, or in the user's RAM where
+/// the polls are reads across the fabric. The counter bytes travel through the fabric and
+/// every value read is checked.
 fn pingpong(
     tf: &mut TimedFabric,
     a: Requester,
@@ -318,28 +320,35 @@ fn pingpong(
     b_name: &str,
     via_ram: bool,
 ) -> Result<Time, RunError> {
-    let poll = |tf: &TimedFabric, g: Requester| -> Result<Time, RunError> {
-        Ok(ns(device_param(tf, g, "poll_ns")?))
+    let node = |r: Requester| match r {
+        Requester::Function(n) => Ok(n),
+        _ => Err(RunError("a ping-pong needs two GPUs".into())),
     };
-    if via_ram {
-        let leg = |tf: &mut TimedFabric,
-                   x: Requester,
-                   y: Requester,
-                   off: u64|
-         -> Result<Time, RunError> {
-            let wx = map_buffer(tf, x, "user.ram", off, 4)?;
-            let ry = map_buffer(tf, y, "user.ram", off, 4)?;
-            // The write lands; y's next poll read arrives after it on average half a round
-            // trip later and returns half a round trip after that.
-            Ok(one_way(tf, x, wx)? + read_rtt(tf, y, ry)? + poll(tf, y)?)
-        };
-        Ok(leg(tf, a, b, 4096)? + leg(tf, b, a, 8192)?)
+    let ga = Gpu::from_node(tf, node(a)?).map_err(RunError::from(a_name))?;
+    let gb = Gpu::from_node(tf, node(b)?).map_err(RunError::from(b_name))?;
+    let counters = if via_ram {
+        let (wa, wb) = (4096, 8192);
+        Counters::InHostRam {
+            a_writes: map_buffer(tf, a, "user.ram", wb, 4)?,
+            b_polls: map_buffer(tf, b, "user.ram", wb, 4)?,
+            b_writes: map_buffer(tf, b, "user.ram", wa, 4)?,
+            a_polls: map_buffer(tf, a, "user.ram", wa, 4)?,
+        }
     } else {
-        let ab = map_buffer(tf, a, &format!("{b_name}.bar1"), 0, 4)?;
-        let ba = map_buffer(tf, b, &format!("{a_name}.bar1"), 0, 4)?;
-        Ok(one_way(tf, a, ab)? + poll(tf, b)? + one_way(tf, b, ba)? + poll(tf, a)?)
-    }
+        let (oa, ob) = (0x1000, 0x2000);
+        Counters::InGpuMemory {
+            a_to_b: map_buffer(tf, a, &format!("{b_name}.bar{}", gb.memory_bar), ob, 4)?,
+            b_to_a: map_buffer(tf, b, &format!("{a_name}.bar{}", ga.memory_bar), oa, 4)?,
+            a_offset: oa,
+            b_offset: ob,
+        }
+    };
+    devices::pingpong(tf, &ga, &gb, counters, PINGPONG_ROUNDS).map_err(RunError::from("ping-pong"))
 }
+
+/// Round trips run per configuration (each value is checked; the model is deterministic,
+/// so the paper's 100,000 would repeat the same time).
+const PINGPONG_ROUNDS: u32 = 10;
 
 pub fn infos() -> Vec<ExperimentInfo> {
     vec![

@@ -228,3 +228,49 @@ fn p2p_reports_the_reference_path_shapes() {
     assert!(pp("loc_p2p_root") > pp("loc_p2p_sw"));
     assert!(pp("2l_p2p_sw") > pp("1l_p2p_sw"));
 }
+
+#[test]
+fn the_gpu_pingpong_moves_real_counter_bytes_and_catches_a_misplaced_write() {
+    use devices::{pingpong, Counters, Gpu, GpuError};
+    let mut tf = load("smartio_three_way", &[]).unwrap();
+    let (a, b) = (
+        requester(&tf, "lender1.gpu0").unwrap(),
+        requester(&tf, "lender2.gpu0").unwrap(),
+    );
+    let node = |r: fabric::Requester| match r {
+        fabric::Requester::Function(n) => n,
+        _ => unreachable!(),
+    };
+    let ga = Gpu::from_node(&tf, node(a)).unwrap();
+    let gb = Gpu::from_node(&tf, node(b)).unwrap();
+    let a_to_b = map_buffer(&mut tf, a, "lender2.gpu0.bar1", 0x2000, 4).unwrap();
+    let b_to_a = map_buffer(&mut tf, b, "lender1.gpu0.bar1", 0x1000, 4).unwrap();
+    let ok = Counters::InGpuMemory {
+        a_to_b,
+        b_to_a,
+        a_offset: 0x1000,
+        b_offset: 0x2000,
+    };
+    let t = pingpong(&mut tf, &ga, &gb, ok, 3).unwrap();
+    assert!(
+        t.as_ns() > 1000,
+        "two NTB crossings each way and two polls: {t}"
+    );
+    assert_eq!(
+        gb.own_u32(&tf, 0x2000),
+        5,
+        "B's counter holds A's last ping (2k+1, k = 2)"
+    );
+    assert_eq!(ga.own_u32(&tf, 0x1000), 6);
+    // B polling the wrong word sees a stale value: the check fires.
+    let wrong = Counters::InGpuMemory {
+        a_to_b,
+        b_to_a,
+        a_offset: 0x1000,
+        b_offset: 0x3000,
+    };
+    assert!(matches!(
+        pingpong(&mut tf, &ga, &gb, wrong, 1),
+        Err(GpuError::WrongValue { got: 0, want: 1 })
+    ));
+}
