@@ -140,6 +140,12 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             };
             let mut p = Path::default();
             let r = f.route(&req, &mut p);
+            // With timing parameters, the zero-load time of this one request: a write until
+            // it lands, a read until its data is back (requester overheads not included).
+            let latency_ns = match &r {
+                Ok(_) => zero_load_ns(load(&scenario)?, &from, &to, offset, len, access),
+                Err(_) => None,
+            };
             let t = &f.topo;
             match format {
                 crate::Format::Json => {
@@ -150,6 +156,9 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                     v["address"] = req.addr.into();
                     v["len"] = len.into();
                     v["setup"] = setup.clone().into();
+                    if let Some(l) = latency_ns {
+                        v["latency_ns"] = l.into();
+                    }
                     println!("{}", serde_json::to_string_pretty(&v)?);
                 }
                 crate::Format::Text => {
@@ -169,12 +178,24 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                         );
                     }
                     match &r {
-                        Ok(target) => println!(
-                            "  → {}\n  {} hop(s), {} root(s)",
-                            describe::target_name(t, target),
-                            p.hops(),
-                            p.roots()
-                        ),
+                        Ok(target) => {
+                            println!(
+                                "  → {}\n  {} hop(s), {} root(s)",
+                                describe::target_name(t, target),
+                                p.hops(),
+                                p.roots()
+                            );
+                            if let Some(l) = latency_ns {
+                                println!(
+                                    "  zero-load latency {l:.1} ns ({})",
+                                    if access == Access::Write {
+                                        "until the write lands"
+                                    } else {
+                                        "read round trip"
+                                    }
+                                );
+                            }
+                        }
                         Err(fault) => println!(
                             "  ✗ FAULT: {}\n  {} hop(s), {} root(s) before the fault",
                             describe::fault_text(t, fault),
@@ -192,4 +213,53 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// The zero-load time of one request on a fresh timed copy of the scenario, or `None`
+/// when the scenario has no timing parameters.
+fn zero_load_ns(
+    f: Fabric,
+    from: &str,
+    to: &str,
+    offset: u64,
+    len: u32,
+    access: Access,
+) -> Option<f64> {
+    let mut tf = sim::timed::TimedFabric::new(f, 1).ok()?;
+    let src = tf.fabric.resolve(from).ok()?;
+    let req = match fabric::units::parse_size(to) {
+        Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
+            let requester = match src {
+                fabric::Endpoint::Node(n) | fabric::Endpoint::Bar { node: n, .. } => {
+                    Requester::Function(n)
+                }
+                fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
+                fabric::Endpoint::Ram { .. } => return None,
+            };
+            Request {
+                requester,
+                addr: addr + offset,
+                len,
+                access,
+            }
+        }
+        _ => {
+            let dst = tf.fabric.resolve(to).ok()?;
+            tf.fabric.plan_access(src, dst, offset, len, access).ok()?.0
+        }
+    };
+    let spec = devices::DmaSpec {
+        mps: 4096,
+        mrrs: 4096,
+        max_reads: 1,
+        issue_ps_per_kib: 1,
+    };
+    let op = if access == Access::Write {
+        devices::Op::Write { dst: req.addr }
+    } else {
+        devices::Op::Read { src: req.addr }
+    };
+    let job = devices::DmaJob::new(&mut tf, req.requester, spec, op, len as u64, 0).ok()?;
+    let o = job.run(&mut tf.net, sim::Time::ZERO);
+    Some((o.end - o.start).as_ns_f64())
 }

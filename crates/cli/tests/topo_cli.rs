@@ -229,3 +229,41 @@ fn graphviz_renders_the_whole_cluster() {
         assert!(svg.contains(name), "{name} drawn");
     }
 }
+
+#[test]
+fn topo_path_reports_zero_load_latency_where_the_scenario_has_timing() {
+    let lat = |to: &str| {
+        let v = json(&[
+            "topo",
+            "path",
+            "smartio_chassis_mxs824",
+            "--from",
+            "lender.nvme",
+            "--to",
+            to,
+            "--format",
+            "json",
+        ]);
+        v["latency_ns"]
+            .as_f64()
+            .expect("SmartIO hosts have timing parameters")
+    };
+    let (gpu, lender, borrower) = (lat("lender.gpu"), lat("lender.ram"), lat("borrower.ram"));
+    assert!(
+        gpu < lender && lender < borrower,
+        "1, 3 and 4 hops: {gpu} < {lender} < {borrower}"
+    );
+    // Without timing parameters the field is absent rather than invented.
+    let v = json(&[
+        "topo",
+        "path",
+        "tyche_6nic",
+        "--from",
+        "target.nic0",
+        "--to",
+        "target.ram",
+        "--format",
+        "json",
+    ]);
+    assert!(v.get("latency_ns").is_none());
+}
