@@ -75,7 +75,14 @@ pub fn execute(a: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
     };
     machine.processes.sort_by_key(|p| p.pid);
-    let result = audit(&machine);
+    let mut result = audit(&machine);
+    let cal = match (&calibration, &a.calibration) {
+        (Some(params), Some(p)) => Some(Calibration { params, path: p }),
+        _ => None,
+    };
+    if inspect::predict::annotate(&mut result, &machine, cal) > 0 {
+        result.predicted_gain = inspect::predict::PREDICTED;
+    }
     match a.format {
         Format::Human => out.write_all(inspect::report::render_human(&result).as_bytes())?,
         Format::Json => {

@@ -10,8 +10,8 @@
 //! - `error`: I/O that certainly crosses the interconnect now (interrupts only
 //!   deliverable to another node, a process entirely away from its device).
 //!
-//! Predicted gains need the simulator's timing layer, which has not landed; every
-//! finding carries `predicted_gain: null` and the report says so.
+//! Predicted gains come from `predict`, which runs the machine through the timing model;
+//! findings it does not apply to carry `predicted_gain: null`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -23,9 +23,9 @@ use crate::cpuset::CpuSet;
 use crate::model::{Machine, NoteLevel, PciDevice, ProcessInfo, Source};
 use crate::pci::{gen_from_gts, Bdf, DeviceClass, OsDeviceKind};
 
-/// What the report says in place of a predicted gain until the timing layer lands.
+/// What the report says when no finding got a predicted gain (see `predict`).
 pub const PREDICTED_GAIN_STATUS: &str =
-    "not yet available: predicting gains needs nudma's timing layer, which has not landed";
+    "none: no finding here moves a device's I/O between nodes (or the machine has one node)";
 
 /// How much a finding matters. Ordered: `Info < Warning < Error`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -80,7 +80,8 @@ pub struct Finding {
     pub why: String,
     /// Shell commands, in order; lines starting with `#` are steps no command does.
     pub fix: Vec<String>,
-    /// Always `null` until the timing layer lands (see [`PREDICTED_GAIN_STATUS`]).
+    /// For a placement finding: how many times more one I/O costs served from another
+    /// node than from the device's (see `predict`); `null` where it does not apply.
     pub predicted_gain: Option<f64>,
 }
 

@@ -225,8 +225,11 @@ pub fn scenario_toml(
     let _ = writeln!(out);
 
     // ----- memory -----
-    let (memory_text, memory_source) = memory_section(m, calibration)?;
+    let (memory_text, memory_source, lat, bw) = memory_section(m, calibration)?;
+    let timing_text = timing_section(&lat, &bw);
     out.push_str(&memory_text);
+    let _ = writeln!(out);
+    out.push_str(&timing_text);
     let _ = writeln!(out);
 
     // ----- interconnect -----
@@ -338,7 +341,7 @@ fn host_name(m: &Machine) -> String {
 fn memory_section(
     m: &Machine,
     calibration: Option<Calibration>,
-) -> Result<(String, MemorySource), InspectError> {
+) -> Result<(String, MemorySource, Matrix, Matrix), InspectError> {
     let n = m.nodes.len().max(1);
     let mut out = String::new();
     let _ = writeln!(out, "[platform.{PLATFORM}.memory]");
@@ -371,7 +374,12 @@ fn memory_section(
         );
         let _ = writeln!(out, "latency_ns = {}", matrix_toml(&p.latency_ns));
         let _ = writeln!(out, "bandwidth_gbps = {}", matrix_toml(&p.bandwidth_gbps));
-        return Ok((out, MemorySource::Calibration));
+        return Ok((
+            out,
+            MemorySource::Calibration,
+            p.latency_ns.clone(),
+            p.bandwidth_gbps.clone(),
+        ));
     }
     if let Some((lat, bw)) = hwloc_memattr_matrices(m) {
         let _ = writeln!(
@@ -380,7 +388,7 @@ fn memory_section(
         );
         let _ = writeln!(out, "latency_ns = {}", matrix_toml(&lat));
         let _ = writeln!(out, "bandwidth_gbps = {}", matrix_toml(&bw));
-        return Ok((out, MemorySource::HwlocMemoryAttributes));
+        return Ok((out, MemorySource::HwlocMemoryAttributes, lat, bw));
     }
     let ids: Vec<u32> = m.nodes.iter().map(|x| x.id).collect();
     let ratios: Option<Vec<Vec<f64>>> = m.numa_distances().and_then(|d| {
@@ -427,7 +435,52 @@ fn memory_section(
         .collect();
     let _ = writeln!(out, "latency_ns = {}", matrix_toml(&lat));
     let _ = writeln!(out, "bandwidth_gbps = {}", matrix_toml(&bw));
-    Ok((out, source))
+    Ok((out, source, lat, bw))
+}
+
+/// The timing table the simulator needs, derived from the memory matrices where they
+/// speak (local DRAM latency and bandwidth, the interconnect's share of remote latency)
+/// and marked as assumptions elsewhere.
+fn timing_section(lat: &Matrix, bw: &Matrix) -> String {
+    let n = lat.len().max(1);
+    let diag = |m: &Matrix| (0..m.len()).map(|i| m[i][i]).sum::<f64>() / m.len().max(1) as f64;
+    let (local_lat, local_bw) = (diag(lat), diag(bw));
+    let off: Vec<f64> = (0..lat.len())
+        .flat_map(|i| (0..lat.len()).filter(move |&j| j != i).map(move |j| (i, j)))
+        .map(|(i, j)| lat[i][j])
+        .collect();
+    let ic = if off.is_empty() {
+        0.0
+    } else {
+        ((off.iter().sum::<f64>() / off.len() as f64 - local_lat) / 2.0).max(0.0)
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "[platform.{PLATFORM}.timing]");
+    let _ = writeln!(
+        out,
+        "dram_latency_ns = {local_lat:.1}   # mean local latency of the memory matrix above"
+    );
+    let _ = writeln!(
+        out,
+        "dram_gbps = {local_bw:.1}   # mean local bandwidth of the memory matrix above"
+    );
+    let _ = writeln!(out, "interconnect_latency_ns = {ic:.1}   # half the mean remote penalty of the matrix ({n} node(s))");
+    for line in [
+        "llc_latency_ns = 20.0   # assumption: an LLC hit",
+        "rc_latency_ns = 50.0   # assumption: root complex handling of an inbound TLP",
+        "rc_p2p_latency_ns = 100.0   # assumption: forwarding between root ports",
+        "rc_p2p_read_tags = 48.0   # assumption: as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+        "rcb_bytes = 64.0   # assumption: 64 B read completions",
+        "iotlb_hit_ns = 10.0   # assumption",
+        "iotlb_miss_ns = 300.0   # assumption",
+        "iotlb_entries = 64.0   # assumption",
+        "cpu_mmio_write_ns = 45.0   # assumption: as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+        "cpu_poll_ns = 80.0   # assumption",
+        "interconnect_gbps = 20.0   # assumption: per link and direction (QPI/UPI class)",
+    ] {
+        let _ = writeln!(out, "{line}");
+    }
+    out
 }
 
 /// Row = CPU node, column = memory node.

@@ -21,6 +21,7 @@ pub mod hwloc;
 pub mod model;
 pub mod pci;
 pub mod platform_file;
+pub mod predict;
 pub mod procs;
 pub mod report;
 pub mod sysfs;
