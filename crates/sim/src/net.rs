@@ -413,6 +413,38 @@ impl Net {
         id
     }
 
+    pub fn wire(&self, w: u32) -> &Wire {
+        &self.wires[w as usize]
+    }
+
+    pub fn reverse_route(&self, route: u32) -> u32 {
+        self.routes[route as usize].reverse
+    }
+
+    pub fn iotlb_hit(&self, i: u32) -> Time {
+        self.iotlbs[i as usize].hit
+    }
+
+    pub fn fc_extra(&self) -> Time {
+        self.fc_extra
+    }
+
+    pub fn splitter_shape(&self, s: u32) -> (u32, u32) {
+        (
+            self.splitters[s as usize].split,
+            self.splitters[s as usize].tags,
+        )
+    }
+
+    /// Latency of a write landing in a sink: the LLC's for a DDIO write, else the sink's.
+    pub fn sink_write_latency(&self, s: u32, ddio: bool) -> Time {
+        let sink = &self.sinks[s as usize];
+        match (&sink.llc, ddio) {
+            (Some(l), true) if l.capacity_lines > 0 => l.latency,
+            _ => sink.write_latency,
+        }
+    }
+
     pub fn route_hops(&self, route: u32) -> &[Hop] {
         &self.routes[route as usize].hops
     }

@@ -1,0 +1,188 @@
+//! The flow-level model: closed-form estimates over the same timed routes the TLP-level
+//! network runs, for sweeps and as an independent check of the simulation. Zero-load
+//! latency is the sum of a route's serializations, propagations and delays; a stream's
+//! rate is the smallest of its bottlenecks — each wire's payload efficiency × rate, each
+//! credit loop (credits × payload ÷ loop time), the requester's tags × request size ÷
+//! round trip, a splitting root's tags × split size ÷ its round trip, and the sink.
+
+use crate::net::{Hop, Net};
+use crate::pcie::{self, serialize};
+use crate::time::Time;
+
+/// Why a stream runs at the rate it does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowEstimate {
+    pub gbps: f64,
+    pub bottleneck: String,
+}
+
+fn ps(t: Time) -> f64 {
+    t.as_ps() as f64
+}
+
+impl Net {
+    /// Time for one TLP of `payload` bytes (a posted write) to travel `route` at zero load,
+    /// to the moment its sink has it (latency of the sink excluded).
+    fn one_way(&self, hops: &[Hop], payload: u32, completion: bool) -> Time {
+        let mut t = Time::ZERO;
+        for h in hops {
+            match *h {
+                Hop::Wire(w) => {
+                    let w = self.wire(w);
+                    let bytes = if w.pcie {
+                        pcie::wire_bytes(payload, completion, true)
+                    } else {
+                        payload.max(64)
+                    };
+                    t += serialize(bytes, w.ps_per_kib) + w.latency;
+                }
+                Hop::Delay(d) => t += d,
+                Hop::Iommu(i) => t += self.iotlb_hit(i),
+                Hop::RootSplit(_) | Hop::Sink(..) => {}
+            }
+        }
+        t
+    }
+
+    /// Zero-load latency of a posted write of `payload` bytes until it is visible.
+    pub fn zero_load_write(&self, route: u32, payload: u32) -> Time {
+        let hops = self.route_hops(route);
+        let sink = match hops.last() {
+            Some(Hop::Sink(s, ddio)) => self.sink_write_latency(*s, *ddio),
+            _ => Time::ZERO,
+        };
+        self.one_way(hops, payload, false) + sink
+    }
+
+    /// Zero-load round trip of a read of `bytes` (up to its first completion's arrival).
+    pub fn zero_load_read(&self, route: u32, bytes: u32) -> Time {
+        let hops = self.route_hops(route);
+        let (sink_lat, rcb) = match hops.last() {
+            Some(Hop::Sink(s, _)) => (self.sink(*s).read_latency, self.sink(*s).rcb),
+            _ => (Time::ZERO, 64),
+        };
+        let back = self.route_hops(self.reverse_route(route));
+        self.one_way(hops, 0, false) + sink_lat + self.one_way(back, bytes.min(rcb), true)
+    }
+
+    /// Steady rate of back-to-back posted writes of `payload` bytes on `route`.
+    pub fn flow_write(&self, route: u32, payload: u32) -> FlowEstimate {
+        let hops = self.route_hops(route).to_vec();
+        self.bottleneck(&hops, payload, false, 0)
+    }
+
+    /// Steady rate of reads of `size` bytes with `tags` outstanding on `route`.
+    pub fn flow_read(&self, route: u32, size: u32, tags: u32) -> FlowEstimate {
+        let hops = self.route_hops(route).to_vec();
+        let back = self.route_hops(self.reverse_route(route)).to_vec();
+        let rcb = match hops.last() {
+            Some(Hop::Sink(s, _)) => self.sink(*s).rcb,
+            _ => 64,
+        };
+        let rtt = ps(self.zero_load_read(route, size))
+            + ps(serialize(
+                pcie::wire_bytes(rcb, true, true),
+                self.slowest(&back),
+            )) * (size.div_ceil(rcb) as f64 - 1.0).max(0.0);
+        let mut best = FlowEstimate {
+            gbps: tags as f64 * size as f64 / rtt * 1000.0,
+            bottleneck: format!(
+                "{tags} outstanding reads of {size} B over a {:.0} ns round trip",
+                rtt / 1000.0
+            ),
+        };
+        // A splitting root: its tags × split size over the round trip from the root.
+        if let Some(k) = hops.iter().position(|h| matches!(h, Hop::RootSplit(_))) {
+            let Hop::RootSplit(sp) = hops[k] else {
+                unreachable!()
+            };
+            let (split, rtags) = self.splitter_shape(sp);
+            let below = &hops[k + 1..];
+            let sink_lat = match hops.last() {
+                Some(Hop::Sink(s, _)) => self.sink(*s).read_latency,
+                _ => Time::ZERO,
+            };
+            let back_below = &back[..back.len() - k];
+            let r = ps(self.one_way(below, 0, false))
+                + ps(sink_lat)
+                + ps(self.one_way(back_below, split.min(rcb), true));
+            let g = rtags as f64 * split as f64 / r * 1000.0;
+            if g < best.gbps {
+                best = FlowEstimate { gbps: g, bottleneck: format!("root re-issues reads as {split} B with {rtags} tags over a {:.0} ns round trip", r / 1000.0) };
+            }
+        }
+        let c = self.bottleneck(&back, rcb, true, 0);
+        if c.gbps < best.gbps {
+            best = c;
+        }
+        best
+    }
+
+    fn slowest(&self, hops: &[Hop]) -> u64 {
+        hops.iter()
+            .filter_map(|h| match h {
+                Hop::Wire(w) => Some(self.wire(*w).ps_per_kib),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The tightest wire or credit loop for a stream of `payload`-byte TLPs on `hops`.
+    fn bottleneck(
+        &self,
+        hops: &[Hop],
+        payload: u32,
+        completion: bool,
+        _skip: usize,
+    ) -> FlowEstimate {
+        let class = if completion { 2 } else { 0 };
+        let mut best = FlowEstimate {
+            gbps: f64::INFINITY,
+            bottleneck: "nothing".into(),
+        };
+        for (i, h) in hops.iter().enumerate() {
+            let Hop::Wire(wid) = *h else { continue };
+            let w = self.wire(wid);
+            let bytes = if w.pcie {
+                pcie::wire_bytes(payload, completion, true)
+            } else {
+                payload.max(64)
+            };
+            let ser = ps(serialize(bytes, w.ps_per_kib));
+            let link = payload as f64 / ser * 1000.0;
+            if link < best.gbps {
+                best = FlowEstimate {
+                    gbps: link,
+                    bottleneck: format!("{} at {} B per TLP", w.name, payload),
+                };
+            }
+            let credits = w.credit_cap[class];
+            if credits > 0 {
+                // Held from transmission until the TLP leaves the receiver: up to the next
+                // wire's start (or the route's end), then the credit update comes back.
+                let mut hold = ser + ps(w.latency);
+                for nh in &hops[i + 1..] {
+                    match *nh {
+                        Hop::Delay(d) => hold += ps(d),
+                        Hop::Iommu(x) => hold += ps(self.iotlb_hit(x)),
+                        _ => break,
+                    }
+                }
+                let lp = hold + ps(w.latency) + ps(self.fc_extra());
+                let g = credits as f64 * payload as f64 / lp * 1000.0;
+                if g < best.gbps {
+                    best = FlowEstimate {
+                        gbps: g,
+                        bottleneck: format!(
+                            "{credits} credits on {} over a {:.0} ns loop",
+                            w.name,
+                            lp / 1000.0
+                        ),
+                    };
+                }
+            }
+        }
+        best
+    }
+}
