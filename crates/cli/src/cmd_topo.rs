@@ -142,10 +142,11 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             let r = f.route(&req, &mut p);
             // With timing parameters, the zero-load time of this one request: a write until
             // it lands, a read until its data is back (requester overheads not included).
-            let latency_ns = match &r {
-                Ok(_) => zero_load_ns(load(&scenario)?, &from, &to, offset, len, access),
+            let timed = match &r {
+                Ok(_) => timed_view(load(&scenario)?, &from, &to, offset, len, access),
                 Err(_) => None,
             };
+            let latency_ns = timed.as_ref().map(|t| t.0);
             let t = &f.topo;
             match format {
                 crate::Format::Json => {
@@ -156,8 +157,11 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                     v["address"] = req.addr.into();
                     v["len"] = len.into();
                     v["setup"] = setup.clone().into();
-                    if let Some(l) = latency_ns {
-                        v["latency_ns"] = l.into();
+                    if let Some((l, stream)) = &timed {
+                        v["latency_ns"] = (*l).into();
+                        if let Some((gbps, why)) = stream {
+                            v["stream"] = serde_json::json!({ "gbps": gbps, "bottleneck": why });
+                        }
                     }
                     println!("{}", serde_json::to_string_pretty(&v)?);
                 }
@@ -195,6 +199,11 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                                     }
                                 );
                             }
+                            if let Some((_, Some((gbps, why)))) = &timed {
+                                println!(
+                                    "  streaming such accesses: {gbps:.2} GB/s, bound by {why}"
+                                );
+                            }
                         }
                         Err(fault) => println!(
                             "  ✗ FAULT: {}\n  {} hop(s), {} root(s) before the fault",
@@ -215,16 +224,20 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The zero-load time of one request on a fresh timed copy of the scenario, or `None`
-/// when the scenario has no timing parameters.
-fn zero_load_ns(
+/// On a fresh timed copy of the scenario: the zero-load time of one request and, for a
+/// device, the flow model's rate and bottleneck for a stream of such requests (its own
+/// `dma_max_reads`/`dma_mrrs_bytes` where it declares them, else 32 reads of 512 B
+/// (assumption)). `None` when the scenario has no timing parameters.
+type TimedView = (f64, Option<(f64, String)>);
+
+fn timed_view(
     f: Fabric,
     from: &str,
     to: &str,
     offset: u64,
     len: u32,
     access: Access,
-) -> Option<f64> {
+) -> Option<TimedView> {
     let mut tf = sim::timed::TimedFabric::new(f, 1).ok()?;
     let src = tf.fabric.resolve(from).ok()?;
     let req = match fabric::units::parse_size(to) {
@@ -261,5 +274,38 @@ fn zero_load_ns(
     };
     let job = devices::DmaJob::new(&mut tf, req.requester, spec, op, len as u64, 0).ok()?;
     let o = job.run(&mut tf.net, sim::Time::ZERO);
-    Some((o.end - o.start).as_ns_f64())
+    let latency = (o.end - o.start).as_ns_f64();
+    let stream = match req.requester {
+        Requester::Function(n) => {
+            let (route, target) = tf.route(&req).ok()?;
+            let topo = &tf.fabric.topo;
+            let target_host = match target {
+                fabric::Target::Ram { host, .. } => host,
+                fabric::Target::Bar { node, .. } => topo.node(node).host,
+            };
+            let mps = topo
+                .host(topo.node(n).host)
+                .mps
+                .min(topo.host(target_host).mps);
+            let t = match topo.node(n).kind {
+                fabric::NodeKind::Function { device, .. } => {
+                    topo.devices[device as usize].timing.clone()
+                }
+                _ => Default::default(),
+            };
+            let e = if access == Access::Write {
+                tf.net.flow_write(route, mps)
+            } else {
+                let mrrs = t.get("dma_mrrs_bytes").copied().unwrap_or(512.0) as u32;
+                tf.net.flow_read(
+                    route,
+                    mrrs,
+                    t.get("dma_max_reads").copied().unwrap_or(32.0) as u32,
+                )
+            };
+            Some((e.gbps, e.bottleneck))
+        }
+        Requester::Cpu { .. } => None,
+    };
+    Some((latency, stream))
 }

@@ -267,3 +267,43 @@ fn topo_path_reports_zero_load_latency_where_the_scenario_has_timing() {
     ]);
     assert!(v.get("latency_ns").is_none());
 }
+
+#[test]
+fn topo_path_names_the_bottleneck_of_a_stream_of_such_accesses() {
+    let v = json(&[
+        "topo",
+        "path",
+        "smartio_pxh810_b2b",
+        "--from",
+        "lender.gpu",
+        "--to",
+        "borrower.ram",
+        "--access",
+        "write",
+        "--format",
+        "json",
+    ]);
+    let why = v["stream"]["bottleneck"].as_str().unwrap();
+    assert!(
+        why.contains("credits"),
+        "posted writes over the PXH810 pair are credit-bound: {why}"
+    );
+    let v = json(&[
+        "topo",
+        "path",
+        "smartio_chassis_b2b",
+        "--from",
+        "lender.gpu",
+        "--to",
+        "borrower.ram",
+        "--format",
+        "json",
+    ]);
+    let why = v["stream"]["bottleneck"].as_str().unwrap();
+    assert!(
+        why.contains("outstanding reads"),
+        "the P4000's reads are bound by its tags: {why}"
+    );
+    let gbps = v["stream"]["gbps"].as_f64().unwrap();
+    assert!((9.0..11.5).contains(&gbps), "{gbps}");
+}
