@@ -110,34 +110,7 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                 AccessArg::Read => Access::Read,
                 AccessArg::Write => Access::Write,
             };
-            let src = f.resolve(&from)?;
-            let (req, setup) = match fabric::units::parse_size(&to) {
-                Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
-                    let requester = match src {
-                        fabric::Endpoint::Node(n) | fabric::Endpoint::Bar { node: n, .. } => {
-                            Requester::Function(n)
-                        }
-                        fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
-                        fabric::Endpoint::Ram { .. } => {
-                            anyhow::bail!("RAM is not a requester: use `host.cpuN` or a device")
-                        }
-                    };
-                    (
-                        Request {
-                            requester,
-                            addr: addr + offset,
-                            len,
-                            access,
-                        },
-                        vec![],
-                    )
-                }
-                _ => {
-                    let dst = f.resolve(&to)?;
-                    f.plan_access(src, dst, offset, len, access)
-                        .with_context(|| format!("setting up an access from {from} to {to}"))?
-                }
-            };
+            let (req, setup) = request_for(&mut f, &from, &to, offset, len, access)?;
             let mut p = Path::default();
             let r = f.route(&req, &mut p);
             // With timing parameters, the zero-load time of this one request: a write until
@@ -224,6 +197,46 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The request `topo path` examines: to a bus address as given, or to a named endpoint
+/// with what a driver would set up for it (listed).
+fn request_for(
+    f: &mut Fabric,
+    from: &str,
+    to: &str,
+    offset: u64,
+    len: u32,
+    access: Access,
+) -> anyhow::Result<(Request, Vec<String>)> {
+    let src = f.resolve(from)?;
+    match fabric::units::parse_size(to) {
+        Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
+            let requester = match src {
+                fabric::Endpoint::Node(n) | fabric::Endpoint::Bar { node: n, .. } => {
+                    Requester::Function(n)
+                }
+                fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
+                fabric::Endpoint::Ram { .. } => {
+                    anyhow::bail!("RAM is not a requester: use `host.cpuN` or a device")
+                }
+            };
+            Ok((
+                Request {
+                    requester,
+                    addr: addr + offset,
+                    len,
+                    access,
+                },
+                vec![],
+            ))
+        }
+        _ => {
+            let dst = f.resolve(to)?;
+            Ok(f.plan_access(src, dst, offset, len, access)
+                .with_context(|| format!("setting up an access from {from} to {to}"))?)
+        }
+    }
+}
+
 /// On a fresh timed copy of the scenario: the zero-load time of one request and, for a
 /// device, the flow model's rate and bottleneck for a stream of such requests (its own
 /// `dma_max_reads`/`dma_mrrs_bytes` where it declares them, else 32 reads of 512 B
@@ -239,42 +252,15 @@ fn timed_view(
     access: Access,
 ) -> Option<TimedView> {
     let mut tf = sim::timed::TimedFabric::new(f, 1).ok()?;
-    let src = tf.fabric.resolve(from).ok()?;
-    let req = match fabric::units::parse_size(to) {
-        Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
-            let requester = match src {
-                fabric::Endpoint::Node(n) | fabric::Endpoint::Bar { node: n, .. } => {
-                    Requester::Function(n)
-                }
-                fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
-                fabric::Endpoint::Ram { .. } => return None,
-            };
-            Request {
-                requester,
-                addr: addr + offset,
-                len,
-                access,
-            }
-        }
-        _ => {
-            let dst = tf.fabric.resolve(to).ok()?;
-            tf.fabric.plan_access(src, dst, offset, len, access).ok()?.0
-        }
-    };
-    let spec = devices::DmaSpec {
-        mps: 4096,
-        mrrs: 4096,
-        max_reads: 1,
-        issue_ps_per_kib: 1,
-    };
+    let (req, _) = request_for(&mut tf.fabric, from, to, offset, len, access).ok()?;
     let op = if access == Access::Write {
         devices::Op::Write { dst: req.addr }
     } else {
         devices::Op::Read { src: req.addr }
     };
-    let job = devices::DmaJob::new(&mut tf, req.requester, spec, op, len as u64, 0).ok()?;
-    let o = job.run(&mut tf.net, sim::Time::ZERO);
-    let latency = (o.end - o.start).as_ns_f64();
+    let latency = devices::single_access(&mut tf, req.requester, op, len)
+        .ok()?
+        .as_ns_f64();
     let stream = match req.requester {
         Requester::Function(n) => {
             let (route, target) = tf.route(&req).ok()?;

@@ -317,3 +317,22 @@ impl Driver for DmaJob {
         }
     }
 }
+
+/// Time of one small access on an idle network: a posted write until it lands, or a read
+/// until its data is back (for doorbells, flags, counters and polls).
+pub fn single_access(
+    tf: &mut TimedFabric,
+    requester: Requester,
+    op: Op,
+    bytes: u32,
+) -> Result<Time, Fault> {
+    let spec = DmaSpec {
+        mps: 4096,
+        mrrs: 4096,
+        max_reads: 1,
+        issue_ps_per_kib: 1,
+    };
+    let job = DmaJob::new(tf, requester, spec, op, bytes as u64, 0)?;
+    let o = job.run(&mut tf.net, Time::ZERO);
+    Ok(o.end - o.start)
+}

@@ -10,7 +10,7 @@ use fabric::{Fault, NodeId, NodeKind, Requester};
 use sim::timed::{ns, TimedFabric};
 use sim::Time;
 
-use crate::dma::{DmaJob, DmaSpec, Op};
+use crate::dma::{single_access, DmaSpec, Op};
 
 /// A GPU as the timing layer sees it, from its device `timing` table.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,22 +95,12 @@ impl Gpu {
     /// the time is the posted write's flight on the network.
     pub fn store_u32(&self, tf: &mut TimedFabric, bus: u64, value: u32) -> Result<Time, GpuError> {
         tf.fabric.dma_write(self.node, bus, &value.to_le_bytes())?;
-        let spec = DmaSpec {
-            mps: 64,
-            mrrs: 64,
-            max_reads: 1,
-            issue_ps_per_kib: 1,
-        };
-        let job = DmaJob::new(
+        Ok(single_access(
             tf,
             Requester::Function(self.node),
-            spec,
             Op::Write { dst: bus },
             4,
-            0,
-        )?;
-        let o = job.run(&mut tf.net, Time::ZERO);
-        Ok(o.end - o.start)
+        )?)
     }
 
     /// A kernel load of 4 bytes at bus address `bus` (its own memory or a peer's/host's):
@@ -118,22 +108,8 @@ impl Gpu {
     pub fn load_u32(&self, tf: &mut TimedFabric, bus: u64) -> Result<(u32, Time), GpuError> {
         let mut b = [0u8; 4];
         tf.fabric.dma_read(self.node, bus, &mut b)?;
-        let spec = DmaSpec {
-            mps: 64,
-            mrrs: 64,
-            max_reads: 1,
-            issue_ps_per_kib: 1,
-        };
-        let job = DmaJob::new(
-            tf,
-            Requester::Function(self.node),
-            spec,
-            Op::Read { src: bus },
-            4,
-            0,
-        )?;
-        let o = job.run(&mut tf.net, Time::ZERO);
-        Ok((u32::from_le_bytes(b), o.end - o.start))
+        let t = single_access(tf, Requester::Function(self.node), Op::Read { src: bus }, 4)?;
+        Ok((u32::from_le_bytes(b), t))
     }
 
     /// Reads the counter in the GPU's own memory (what its poll loop sees).

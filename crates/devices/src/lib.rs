@@ -4,5 +4,5 @@
 pub mod dma;
 pub mod gpu;
 
-pub use dma::{DmaJob, DmaOutcome, DmaSpec, Op, PageRoutes};
+pub use dma::{single_access, DmaJob, DmaOutcome, DmaSpec, Op, PageRoutes};
 pub use gpu::{pingpong, Counters, Gpu, GpuError};

@@ -195,30 +195,14 @@ pub fn mps_between(tf: &TimedFabric, a: u32, b: u32) -> u32 {
 /// Time for a small posted write (a doorbell, a flag, a counter) to become visible:
 /// from when it leaves the requester until it lands.
 pub fn one_way(tf: &mut TimedFabric, who: Requester, bus: u64) -> Result<Time, RunError> {
-    let spec = DmaSpec {
-        mps: 64,
-        mrrs: 64,
-        max_reads: 1,
-        issue_ps_per_kib: 1,
-    };
-    let job = DmaJob::new(tf, who, spec, Op::Write { dst: bus }, 4, 0)
-        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
-    let o = job.run(&mut tf.net, Time::ZERO);
-    Ok(o.end - o.start)
+    devices::single_access(tf, who, Op::Write { dst: bus }, 4)
+        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))
 }
 
 /// Round trip of a small read (a poll).
 pub fn read_rtt(tf: &mut TimedFabric, who: Requester, bus: u64) -> Result<Time, RunError> {
-    let spec = DmaSpec {
-        mps: 64,
-        mrrs: 64,
-        max_reads: 1,
-        issue_ps_per_kib: 1,
-    };
-    let job = DmaJob::new(tf, who, spec, Op::Read { src: bus }, 4, 0)
-        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
-    let o = job.run(&mut tf.net, Time::ZERO);
-    Ok(o.end - o.start)
+    devices::single_access(tf, who, Op::Read { src: bus }, 4)
+        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))
 }
 
 /// Duration of a DMA job of `bytes`, simulated up to `DMA_WINDOW` and extended at the
