@@ -1395,7 +1395,7 @@ impl Builder {
         host.nodes = nodes_of_host;
         // Depth, root, bus numbers and requester IDs, in tree order.
         let mut bus: u32 = 0;
-        for (ri, &rc) in roots.iter().enumerate() {
+        for &rc in roots.iter() {
             let root_bus = bus;
             bus += 1;
             topo.nodes[rc as usize].rid = Rid::new(root_bus as u8, 0, 0);
@@ -1416,7 +1416,6 @@ impl Builder {
                 enumerate(topo, c, rc, 1, port_rid, &mut bus)
                     .map_err(|m| self.err(file, 0..0, Some(hkey.clone()), &m))?;
             }
-            let _ = ri;
         }
         // BARs and bridge windows.
         place_host(topo, &mut host, &fixed)

@@ -197,7 +197,7 @@ impl TimedFabric {
         let mut ram_sinks = Vec::new();
         let mut splitters = vec![NONE; topo.nodes.len()];
         let mut iotlbs = Vec::new();
-        for (hi, h) in topo.hosts.iter().enumerate() {
+        for h in topo.hosts.iter() {
             let p = &topo.platforms[h.platform as usize];
             let pt = &platform[h.platform as usize];
             let mut wires = Vec::new();
@@ -243,7 +243,6 @@ impl TimedFabric {
                         net.add_splitter(&topo.node_label(rc), split, pt.rc_p2p_read_tags as u32);
                 }
             }
-            let _ = hi;
             iotlbs.push(net.add_iotlb(
                 pt.iotlb_entries as usize,
                 ns(pt.iotlb_hit_ns),

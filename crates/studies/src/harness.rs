@@ -6,7 +6,7 @@
 
 use devices::{DmaJob, DmaOutcome, DmaSpec, Op};
 use fabric::iommu::{Perm, PAGE};
-use fabric::{builtin, CableEnd, Endpoint, Fabric, Requester};
+use fabric::{builtin, Endpoint, Fabric, Requester};
 use sim::timed::{ns, TimedFabric};
 use sim::{pcie, Time};
 
@@ -97,7 +97,6 @@ pub fn map_buffer(
         let m = f
             .ntb_map_window(ntb, dst_host, page, len)
             .map_err(RunError::from(target))?;
-        let _ = CableEnd::Ntb(ntb);
         m.local_addr + addr % PAGE
     };
     if let Requester::Function(_) = who {

@@ -3,7 +3,6 @@
 //! round trip, a splitting root), so agreement checks both models at once.
 
 use devices::Op;
-use fabric::Requester;
 use studies::harness::*;
 
 struct Case {
@@ -128,8 +127,4 @@ fn zero_load_latency_matches_a_single_simulated_write() {
         (des - flow).abs() / flow < 0.02,
         "simulated {des} ns vs closed form {flow} ns"
     );
-    let _ = Requester::Cpu {
-        host: 0,
-        package: 0,
-    };
 }
