@@ -160,6 +160,25 @@ pub fn device_spec(tf: &TimedFabric, who: Requester, mps: u32) -> Result<DmaSpec
     })
 }
 
+/// Maps `bytes` at `target` (+`offset`) for `who` and returns the bus address with the
+/// DMA behaviour `who` uses for it (its tags and request size, the MPS in force between
+/// its host and the target's).
+pub fn dma_to(
+    tf: &mut TimedFabric,
+    who: Requester,
+    target: &str,
+    offset: u64,
+    bytes: u64,
+) -> Result<(u64, DmaSpec), RunError> {
+    let bus = map_buffer(tf, who, target, offset, bytes)?;
+    let (target_host, _) = tf
+        .fabric
+        .resolve_address(target, offset)
+        .map_err(RunError::from(target))?;
+    let mps = mps_between(tf, tf.fabric.requester_host(who), target_host);
+    Ok((bus, device_spec(tf, who, mps)?))
+}
+
 /// A timing parameter of a requester's device or adapter.
 pub fn device_param(tf: &TimedFabric, who: Requester, key: &str) -> Result<f64, RunError> {
     let Requester::Function(n) = who else {

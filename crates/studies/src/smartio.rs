@@ -67,12 +67,8 @@ pub fn ntb_dma() -> Result<Vec<Run>, RunError> {
             let mut tf = load("smartio_pxh810_b2b", &[])?;
             let engine = requester(&tf, "borrower.ntb")?;
             let local = map_buffer(&mut tf, engine, "borrower.ram", 1 << 30, bytes)?;
-            let remote = map_buffer(&mut tf, engine, "lender.ram", 1 << 30, bytes)?;
-            let (a, b) = (
-                tf.fabric.topo.host_by_name("borrower").unwrap(),
-                tf.fabric.topo.host_by_name("lender").unwrap(),
-            );
-            let spec = device_spec(&tf, engine, mps_between(&tf, a, b))?;
+            // The copy crosses to the lender: the MPS in force is the smaller one.
+            let (remote, spec) = dma_to(&mut tf, engine, "lender.ram", 1 << 30, bytes)?;
             let setup = ns(device_param(&tf, engine, "dma_setup_ns")?);
             let op = if write {
                 Op::Copy {
@@ -110,12 +106,10 @@ fn gpu_copy(
     bytes: u64,
     write: bool,
 ) -> Result<Time, RunError> {
-    let buf = map_buffer(tf, gpu, user_ram, 1 << 30, bytes)?;
+    let (buf, spec) = dma_to(tf, gpu, user_ram, 1 << 30, bytes)?;
     let flag = map_buffer(tf, gpu, user_ram, 1 << 29, 64)?;
     let doorbell = map_buffer(tf, cpu, &format!("{gpu_name}.bar0"), 0, 4)?;
-    let gpu_host = tf.fabric.requester_host(gpu);
     let user_host = tf.fabric.requester_host(cpu);
-    let spec = device_spec(tf, gpu, mps_between(tf, gpu_host, user_host))?;
     let launch = ns(tf.timing_of(user_host).cpu_mmio_write_ns)
         + one_way(tf, cpu, doorbell)?
         + ns(device_param(tf, gpu, "launch_ns")?);
@@ -286,23 +280,17 @@ fn p2p_transfer(
     via_ram: bool,
     bytes: u64,
 ) -> Result<Time, RunError> {
-    let user = tf.fabric.topo.host_by_name("user").unwrap();
     let launch = |tf: &TimedFabric, g: Requester| -> Result<Time, RunError> {
         Ok(ns(device_param(tf, g, "launch_ns")?))
     };
-    let ha = tf.fabric.requester_host(a);
-    let hb = tf.fabric.requester_host(b);
     if via_ram {
-        let dst = map_buffer(tf, a, "user.ram", 1 << 30, bytes)?;
-        let src = map_buffer(tf, b, "user.ram", 1 << 30, bytes)?;
-        let sa = device_spec(tf, a, mps_between(tf, ha, user))?;
-        let sb = device_spec(tf, b, mps_between(tf, hb, user))?;
+        let (dst, sa) = dma_to(tf, a, "user.ram", 1 << 30, bytes)?;
+        let (src, sb) = dma_to(tf, b, "user.ram", 1 << 30, bytes)?;
         let t1 = dma_time(tf, a, sa, Op::Write { dst }, bytes)?;
         let t2 = dma_time(tf, b, sb, Op::Read { src }, bytes)?;
         Ok(launch(tf, a)? + t1 + launch(tf, b)? + t2)
     } else {
-        let dst = map_buffer(tf, a, &format!("{b_name}.bar1"), 0, bytes.min(128 << 20))?;
-        let sa = device_spec(tf, a, mps_between(tf, ha, hb))?;
+        let (dst, sa) = dma_to(tf, a, &format!("{b_name}.bar1"), 0, bytes.min(128 << 20))?;
         let t = dma_time(tf, a, sa, Op::Write { dst }, bytes)?;
         Ok(launch(tf, a)? + t)
     }

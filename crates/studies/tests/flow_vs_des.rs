@@ -17,14 +17,7 @@ fn both(c: &Case) -> (f64, f64, String) {
     let mut tf = load(c.scenario, c.iommu).unwrap();
     let g = requester(&tf, c.gpu).unwrap();
     let bytes = 4u64 << 20;
-    let bus = map_buffer(&mut tf, g, c.ram, 1 << 30, bytes).unwrap();
-    let gh = tf.fabric.requester_host(g);
-    let rh = tf
-        .fabric
-        .topo
-        .host_by_name(c.ram.split('.').next().unwrap())
-        .unwrap();
-    let spec = device_spec(&tf, g, mps_between(&tf, gh, rh)).unwrap();
+    let (bus, spec) = dma_to(&mut tf, g, c.ram, 1 << 30, bytes).unwrap();
     let access = if c.write {
         fabric::Access::Write
     } else {

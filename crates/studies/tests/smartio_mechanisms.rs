@@ -17,14 +17,7 @@ fn gpu_copy_gbps(
 ) -> f64 {
     let mut tf = load(scenario, iommu).unwrap();
     let g = requester(&tf, gpu).unwrap();
-    let bus = map_buffer(&mut tf, g, ram, 1 << 30, bytes).unwrap();
-    let gh = tf.fabric.requester_host(g);
-    let rh = tf
-        .fabric
-        .topo
-        .host_by_name(ram.split('.').next().unwrap())
-        .unwrap();
-    let spec = device_spec(&tf, g, mps_between(&tf, gh, rh)).unwrap();
+    let (bus, spec) = dma_to(&mut tf, g, ram, 1 << 30, bytes).unwrap();
     let op = if write {
         Op::Write { dst: bus }
     } else {
