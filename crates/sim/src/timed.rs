@@ -122,6 +122,7 @@ pub struct TimedFabric {
     /// Routes with identical hops share one id.
     dedup: FxHashMap<Vec<Hop>, u32>,
     path: Path,
+    ntb_translate: Vec<Time>,
 }
 
 /// A device's memory behind its BAR, from its `timing` table: `bar_gbps`,
@@ -267,8 +268,30 @@ impl TimedFabric {
                 rcb,
             );
         }
+        // Each adapter's NTB translation cost, resolved once; an adapter without one is an
+        // error, not a free crossing.
+        let ntb_translate = topo
+            .ntbs
+            .iter()
+            .enumerate()
+            .map(|(id, n)| {
+                n.adapter
+                    .timing
+                    .iter()
+                    .find(|(k, _)| k == "ntb_translate_ns")
+                    .map(|x| ns(x.1))
+                    .ok_or_else(|| {
+                        TimingError(format!(
+                            "adapter `{}` (on {}) has no timing parameter `ntb_translate_ns`",
+                            n.adapter.name,
+                            topo.cable_end_label(CableEnd::Ntb(id as u32))
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(TimedFabric {
             fabric,
+            ntb_translate,
             net,
             platform,
             link_wires,
@@ -426,14 +449,7 @@ impl TimedFabric {
                 Step::Iommu { host, .. } => hops.push(Hop::Iommu(self.iotlbs[host as usize])),
                 Step::NtbWindow { ntb, .. } => {
                     cable_from = CableEnd::Ntb(ntb);
-                    let t = topo.ntbs[ntb as usize]
-                        .adapter
-                        .timing
-                        .iter()
-                        .find(|(k, _)| k == "ntb_translate_ns")
-                        .map(|x| x.1)
-                        .unwrap_or(0.0);
-                    hops.push(Hop::Delay(ns(t)));
+                    hops.push(Hop::Delay(self.ntb_translate[ntb as usize]));
                 }
                 Step::RidLut { .. } => {}
                 Step::Cable { cable } => {

@@ -90,3 +90,41 @@ fn remote_dram_costs_more_than_local() {
         "two QPI crossings of 25 ns"
     );
 }
+
+#[test]
+fn an_adapter_without_a_translation_cost_is_an_error_not_a_free_crossing() {
+    let text = r#"include = ["platforms/smartio.toml"]
+[scenario]
+name = "t"
+[adapter.mine]
+chip = "pex8733"
+link = { gen = 3, width = 8 }
+bar_size = "1 GiB"
+lut_windows = 32
+rid_lut_entries = 32
+rid_reserved = 2
+[[host]]
+name = "a"
+platform = "smartio_host"
+[[host.ntb]]
+name = "ntb"
+adapter = "mine"
+parent = "rc0"
+"#;
+    let s = fabric::scenario::load(
+        fabric::scenario::Source {
+            name: "t.toml".into(),
+            text: text.into(),
+        },
+        &builtin::BuiltinResolver,
+    )
+    .unwrap();
+    let e = TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1)
+        .err()
+        .expect("refused");
+    assert!(
+        e.to_string()
+            .contains("adapter `mine` (on a.ntb) has no timing parameter `ntb_translate_ns`"),
+        "{e}"
+    );
+}
