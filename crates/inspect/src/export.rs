@@ -470,6 +470,7 @@ fn timing_section(lat: &Matrix, bw: &Matrix) -> String {
         "rc_latency_ns = 50.0   # assumption: root complex handling of an inbound TLP",
         "rc_p2p_latency_ns = 100.0   # assumption: forwarding between root ports",
         "rc_p2p_read_tags = 48.0   # assumption: as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+        "rc_p2p_read_gap_ns = 32.0   # assumption: as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
         "rcb_bytes = 64.0   # assumption: 64 B read completions",
         "iotlb_hit_ns = 10.0   # assumption",
         "iotlb_miss_ns = 300.0   # assumption",

@@ -3,7 +3,8 @@
 //! latency is the sum of a route's serializations, propagations and delays; a stream's
 //! rate is the smallest of its bottlenecks — each wire's payload efficiency × rate, each
 //! credit loop (credits × payload ÷ loop time), the requester's tags × request size ÷
-//! round trip, a splitting root's tags × split size ÷ its round trip, and the sink.
+//! round trip, a splitting root's tags × split size ÷ its round trip and its split size ÷
+//! its re-issue gap, and the sink.
 
 use crate::net::{Hop, Net};
 use crate::pcie::{self, serialize};
@@ -96,7 +97,7 @@ impl Net {
             let Hop::RootSplit(sp) = hops[k] else {
                 unreachable!()
             };
-            let (split, rtags) = self.splitter_shape(sp);
+            let (split, rtags, gap) = self.splitter_shape(sp);
             let below = &hops[k + 1..];
             let sink_lat = match hops.last() {
                 Some(Hop::Sink(s, _)) => self.sink(*s).read_latency,
@@ -109,6 +110,18 @@ impl Net {
             let g = rtags as f64 * split as f64 / r * 1000.0;
             if g < best.gbps {
                 best = FlowEstimate { gbps: g, bottleneck: format!("root re-issues reads as {split} B with {rtags} tags over a {:.0} ns round trip", r / 1000.0) };
+            }
+            if gap > Time::ZERO {
+                let g = split as f64 / ps(gap) * 1000.0;
+                if g < best.gbps {
+                    best = FlowEstimate {
+                        gbps: g,
+                        bottleneck: format!(
+                            "root re-issues reads as {split} B at most one per {:.1} ns",
+                            ps(gap) / 1000.0
+                        ),
+                    };
+                }
             }
         }
         let c = self.bottleneck(&back, rcb, true, 0);

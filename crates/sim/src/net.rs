@@ -133,13 +133,18 @@ impl Llc {
     }
 }
 
-/// A root complex's peer-to-peer read splitter.
+/// A root complex's peer-to-peer read splitter: it re-issues each forwarded read as
+/// `split`-byte reads, at most `tags` outstanding and at most one per `issue_gap` (the
+/// root's peer-to-peer path handles one re-issue at a time).
 #[derive(Clone, Debug)]
 pub struct Splitter {
     pub name: String,
     pub split: u32,
     pub tags: u32,
+    pub issue_gap: Time,
     in_use: u32,
+    next_issue: Time,
+    wake_pending: bool,
     waiting: VecDeque<u32>,
 }
 
@@ -244,6 +249,8 @@ enum Ev {
     Credit(u32, u8),
     Deliver(Delivery),
     Timer(u64),
+    /// A splitter's issue gap has passed.
+    Splitter(u32),
 }
 
 /// Counters a hardware engineer would read.
@@ -365,12 +372,15 @@ impl Net {
         &mut self.sinks[sink as usize]
     }
 
-    pub fn add_splitter(&mut self, name: &str, split: u32, tags: u32) -> u32 {
+    pub fn add_splitter(&mut self, name: &str, split: u32, tags: u32, issue_gap: Time) -> u32 {
         self.splitters.push(Splitter {
             name: name.to_string(),
             split: split.max(1),
             tags: tags.max(1),
+            issue_gap,
             in_use: 0,
+            next_issue: Time::ZERO,
+            wake_pending: false,
             waiting: VecDeque::new(),
         });
         self.splitters.len() as u32 - 1
@@ -429,11 +439,10 @@ impl Net {
         self.fc_extra
     }
 
-    pub fn splitter_shape(&self, s: u32) -> (u32, u32) {
-        (
-            self.splitters[s as usize].split,
-            self.splitters[s as usize].tags,
-        )
+    /// (re-issue size, tags, minimum gap between re-issues) of a splitter.
+    pub fn splitter_shape(&self, s: u32) -> (u32, u32, Time) {
+        let sp = &self.splitters[s as usize];
+        (sp.split, sp.tags, sp.issue_gap)
     }
 
     /// Latency of a write landing in a sink: the LLC's for a DDIO write, else the sink's.
@@ -690,14 +699,22 @@ impl Net {
 
     fn pump_splitter(&mut self, s: u32) {
         loop {
+            let now = self.now();
             let sp = &mut self.splitters[s as usize];
-            if sp.in_use >= sp.tags {
+            if sp.in_use >= sp.tags || sp.waiting.is_empty() || sp.wake_pending {
                 return;
             }
-            let Some(sub) = sp.waiting.pop_front() else {
+            if now < sp.next_issue {
+                sp.wake_pending = true;
+                let at = sp.next_issue;
+                self.engine
+                    .schedule_at(at, Ev::Splitter(s))
+                    .expect("future");
                 return;
-            };
+            }
+            let sub = sp.waiting.pop_front().expect("checked non-empty");
             sp.in_use += 1;
+            sp.next_issue = now + sp.issue_gap;
             // Each sub-read is a request of its own below the root.
             let parent = self.tlps[sub as usize].parent;
             let p = self.reads[parent as usize];
@@ -878,6 +895,10 @@ impl Net {
                 }
                 Ev::Deliver(d) => driver.delivered(self, d),
                 Ev::Timer(token) => driver.timer(self, token),
+                Ev::Splitter(s) => {
+                    self.splitters[s as usize].wake_pending = false;
+                    self.pump_splitter(s);
+                }
             }
         }
     }

@@ -28,6 +28,7 @@ pub struct PlatformTiming {
     pub rc_latency_ns: f64,
     pub rc_p2p_latency_ns: f64,
     pub rc_p2p_read_tags: f64,
+    pub rc_p2p_read_gap_ns: f64,
     pub rcb_bytes: f64,
     pub iotlb_hit_ns: f64,
     pub iotlb_miss_ns: f64,
@@ -38,13 +39,14 @@ pub struct PlatformTiming {
     pub interconnect_gbps: f64,
 }
 
-pub const PLATFORM_KEYS: [&str; 14] = [
+pub const PLATFORM_KEYS: [&str; 15] = [
     "dram_latency_ns",
     "dram_gbps",
     "llc_latency_ns",
     "rc_latency_ns",
     "rc_p2p_latency_ns",
     "rc_p2p_read_tags",
+    "rc_p2p_read_gap_ns",
     "rcb_bytes",
     "iotlb_hit_ns",
     "iotlb_miss_ns",
@@ -87,6 +89,7 @@ impl PlatformTiming {
             rc_latency_ns: g("rc_latency_ns")?,
             rc_p2p_latency_ns: g("rc_p2p_latency_ns")?,
             rc_p2p_read_tags: g("rc_p2p_read_tags")?,
+            rc_p2p_read_gap_ns: g("rc_p2p_read_gap_ns")?,
             rcb_bytes: g("rcb_bytes")?,
             iotlb_hit_ns: g("iotlb_hit_ns")?,
             iotlb_miss_ns: g("iotlb_miss_ns")?,
@@ -240,8 +243,12 @@ impl TimedFabric {
             );
             for &rc in &h.roots {
                 if let Some(split) = p.root_read_split_bytes {
-                    splitters[rc as usize] =
-                        net.add_splitter(&topo.node_label(rc), split, pt.rc_p2p_read_tags as u32);
+                    splitters[rc as usize] = net.add_splitter(
+                        &topo.node_label(rc),
+                        split,
+                        pt.rc_p2p_read_tags as u32,
+                        ns(pt.rc_p2p_read_gap_ns),
+                    );
                 }
             }
             iotlbs.push(net.add_iotlb(

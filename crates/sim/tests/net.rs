@@ -164,38 +164,40 @@ fn receiver_credits_bound_a_long_credit_loop() {
     );
 }
 
+fn splitting_root(tags: u32, split: bool, gap: Time) -> (Net, u32) {
+    let mut net = Net::new(1);
+    let (a, _) = net.add_link(
+        "up",
+        pcie::ps_per_kib(3, 16),
+        Time::from_ns(20),
+        [0; 3],
+        true,
+    );
+    let (b, _) = net.add_link(
+        "down",
+        pcie::ps_per_kib(3, 16),
+        Time::from_ns(20),
+        [0; 3],
+        true,
+    );
+    let mem = net.add_sink("gpu", 1000.0, Time::from_ns(300), Time::from_ns(10), 128);
+    let sp = net.add_splitter("rc", 64, tags, gap);
+    let mut hops = vec![Hop::Wire(a), Hop::Delay(Time::from_ns(100))];
+    if split {
+        hops.push(Hop::RootSplit(sp));
+    }
+    hops.extend([
+        Hop::Wire(b),
+        Hop::Delay(Time::from_ns(500)),
+        Hop::Sink(mem, false),
+    ]);
+    let r = net.add_route(hops);
+    (net, r)
+}
+
 #[test]
 fn a_splitting_root_with_few_tags_collapses_read_bandwidth() {
-    let build = |tags: u32, split: bool| {
-        let mut net = Net::new(1);
-        let (a, _) = net.add_link(
-            "up",
-            pcie::ps_per_kib(3, 16),
-            Time::from_ns(20),
-            [0; 3],
-            true,
-        );
-        let (b, _) = net.add_link(
-            "down",
-            pcie::ps_per_kib(3, 16),
-            Time::from_ns(20),
-            [0; 3],
-            true,
-        );
-        let mem = net.add_sink("gpu", 1000.0, Time::from_ns(300), Time::from_ns(10), 128);
-        let sp = net.add_splitter("rc", 64, tags);
-        let mut hops = vec![Hop::Wire(a), Hop::Delay(Time::from_ns(100))];
-        if split {
-            hops.push(Hop::RootSplit(sp));
-        }
-        hops.extend([
-            Hop::Wire(b),
-            Hop::Delay(Time::from_ns(500)),
-            Hop::Sink(mem, false),
-        ]);
-        let r = net.add_route(hops);
-        (net, r)
-    };
+    let build = |tags, split| splitting_root(tags, split, Time::ZERO);
     let (mut n0, r0) = build(16, false);
     let direct = run(&mut n0, r0, true, 256, 32, 1 << 20);
     let (mut n1, r1) = build(16, true);
@@ -207,6 +209,25 @@ fn a_splitting_root_with_few_tags_collapses_read_bandwidth() {
         more_tags > split * 1.6,
         "root tags bound it: {more_tags} vs {split}"
     );
+}
+
+#[test]
+fn a_root_re_issue_gap_caps_split_reads_whatever_the_tags() {
+    // 64 B per 40 ns = 1.6 GB/s, below what 64 tags over the ≈ 0.6 µs loop allow (≈ 6 GB/s).
+    let gap = Time::from_ns(40);
+    let (mut n, r) = splitting_root(64, true, gap);
+    let paced = run(&mut n, r, true, 256, 32, 1 << 20);
+    assert!((1.45..=1.6).contains(&paced), "{paced}");
+    let (mut n, r) = splitting_root(128, true, gap);
+    let more_tags = run(&mut n, r, true, 256, 32, 1 << 20);
+    assert!(
+        (more_tags / paced - 1.0).abs() < 0.02,
+        "tags no longer matter: {more_tags} vs {paced}"
+    );
+    // The gap belongs to the root's re-issue: a read that is not split is not paced.
+    let (mut n, r) = splitting_root(64, false, gap);
+    let direct = run(&mut n, r, true, 256, 32, 1 << 20);
+    assert!(direct > 3.0 * paced, "{direct} vs {paced}");
 }
 
 #[test]
