@@ -135,6 +135,7 @@ pub struct DmaJob {
     start: Time,
     mid: Time,
     end: Time,
+    done: bool,
     pacing: bool,
 }
 
@@ -180,6 +181,7 @@ impl DmaJob {
             start: Time::ZERO,
             mid: Time::ZERO,
             end: Time::ZERO,
+            done: false,
             pacing: false,
         })
     }
@@ -269,6 +271,7 @@ impl DmaJob {
         }
         if progress == self.bytes {
             self.end = net.now();
+            self.done = true;
         }
     }
 }
@@ -314,7 +317,12 @@ impl Driver for DmaJob {
         }
         if self.bytes == 0 {
             self.end = net.now();
+            self.done = true;
         }
+    }
+
+    fn finished(&self) -> bool {
+        self.done
     }
 }
 

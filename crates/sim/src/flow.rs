@@ -6,7 +6,7 @@
 //! round trip, a splitting root's tags × split size ÷ its round trip and its split size ÷
 //! its re-issue gap, and the sink.
 
-use crate::net::{Hop, Net};
+use crate::net::{coherent_bytes, Hop, Net};
 use crate::pcie::{self, serialize};
 use crate::time::Time;
 
@@ -33,7 +33,7 @@ impl Net {
                     let bytes = if w.pcie {
                         pcie::wire_bytes(payload, completion, true)
                     } else {
-                        payload.max(64)
+                        coherent_bytes(payload)
                     };
                     t += serialize(bytes, w.ps_per_kib) + w.latency;
                 }
@@ -160,7 +160,7 @@ impl Net {
             let bytes = if w.pcie {
                 pcie::wire_bytes(payload, completion, true)
             } else {
-                payload.max(64)
+                coherent_bytes(payload)
             };
             let ser = ps(serialize(bytes, w.ps_per_kib));
             let link = payload as f64 / ser * 1000.0;

@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 
+use crate::cpu_stream::{is_stream_flow, CpuStream};
 use crate::engine::Engine;
 use crate::pcie::{self, serialize, DLLP_PER_TLP};
 use crate::time::Time;
@@ -21,6 +22,14 @@ pub const CLASS_NONPOSTED: usize = 1;
 pub const CLASS_COMPLETION: usize = 2;
 
 const NONE: u32 = u32::MAX;
+
+/// Bytes a message takes on a CPU interconnect (QPI/UPI), whose rate counts 8 B of
+/// payload per 80-bit flit: a header flit, then the data in whole flits — a read request
+/// is one flit, a 64 B line nine (assumption: QPI's packet format; REFERENCE.md gives the
+/// link rate only).
+pub fn coherent_bytes(payload: u32) -> u32 {
+    8 + payload.div_ceil(8) * 8
+}
 
 /// One hop of a route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,6 +139,17 @@ impl Llc {
         if self.lines.remove(&line) {
             self.invalidations += 1;
         }
+    }
+
+    /// Evicts the oldest DDIO line (a CPU fill took its way); true if there was one.
+    fn evict_oldest(&mut self) -> bool {
+        while let Some(old) = self.order.pop_front() {
+            if self.lines.remove(&old) {
+                self.writebacks += 1;
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -241,6 +261,11 @@ pub enum Delivery {
 pub trait Driver {
     fn delivered(&mut self, net: &mut Net, d: Delivery);
     fn timer(&mut self, net: &mut Net, token: u64);
+    /// Whether the driver's work is done. `run` asks only while CPU streams keep the
+    /// network busy; otherwise it returns when no event is left.
+    fn finished(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -279,6 +304,8 @@ pub struct Net {
     free_reads: Vec<u32>,
     /// Credit update latency added to a wire's propagation for the UpdateFC DLLP.
     fc_extra: Time,
+    pub(crate) streams: Vec<CpuStream>,
+    pub(crate) streams_running: u32,
 }
 
 impl Net {
@@ -295,6 +322,8 @@ impl Net {
             reads: Vec::new(),
             free_reads: Vec::new(),
             fc_extra: Time::from_ps(2_000),
+            streams: Vec::new(),
+            streams_running: 0,
         }
     }
 
@@ -568,8 +597,10 @@ impl Net {
         let start = now.max(wire.free_at);
         let bytes = if wire.pcie {
             tlp.wire_bytes
+        } else if tlp.kind == Kind::Read {
+            coherent_bytes(0)
         } else {
-            tlp.wire_bytes.max(tlp.payload).max(64)
+            coherent_bytes(tlp.payload)
         };
         let end = start + serialize(bytes, wire.ps_per_kib);
         wire.free_at = end;
@@ -734,6 +765,21 @@ impl Net {
         }
     }
 
+    /// A CPU line fill evicted a DDIO line at sink `s`'s LLC: it is written back to DRAM
+    /// (taking DRAM time). True if there was a line to evict.
+    pub(crate) fn evict_ddio_line(&mut self, s: u32) -> bool {
+        let now = self.now();
+        let sink = &mut self.sinks[s as usize];
+        let Some(llc) = sink.llc.as_mut() else {
+            return false;
+        };
+        if !llc.evict_oldest() {
+            return false;
+        }
+        sink.free_at = now.max(sink.free_at) + serialize(64, sink.ps_per_kib);
+        true
+    }
+
     fn arrive_at_sink(&mut self, t: u32, s: u32, ddio: bool) {
         let tlp = self.tlps[t as usize];
         let now = self.now();
@@ -742,7 +788,13 @@ impl Net {
         let sink = &mut self.sinks[s as usize];
         // What the LLC absorbs or serves, and what reaches DRAM.
         let lines = tlp.target / 64..=(tlp.target + tlp.payload.max(1) as u64 - 1) / 64;
-        let (dram_bytes, latency) = match (tlp.kind, sink.llc.as_mut()) {
+        let llc = if is_stream_flow(tlp.flow) {
+            // CPU misses and write-backs: DRAM, never the DDIO ways.
+            None
+        } else {
+            sink.llc.as_mut()
+        };
+        let (dram_bytes, latency) = match (tlp.kind, llc) {
             (Kind::Write, Some(llc)) if ddio => {
                 let evicted: u64 = lines.map(|l| llc.allocate(l)).sum();
                 (evicted * 64, llc.latency)
@@ -893,8 +945,25 @@ impl Net {
                         self.transmit(next, w);
                     }
                 }
-                Ev::Deliver(d) => driver.delivered(self, d),
-                Ev::Timer(token) => driver.timer(self, token),
+                Ev::Deliver(d) => {
+                    let flow = match d {
+                        Delivery::WriteDone { flow, .. } | Delivery::ReadData { flow, .. } => flow,
+                    };
+                    if is_stream_flow(flow) {
+                        self.stream_delivered(d);
+                    } else {
+                        driver.delivered(self, d);
+                        if self.streams_running > 0 && driver.finished() {
+                            break;
+                        }
+                    }
+                }
+                Ev::Timer(token) => {
+                    driver.timer(self, token);
+                    if self.streams_running > 0 && driver.finished() {
+                        break;
+                    }
+                }
                 Ev::Splitter(s) => {
                     self.splitters[s as usize].wake_pending = false;
                     self.pump_splitter(s);

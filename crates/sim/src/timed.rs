@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use fabric::{Access, CableEnd, Fabric, Fault, NodeKind, Path, Request, Requester, Step, Target};
 use rustc_hash::FxHashMap;
 
+use crate::cpu_stream::{StreamOp, StreamSpec};
 use crate::net::{Hop, Net};
 use crate::pcie;
 use crate::time::Time;
@@ -347,6 +348,71 @@ impl TimedFabric {
             })
             .sum();
         ns(pt.dram_latency_ns + 2.0 * ic)
+    }
+
+    /// Adds a CPU memory stream (not started): cores on NUMA node `cpu_node` of `host`
+    /// keeping `outstanding` line misses in flight against node `mem_node`'s DRAM, over
+    /// the interconnect when the nodes sit on different packages. Their line fills press
+    /// on the DDIO lines of the cores' package LLC. See `sim::cpu_stream`.
+    pub fn add_cpu_stream(
+        &mut self,
+        host: u32,
+        cpu_node: u32,
+        mem_node: u32,
+        op: StreamOp,
+        outstanding: u32,
+    ) -> Result<u32, TimingError> {
+        let topo = &self.fabric.topo;
+        let h = topo.host(host);
+        let p = topo.platform_of(host);
+        let nodes = p.numa_nodes();
+        if cpu_node >= nodes || mem_node >= nodes {
+            return Err(TimingError(format!(
+                "host {} has NUMA nodes 0..{nodes}; a CPU stream asked for cores on node {cpu_node} and memory on node {mem_node}",
+                h.name
+            )));
+        }
+        if outstanding == 0 {
+            return Err(TimingError(
+                "a CPU stream needs at least one outstanding miss".into(),
+            ));
+        }
+        let (from, to) = (p.package_of_node(cpu_node), p.package_of_node(mem_node));
+        let mut hops: Vec<Hop> = h
+            .uncore_path(from, to)
+            .iter()
+            .map(|u| {
+                let l = &p.interconnect[u.link as usize];
+                let dir = if l.a == u.from { 0 } else { 1 };
+                Hop::Wire(self.ic_wires[host as usize][u.link as usize][dir])
+            })
+            .collect();
+        let sink = self.ram_sinks[host as usize][mem_node as usize];
+        hops.push(Hop::Sink(sink, false));
+        let route = self.net.add_route(hops);
+        // A fill lands in any way; one in llc_ways / ddio_ways lands in a DDIO way.
+        let fills_per_eviction = p.llc_ways.checked_div(p.ddio_ways).map_or(0, |k| k.max(1));
+        // Spread streams over the node so their lines never alias.
+        let n = self.net.cpu_streams().len() as u64;
+        let span = 1u64 << 30;
+        let name = format!(
+            "{} cores node{cpu_node} {} node{mem_node}",
+            h.name,
+            match op {
+                StreamOp::Read => "read",
+                StreamOp::Write => "write",
+            }
+        );
+        Ok(self.net.add_cpu_stream(StreamSpec {
+            name,
+            route,
+            op,
+            outstanding,
+            base: (1u64 << 40) + n * span,
+            span,
+            fill_llc: Some(self.ram_sinks[host as usize][cpu_node as usize]),
+            fills_per_eviction,
+        }))
     }
 
     /// Timing of the platform of `host`.
