@@ -57,11 +57,15 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(dir)?;
         let plots = studies::plot::write_plots(dir, &infos, &runs)?;
         let (md, html) = report::write_report(dir, &infos, &runs, &refs)?;
+        let counters = report::write_counters(dir, &runs)?;
         eprintln!(
-            "wrote {} plot(s), {} and {}",
+            "wrote {} plot(s), {} and {}{}",
             plots.len(),
             md.display(),
-            html.display()
+            html.display(),
+            counters
+                .map(|p| format!(", hardware counters in {}", p.display()))
+                .unwrap_or_default()
         );
     }
     Ok(ExitCode::SUCCESS)

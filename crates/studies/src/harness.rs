@@ -259,3 +259,24 @@ pub fn sizes(lo: u64, hi: u64) -> Vec<u64> {
     }
     v
 }
+
+/// The hardware counters of a timed fabric as JSON, for a transfer of `bytes` of which
+/// the first `DMA_WINDOW` were simulated (the counters cover what was simulated, including
+/// doorbells, flags and polls around it).
+pub fn counters_json(tf: &TimedFabric, bytes: u64) -> serde_json::Value {
+    let c = tf.net.counters();
+    serde_json::json!({
+        "simulated_bytes": bytes.min(DMA_WINDOW),
+        "memory": c.sinks.iter().map(|(name, read, written)| serde_json::json!({
+            "name": name, "read_bytes": read, "written_bytes": written,
+        })).collect::<Vec<_>>(),
+        "links": c.wires.iter().map(|(name, bytes, payload, tlps)| serde_json::json!({
+            "name": name, "wire_bytes": bytes, "payload_bytes": payload, "packets": tlps,
+        })).collect::<Vec<_>>(),
+        "llc": c.llc.iter().map(|(name, hits, misses, allocs, writebacks, invalidations)| serde_json::json!({
+            "name": name, "dma_read_hits": hits, "dma_read_misses": misses,
+            "ddio_allocations": allocs, "writebacks": writebacks, "invalidations": invalidations,
+        })).collect::<Vec<_>>(),
+        "iotlb": { "hits": c.iotlb_hits, "misses": c.iotlb_misses },
+    })
+}

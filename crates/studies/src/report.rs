@@ -557,6 +557,32 @@ pub fn write_report(
     Ok((md, html))
 }
 
+/// Writes `counters.json` into `dir` when any run carries counters:
+/// `{"counters": [{"experiment", "config", "params", "counters": {metric: {…}}}]}`.
+pub fn write_counters(dir: &Path, runs: &[Run]) -> io::Result<Option<PathBuf>> {
+    let items: Vec<Value> = runs
+        .iter()
+        .filter(|r| !r.counters.is_empty())
+        .map(|r| {
+            serde_json::json!({
+                "experiment": r.experiment,
+                "config": r.config,
+                "params": r.params,
+                "counters": r.counters,
+            })
+        })
+        .collect();
+    if items.is_empty() {
+        return Ok(None);
+    }
+    fs::create_dir_all(dir)?;
+    let path = dir.join("counters.json");
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "counters": items }))
+        .map_err(io::Error::other)?;
+    fs::write(&path, text)?;
+    Ok(Some(path))
+}
+
 /// The content of a report, rendered to Markdown or HTML.
 struct ReportDoc<'a> {
     summary: String,

@@ -13,6 +13,10 @@ pub struct Run {
     pub params: Map<String, Value>,
     /// Metric name → value (number, list, object, string or bool as the catalog says).
     pub metrics: Map<String, Value>,
+    /// Metric name → the hardware counters of the simulation that produced it (memory
+    /// per node, bytes per link and direction, LLC and IOTLB); written by `--out` to
+    /// `counters.json`, kept out of the results JSON whose shape DESIGN.md fixes.
+    pub counters: Map<String, Value>,
 }
 
 /// A published value (REFERENCE.md) to print beside the simulated one.

@@ -22,6 +22,7 @@ fn run(experiment: &str, config: &str, params: Value, metrics: Value) -> Run {
         config: config.into(),
         params: obj(params),
         metrics: obj(metrics),
+        counters: Map::new(),
     }
 }
 
@@ -63,6 +64,7 @@ pub fn ntb_dma() -> Result<Vec<Run>, RunError> {
     let mut out = Vec::new();
     for bytes in sizes(4 << 10, 64 << 20) {
         let mut metrics = Map::new();
+        let mut counters = Map::new();
         for (metric, write) in [("write_gbps", true), ("read_gbps", false)] {
             let mut tf = load("smartio_pxh810_b2b", &[])?;
             let engine = requester(&tf, "borrower.ntb")?;
@@ -83,13 +85,16 @@ pub fn ntb_dma() -> Result<Vec<Run>, RunError> {
             };
             let t = setup + dma_time(&mut tf, engine, spec, op, bytes)?;
             metrics.insert(metric.into(), json!(gbps(bytes, t)));
+            counters.insert(metric.into(), counters_json(&tf, bytes));
         }
-        out.push(run(
+        let mut r = run(
             "smartio.ntb_dma",
             "default",
             json!({ "bytes": bytes }),
             Value::Object(metrics),
-        ));
+        );
+        r.counters = counters;
+        out.push(r);
     }
     Ok(out)
 }
@@ -165,6 +170,7 @@ pub fn gpu_dma() -> Result<Vec<Run>, RunError> {
     for (config, scenario, iommu, gpu_name, user) in configs {
         for bytes in sizes(4 << 10, 128 << 20) {
             let mut metrics = Map::new();
+            let mut counters = Map::new();
             for (metric, write) in [("write_gbps", true), ("read_gbps", false)] {
                 let mut tf = load(scenario, iommu)?;
                 let gpu = requester(&tf, gpu_name)?;
@@ -179,13 +185,16 @@ pub fn gpu_dma() -> Result<Vec<Run>, RunError> {
                     write,
                 )?;
                 metrics.insert(metric.into(), json!(gbps(bytes, t)));
+                counters.insert(metric.into(), counters_json(&tf, bytes));
             }
-            out.push(run(
+            let mut r = run(
                 "smartio.gpu_dma",
                 config,
                 json!({ "bytes": bytes }),
                 Value::Object(metrics),
-            ));
+            );
+            r.counters = counters;
+            out.push(r);
         }
     }
     Ok(out)

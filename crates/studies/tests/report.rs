@@ -23,6 +23,7 @@ fn run(exp: &str, config: &str, params: &[(&str, Value)], metrics: &[(&str, Valu
         config: config.into(),
         params: obj(params),
         metrics: obj(metrics),
+        counters: Map::new(),
     }
 }
 
@@ -546,4 +547,38 @@ fn sample_table_prints() {
     let t = table(&runs, &refs, &infos);
     println!("{t}");
     assert!(t.contains("predicted"));
+}
+
+#[test]
+fn counters_go_to_their_own_file_and_never_into_the_results_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = run(
+        "smartio.ntb_dma",
+        "default",
+        &[("bytes", json!(4096))],
+        &[("read_gbps", json!(2.9))],
+    );
+    assert_eq!(
+        studies::report::write_counters(dir.path(), std::slice::from_ref(&plain)).unwrap(),
+        None
+    );
+    assert!(!dir.path().join("counters.json").exists());
+    let mut counted = plain;
+    counted.counters.insert(
+        "read_gbps".into(),
+        json!({"iotlb": {"hits": 3, "misses": 1}}),
+    );
+    let path = studies::report::write_counters(dir.path(), std::slice::from_ref(&counted))
+        .unwrap()
+        .unwrap();
+    let back: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(back["counters"][0]["config"], "default");
+    assert_eq!(back["counters"][0]["params"]["bytes"], 4096);
+    assert_eq!(
+        back["counters"][0]["counters"]["read_gbps"]["iotlb"]["misses"],
+        1
+    );
+    let results = studies::report::results_json(&[counted]);
+    let keys: Vec<&String> = results["results"][0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["config", "experiment", "metrics", "params"]);
 }

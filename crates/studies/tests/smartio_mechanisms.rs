@@ -267,3 +267,35 @@ fn the_gpu_pingpong_moves_real_counter_bytes_and_catches_a_misplaced_write() {
         Err(GpuError::WrongValue { got: 0, want: 1 })
     ));
 }
+
+/// Packets a link carried in one direction, from the counters JSON.
+fn packets(c: &serde_json::Value, link: &str) -> u64 {
+    c["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == link)
+        .unwrap_or_else(|| panic!("no link {link} in {c}"))["packets"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn counters_show_the_root_re_issuing_each_gpu_read_as_64_byte_reads() {
+    let mut tf = load("smartio_pxh810_b2b", &[]).unwrap();
+    let g = requester(&tf, "lender.gpu").unwrap();
+    let bytes = 1 << 20;
+    let (bus, spec) = dma_to(&mut tf, g, "borrower.ram", 1 << 30, bytes).unwrap();
+    dma_time(&mut tf, g, spec, Op::Read { src: bus }, bytes).unwrap();
+    let c = counters_json(&tf, bytes);
+    let from_gpu = packets(&c, "link lender.gpu →");
+    let to_ntb = packets(&c, "link lender.ntb ←");
+    assert_eq!(from_gpu, bytes / spec.mrrs as u64, "the GPU's own requests");
+    assert_eq!(to_ntb, bytes / 64, "re-issued below the root");
+    let mem = &c["memory"][0];
+    assert_eq!(mem["name"], "borrower DRAM node0");
+    assert_eq!(
+        mem["read_bytes"], bytes,
+        "every byte read once from the borrower's DRAM"
+    );
+}
