@@ -5,10 +5,11 @@
 //! control at the receiver), `Delay` (a switch chip, an NTB translation, a root
 //! complex's forwarding), `Iommu` (IOTLB hit or miss), `RootSplit` (a root complex that
 //! forwards a peer-to-peer read re-issues it as small reads, with a fixed number of
-//! outstanding ones) and, last, `Sink` (DRAM or device memory: bandwidth, latency, and for
-//! reads completions at the read completion boundary). Completions travel the reverse
-//! route. A `Driver` (a device model) sees posted writes land and read data arrive, and
-//! injects new TLPs or sets timers. Time never comes from the wall clock.
+//! outstanding ones and a minimum gap between them) and, last, `Sink` (DRAM or device
+//! memory: bandwidth, latency, and for reads completions at the read completion boundary).
+//! Completions travel the reverse route. A `Driver` (a device model) sees posted writes
+//! land and read data arrive, and injects new TLPs or sets timers. CPU memory streams
+//! (`cpu_stream`) share the same wires and sinks. Time never comes from the wall clock.
 
 use std::collections::VecDeque;
 
