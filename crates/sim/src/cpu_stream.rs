@@ -13,7 +13,7 @@
 //! A stream runs from `start_cpu_streams` until `stop_cpu_streams`; while any runs, the
 //! network never runs dry, so `Net::run` returns when the driver says it has finished.
 
-use crate::net::{Delivery, Issue, Net};
+use crate::net::{Delivery, Driver, Issue, Net};
 use crate::time::Time;
 
 /// Flow ids at and above this belong to CPU streams (device flows stay below).
@@ -134,6 +134,24 @@ impl Net {
 
     pub fn cpu_streams_running(&self) -> bool {
         self.streams_running > 0
+    }
+
+    /// Runs the network for `window` of simulated time with no device driver: CPU streams
+    /// (and anything else in flight) progress; deliveries to devices are dropped.
+    pub fn run_for(&mut self, window: Time) {
+        struct Window(bool);
+        impl Driver for Window {
+            fn delivered(&mut self, _: &mut Net, _: Delivery) {}
+            fn timer(&mut self, _: &mut Net, _: u64) {
+                self.0 = true;
+            }
+            fn finished(&self) -> bool {
+                self.0
+            }
+        }
+        let at = self.now() + window;
+        self.timer_at(at, 0);
+        self.run(&mut Window(false), Time::MAX);
     }
 
     /// Issues the next line miss of stream `s` from fill-buffer `slot`.

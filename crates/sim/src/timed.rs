@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use fabric::{Access, CableEnd, Fabric, Fault, NodeKind, Path, Request, Requester, Step, Target};
+use fabric::{
+    Access, CableEnd, Fabric, Fault, NodeKind, Path, Request, Requester, Step, Target, UncoreHop,
+};
 use rustc_hash::FxHashMap;
 
 use crate::cpu_stream::{StreamOp, StreamSpec};
@@ -381,11 +383,7 @@ impl TimedFabric {
         let mut hops: Vec<Hop> = h
             .uncore_path(from, to)
             .iter()
-            .map(|u| {
-                let l = &p.interconnect[u.link as usize];
-                let dir = if l.a == u.from { 0 } else { 1 };
-                Hop::Wire(self.ic_wires[host as usize][u.link as usize][dir])
-            })
+            .map(|u| Hop::Wire(self.ic_wire(host, u)))
             .collect();
         let sink = self.ram_sinks[host as usize][mem_node as usize];
         hops.push(Hop::Sink(sink, false));
@@ -413,6 +411,13 @@ impl TimedFabric {
             fill_llc: Some(self.ram_sinks[host as usize][cpu_node as usize]),
             fills_per_eviction,
         }))
+    }
+
+    /// The wire of one interconnect hop of `host`, in its direction of travel.
+    fn ic_wire(&self, host: u32, hop: &UncoreHop) -> u32 {
+        let l = &self.fabric.topo.platform_of(host).interconnect[hop.link as usize];
+        let dir = if l.a == hop.from { 0 } else { 1 };
+        self.ic_wires[host as usize][hop.link as usize][dir]
     }
 
     /// Timing of the platform of `host`.
@@ -512,13 +517,7 @@ impl TimedFabric {
                         hops.push(Hop::Delay(ns(pt.rc_latency_ns)));
                     }
                 }
-                Step::Interconnect { host, hop } => {
-                    let l = &topo.platform_of(host).interconnect[hop.link as usize];
-                    let dir = if l.a == hop.from { 0 } else { 1 };
-                    hops.push(Hop::Wire(
-                        self.ic_wires[host as usize][hop.link as usize][dir],
-                    ));
-                }
+                Step::Interconnect { host, hop } => hops.push(Hop::Wire(self.ic_wire(host, &hop))),
                 Step::Iommu { host, .. } => hops.push(Hop::Iommu(self.iotlbs[host as usize])),
                 Step::NtbWindow { ntb, .. } => {
                     cable_from = CableEnd::Ntb(ntb);

@@ -288,18 +288,6 @@ fn ddio_writes_allocate_in_the_llc_and_remote_writes_invalidate() {
     assert!(llc.dma_read_misses > 0, "the early lines were evicted");
 }
 
-/// Finishes at the first timer: lets CPU streams run for a window.
-struct Window(bool);
-impl Driver for Window {
-    fn delivered(&mut self, _: &mut Net, _: Delivery) {}
-    fn timer(&mut self, _: &mut Net, _: u64) {
-        self.0 = true;
-    }
-    fn finished(&self) -> bool {
-        self.0
-    }
-}
-
 #[test]
 fn a_cpu_stream_keeps_its_misses_in_flight_across_stop_and_restart() {
     use sim::cpu_stream::{StreamOp, StreamSpec};
@@ -319,9 +307,7 @@ fn a_cpu_stream_keeps_its_misses_in_flight_across_stop_and_restart() {
     });
     let window = |net: &mut Net| {
         let before = net.cpu_stream(s).bytes_read;
-        let at = net.now() + Time::from_ns(10_000);
-        net.timer_at(at, 0);
-        net.run(&mut Window(false), Time::MAX);
+        net.run_for(Time::from_ns(10_000));
         net.cpu_stream(s).bytes_read - before
     };
     net.start_cpu_streams();
@@ -338,7 +324,7 @@ fn a_cpu_stream_keeps_its_misses_in_flight_across_stop_and_restart() {
     assert!(second.abs_diff(first) <= 4 * 64, "{second} vs {first}");
     net.stop_cpu_streams();
     let at = net.now();
-    net.run(&mut Window(false), Time::MAX);
+    net.run_for(Time::ZERO);
     assert!(
         net.now() - at <= Time::from_ns(120),
         "stopped streams drain"

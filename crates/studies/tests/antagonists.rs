@@ -5,28 +5,9 @@
 
 use devices::{DmaJob, DmaSpec, Op};
 use sim::cpu_stream::StreamOp;
-use sim::net::{Delivery, Driver, Net};
 use sim::timed::TimedFabric;
 use sim::{pcie, Time};
 use studies::harness::*;
-
-/// Finishes at a fixed time: lets CPU streams run for a window.
-struct Until(bool);
-impl Driver for Until {
-    fn delivered(&mut self, _: &mut Net, _: Delivery) {}
-    fn timer(&mut self, _: &mut Net, _: u64) {
-        self.0 = true;
-    }
-    fn finished(&self) -> bool {
-        self.0
-    }
-}
-
-fn run_for(tf: &mut TimedFabric, t: Time) {
-    let at = tf.net.now() + t;
-    tf.net.timer_at(at, 0);
-    tf.net.run(&mut Until(false), Time::MAX);
-}
 
 fn r730() -> (TimedFabric, u32) {
     let tf = load("ioctopus_r730", &[]).unwrap();
@@ -51,7 +32,7 @@ fn measure(tf: &mut TimedFabric) -> (f64, f64) {
         .map(|s| s.bytes_read + s.bytes_written)
         .sum();
     let window = Time::from_ns(20_000);
-    run_for(tf, window);
+    tf.net.run_for(window);
     let s = tf.net.cpu_streams();
     let after: u64 = s.iter().map(|s| s.bytes_read + s.bytes_written).sum();
     let lat = s.iter().map(|s| s.mean_latency_ns()).sum::<f64>() / s.len() as f64;
@@ -72,7 +53,7 @@ fn local_streams_saturate_the_node_and_loaded_latency_follows_littles_law() {
     for n in [1u32, 2, 4, 16, 24] {
         let (mut tf, host) = r730();
         streams(&mut tf, host, n, 0, 0, StreamOp::Read);
-        run_for(&mut tf, Time::from_ns(5_000));
+        tf.net.run_for(Time::from_ns(5_000));
         let (g, lat) = measure(&mut tf);
         assert!(g <= peak * 1.001, "never above the node's bandwidth: {g}");
         assert!(
@@ -107,7 +88,7 @@ fn local_streams_saturate_the_node_and_loaded_latency_follows_littles_law() {
 fn remote_streams_are_bound_by_qpi_and_counted_per_direction() {
     let (mut tf, host) = r730();
     streams(&mut tf, host, 16, 1, 0, StreamOp::Read);
-    run_for(&mut tf, Time::from_ns(5_000));
+    tf.net.run_for(Time::from_ns(5_000));
     let (g, _) = measure(&mut tf);
     // Two QPI links of 19.2 GB/s per direction; a 64 B line is 9 flits of 8 B.
     let qpi = 2.0 * 19.2 * 64.0 / 72.0;
@@ -130,7 +111,7 @@ fn remote_streams_are_bound_by_qpi_and_counted_per_direction() {
 fn writing_streams_move_each_line_twice() {
     let (mut tf, host) = r730();
     streams(&mut tf, host, 2, 0, 0, StreamOp::Write);
-    run_for(&mut tf, Time::from_ns(10_000));
+    tf.net.run_for(Time::from_ns(10_000));
     let s = &tf.net.cpu_streams()[0];
     assert!(s.bytes_read > 0);
     // Write-backs trail their reads for ownership by at most the lines in flight.
@@ -140,6 +121,16 @@ fn writing_streams_move_each_line_twice() {
     assert!(node0.2 > 0 && node0.1 >= node0.2, "{node0:?}");
 }
 
+/// The NIC PF's DMA behaviour (assumption: a ConnectX-class requester on Gen3 x8).
+fn nic_spec(max_reads: u32) -> DmaSpec {
+    DmaSpec {
+        mps: 256,
+        mrrs: 512,
+        max_reads,
+        issue_ps_per_kib: pcie::ps_per_kib(3, 8),
+    }
+}
+
 /// PF `pf` of the server's NIC (Gen3 x8 each) reads 4 MiB at node-0 offset 256 MiB with
 /// few reads in flight (as descriptor and small-packet fetches are), so it is bound by the
 /// round trip, which includes the DRAM queue.
@@ -147,12 +138,7 @@ fn nic_read_gbps(tf: &mut TimedFabric, pf: u32) -> f64 {
     let nic = requester(tf, &format!("server.nic.pf{pf}")).unwrap();
     let bytes = 4 << 20;
     let bus = map_buffer(tf, nic, "server.ram.node0", 256 << 20, bytes).unwrap();
-    let spec = DmaSpec {
-        mps: 256,
-        mrrs: 512,
-        max_reads: 4,
-        issue_ps_per_kib: pcie::ps_per_kib(3, 8),
-    };
+    let spec = nic_spec(4);
     let job = DmaJob::new(tf, nic, spec, Op::Read { src: bus }, bytes, 1).unwrap();
     job.run(&mut tf.net, Time::ZERO).steady_gbps()
 }
@@ -198,21 +184,16 @@ fn ddio_then_streams(cpu: Option<u32>) -> (u64, u64, u64) {
     let nic = requester(&tf, "server.nic.pf0").unwrap();
     let bytes = 256 << 10;
     let bus = map_buffer(&mut tf, nic, "server.ram.node0", 64 << 20, bytes).unwrap();
-    let spec = DmaSpec {
-        mps: 256,
-        mrrs: 512,
-        max_reads: 32,
-        issue_ps_per_kib: pcie::ps_per_kib(3, 8),
-    };
+    let spec = nic_spec(32);
     DmaJob::new(&mut tf, nic, spec, Op::Write { dst: bus }, bytes, 1)
         .unwrap()
         .run(&mut tf.net, Time::ZERO);
     let evictions = if let Some(cpu) = cpu {
         streams(&mut tf, host, 8, cpu, cpu, StreamOp::Read);
-        run_for(&mut tf, Time::from_ns(20_000));
+        tf.net.run_for(Time::from_ns(20_000));
         tf.net.stop_cpu_streams();
         // Let the misses in flight land (and evict) before reading back.
-        run_for(&mut tf, Time::from_ns(2_000));
+        tf.net.run_for(Time::from_ns(2_000));
         tf.net.cpu_streams().iter().map(|s| s.evictions).sum()
     } else {
         0
