@@ -2,11 +2,19 @@
 //! at most MRRS bytes with a bounded number outstanding (tags), no request crossing a
 //! 4 KiB boundary. Written once and used by every device model (GPU copy engine, NTB DMA
 //! engine, NIC, NVMe): only the parameters differ.
+//!
+//! A `DmaJob` is a simulation component. Work comes as *operations* of `op_bytes` each
+//! (one DMA request a driver posts: a 4 KiB page, a 128 MiB copy), with at most
+//! `ops_in_flight` under way; each is split into TLPs. Timing and bytes travel together:
+//! a write's bytes land in the fabric when its TLP lands in simulated time, a read's bytes
+//! are taken from the fabric when its last completion arrives, a copy writes what it read.
 
-use fabric::{Access, Fault, Request, Requester};
-use sim::net::{Delivery, Driver, Issue, Net};
+use fabric::{Access, Fabric, Fault, Request, Requester};
+use sim::component::{Component, Sim};
+use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::timed::TimedFabric;
 use sim::{pcie, Time};
+use std::collections::VecDeque;
 
 /// How a requester issues DMA.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -25,12 +33,28 @@ pub struct DmaSpec {
 /// What to move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
-    /// Posted writes of `bytes` to bus address `dst` (data comes from the device itself).
+    /// Posted writes to bus address `dst` (data comes from the device itself).
     Write { dst: u64 },
-    /// Reads of `bytes` at bus address `src` into the device.
+    /// Reads at bus address `src` into the device.
     Read { src: u64 },
     /// Read `src`, write what arrives to `dst` (a DMA engine copying between two places).
     Copy { src: u64, dst: u64 },
+}
+
+/// The bytes a device writes (for `Op::Write`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// `pattern_byte(seed, offset)` for the byte at `offset` in the buffer.
+    Pattern(u8),
+    /// These bytes, repeated over the buffer.
+    Bytes(Vec<u8>),
+}
+
+/// A deterministic byte pattern that differs between offsets and seeds, so a write that
+/// lands in the wrong place shows as wrong bytes.
+pub fn pattern_byte(seed: u8, offset: u64) -> u8 {
+    let x = offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (seed as u64).wrapping_mul(0xA5A5);
+    (x >> 56) as u8 ^ (offset as u8)
 }
 
 /// The route of every 4 KiB page of a buffer, as the requester addresses it.
@@ -40,6 +64,8 @@ pub struct PageRoutes {
     /// Per page: the timed route, and the address at the target of the page's first byte
     /// (a RAM node offset or a BAR offset).
     routes: Vec<(u32, u64)>,
+    /// The requester's ID in IOTLB keys.
+    rid: u64,
 }
 
 impl PageRoutes {
@@ -70,20 +96,18 @@ impl PageRoutes {
             routes.push((route, at_target - (at - page)));
             page += 4096;
         }
-        Ok(PageRoutes { base, routes })
+        let rid = tf.fabric.requester_rid(requester).0 as u64;
+        Ok(PageRoutes { base, routes, rid })
     }
 
     /// What a request of `bytes` at `addr` needs to be injected.
     #[inline]
-    fn issue(&self, addr: u64, bytes: u32, flow: u32) -> Issue {
+    fn issue(&self, owner: ComponentId, addr: u64, bytes: u32, flow: u32) -> Issue {
         let (route, page_target) = self.routes[((addr - self.base) >> 12) as usize];
         Issue {
-            route,
-            flow,
-            bytes,
             addr64: addr >= 1 << 32,
-            iotlb_key: ((flow as u64) << 48) | (addr >> 12),
-            target: page_target + (addr & 0xfff),
+            iotlb_key: (self.rid << 48) | (addr >> 12),
+            ..Issue::new(route, owner, flow, bytes, page_target + (addr & 0xfff))
         }
     }
 }
@@ -116,231 +140,530 @@ impl DmaOutcome {
     }
 }
 
-/// One DMA job driven through the network.
+/// What a job has done since its statistics were last reset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DmaStats {
+    /// Bytes that completed (landed, or arrived for reads; written for copies).
+    pub bytes: u64,
+    pub ops: u64,
+    /// Latency of each completed operation (first TLP issued to last byte done), ps.
+    pub op_latency_ps: Vec<u64>,
+    /// Functional accesses that faulted (the fabric logs each).
+    pub faults: u64,
+}
+
+/// How many operations to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ops {
+    Count(u64),
+    /// Until stopped (a workload measured over a window).
+    Endless,
+}
+
+/// A DMA requester running operations through the timed fabric.
 pub struct DmaJob {
+    requester: Requester,
     spec: DmaSpec,
     op: Op,
-    bytes: u64,
-    flow: u32,
+    op_bytes: u64,
+    ops: Ops,
+    ops_in_flight: u64,
+    /// Buffer slots: operation k uses slot k mod slots, `op_bytes` each.
+    slots: u64,
+    payload: Payload,
     reads: Option<PageRoutes>,
     writes: Option<PageRoutes>,
-    /// Next byte to request (reads) or write (writes).
+    /// Next byte position (op index × op_bytes + offset) to request / to write.
     read_next: u64,
     write_next: u64,
-    outstanding: u32,
-    /// For a copy: bytes read but not yet written, as (offset, len) chunks.
-    pending: std::collections::VecDeque<(u64, u32)>,
-    written: u64,
-    read_done: u64,
+    reads_outstanding: u32,
+    /// For a copy: read data waiting to be written, as (position, bytes, bytes written).
+    pending: VecDeque<(u64, Vec<u8>, usize)>,
+    /// Spent data buffers, reused so that steady state does not allocate.
+    pool: Vec<Vec<u8>>,
+    /// Writes in flight, by sequence number from `write_seq_base`: (position, data).
+    in_flight: VecDeque<Option<(u64, Vec<u8>)>>,
+    write_seq_base: u32,
+    /// Operations under way, from `op_base`: (first issue, bytes done).
+    under_way: VecDeque<(Time, u64)>,
+    op_base: u64,
+    ops_done: u64,
+    stopped: bool,
+    pacing: bool,
+    scratch: Vec<u8>,
+    /// Kept read data (position → bytes) when capturing.
+    capture: Option<Vec<u8>>,
+    stats: DmaStats,
+    total_done: u64,
     start: Time,
     mid: Time,
     end: Time,
-    done: bool,
-    pacing: bool,
 }
 
+const TIMER_START: u64 = 0;
 const TIMER_WRITE: u64 = 1;
 
 impl DmaJob {
-    /// Plans a job: routes every page it touches. `flow` tags its TLPs in counters.
+    /// Plans a job of one operation of `bytes`: routes every page it touches.
     pub fn new(
         tf: &mut TimedFabric,
         requester: Requester,
         spec: DmaSpec,
         op: Op,
         bytes: u64,
-        flow: u32,
     ) -> Result<DmaJob, Fault> {
+        DmaJob::ops(tf, requester, spec, op, bytes, Ops::Count(1), 1)
+    }
+
+    /// Plans a job of `ops` operations of `op_bytes`, at most `in_flight` under way, over a
+    /// buffer of `in_flight` slots of `op_bytes` at the op's addresses.
+    pub fn ops(
+        tf: &mut TimedFabric,
+        requester: Requester,
+        spec: DmaSpec,
+        op: Op,
+        op_bytes: u64,
+        ops: Ops,
+        in_flight: u64,
+    ) -> Result<DmaJob, Fault> {
+        let in_flight = in_flight.max(1);
+        let region = op_bytes * in_flight;
         let (reads, writes) = match op {
             Op::Write { dst } => (
                 None,
-                Some(PageRoutes::plan(tf, requester, dst, bytes, Access::Write)?),
+                Some(PageRoutes::plan(tf, requester, dst, region, Access::Write)?),
             ),
             Op::Read { src } => (
-                Some(PageRoutes::plan(tf, requester, src, bytes, Access::Read)?),
+                Some(PageRoutes::plan(tf, requester, src, region, Access::Read)?),
                 None,
             ),
             Op::Copy { src, dst } => (
-                Some(PageRoutes::plan(tf, requester, src, bytes, Access::Read)?),
-                Some(PageRoutes::plan(tf, requester, dst, bytes, Access::Write)?),
+                Some(PageRoutes::plan(tf, requester, src, region, Access::Read)?),
+                Some(PageRoutes::plan(tf, requester, dst, region, Access::Write)?),
             ),
         };
         Ok(DmaJob {
+            requester,
             spec,
             op,
-            bytes,
-            flow,
+            op_bytes,
+            ops,
+            ops_in_flight: in_flight,
+            slots: in_flight,
+            payload: Payload::Pattern(0),
             reads,
             writes,
             read_next: 0,
             write_next: 0,
-            outstanding: 0,
-            pending: Default::default(),
-            written: 0,
-            read_done: 0,
+            reads_outstanding: 0,
+            pending: VecDeque::new(),
+            pool: Vec::new(),
+            in_flight: VecDeque::new(),
+            write_seq_base: 0,
+            under_way: VecDeque::new(),
+            op_base: 0,
+            ops_done: 0,
+            stopped: false,
+            pacing: false,
+            scratch: Vec::new(),
+            capture: None,
+            stats: DmaStats::default(),
+            total_done: 0,
             start: Time::ZERO,
             mid: Time::ZERO,
             end: Time::ZERO,
-            done: false,
-            pacing: false,
         })
     }
 
-    fn addrs(&self) -> (u64, u64) {
-        match self.op {
-            Op::Write { dst } => (0, dst),
-            Op::Read { src } => (src, 0),
-            Op::Copy { src, dst } => (src, dst),
-        }
+    /// Sets the bytes a write job writes.
+    pub fn with_payload(mut self, p: Payload) -> DmaJob {
+        self.payload = p;
+        self
     }
 
-    /// Starts the job at `at` and runs the network until it is done.
-    pub fn run(mut self, net: &mut Net, at: Time) -> DmaOutcome {
-        self.start = at.max(net.now());
-        net.timer_at(self.start, 0);
-        net.run(&mut self, Time::MAX);
+    /// Keeps the bytes a read job reads (buffer offset → byte), for checks.
+    pub fn capturing(mut self) -> DmaJob {
+        self.capture = Some(vec![0; (self.op_bytes * self.slots) as usize]);
+        self
+    }
+
+    pub fn captured(&self) -> Option<&[u8]> {
+        self.capture.as_deref()
+    }
+
+    pub fn stats(&self) -> &DmaStats {
+        &self.stats
+    }
+
+    /// Starts counting afresh (the end of a warm-up).
+    pub fn reset_stats(&mut self) {
+        self.stats = DmaStats::default();
+    }
+
+    /// Issues no new operation; those under way complete.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn outcome(&self) -> DmaOutcome {
         DmaOutcome {
             start: self.start,
             mid: self.mid,
             end: self.end,
-            bytes: self.bytes,
+            bytes: self.total_bytes(),
         }
     }
 
-    fn issue_reads(&mut self, net: &mut Net) {
-        let (src, _) = self.addrs();
-        let Some(routes) = &self.reads else { return };
-        while self.outstanding < self.spec.max_reads && self.read_next < self.bytes {
-            let addr = src + self.read_next;
-            let n = chunk(addr, self.bytes - self.read_next, self.spec.mrrs);
-            net.send_read(routes.issue(addr, n, self.flow), self.read_next);
+    fn total_bytes(&self) -> u64 {
+        match self.ops {
+            Ops::Count(n) => n * self.op_bytes,
+            Ops::Endless => u64::MAX,
+        }
+    }
+
+    /// Runs the job alone on the network from `at` until it is done.
+    pub fn run(self, tf: &mut TimedFabric, at: Time) -> (DmaOutcome, DmaStats) {
+        let mut sim = Sim::new();
+        let id = sim.add(self);
+        tf.net.timer_at(at, id, TIMER_START);
+        sim.run_until_finished(tf);
+        let job = sim.get::<DmaJob>(id).expect("added above");
+        (job.outcome(), job.stats.clone())
+    }
+
+    /// Bus address of byte position `pos` from `base`.
+    fn addr(&self, base: u64, pos: u64) -> u64 {
+        let op = pos / self.op_bytes;
+        base + (op % self.slots) * self.op_bytes + pos % self.op_bytes
+    }
+
+    fn buffer_offset(&self, pos: u64) -> u64 {
+        (pos / self.op_bytes % self.slots) * self.op_bytes + pos % self.op_bytes
+    }
+
+    fn end_pos(&self) -> u64 {
+        match self.ops {
+            Ops::Count(n) => n * self.op_bytes,
+            Ops::Endless => u64::MAX,
+        }
+    }
+
+    /// Whether the operation holding `pos` may start (the in-flight limit, a stop).
+    fn may_touch(&mut self, pos: u64, now: Time) -> bool {
+        if pos >= self.end_pos() {
+            return false;
+        }
+        let op = pos / self.op_bytes;
+        let started = self.op_base + self.under_way.len() as u64;
+        if op < started {
+            return true;
+        }
+        if self.stopped || op - self.op_base >= self.ops_in_flight {
+            return false;
+        }
+        self.under_way.push_back((now, 0));
+        true
+    }
+
+    fn issue_reads(&mut self, tf: &mut TimedFabric, me: ComponentId) {
+        let (Op::Read { src } | Op::Copy { src, .. }) = self.op else {
+            return;
+        };
+        let now = tf.net.now();
+        while self.reads_outstanding < self.spec.max_reads && self.may_touch(self.read_next, now) {
+            let addr = self.addr(src, self.read_next);
+            let left = self.op_bytes - self.read_next % self.op_bytes;
+            let n = chunk(addr, left, self.spec.mrrs);
+            let routes = self.reads.as_ref().expect("read job has read routes");
+            tf.net
+                .send_read(routes.issue(me, addr, n, 0), self.read_next);
             self.read_next += n as u64;
-            self.outstanding += 1;
+            self.reads_outstanding += 1;
         }
     }
 
     /// Issues one posted write (of the next chunk) and schedules the next by pacing.
-    fn issue_write(&mut self, net: &mut Net) {
-        let (_, dst) = self.addrs();
-        let Some(routes) = &self.writes else { return };
-        let (offset, limit) = match self.op {
-            Op::Copy { .. } => match self.pending.front_mut() {
-                Some(front) => (front.0, front.1),
+    fn issue_write(&mut self, tf: &mut TimedFabric, me: ComponentId) {
+        let (Op::Write { dst } | Op::Copy { dst, .. }) = self.op else {
+            return;
+        };
+        let now = tf.net.now();
+        let is_copy = matches!(self.op, Op::Copy { .. });
+        let (pos, limit) = match is_copy {
+            true => match self.pending.front() {
+                Some((pos, data, done)) => (*pos + *done as u64, (data.len() - done) as u64),
                 None => {
                     self.pacing = false;
                     return;
                 }
             },
-            _ if self.write_next < self.bytes => {
-                (self.write_next, (self.bytes - self.write_next) as u32)
-            }
+            false if self.may_touch(self.write_next, now) => (
+                self.write_next,
+                self.op_bytes - self.write_next % self.op_bytes,
+            ),
             _ => {
                 self.pacing = false;
                 return;
             }
         };
-        let addr = dst + offset;
-        let n = chunk(addr, limit as u64, self.spec.mps);
-        net.send_write(routes.issue(addr, n, self.flow));
+        let addr = self.addr(dst, pos);
+        let n = chunk(addr, limit, self.spec.mps);
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
         match self.op {
             Op::Copy { .. } => {
                 let front = self.pending.front_mut().expect("checked");
-                front.0 += n as u64;
-                front.1 -= n;
-                if front.1 == 0 {
-                    self.pending.pop_front();
+                data.extend_from_slice(&front.1[front.2..front.2 + n as usize]);
+                front.2 += n as usize;
+                if front.2 == front.1.len() {
+                    let (_, spent, _) = self.pending.pop_front().expect("checked");
+                    self.pool.push(spent);
                 }
             }
-            _ => self.write_next += n as u64,
+            _ => {
+                self.write_next += n as u64;
+                let off = self.buffer_offset(pos);
+                data.extend((0..n as u64).map(|i| match &self.payload {
+                    Payload::Pattern(seed) => pattern_byte(*seed, off + i),
+                    Payload::Bytes(b) if b.is_empty() => 0,
+                    Payload::Bytes(b) => b[((off + i) % b.len() as u64) as usize],
+                }));
+            }
         }
+        let seq = self
+            .write_seq_base
+            .wrapping_add(self.in_flight.len() as u32);
+        let mut issue = self
+            .writes
+            .as_ref()
+            .expect("write job has write routes")
+            .issue(me, addr, n, seq);
+        issue.data = data
+            .iter()
+            .take(8)
+            .enumerate()
+            .fold(0u64, |acc, (i, b)| acc | (*b as u64) << (8 * i));
+        self.in_flight.push_back(Some((pos, data)));
+        tf.net.send_write(issue);
         self.pacing = true;
         let gap = pcie::serialize(
             pcie::wire_bytes(n, false, addr >= 1 << 32),
             self.spec.issue_ps_per_kib,
         );
-        net.timer_at(net.now() + gap, TIMER_WRITE);
+        tf.net.timer_at(now + gap, me, TIMER_WRITE);
     }
 
-    fn finish_if_done(&mut self, net: &Net) {
-        let progress = match self.op {
-            Op::Read { .. } => self.read_done,
-            _ => self.written,
+    /// `bytes` of the operation holding `pos` are done.
+    fn progress(&mut self, now: Time, pos: u64, bytes: u64) {
+        self.stats.bytes += bytes;
+        self.total_done += bytes;
+        let total = self.total_bytes();
+        if self.mid == Time::ZERO && self.total_done >= total / 2 {
+            self.mid = now;
+        }
+        let op = pos / self.op_bytes;
+        let Some(slot) = self.under_way.get_mut((op - self.op_base) as usize) else {
+            return;
         };
-        if self.mid == Time::ZERO && progress >= self.bytes / 2 {
-            self.mid = net.now();
+        slot.1 += bytes;
+        if slot.1 >= self.op_bytes {
+            self.stats.ops += 1;
+            self.stats.op_latency_ps.push((now - slot.0).as_ps());
+            self.ops_done += 1;
+            // Retire completed operations from the front, in order.
+            while self
+                .under_way
+                .front()
+                .is_some_and(|&(_, done)| done >= self.op_bytes)
+            {
+                self.under_way.pop_front();
+                self.op_base += 1;
+            }
         }
-        if progress == self.bytes {
-            self.end = net.now();
-            self.done = true;
+        if self.total_done >= total {
+            self.end = now;
         }
+    }
+
+    fn wrote(&mut self, tf: &mut TimedFabric, me: ComponentId, seq: u32, bytes: u32) {
+        let idx = seq.wrapping_sub(self.write_seq_base) as usize;
+        let Some((pos, data)) = self.in_flight.get_mut(idx).and_then(Option::take) else {
+            return;
+        };
+        while self.in_flight.front().is_some_and(Option::is_none) {
+            self.in_flight.pop_front();
+            self.write_seq_base = self.write_seq_base.wrapping_add(1);
+        }
+        let (Op::Write { dst } | Op::Copy { dst, .. }) = self.op else {
+            return;
+        };
+        let addr = self.addr(dst, pos);
+        if store(&mut tf.fabric, self.requester, addr, &data).is_err() {
+            self.stats.faults += 1;
+        }
+        self.pool.push(data);
+        self.progress(tf.net.now(), pos, bytes as u64);
+        if !self.pacing {
+            self.issue_write(tf, me);
+            // A copy's reads wait for nothing but tags; a write job's next op may start.
+            self.issue_reads(tf, me);
+        }
+    }
+
+    fn read_arrived(
+        &mut self,
+        tf: &mut TimedFabric,
+        me: ComponentId,
+        pos: u64,
+        bytes: u32,
+        last: bool,
+    ) {
+        if matches!(self.op, Op::Read { .. }) {
+            self.progress(tf.net.now(), pos, bytes as u64);
+        }
+        if !last {
+            return;
+        }
+        self.reads_outstanding -= 1;
+        let src = match self.op {
+            Op::Read { src } | Op::Copy { src, .. } => src,
+            Op::Write { .. } => return,
+        };
+        let addr = self.addr(src, pos);
+        let n = chunk(addr, self.op_bytes - pos % self.op_bytes, self.spec.mrrs) as usize;
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        buf.resize(n, 0);
+        if load(&mut tf.fabric, self.requester, addr, &mut buf).is_err() {
+            self.stats.faults += 1;
+        }
+        if let Some(c) = self.capture.as_mut() {
+            let off =
+                ((pos / self.op_bytes % self.slots) * self.op_bytes + pos % self.op_bytes) as usize;
+            c[off..off + n].copy_from_slice(&buf);
+        }
+        if let Op::Copy { .. } = self.op {
+            let mut data = self.pool.pop().unwrap_or_default();
+            data.clear();
+            data.extend_from_slice(&buf);
+            self.pending.push_back((pos, data, 0));
+            if !self.pacing {
+                self.issue_write(tf, me);
+            }
+        }
+        self.scratch = buf;
+        self.issue_reads(tf, me);
     }
 }
 
-impl Driver for DmaJob {
-    fn delivered(&mut self, net: &mut Net, d: Delivery) {
-        match d {
-            Delivery::WriteDone { bytes, .. } => {
-                self.written += bytes as u64;
-                self.finish_if_done(net);
-            }
-            Delivery::ReadData {
-                tag, bytes, last, ..
-            } => {
-                self.read_done += bytes as u64;
-                if last {
-                    self.outstanding -= 1;
-                    if let Op::Copy { .. } = self.op {
-                        // The whole request is in: write it out.
-                        let (src, _) = self.addrs();
-                        let len = chunk(src + tag, self.bytes - tag, self.spec.mrrs);
-                        self.pending.push_back((tag, len));
-                        if !self.pacing {
-                            self.issue_write(net);
-                        }
-                    }
-                    self.issue_reads(net);
-                }
-                self.finish_if_done(net);
-            }
-        }
-    }
+fn store(f: &mut Fabric, r: Requester, addr: u64, data: &[u8]) -> Result<(), Fault> {
+    f.store(r, addr, data)
+}
 
-    fn timer(&mut self, net: &mut Net, token: u64) {
-        if token == TIMER_WRITE {
-            self.issue_write(net);
-            return;
-        }
-        // Start.
-        match self.op {
-            Op::Write { .. } => self.issue_write(net),
-            Op::Read { .. } | Op::Copy { .. } => self.issue_reads(net),
-        }
-        if self.bytes == 0 {
-            self.end = net.now();
-            self.done = true;
+fn load(f: &mut Fabric, r: Requester, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+    f.load(r, addr, buf)
+}
+
+impl Component<TimedFabric> for DmaJob {
+    fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, event: Event) {
+        match event {
+            Event::Timer(TIMER_WRITE) => self.issue_write(tf, me),
+            Event::Timer(_) => {
+                self.start = tf.net.now();
+                if self.total_bytes() == 0 {
+                    self.end = self.start;
+                }
+                match self.op {
+                    Op::Write { .. } => self.issue_write(tf, me),
+                    Op::Read { .. } | Op::Copy { .. } => self.issue_reads(tf, me),
+                }
+            }
+            Event::Delivery(Delivery::WriteDone { flow, bytes }) => self.wrote(tf, me, flow, bytes),
+            Event::Delivery(Delivery::ReadData {
+                tag, bytes, last, ..
+            }) => self.read_arrived(tf, me, tag, bytes, last),
+            Event::Delivery(Delivery::Mmio { .. }) => {}
         }
     }
 
     fn finished(&self) -> bool {
-        self.done
+        match self.ops {
+            Ops::Count(n) => self.ops_done >= n,
+            Ops::Endless => self.stopped && self.under_way.is_empty(),
+        }
     }
 }
 
-/// Time of one small access on an idle network: a posted write until it lands, or a read
-/// until its data is back (for doorbells, flags, counters and polls).
+/// A small posted write of `data` until it lands (a doorbell, a flag, a counter): its
+/// bytes land in the fabric at that moment.
+pub fn timed_write(
+    tf: &mut TimedFabric,
+    requester: Requester,
+    dst: u64,
+    data: &[u8],
+) -> Result<Time, Fault> {
+    let spec = single_spec();
+    let job = DmaJob::new(tf, requester, spec, Op::Write { dst }, data.len() as u64)?
+        .with_payload(Payload::Bytes(data.to_vec()));
+    let (o, s) = job.run(tf, Time::ZERO);
+    fault_if_any(tf, s.faults)?;
+    Ok(o.end - o.start)
+}
+
+/// A small read until its data is back (a poll): the bytes as they are when they are read.
+pub fn timed_read(
+    tf: &mut TimedFabric,
+    requester: Requester,
+    src: u64,
+    len: u32,
+) -> Result<(Vec<u8>, Time), Fault> {
+    let spec = single_spec();
+    let job = DmaJob::new(tf, requester, spec, Op::Read { src }, len as u64)?.capturing();
+    let mut sim = Sim::new();
+    let id = sim.add(job);
+    tf.net.timer_at(Time::ZERO, id, TIMER_START);
+    sim.run_until_finished(tf);
+    let job = sim.get::<DmaJob>(id).expect("added above");
+    fault_if_any(tf, job.stats.faults)?;
+    let o = job.outcome();
+    Ok((job.captured().unwrap_or_default().to_vec(), o.end - o.start))
+}
+
+fn single_spec() -> DmaSpec {
+    DmaSpec {
+        mps: 4096,
+        mrrs: 4096,
+        max_reads: 1,
+        issue_ps_per_kib: 1,
+    }
+}
+
+fn fault_if_any(tf: &TimedFabric, faults: u64) -> Result<(), Fault> {
+    match (faults, tf.fabric.faults().last()) {
+        (0, _) => Ok(()),
+        (_, Some(f)) => Err(*f),
+        (_, None) => Ok(()),
+    }
+}
+
+/// Time of one small access on an idle network: a posted write (of a pattern) until it
+/// lands, or a read until its data is back.
 pub fn single_access(
     tf: &mut TimedFabric,
     requester: Requester,
     op: Op,
     bytes: u32,
 ) -> Result<Time, Fault> {
-    let spec = DmaSpec {
-        mps: 4096,
-        mrrs: 4096,
-        max_reads: 1,
-        issue_ps_per_kib: 1,
-    };
-    let job = DmaJob::new(tf, requester, spec, op, bytes as u64, 0)?;
-    let o = job.run(&mut tf.net, Time::ZERO);
-    Ok(o.end - o.start)
+    match op {
+        Op::Write { dst } => {
+            let data: Vec<u8> = (0..bytes as u64).map(|i| pattern_byte(0, i)).collect();
+            timed_write(tf, requester, dst, &data)
+        }
+        Op::Read { src } => timed_read(tf, requester, src, bytes).map(|(_, t)| t),
+        Op::Copy { .. } => {
+            let job = DmaJob::new(tf, requester, single_spec(), op, bytes as u64)?;
+            let (o, _) = job.run(tf, Time::ZERO);
+            Ok(o.end - o.start)
+        }
+    }
 }

@@ -10,7 +10,7 @@ use fabric::{Fault, NodeId, NodeKind, Requester};
 use sim::timed::{ns, TimedFabric};
 use sim::Time;
 
-use crate::dma::{single_access, DmaSpec, Op};
+use crate::dma::{timed_read, timed_write, DmaSpec};
 
 /// A GPU as the timing layer sees it, from its device `timing` table.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,25 +91,24 @@ impl Gpu {
         }
     }
 
-    /// A kernel store of `value` to bus address `bus`: the bytes go through the fabric,
-    /// the time is the posted write's flight on the network.
+    /// A kernel store of `value` to bus address `bus`: a posted write whose bytes land
+    /// in the fabric when it lands on the network.
     pub fn store_u32(&self, tf: &mut TimedFabric, bus: u64, value: u32) -> Result<Time, GpuError> {
-        tf.fabric.dma_write(self.node, bus, &value.to_le_bytes())?;
-        Ok(single_access(
+        Ok(timed_write(
             tf,
             Requester::Function(self.node),
-            Op::Write { dst: bus },
-            4,
+            bus,
+            &value.to_le_bytes(),
         )?)
     }
 
     /// A kernel load of 4 bytes at bus address `bus` (its own memory or a peer's/host's):
     /// the value through the fabric, the time a read round trip on the network.
     pub fn load_u32(&self, tf: &mut TimedFabric, bus: u64) -> Result<(u32, Time), GpuError> {
-        let mut b = [0u8; 4];
-        tf.fabric.dma_read(self.node, bus, &mut b)?;
-        let t = single_access(tf, Requester::Function(self.node), Op::Read { src: bus }, 4)?;
-        Ok((u32::from_le_bytes(b), t))
+        let (b, t) = timed_read(tf, Requester::Function(self.node), bus, 4)?;
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&b[..4]);
+        Ok((u32::from_le_bytes(w), t))
     }
 
     /// Reads the counter in the GPU's own memory (what its poll loop sees).

@@ -4,5 +4,8 @@
 pub mod dma;
 pub mod gpu;
 
-pub use dma::{single_access, DmaJob, DmaOutcome, DmaSpec, Op, PageRoutes};
+pub use dma::{
+    pattern_byte, single_access, timed_read, timed_write, DmaJob, DmaOutcome, DmaSpec, DmaStats,
+    Op, Ops, PageRoutes, Payload,
+};
 pub use gpu::{pingpong, Counters, Gpu, GpuError};

@@ -21,6 +21,9 @@ pub struct Fabric {
     mem: Memory,
     faults: Vec<Fault>,
     scratch: Path,
+    /// Bumped by every change to IOMMU tables, NTB LUTs or link state: whoever caches
+    /// routes (the timing layer) drops them when it moves.
+    routing_epoch: u64,
 }
 
 impl Fabric {
@@ -43,6 +46,7 @@ impl Fabric {
             mem: Memory::default(),
             faults: Vec::new(),
             scratch: Path::with_capacity(64),
+            routing_epoch: 0,
         }
     }
 
@@ -78,6 +82,12 @@ impl Fabric {
 
     pub fn clear_faults(&mut self) {
         self.faults.clear();
+    }
+
+    /// Changes whenever routing state changes (IOMMU tables, NTB LUTs, cables): a route
+    /// cached under another epoch may be wrong.
+    pub fn routing_epoch(&self) -> u64 {
+        self.routing_epoch
     }
 
     pub fn ntb_state(&self, ntb: NtbId) -> &NtbState {
@@ -139,10 +149,11 @@ impl Fabric {
                 on: label,
                 capacity: cap,
             })?;
+        self.routing_epoch += 1;
         let bar = self
             .topo
-            .node(n.fn_node)
-            .bar(n.window_bar)
+            .node(self.topo.ntbs[ntb as usize].fn_node)
+            .bar(self.topo.ntbs[ntb as usize].window_bar)
             .expect("NTB window BAR exists");
         Ok(WindowMapping {
             ntb,
@@ -161,21 +172,25 @@ impl Fabric {
             ));
         }
         st.lut[range].fill(None);
+        self.routing_epoch += 1;
         Ok(())
     }
 
     /// Lets `rid` send through `ntb` (a lent device, a registered local requester).
     pub fn ntb_add_requester(&mut self, ntb: NtbId, rid: Rid) -> Result<u8, FabricError> {
         let label = self.topo.cable_end_label(CableEnd::Ntb(ntb));
+        self.routing_epoch += 1;
         self.ntb[ntb as usize].add_requester(rid, &label)
     }
 
     pub fn ntb_remove_requester(&mut self, ntb: NtbId, rid: Rid) -> Result<(), FabricError> {
+        self.routing_epoch += 1;
         self.ntb[ntb as usize].remove_requester(rid)
     }
 
     /// Takes a cable down or up (link failure).
     pub fn set_cable_up(&mut self, cable: CableId, up: bool) {
+        self.routing_epoch += 1;
         self.cable_up[cable as usize] = up;
     }
 
@@ -185,9 +200,11 @@ impl Fabric {
         self.iommu[host as usize].create_domain()
     }
     pub fn iommu_attach(&mut self, host: HostId, rid: Rid, d: DomainId) -> Result<(), FabricError> {
+        self.routing_epoch += 1;
         self.iommu[host as usize].attach(rid, d)
     }
     pub fn iommu_detach(&mut self, host: HostId, rid: Rid) {
+        self.routing_epoch += 1;
         self.iommu[host as usize].detach(rid)
     }
     pub fn iommu_map(
@@ -199,6 +216,7 @@ impl Fabric {
         len: u64,
         perm: Perm,
     ) -> Result<(), FabricError> {
+        self.routing_epoch += 1;
         self.iommu[host as usize].map(d, iova, phys, len, perm)
     }
     pub fn iommu_unmap(
@@ -208,6 +226,7 @@ impl Fabric {
         iova: u64,
         len: u64,
     ) -> Result<(), FabricError> {
+        self.routing_epoch += 1;
         self.iommu[host as usize].unmap(d, iova, len)
     }
 
@@ -550,6 +569,16 @@ impl Fabric {
     /// `buf` with all-ones, as an Unsupported Request completion returns.
     pub fn dma_read(&mut self, requester: NodeId, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         self.read(Requester::Function(requester), addr, buf)
+    }
+
+    /// Any requester (a function or a CPU package) writes `data` at `addr` as it sees it.
+    pub fn store(&mut self, r: Requester, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        self.write(r, addr, data)
+    }
+
+    /// Any requester reads `buf.len()` bytes at `addr`; a fault fills the rest with ones.
+    pub fn load(&mut self, r: Requester, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.read(r, addr, buf)
     }
 
     /// A CPU core of `package` stores `data` at host-physical address `addr`.

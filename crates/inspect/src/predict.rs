@@ -63,10 +63,9 @@ fn io_cost(scenario: &str, device: NodeId, node: u32) -> Option<Time> {
         spec,
         devices::Op::Write { dst: addr },
         4096,
-        0,
     )
     .ok()?;
-    let o = job.run(&mut tf.net, Time::ZERO);
+    let (o, _) = job.run(&mut tf, Time::ZERO);
     let package = tf.fabric.topo.platform_of(host).package_of_node(node);
     Some((o.end - o.start) + tf.cpu_line_read(host, package, node, offset))
 }

@@ -10,14 +10,13 @@
 //! LLC capacity in the cores' package — a line fill lands in any of the LLC's ways, so one
 //! fill in `llc_ways / ddio_ways` evicts a line DDIO had allocated (written back to DRAM).
 //!
-//! A stream runs from `start_cpu_streams` until `stop_cpu_streams`; while any runs, the
-//! network never runs dry, so `Net::run` returns when the driver says it has finished.
+//! A stream is an ordinary simulation component (`component::Component`), in the
+//! background: it runs from `start` until `stop`, and while it runs the network never runs
+//! dry, so runs beside it end when the working components finish or at a horizon.
 
-use crate::net::{Delivery, Driver, Issue, Net};
+use crate::component::{Component, HasNet};
+use crate::net::{ComponentId, Delivery, Event, Issue, Net};
 use crate::time::Time;
-
-/// Flow ids at and above this belong to CPU streams (device flows stay below).
-pub const STREAM_FLOW_BASE: u32 = 0xFFF0_0000;
 
 const LINE: u32 = 64;
 
@@ -47,7 +46,7 @@ pub struct StreamSpec {
     pub fills_per_eviction: u32,
 }
 
-/// A running stream and what it moved.
+/// A stream of CPU line misses and what it moved.
 #[derive(Clone, Debug)]
 pub struct CpuStream {
     pub spec: StreamSpec,
@@ -65,26 +64,14 @@ pub struct CpuStream {
     slots: Vec<Option<(Time, u64)>>,
 }
 
+/// Timer token that starts a stream.
+pub const START: u64 = 0;
+
 impl CpuStream {
-    /// Mean latency of the stream's misses so far (ns), 0 before the first.
-    pub fn mean_latency_ns(&self) -> f64 {
-        if self.misses == 0 {
-            return 0.0;
-        }
-        self.latency_ps as f64 / self.misses as f64 / 1000.0
-    }
-}
-
-/// Whether a flow id belongs to a CPU stream.
-pub fn is_stream_flow(flow: u32) -> bool {
-    flow >= STREAM_FLOW_BASE
-}
-
-impl Net {
-    /// Adds a stream (not yet running) and returns its index.
-    pub fn add_cpu_stream(&mut self, spec: StreamSpec) -> u32 {
+    /// A stream, not yet running.
+    pub fn new(spec: StreamSpec) -> CpuStream {
         let n = spec.outstanding.max(1) as usize;
-        self.streams.push(CpuStream {
+        CpuStream {
             spec,
             next_line: 0,
             fills: 0,
@@ -95,133 +82,106 @@ impl Net {
             latency_ps: 0,
             misses: 0,
             slots: vec![None; n],
-        });
-        self.streams.len() as u32 - 1
+        }
     }
 
-    pub fn cpu_stream(&self, s: u32) -> &CpuStream {
-        &self.streams[s as usize]
+    /// Mean latency of the stream's misses so far (ns), 0 before the first.
+    pub fn mean_latency_ns(&self) -> f64 {
+        if self.misses == 0 {
+            return 0.0;
+        }
+        self.latency_ps as f64 / self.misses as f64 / 1000.0
     }
 
-    pub fn cpu_streams(&self) -> &[CpuStream] {
-        &self.streams
+    /// Misses completed so far.
+    pub fn misses(&self) -> u64 {
+        self.misses
     }
 
-    /// Starts every stream that is not running: each puts its misses in flight now.
-    pub fn start_cpu_streams(&mut self) {
-        for s in 0..self.streams.len() as u32 {
-            if self.streams[s as usize].running {
-                continue;
-            }
-            self.streams[s as usize].running = true;
-            self.streams_running += 1;
-            // Fill buffers still waiting since a stop keep their miss.
-            for slot in 0..self.streams[s as usize].slots.len() as u64 {
-                if self.streams[s as usize].slots[slot as usize].is_none() {
-                    self.issue_line(s, slot);
-                }
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    /// Starts the stream now: every idle fill buffer puts a miss in flight (buffers still
+    /// waiting since a stop keep theirs).
+    pub fn start(&mut self, net: &mut Net, me: ComponentId) {
+        if self.running {
+            return;
+        }
+        self.running = true;
+        for slot in 0..self.slots.len() as u64 {
+            if self.slots[slot as usize].is_none() {
+                self.issue_line(net, me, slot);
             }
         }
     }
 
-    /// Stops every stream: misses in flight complete, none are issued after them.
-    pub fn stop_cpu_streams(&mut self) {
-        for st in &mut self.streams {
-            st.running = false;
-        }
-        self.streams_running = 0;
+    /// Stops the stream: misses in flight complete, none are issued after them.
+    pub fn stop(&mut self) {
+        self.running = false;
     }
 
-    pub fn cpu_streams_running(&self) -> bool {
-        self.streams_running > 0
+    /// Issues the next line miss from fill-buffer `slot`.
+    fn issue_line(&mut self, net: &mut Net, me: ComponentId, slot: u64) {
+        let lines = (self.spec.span / LINE as u64).max(1);
+        let target = self.spec.base + (self.next_line % lines) * LINE as u64;
+        self.next_line += 1;
+        self.slots[slot as usize] = Some((net.now(), target));
+        net.send_read(self.line(me, target), slot);
     }
 
-    /// Runs the network for `window` of simulated time with no device driver: CPU streams
-    /// (and anything else in flight) progress; deliveries to devices are dropped.
-    pub fn run_for(&mut self, window: Time) {
-        struct Window(bool);
-        impl Driver for Window {
-            fn delivered(&mut self, _: &mut Net, _: Delivery) {}
-            fn timer(&mut self, _: &mut Net, _: u64) {
-                self.0 = true;
-            }
-            fn finished(&self) -> bool {
-                self.0
-            }
-        }
-        let at = self.now() + window;
-        self.timer_at(at, 0);
-        self.run(&mut Window(false), Time::MAX);
-    }
-
-    /// Issues the next line miss of stream `s` from fill-buffer `slot`.
-    fn issue_line(&mut self, s: u32, slot: u64) {
-        let now = self.now();
-        let st = &mut self.streams[s as usize];
-        let lines = (st.spec.span / LINE as u64).max(1);
-        let target = st.spec.base + (st.next_line % lines) * LINE as u64;
-        st.next_line += 1;
-        st.slots[slot as usize] = Some((now, target));
-        let issue = Issue {
-            route: st.spec.route,
-            flow: STREAM_FLOW_BASE + s,
-            bytes: LINE,
+    fn line(&self, me: ComponentId, target: u64) -> Issue {
+        Issue {
             addr64: true,
-            iotlb_key: 0,
-            target,
-        };
-        self.send_read(issue, slot);
+            cpu: true,
+            ..Issue::new(self.spec.route, me, 0, LINE, target)
+        }
     }
 
-    /// A delivery for a stream's flow (called by `run` instead of the driver).
-    pub(crate) fn stream_delivered(&mut self, d: Delivery) {
+    fn delivered(&mut self, net: &mut Net, me: ComponentId, d: Delivery) {
         match d {
-            Delivery::WriteDone { flow, bytes } => {
-                self.streams[(flow - STREAM_FLOW_BASE) as usize].bytes_written += bytes as u64;
-            }
+            Delivery::WriteDone { bytes, .. } => self.bytes_written += bytes as u64,
             Delivery::ReadData {
-                flow,
-                tag,
-                bytes,
-                last,
+                tag, bytes, last, ..
             } => {
-                let s = flow - STREAM_FLOW_BASE;
-                let now = self.now();
-                let st = &mut self.streams[s as usize];
-                st.bytes_read += bytes as u64;
+                self.bytes_read += bytes as u64;
                 if !last {
                     return;
                 }
-                let (issued, target) = st.slots[tag as usize]
-                    .take()
-                    .expect("a line arrives only for a miss in flight");
-                st.latency_ps += (now - issued).as_ps() as u128;
-                st.misses += 1;
-                st.fills += 1;
-                let evict = st.spec.fills_per_eviction > 0
-                    && st.fills.is_multiple_of(st.spec.fills_per_eviction as u64);
-                let (fill_llc, op, route, running) =
-                    (st.spec.fill_llc, st.spec.op, st.spec.route, st.running);
-                if let (true, Some(sink)) = (evict, fill_llc) {
-                    if self.evict_ddio_line(sink) {
-                        self.streams[s as usize].evictions += 1;
+                let Some((issued, target)) = self.slots[tag as usize].take() else {
+                    return;
+                };
+                self.latency_ps += (net.now() - issued).as_ps() as u128;
+                self.misses += 1;
+                self.fills += 1;
+                let evict = self.spec.fills_per_eviction > 0
+                    && self
+                        .fills
+                        .is_multiple_of(self.spec.fills_per_eviction as u64);
+                if let (true, Some(sink)) = (evict, self.spec.fill_llc) {
+                    if net.evict_ddio_line(sink) {
+                        self.evictions += 1;
                     }
                 }
-                if op == StreamOp::Write {
+                if self.spec.op == StreamOp::Write {
                     // The dirty line goes back to its node (posted, off the critical path).
-                    self.send_write(Issue {
-                        route,
-                        flow,
-                        bytes: LINE,
-                        addr64: true,
-                        iotlb_key: 0,
-                        target,
-                    });
+                    net.send_write(self.line(me, target));
                 }
-                if running {
-                    self.issue_line(s, tag);
+                if self.running {
+                    self.issue_line(net, me, tag);
                 }
             }
+            Delivery::Mmio { .. } => {}
+        }
+    }
+}
+
+impl<C: HasNet + 'static> Component<C> for CpuStream {
+    fn notify(&mut self, cx: &mut C, me: ComponentId, event: Event) {
+        match event {
+            Event::Timer(START) => self.start(cx.net(), me),
+            Event::Timer(_) => {}
+            Event::Delivery(d) => self.delivered(cx.net(), me, d),
         }
     }
 }

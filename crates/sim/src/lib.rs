@@ -20,6 +20,7 @@ pub mod time;
 pub use engine::{Engine, EngineStats, SimError};
 pub use queue::Queue;
 pub use time::Time;
+pub mod component;
 pub mod cpu_stream;
 pub mod flow;
 pub mod net;

@@ -7,13 +7,15 @@
 //! forwards a peer-to-peer read re-issues it as small reads, with a fixed number of
 //! outstanding ones and a minimum gap between them) and, last, `Sink` (DRAM or device
 //! memory: bandwidth, latency, and for reads completions at the read completion boundary).
-//! Completions travel the reverse route. A `Driver` (a device model) sees posted writes
-//! land and read data arrive, and injects new TLPs or sets timers. CPU memory streams
-//! (`cpu_stream`) share the same wires and sinks. Time never comes from the wall clock.
+//! Completions travel the reverse route. Every TLP belongs to a component (a device
+//! model, a driver, a CPU agent: see `component`), which is told when its posted writes
+//! land and its read data arrives, and which may own sinks (a BAR's registers, an
+//! interrupt target) and then hears of every write that reaches them, with address and
+//! data. `next_notice` runs the network until something is for a component. Time never
+//! comes from the wall clock.
 
 use std::collections::VecDeque;
 
-use crate::cpu_stream::{is_stream_flow, CpuStream};
 use crate::engine::Engine;
 use crate::pcie::{self, serialize, DLLP_PER_TLP};
 use crate::time::Time;
@@ -45,6 +47,9 @@ pub enum Hop {
     /// is on the memory's own package).
     Sink(u32, bool),
 }
+
+/// A component of a simulation: the owner of TLPs, timers and sinks.
+pub type ComponentId = u32;
 
 /// One direction of a link.
 #[derive(Clone, Debug)]
@@ -81,6 +86,8 @@ pub struct Sink {
     pub bytes_written: u64,
     /// The LLC in front of DRAM, for DDIO and DMA reads that hit.
     pub llc: Option<Llc>,
+    /// The component told of every write landing here (a device's registers); NONE: none.
+    owner: ComponentId,
 }
 
 /// The part of an LLC that DMA sees: lines DDIO allocated (limited to the DDIO ways) or
@@ -204,6 +211,12 @@ struct Tlp {
     /// The route ends here for this TLP (a sub-read's completions stop at the root).
     stop: u16,
     held: u32,
+    /// The component that sent it (told of its landing or its data).
+    owner: ComponentId,
+    /// Inline data of a small write (a doorbell, an MSI): up to 8 bytes, little-endian.
+    data: u64,
+    /// A CPU cache-line miss or write-back: served by DRAM, never by DDIO ways.
+    cpu: bool,
     /// Read request this TLP belongs to (reads and completions).
     req: u32,
     /// For a split sub-read: the parent request; NONE otherwise.
@@ -216,6 +229,7 @@ struct Tlp {
 
 #[derive(Clone, Copy, Debug)]
 struct ReadReq {
+    owner: ComponentId,
     flow: u32,
     tag: u64,
     remaining: u32,
@@ -233,21 +247,45 @@ struct ReadReq {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Issue {
     pub route: u32,
-    /// Tags the request in deliveries and counters.
+    /// The component that sends it and hears of it.
+    pub owner: ComponentId,
+    /// Tags the request in the owner's deliveries (the owner's own numbering).
     pub flow: u32,
     pub bytes: u32,
     /// Whether the address needs a 4-DW header (above 4 GiB).
     pub addr64: bool,
     /// Names the page for an IOMMU on the way (requester and page).
     pub iotlb_key: u64,
-    /// Address at the target, for cache lines in an LLC.
+    /// Address at the target (a RAM node offset or a BAR offset): cache lines in an LLC,
+    /// and the register a write to an owned sink hits.
     pub target: u64,
+    /// Inline data of a small write (≤ 8 bytes, little-endian), for an owned sink.
+    pub data: u64,
+    /// A CPU cache-line miss or write-back (DRAM only, never the DDIO ways).
+    pub cpu: bool,
 }
 
-/// What a driver is told.
+impl Issue {
+    /// A device request: no inline data.
+    pub fn new(route: u32, owner: ComponentId, flow: u32, bytes: u32, target: u64) -> Issue {
+        Issue {
+            route,
+            owner,
+            flow,
+            bytes,
+            addr64: false,
+            iotlb_key: 0,
+            target,
+            data: 0,
+            cpu: false,
+        }
+    }
+}
+
+/// What a component is told.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivery {
-    /// A posted write became visible at its target.
+    /// A posted write it sent became visible at its target.
     WriteDone { flow: u32, bytes: u32 },
     /// Read data arrived at the requester; `last` when the request is complete.
     ReadData {
@@ -256,27 +294,40 @@ pub enum Delivery {
         bytes: u32,
         last: bool,
     },
+    /// A write reached a sink this component owns: `offset` at the target (a BAR offset),
+    /// `bytes` long, with its first 8 bytes of data inline (doorbells, MSI data).
+    Mmio {
+        sink: u32,
+        offset: u64,
+        bytes: u32,
+        data: u64,
+    },
 }
 
-/// A device model or workload driving the network.
-pub trait Driver {
-    fn delivered(&mut self, net: &mut Net, d: Delivery);
-    fn timer(&mut self, net: &mut Net, token: u64);
-    /// Whether the driver's work is done. `run` asks only while CPU streams keep the
-    /// network busy; otherwise it returns when no event is left.
-    fn finished(&self) -> bool {
-        false
-    }
+/// What reaches a component: a delivery or one of its timers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Delivery(Delivery),
+    Timer(u64),
+}
+
+/// What `next_notice` stops for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    To(ComponentId, Event),
+    /// A horizon set with `set_horizon` was reached (its time is now).
+    Horizon(Time),
 }
 
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     Hop(u32),
     Credit(u32, u8),
-    Deliver(Delivery),
-    Timer(u64),
+    Deliver(ComponentId, Delivery),
+    Timer(ComponentId, u64),
     /// A splitter's issue gap has passed.
     Splitter(u32),
+    Horizon,
 }
 
 /// Counters a hardware engineer would read.
@@ -305,8 +356,6 @@ pub struct Net {
     free_reads: Vec<u32>,
     /// Credit update latency added to a wire's propagation for the UpdateFC DLLP.
     fc_extra: Time,
-    pub(crate) streams: Vec<CpuStream>,
-    pub(crate) streams_running: u32,
 }
 
 impl Net {
@@ -323,8 +372,6 @@ impl Net {
             reads: Vec::new(),
             free_reads: Vec::new(),
             fc_extra: Time::from_ps(2_000),
-            streams: Vec::new(),
-            streams_running: 0,
         }
     }
 
@@ -385,6 +432,7 @@ impl Net {
             bytes_read: 0,
             bytes_written: 0,
             llc: None,
+            owner: NONE,
         });
         self.sinks.len() as u32 - 1
     }
@@ -400,6 +448,11 @@ impl Net {
 
     pub fn sink_mut(&mut self, sink: u32) -> &mut Sink {
         &mut self.sinks[sink as usize]
+    }
+
+    /// Makes `component` hear of every write that lands in `sink` (its registers).
+    pub fn set_sink_owner(&mut self, sink: u32, component: ComponentId) {
+        self.sinks[sink as usize].owner = component;
     }
 
     pub fn add_splitter(&mut self, name: &str, split: u32, tags: u32, issue_gap: Time) -> u32 {
@@ -524,6 +577,9 @@ impl Net {
             pos: 0,
             stop: u16::MAX,
             held: NONE,
+            owner: i.owner,
+            data: i.data,
+            cpu: i.cpu,
             req: NONE,
             parent: NONE,
             flow: i.flow,
@@ -536,6 +592,7 @@ impl Net {
     /// Injects a read request now; data comes back as `Delivery::ReadData` with `tag`.
     pub fn send_read(&mut self, i: Issue, tag: u64) {
         let req = self.alloc_read(ReadReq {
+            owner: i.owner,
             flow: i.flow,
             tag,
             remaining: i.bytes,
@@ -553,6 +610,9 @@ impl Net {
             pos: 0,
             stop: u16::MAX,
             held: NONE,
+            owner: i.owner,
+            data: 0,
+            cpu: i.cpu,
             req,
             parent: NONE,
             flow: i.flow,
@@ -562,11 +622,19 @@ impl Net {
         self.hop(t);
     }
 
-    /// Calls `driver.timer(token)` at `at` (not before now).
-    pub fn timer_at(&mut self, at: Time, token: u64) {
+    /// Tells `component` of timer `token` at `at` (not before now).
+    pub fn timer_at(&mut self, at: Time, component: ComponentId, token: u64) {
         let at = at.max(self.now());
         self.engine
-            .schedule_at(at, Ev::Timer(token))
+            .schedule_at(at, Ev::Timer(component, token))
+            .expect("not in the past");
+    }
+
+    /// Makes `next_notice` return `Notice::Horizon(at)` when the clock reaches `at`.
+    pub fn set_horizon(&mut self, at: Time) {
+        let at = at.max(self.now());
+        self.engine
+            .schedule_at(at, Ev::Horizon)
             .expect("not in the past");
     }
 
@@ -752,6 +820,7 @@ impl Net {
             let p = self.reads[parent as usize];
             let payload = self.tlps[sub as usize].payload;
             let req = self.alloc_read(ReadReq {
+                owner: p.owner,
                 flow: p.flow,
                 tag: p.tag,
                 remaining: payload,
@@ -768,7 +837,7 @@ impl Net {
 
     /// A CPU line fill evicted a DDIO line at sink `s`'s LLC: it is written back to DRAM
     /// (taking DRAM time). True if there was a line to evict.
-    pub(crate) fn evict_ddio_line(&mut self, s: u32) -> bool {
+    pub fn evict_ddio_line(&mut self, s: u32) -> bool {
         let now = self.now();
         let sink = &mut self.sinks[s as usize];
         let Some(llc) = sink.llc.as_mut() else {
@@ -789,7 +858,7 @@ impl Net {
         let sink = &mut self.sinks[s as usize];
         // What the LLC absorbs or serves, and what reaches DRAM.
         let lines = tlp.target / 64..=(tlp.target + tlp.payload.max(1) as u64 - 1) / 64;
-        let llc = if is_stream_flow(tlp.flow) {
+        let llc = if tlp.cpu {
             // CPU misses and write-backs: DRAM, never the DDIO ways.
             None
         } else {
@@ -829,14 +898,24 @@ impl Net {
             Kind::Write => {
                 sink.bytes_written += tlp.payload as u64;
                 let at = start + service + latency;
+                let owner = sink.owner;
+                if owner != NONE {
+                    let mmio = Delivery::Mmio {
+                        sink: s,
+                        offset: tlp.target,
+                        bytes: tlp.payload,
+                        data: tlp.data,
+                    };
+                    self.engine
+                        .schedule_at(at, Ev::Deliver(owner, mmio))
+                        .expect("future");
+                }
+                let done = Delivery::WriteDone {
+                    flow: tlp.flow,
+                    bytes: tlp.payload,
+                };
                 self.engine
-                    .schedule_at(
-                        at,
-                        Ev::Deliver(Delivery::WriteDone {
-                            flow: tlp.flow,
-                            bytes: tlp.payload,
-                        }),
-                    )
+                    .schedule_at(at, Ev::Deliver(tlp.owner, done))
                     .expect("future");
                 self.free_tlps.push(t);
             }
@@ -864,6 +943,9 @@ impl Net {
                             u16::MAX
                         },
                         held: NONE,
+                        owner: tlp.owner,
+                        data: 0,
+                        cpu: tlp.cpu,
                         req: tlp.req,
                         parent: NONE,
                         flow: tlp.flow,
@@ -924,15 +1006,16 @@ impl Net {
             last: remaining == 0,
         };
         self.engine
-            .schedule_at(self.now(), Ev::Deliver(d))
+            .schedule_at(self.now(), Ev::Deliver(r.owner, d))
             .expect("now");
     }
 
-    /// Runs until no event is left (or `until`), calling the driver.
-    pub fn run<D: Driver>(&mut self, driver: &mut D, until: Time) {
+    /// Runs the network until something is for a component, a horizon is reached, or the
+    /// next event lies after `until` (then `None`, and nothing past `until` is processed).
+    pub fn next_notice(&mut self, until: Time) -> Option<Notice> {
         while let Some(t) = self.engine.peek_time() {
             if t > until {
-                break;
+                return None;
             }
             let (_, ev) = self.engine.pop().expect("peeked");
             match ev {
@@ -946,31 +1029,16 @@ impl Net {
                         self.transmit(next, w);
                     }
                 }
-                Ev::Deliver(d) => {
-                    let flow = match d {
-                        Delivery::WriteDone { flow, .. } | Delivery::ReadData { flow, .. } => flow,
-                    };
-                    if is_stream_flow(flow) {
-                        self.stream_delivered(d);
-                    } else {
-                        driver.delivered(self, d);
-                        if self.streams_running > 0 && driver.finished() {
-                            break;
-                        }
-                    }
-                }
-                Ev::Timer(token) => {
-                    driver.timer(self, token);
-                    if self.streams_running > 0 && driver.finished() {
-                        break;
-                    }
-                }
+                Ev::Deliver(c, d) => return Some(Notice::To(c, Event::Delivery(d))),
+                Ev::Timer(c, token) => return Some(Notice::To(c, Event::Timer(token))),
                 Ev::Splitter(s) => {
                     self.splitters[s as usize].wake_pending = false;
                     self.pump_splitter(s);
                 }
+                Ev::Horizon => return Some(Notice::Horizon(t)),
             }
         }
+        None
     }
 
     pub fn events_handled(&self) -> u64 {

@@ -11,7 +11,8 @@ use fabric::{
 };
 use rustc_hash::FxHashMap;
 
-use crate::cpu_stream::{StreamOp, StreamSpec};
+use crate::component::HasNet;
+use crate::cpu_stream::{CpuStream, StreamOp, StreamSpec};
 use crate::net::{Hop, Net};
 use crate::pcie;
 use crate::time::Time;
@@ -112,6 +113,14 @@ pub fn ns(x: f64) -> Time {
 
 const NONE: u32 = u32::MAX;
 
+/// Routes resolved under one fabric routing epoch; an IOMMU, NTB-LUT or cable change
+/// empties it, so a page unmapped after it was routed faults again.
+#[derive(Default)]
+struct RouteCache {
+    epoch: u64,
+    map: FxHashMap<(u32, u64, bool), (u32, Target)>,
+}
+
 /// A fabric and its timed network.
 pub struct TimedFabric {
     pub fabric: Fabric,
@@ -124,11 +133,20 @@ pub struct TimedFabric {
     bar_sinks: Vec<u32>,
     splitters: Vec<u32>,
     iotlbs: Vec<u32>,
-    cache: FxHashMap<(u32, u64, bool), (u32, Target)>,
+    /// Timed routes per (requester, 4 KiB page, read?), valid for one fabric routing epoch.
+    cache: RouteCache,
     /// Routes with identical hops share one id.
     dedup: FxHashMap<Vec<Hop>, u32>,
     path: Path,
     ntb_translate: Vec<Time>,
+    /// CPU streams made so far (each gets its own span of addresses).
+    cpu_streams_made: u64,
+}
+
+impl HasNet for TimedFabric {
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
 }
 
 /// A device's memory behind its BAR, from its `timing` table: `bar_gbps`,
@@ -311,9 +329,10 @@ impl TimedFabric {
             bar_sinks,
             splitters,
             iotlbs,
-            cache: FxHashMap::default(),
+            cache: RouteCache::default(),
             dedup: FxHashMap::default(),
             path: Path::with_capacity(64),
+            cpu_streams_made: 0,
         })
     }
 
@@ -352,18 +371,18 @@ impl TimedFabric {
         ns(pt.dram_latency_ns + 2.0 * ic)
     }
 
-    /// Adds a CPU memory stream (not started): cores on NUMA node `cpu_node` of `host`
+    /// A CPU memory stream (a component, not started): cores on NUMA node `cpu_node` of `host`
     /// keeping `outstanding` line misses in flight against node `mem_node`'s DRAM, over
     /// the interconnect when the nodes sit on different packages. Their line fills press
     /// on the DDIO lines of the cores' package LLC. See `sim::cpu_stream`.
-    pub fn add_cpu_stream(
+    pub fn cpu_stream(
         &mut self,
         host: u32,
         cpu_node: u32,
         mem_node: u32,
         op: StreamOp,
         outstanding: u32,
-    ) -> Result<u32, TimingError> {
+    ) -> Result<CpuStream, TimingError> {
         let topo = &self.fabric.topo;
         let h = topo.host(host);
         let p = topo.platform_of(host);
@@ -391,7 +410,8 @@ impl TimedFabric {
         // A fill lands in any way; one in llc_ways / ddio_ways lands in a DDIO way.
         let fills_per_eviction = p.llc_ways.checked_div(p.ddio_ways).map_or(0, |k| k.max(1));
         // Spread streams over the node so their lines never alias.
-        let n = self.net.cpu_streams().len() as u64;
+        let n = self.cpu_streams_made;
+        self.cpu_streams_made += 1;
         let span = 1u64 << 30;
         let name = format!(
             "{} cores node{cpu_node} {} node{mem_node}",
@@ -401,7 +421,7 @@ impl TimedFabric {
                 StreamOp::Write => "write",
             }
         );
-        Ok(self.net.add_cpu_stream(StreamSpec {
+        Ok(CpuStream::new(StreamSpec {
             name,
             route,
             op,
@@ -439,7 +459,11 @@ impl TimedFabric {
             req.addr >> 12,
             req.access == Access::Read,
         );
-        if let Some(&(r, t)) = self.cache.get(&key) {
+        if self.cache.epoch != self.fabric.routing_epoch() {
+            self.cache.map.clear();
+            self.cache.epoch = self.fabric.routing_epoch();
+        }
+        if let Some(&(r, t)) = self.cache.map.get(&key) {
             let t = match t {
                 Target::Ram {
                     host,
@@ -476,7 +500,7 @@ impl TimedFabric {
         });
         self.path = path;
         if let Ok(v) = out {
-            self.cache.insert(key, v);
+            self.cache.map.insert(key, v);
         }
         out
     }

@@ -3,7 +3,8 @@
 //! root that splits reads into 64 B with few tags collapses read bandwidth; receiver
 //! credits bound a long credit loop; completions split at the read completion boundary.
 
-use sim::net::{Delivery, Driver, Hop, Issue, Net};
+use sim::component::{Component, Sim};
+use sim::net::{ComponentId, Delivery, Event, Hop, Issue, Net};
 use sim::pcie;
 use sim::Time;
 
@@ -17,6 +18,8 @@ struct Stream {
     done: u64,
     finish: Time,
     tag: u64,
+    /// Reads kept in flight.
+    window: usize,
 }
 
 impl Stream {
@@ -27,12 +30,8 @@ impl Stream {
         self.issued += self.size as u64;
         self.tag += 1;
         let issue = Issue {
-            route: self.route,
-            flow: 0,
-            bytes: self.size,
             addr64: true,
-            iotlb_key: 0,
-            target: self.issued,
+            ..Issue::new(self.route, ME, 0, self.size, self.issued)
         };
         if self.read {
             net.send_read(issue, self.tag);
@@ -42,7 +41,23 @@ impl Stream {
     }
 }
 
-impl Driver for Stream {
+/// The only component of these one-driver simulations.
+const ME: ComponentId = 0;
+
+impl Component<Net> for Stream {
+    fn notify(&mut self, net: &mut Net, _: ComponentId, ev: Event) {
+        match ev {
+            Event::Delivery(d) => self.delivered(net, d),
+            Event::Timer(_) => self.timer(net),
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.done >= self.total
+    }
+}
+
+impl Stream {
     fn delivered(&mut self, net: &mut Net, d: Delivery) {
         match d {
             Delivery::WriteDone { bytes, .. } => {
@@ -56,23 +71,31 @@ impl Driver for Stream {
                     self.issue(net);
                 }
             }
+            Delivery::Mmio { .. } => {}
         }
     }
-    fn timer(&mut self, net: &mut Net, _: u64) {
+
+    fn timer(&mut self, net: &mut Net) {
+        if self.read {
+            if self.issued == 0 {
+                for _ in 0..self.window {
+                    self.issue(net);
+                }
+            }
+            return;
+        }
         // Writes: one per serialization slot is enough to keep the link busy.
-        if !self.read {
-            for _ in 0..64 {
-                self.issue(net);
-            }
-            if self.issued < self.total {
-                net.timer_at(net.now() + Time::from_ns(1000), 0);
-            }
+        for _ in 0..64 {
+            self.issue(net);
+        }
+        if self.issued < self.total {
+            net.timer_at(net.now() + Time::from_ns(1000), ME, 0);
         }
     }
 }
 
 fn run(net: &mut Net, route: u32, read: bool, size: u32, window: usize, total: u64) -> f64 {
-    let mut s = Stream {
+    let s = Stream {
         route,
         read,
         size,
@@ -81,17 +104,17 @@ fn run(net: &mut Net, route: u32, read: bool, size: u32, window: usize, total: u
         done: 0,
         finish: Time::ZERO,
         tag: 0,
+        window,
     };
-    if read {
-        for _ in 0..window {
-            s.issue(net);
-        }
-    } else {
-        net.timer_at(Time::ZERO, 0);
-    }
-    net.run(&mut s, Time::MAX);
+    let mut sim = Sim::new();
+    let id = sim.add(s);
+    assert_eq!(id, ME);
+    let start = net.now();
+    net.timer_at(start, ME, 0);
+    sim.run_until_finished(net);
+    let s = sim.get::<Stream>(ME).unwrap();
     assert_eq!(s.done, total, "every byte arrives");
-    total as f64 / s.finish.as_ps() as f64 * 1000.0
+    total as f64 / (s.finish - start).as_ps() as f64 * 1000.0
 }
 
 fn one_link(credits: [u16; 3], delay_ns: u64) -> (Net, u32) {
@@ -290,12 +313,13 @@ fn ddio_writes_allocate_in_the_llc_and_remote_writes_invalidate() {
 
 #[test]
 fn a_cpu_stream_keeps_its_misses_in_flight_across_stop_and_restart() {
-    use sim::cpu_stream::{StreamOp, StreamSpec};
+    use sim::cpu_stream::{CpuStream, StreamOp, StreamSpec, START};
     let mut net = Net::new(1);
     // 64 B per 10 ns at the sink, 100 ns latency: 4 misses in flight.
     let mem = net.add_sink("dram", 6.4, Time::from_ns(100), Time::from_ns(100), 64);
     let route = net.add_route(vec![Hop::Sink(mem, false)]);
-    let s = net.add_cpu_stream(StreamSpec {
+    let mut sim = Sim::new();
+    let s = sim.add(CpuStream::new(StreamSpec {
         name: "cores".into(),
         route,
         op: StreamOp::Read,
@@ -304,29 +328,30 @@ fn a_cpu_stream_keeps_its_misses_in_flight_across_stop_and_restart() {
         span: 1 << 20,
         fill_llc: None,
         fills_per_eviction: 0,
-    });
-    let window = |net: &mut Net| {
-        let before = net.cpu_stream(s).bytes_read;
-        net.run_for(Time::from_ns(10_000));
-        net.cpu_stream(s).bytes_read - before
+    }));
+    let window = |sim: &mut Sim<Net>, net: &mut Net| {
+        let before = sim.get::<CpuStream>(s).unwrap().bytes_read;
+        sim.run_for(net, Time::from_ns(10_000));
+        sim.get::<CpuStream>(s).unwrap().bytes_read - before
     };
-    net.start_cpu_streams();
-    let first = window(&mut net);
+    net.timer_at(Time::ZERO, s, START);
+    let first = window(&mut sim, &mut net);
     // 4 lines per 100 ns round trip for 10 µs (the sink, at 40 % load, adds no wait).
     assert!(
         (first as f64 / (4.0 * 64.0 * 10_000.0 / 100.0) - 1.0).abs() < 0.02,
         "{first}"
     );
-    net.stop_cpu_streams();
+    sim.get_mut::<CpuStream>(s).unwrap().stop();
     // Restarting before the misses in flight land must not add fill buffers.
-    net.start_cpu_streams();
-    let second = window(&mut net);
+    sim.with(&mut net, s, |c: &mut CpuStream, net| c.start(net, s));
+    let second = window(&mut sim, &mut net);
     assert!(second.abs_diff(first) <= 4 * 64, "{second} vs {first}");
-    net.stop_cpu_streams();
+    sim.get_mut::<CpuStream>(s).unwrap().stop();
     let at = net.now();
-    net.run_for(Time::ZERO);
+    assert_eq!(sim.run_until_idle(&mut net), sim::component::Stop::Idle);
     assert!(
         net.now() - at <= Time::from_ns(120),
-        "stopped streams drain"
+        "stopped streams drain: {:?}",
+        net.now() - at
     );
 }

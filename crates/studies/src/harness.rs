@@ -233,9 +233,21 @@ pub fn dma_time(
     bytes: u64,
 ) -> Result<Time, RunError> {
     let sim_bytes = bytes.min(DMA_WINDOW);
-    let job = DmaJob::new(tf, who, spec, op, sim_bytes, 1)
+    let job = DmaJob::new(tf, who, spec, op, sim_bytes)
         .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
-    let o: DmaOutcome = job.run(&mut tf.net, Time::ZERO);
+    let (o, stats): (DmaOutcome, _) = job.run(tf, Time::ZERO);
+    if stats.faults > 0 {
+        let f = tf
+            .fabric
+            .faults()
+            .last()
+            .expect("a counted fault is logged");
+        return Err(RunError(format!(
+            "{} of the DMA's accesses faulted: {}",
+            stats.faults,
+            fabric::describe::fault_text(&tf.fabric.topo, f)
+        )));
+    }
     let mut t = o.end - o.start;
     if bytes > sim_bytes {
         let rest = (bytes - sim_bytes) as f64 / o.steady_gbps();

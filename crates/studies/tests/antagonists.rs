@@ -3,38 +3,86 @@
 //! remote ones load QPI per direction, and both slow a device's DMA that needs the same
 //! memory; line fills in the device's package evict the lines DDIO left in the LLC.
 
-use devices::{DmaJob, DmaSpec, Op};
-use sim::cpu_stream::StreamOp;
+use devices::{DmaJob, DmaOutcome, DmaSpec, Op};
+use sim::component::Sim;
+use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::net::ComponentId;
 use sim::timed::TimedFabric;
 use sim::{pcie, Time};
 use studies::harness::*;
 
-fn r730() -> (TimedFabric, u32) {
-    let tf = load("ioctopus_r730", &[]).unwrap();
-    let host = tf.fabric.topo.host_by_name("server").unwrap();
-    (tf, host)
+/// The server with its CPU streams and device jobs as components of one simulation.
+struct Rig {
+    tf: TimedFabric,
+    sim: Sim<TimedFabric>,
+    streams: Vec<ComponentId>,
+    host: u32,
 }
 
-/// Starts `n` streams of cores on `cpu` against node `mem` (10 line fill buffers each).
-fn streams(tf: &mut TimedFabric, host: u32, n: u32, cpu: u32, mem: u32, op: StreamOp) {
-    for _ in 0..n {
-        tf.add_cpu_stream(host, cpu, mem, op, 10).unwrap();
+impl Rig {
+    fn new() -> Rig {
+        let tf = load("ioctopus_r730", &[]).unwrap();
+        let host = tf.fabric.topo.host_by_name("server").unwrap();
+        Rig {
+            tf,
+            sim: Sim::new(),
+            streams: Vec::new(),
+            host,
+        }
     }
-    tf.net.start_cpu_streams();
+
+    /// Starts `n` streams of cores on `cpu` against node `mem` (10 line fill buffers each).
+    fn streams(&mut self, n: u32, cpu: u32, mem: u32, op: StreamOp) {
+        for _ in 0..n {
+            let s = self.tf.cpu_stream(self.host, cpu, mem, op, 10).unwrap();
+            let id = self.sim.add(s);
+            let now = self.tf.net.now();
+            self.tf.net.timer_at(now, id, START);
+            self.streams.push(id);
+        }
+    }
+
+    fn stream(&self, i: usize) -> &CpuStream {
+        self.sim.get::<CpuStream>(self.streams[i]).unwrap()
+    }
+
+    fn all_streams(&self) -> Vec<&CpuStream> {
+        (0..self.streams.len()).map(|i| self.stream(i)).collect()
+    }
+
+    fn stop_streams(&mut self) {
+        for &id in &self.streams {
+            self.sim.get_mut::<CpuStream>(id).unwrap().stop();
+        }
+    }
+
+    fn run_for(&mut self, t: Time) {
+        self.sim.run_for(&mut self.tf, t);
+    }
+
+    /// Runs a DMA job from now until it is done, beside whatever else runs.
+    fn dma(&mut self, job: DmaJob) -> DmaOutcome {
+        let id = self.sim.add(job);
+        let now = self.tf.net.now();
+        self.tf.net.timer_at(now, id, 0);
+        self.sim.run_until_finished(&mut self.tf);
+        self.sim.get::<DmaJob>(id).unwrap().outcome()
+    }
 }
 
 /// (aggregate GB/s of read+written bytes, mean miss latency ns) over a 20 µs window.
-fn measure(tf: &mut TimedFabric) -> (f64, f64) {
-    let before: u64 = tf
-        .net
-        .cpu_streams()
-        .iter()
-        .map(|s| s.bytes_read + s.bytes_written)
-        .sum();
+fn measure(rig: &mut Rig) -> (f64, f64) {
+    let moved = |rig: &Rig| -> u64 {
+        rig.all_streams()
+            .iter()
+            .map(|s| s.bytes_read + s.bytes_written)
+            .sum()
+    };
+    let before = moved(rig);
     let window = Time::from_ns(20_000);
-    tf.net.run_for(window);
-    let s = tf.net.cpu_streams();
-    let after: u64 = s.iter().map(|s| s.bytes_read + s.bytes_written).sum();
+    rig.run_for(window);
+    let after = moved(rig);
+    let s = rig.all_streams();
     let lat = s.iter().map(|s| s.mean_latency_ns()).sum::<f64>() / s.len() as f64;
     (gbps(after - before, window), lat)
 }
@@ -42,19 +90,19 @@ fn measure(tf: &mut TimedFabric) -> (f64, f64) {
 #[test]
 fn local_streams_saturate_the_node_and_loaded_latency_follows_littles_law() {
     let idle = {
-        let (tf, host) = r730();
-        tf.timing_of(host).dram_latency_ns
+        let rig = Rig::new();
+        rig.tf.timing_of(rig.host).dram_latency_ns
     };
     let peak = {
-        let (tf, host) = r730();
-        tf.timing_of(host).dram_gbps
+        let rig = Rig::new();
+        rig.tf.timing_of(rig.host).dram_gbps
     };
     let mut last = (0.0, 0.0);
     for n in [1u32, 2, 4, 16, 24] {
-        let (mut tf, host) = r730();
-        streams(&mut tf, host, n, 0, 0, StreamOp::Read);
-        tf.net.run_for(Time::from_ns(5_000));
-        let (g, lat) = measure(&mut tf);
+        let mut rig = Rig::new();
+        rig.streams(n, 0, 0, StreamOp::Read);
+        rig.run_for(Time::from_ns(5_000));
+        let (g, lat) = measure(&mut rig);
         assert!(g <= peak * 1.001, "never above the node's bandwidth: {g}");
         assert!(
             g >= last.0 && lat >= last.1,
@@ -86,14 +134,14 @@ fn local_streams_saturate_the_node_and_loaded_latency_follows_littles_law() {
 
 #[test]
 fn remote_streams_are_bound_by_qpi_and_counted_per_direction() {
-    let (mut tf, host) = r730();
-    streams(&mut tf, host, 16, 1, 0, StreamOp::Read);
-    tf.net.run_for(Time::from_ns(5_000));
-    let (g, _) = measure(&mut tf);
+    let mut rig = Rig::new();
+    rig.streams(16, 1, 0, StreamOp::Read);
+    rig.run_for(Time::from_ns(5_000));
+    let (g, _) = measure(&mut rig);
     // Two QPI links of 19.2 GB/s per direction; a 64 B line is 9 flits of 8 B.
     let qpi = 2.0 * 19.2 * 64.0 / 72.0;
     assert!((g / qpi - 1.0).abs() < 0.01, "{g} vs {qpi}");
-    let c = tf.net.counters();
+    let c = rig.tf.net.counters();
     let wire = |dir: &str| {
         c.wires
             .iter()
@@ -109,14 +157,14 @@ fn remote_streams_are_bound_by_qpi_and_counted_per_direction() {
 
 #[test]
 fn writing_streams_move_each_line_twice() {
-    let (mut tf, host) = r730();
-    streams(&mut tf, host, 2, 0, 0, StreamOp::Write);
-    tf.net.run_for(Time::from_ns(10_000));
-    let s = &tf.net.cpu_streams()[0];
+    let mut rig = Rig::new();
+    rig.streams(2, 0, 0, StreamOp::Write);
+    rig.run_for(Time::from_ns(10_000));
+    let s = rig.stream(0);
     assert!(s.bytes_read > 0);
     // Write-backs trail their reads for ownership by at most the lines in flight.
     assert!(s.bytes_read - s.bytes_written <= 2 * 10 * 64, "{s:?}");
-    let c = tf.net.counters();
+    let c = rig.tf.net.counters();
     let node0 = c.sinks.iter().find(|x| x.0 == "server DRAM node0").unwrap();
     assert!(node0.2 > 0 && node0.1 >= node0.2, "{node0:?}");
 }
@@ -134,27 +182,28 @@ fn nic_spec(max_reads: u32) -> DmaSpec {
 /// PF `pf` of the server's NIC (Gen3 x8 each) reads 4 MiB at node-0 offset 256 MiB with
 /// few reads in flight (as descriptor and small-packet fetches are), so it is bound by the
 /// round trip, which includes the DRAM queue.
-fn nic_read_gbps(tf: &mut TimedFabric, pf: u32) -> f64 {
+fn nic_read_gbps(rig: &mut Rig, pf: u32) -> f64 {
+    let tf = &mut rig.tf;
     let nic = requester(tf, &format!("server.nic.pf{pf}")).unwrap();
     let bytes = 4 << 20;
     let bus = map_buffer(tf, nic, "server.ram.node0", 256 << 20, bytes).unwrap();
     let spec = nic_spec(4);
-    let job = DmaJob::new(tf, nic, spec, Op::Read { src: bus }, bytes, 1).unwrap();
-    job.run(&mut tf.net, Time::ZERO).steady_gbps()
+    let job = DmaJob::new(tf, nic, spec, Op::Read { src: bus }, bytes).unwrap();
+    rig.dma(job).steady_gbps()
 }
 
 #[test]
 fn dma_slows_when_cores_saturate_the_memory_it_needs_and_only_then() {
-    let quiet = nic_read_gbps(&mut r730().0, 0);
+    let quiet = nic_read_gbps(&mut Rig::new(), 0);
     let elsewhere = {
-        let (mut tf, host) = r730();
-        streams(&mut tf, host, 24, 1, 1, StreamOp::Read);
-        nic_read_gbps(&mut tf, 0)
+        let mut rig = Rig::new();
+        rig.streams(24, 1, 1, StreamOp::Read);
+        nic_read_gbps(&mut rig, 0)
     };
     let contended = {
-        let (mut tf, host) = r730();
-        streams(&mut tf, host, 24, 0, 0, StreamOp::Read);
-        nic_read_gbps(&mut tf, 0)
+        let mut rig = Rig::new();
+        rig.streams(24, 0, 0, StreamOp::Read);
+        nic_read_gbps(&mut rig, 0)
     };
     assert!(
         (elsewhere / quiet - 1.0).abs() < 0.01,
@@ -165,11 +214,11 @@ fn dma_slows_when_cores_saturate_the_memory_it_needs_and_only_then() {
         "a saturated node's queue slows the NIC's latency-bound reads: {contended} vs {quiet}"
     );
     // Through the other socket the NIC's reads cross QPI, which remote cores also load.
-    let remote_quiet = nic_read_gbps(&mut r730().0, 1);
+    let remote_quiet = nic_read_gbps(&mut Rig::new(), 1);
     let remote_contended = {
-        let (mut tf, host) = r730();
-        streams(&mut tf, host, 24, 1, 0, StreamOp::Read);
-        nic_read_gbps(&mut tf, 1)
+        let mut rig = Rig::new();
+        rig.streams(24, 1, 0, StreamOp::Read);
+        nic_read_gbps(&mut rig, 1)
     };
     assert!(
         remote_contended < 0.8 * remote_quiet,
@@ -180,29 +229,27 @@ fn dma_slows_when_cores_saturate_the_memory_it_needs_and_only_then() {
 /// PF0 writes 256 KiB to node 0 (DDIO), cores on `cpu` stream for 20 µs, PF0 reads it
 /// back: the LLC hits and misses of that read.
 fn ddio_then_streams(cpu: Option<u32>) -> (u64, u64, u64) {
-    let (mut tf, host) = r730();
-    let nic = requester(&tf, "server.nic.pf0").unwrap();
+    let mut rig = Rig::new();
+    let nic = requester(&rig.tf, "server.nic.pf0").unwrap();
     let bytes = 256 << 10;
-    let bus = map_buffer(&mut tf, nic, "server.ram.node0", 64 << 20, bytes).unwrap();
+    let bus = map_buffer(&mut rig.tf, nic, "server.ram.node0", 64 << 20, bytes).unwrap();
     let spec = nic_spec(32);
-    DmaJob::new(&mut tf, nic, spec, Op::Write { dst: bus }, bytes, 1)
-        .unwrap()
-        .run(&mut tf.net, Time::ZERO);
+    let job = DmaJob::new(&mut rig.tf, nic, spec, Op::Write { dst: bus }, bytes).unwrap();
+    rig.dma(job);
     let evictions = if let Some(cpu) = cpu {
-        streams(&mut tf, host, 8, cpu, cpu, StreamOp::Read);
-        tf.net.run_for(Time::from_ns(20_000));
-        tf.net.stop_cpu_streams();
+        rig.streams(8, cpu, cpu, StreamOp::Read);
+        rig.run_for(Time::from_ns(20_000));
+        rig.stop_streams();
         // Let the misses in flight land (and evict) before reading back.
-        tf.net.run_for(Time::from_ns(2_000));
-        tf.net.cpu_streams().iter().map(|s| s.evictions).sum()
+        rig.run_for(Time::from_ns(2_000));
+        rig.all_streams().iter().map(|s| s.evictions).sum()
     } else {
         0
     };
-    let before = tf.net.counters().llc[0].clone();
-    DmaJob::new(&mut tf, nic, spec, Op::Read { src: bus }, bytes, 1)
-        .unwrap()
-        .run(&mut tf.net, Time::ZERO);
-    let after = tf.net.counters().llc[0].clone();
+    let before = rig.tf.net.counters().llc[0].clone();
+    let job = DmaJob::new(&mut rig.tf, nic, spec, Op::Read { src: bus }, bytes).unwrap();
+    rig.dma(job);
+    let after = rig.tf.net.counters().llc[0].clone();
     assert_eq!(after.0, "server DRAM node0");
     (after.1 - before.1, after.2 - before.2, evictions)
 }
@@ -233,13 +280,16 @@ fn line_fills_in_the_devices_package_evict_what_ddio_left_in_the_llc() {
 
 #[test]
 fn a_stream_on_a_node_the_host_lacks_is_refused() {
-    let (mut tf, host) = r730();
-    let e = tf
-        .add_cpu_stream(host, 0, 7, StreamOp::Read, 10)
+    let mut rig = Rig::new();
+    let host = rig.host;
+    let e = rig
+        .tf
+        .cpu_stream(host, 0, 7, StreamOp::Read, 10)
         .unwrap_err();
     assert!(e.to_string().contains("NUMA nodes 0..2"), "{e}");
-    let e = tf
-        .add_cpu_stream(host, 0, 0, StreamOp::Read, 0)
+    let e = rig
+        .tf
+        .cpu_stream(host, 0, 0, StreamOp::Read, 0)
         .unwrap_err();
     assert!(e.to_string().contains("at least one"), "{e}");
 }
