@@ -266,7 +266,7 @@ fn timed_view(
             let (route, target) = tf.route(&req).ok()?;
             let topo = &tf.fabric.topo;
             let target_host = match target {
-                fabric::Target::Ram { host, .. } => host,
+                fabric::Target::Ram { host, .. } | fabric::Target::Interrupt { host, .. } => host,
                 fabric::Target::Bar { node, .. } => topo.node(node).host,
             };
             let mps = topo

@@ -90,9 +90,7 @@ impl PageRoutes {
                 access,
             };
             let (route, target) = tf.route(&req)?;
-            let at_target = match target {
-                fabric::Target::Ram { offset, .. } | fabric::Target::Bar { offset, .. } => offset,
-            };
+            let at_target = sim::timed::sink_address(&target);
             routes.push((route, at_target - (at - page)));
             page += 4096;
         }

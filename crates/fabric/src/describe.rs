@@ -197,6 +197,12 @@ pub fn target_name(t: &Topology, target: &Target) -> String {
         Target::Bar { node, bar, offset } => {
             format!("{} BAR{bar} + {offset:#x}", t.node_label(node))
         }
+        Target::Interrupt { host, apic, addr } => {
+            format!(
+                "interrupt of {} to APIC {apic} (MSI address {addr:#x})",
+                t.host(host).name
+            )
+        }
     }
 }
 
@@ -212,6 +218,9 @@ pub fn target_json(t: &Topology, target: &Target) -> Value {
         }
         Target::Bar { node, bar, offset } => {
             json!({ "kind": "bar", "endpoint": t.node_label(node), "bar": bar, "offset": offset, "name": target_name(t, target) })
+        }
+        Target::Interrupt { host, apic, addr } => {
+            json!({ "kind": "interrupt", "host": t.host(host).name, "apic": apic, "address": addr, "name": target_name(t, target) })
         }
     }
 }

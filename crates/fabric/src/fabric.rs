@@ -13,6 +13,17 @@ use crate::topology::*;
 /// Bound on NTB crossings of one access; a mapping chain longer than this is a loop.
 const MAX_CROSSINGS: usize = 8;
 
+/// Where a function's configuration space lives in the byte stores (no real BAR has it).
+const CONFIG_SPACE: u8 = u8::MAX;
+
+/// An interrupt message as delivered: the host, the APIC its address names, its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Msi {
+    pub host: HostId,
+    pub apic: u32,
+    pub data: u32,
+}
+
 pub struct Fabric {
     pub topo: Topology,
     ntb: Vec<NtbState>,
@@ -20,6 +31,8 @@ pub struct Fabric {
     cable_up: Vec<bool>,
     mem: Memory,
     faults: Vec<Fault>,
+    /// Interrupt messages delivered, in order (the functional side of MSI/MSI-X).
+    interrupts: Vec<Msi>,
     scratch: Path,
     /// Bumped by every change to IOMMU tables, NTB LUTs or link state: whoever caches
     /// routes (the timing layer) drops them when it moves.
@@ -45,6 +58,7 @@ impl Fabric {
             cable_up,
             mem: Memory::default(),
             faults: Vec::new(),
+            interrupts: Vec::new(),
             scratch: Path::with_capacity(64),
             routing_epoch: 0,
         }
@@ -78,6 +92,11 @@ impl Fabric {
 
     pub fn faults(&self) -> &[Fault] {
         &self.faults
+    }
+
+    /// Interrupt messages delivered so far.
+    pub fn interrupts(&self) -> &[Msi] {
+        &self.interrupts
     }
 
     pub fn clear_faults(&mut self) {
@@ -288,6 +307,21 @@ impl Fabric {
         for _ in 0..=MAX_CROSSINGS {
             let h = topo.host(host);
             let platform = topo.platform_of(host);
+            // A device's write into the MSI window is an interrupt message: it goes up to
+            // its root, which hands it to interrupt delivery (no DMA remapping).
+            if let (Origin::Node(n), true) = (origin, write && MSI_WINDOW.contains(&addr)) {
+                if addr + len > MSI_WINDOW.end {
+                    return Err(fault(FaultKind::CrossesWindow, host, rid, addr));
+                }
+                let rc = topo.node(n).root;
+                self.climb(n, rc, path);
+                path.steps.push(Step::Root { node: rc });
+                return Ok(Target::Interrupt {
+                    host,
+                    apic: msi_apic(addr),
+                    addr,
+                });
+            }
             // With the IOMMU on, every TLP of a device goes up to the root for translation.
             let mut at_root = None;
             if let Origin::Node(n) = origin {
@@ -497,6 +531,83 @@ impl Fabric {
         }
     }
 
+    /// The function with requester ID `rid` in `host`: the target of a configuration
+    /// request, which a CPU of `package` sends to the root owning the function's bus, and
+    /// which travels down by ID (Type 1, then Type 0 at the last bridge). Fills `path`.
+    pub fn config_route(
+        &self,
+        host: HostId,
+        package: u32,
+        rid: Rid,
+        write: bool,
+        path: &mut Path,
+    ) -> Result<NodeId, Fault> {
+        path.steps.clear();
+        let topo = &self.topo;
+        let h = topo.host(host);
+        let node = h
+            .nodes
+            .iter()
+            .copied()
+            .find(|&n| {
+                topo.node(n).rid == rid
+                    && matches!(
+                        topo.node(n).kind,
+                        NodeKind::Function { .. } | NodeKind::NtbFunction { .. }
+                    )
+            })
+            .ok_or(Fault {
+                kind: FaultKind::NoWindow,
+                host,
+                requester: self.requester_rid(Requester::Cpu { host, package }),
+                addr: rid.0 as u64,
+                access: if write { Access::Write } else { Access::Read },
+            })?;
+        let rc = topo.node(node).root;
+        let from = package.min(topo.platform_of(host).packages - 1);
+        push_uncore(h, host, from, rc_vertex(topo, rc), path);
+        path.steps.push(Step::Root { node: rc });
+        self.descend(rc, node, path);
+        Ok(node)
+    }
+
+    /// Reads a function's configuration space (4 KiB, PCIe extended): what enumeration
+    /// programmed (BARs) and what drivers wrote.
+    pub fn config_read(&mut self, node: NodeId, reg: u64, buf: &mut [u8]) {
+        self.init_config(node);
+        self.mem.bar(node, CONFIG_SPACE).read(reg, buf);
+    }
+
+    /// Writes a function's configuration space.
+    pub fn config_write(&mut self, node: NodeId, reg: u64, data: &[u8]) {
+        self.init_config(node);
+        self.mem.bar(node, CONFIG_SPACE).write(reg, data);
+    }
+
+    /// Fills a function's header the first time it is touched: BAR registers hold what
+    /// enumeration assigned (memory BARs, 64-bit ones over two registers).
+    fn init_config(&mut self, node: NodeId) {
+        let n = self.topo.node(node);
+        let store = self.mem.bar(node, CONFIG_SPACE);
+        if store.resident_pages() > 0 {
+            return;
+        }
+        let mut header = [0u8; 64];
+        header[0x0e] = 0; // header type 0: an endpoint
+        for b in &n.bars {
+            let reg = 0x10 + 4 * b.index as usize;
+            let bits64 = b.addr >= 1 << 32 || b.size > 1 << 31;
+            let low = (b.addr as u32 & !0xf) | if bits64 { 0x4 } else { 0 };
+            if reg + 4 <= header.len() {
+                header[reg..reg + 4].copy_from_slice(&low.to_le_bytes());
+            }
+            if bits64 && reg + 8 <= header.len() {
+                header[reg + 4..reg + 8].copy_from_slice(&((b.addr >> 32) as u32).to_le_bytes());
+            }
+        }
+        store.write(0, &header);
+    }
+
     /// Downstream from ancestor `a` (not included) to `t`.
     #[inline]
     fn descend(&self, a: NodeId, t: NodeId, path: &mut Path) {
@@ -541,7 +652,7 @@ impl Fabric {
         addr: u64,
         len: usize,
         access: Access,
-        mut each: impl FnMut(&mut Memory, Target, usize, usize),
+        mut each: impl FnMut(&mut Memory, &mut Vec<Msi>, Target, usize, usize),
     ) -> Result<(), Fault> {
         let mut done = 0usize;
         while done < len {
@@ -554,7 +665,7 @@ impl Fabric {
                 access,
             };
             let t = self.route_logged(&req)?;
-            each(&mut self.mem, t, done, n);
+            each(&mut self.mem, &mut self.interrupts, t, done, n);
             done += n;
         }
         Ok(())
@@ -603,27 +714,45 @@ impl Fabric {
     }
 
     fn write(&mut self, r: Requester, addr: u64, data: &[u8]) -> Result<(), Fault> {
-        self.access(r, addr, data.len(), Access::Write, |mem, t, at, n| {
-            let chunk = &data[at..at + n];
-            match t {
-                Target::Ram {
-                    host, node, offset, ..
-                } => mem.ram(host, node).write(offset, chunk),
-                Target::Bar { node, bar, offset } => mem.bar(node, bar).write(offset, chunk),
-            }
-        })
+        self.access(
+            r,
+            addr,
+            data.len(),
+            Access::Write,
+            |mem, interrupts, t, at, n| {
+                let chunk = &data[at..at + n];
+                match t {
+                    Target::Ram {
+                        host, node, offset, ..
+                    } => mem.ram(host, node).write(offset, chunk),
+                    Target::Bar { node, bar, offset } => mem.bar(node, bar).write(offset, chunk),
+                    Target::Interrupt { host, apic, .. } => {
+                        let mut v = [0u8; 4];
+                        let k = chunk.len().min(4);
+                        v[..k].copy_from_slice(&chunk[..k]);
+                        interrupts.push(Msi {
+                            host,
+                            apic,
+                            data: u32::from_le_bytes(v),
+                        });
+                    }
+                }
+            },
+        )
     }
 
     fn read(&mut self, r: Requester, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
         let len = buf.len();
         let mut filled = 0;
-        let res = self.access(r, addr, len, Access::Read, |mem, t, at, n| {
+        let res = self.access(r, addr, len, Access::Read, |mem, _, t, at, n| {
             let chunk = &mut buf[at..at + n];
             match t {
                 Target::Ram {
                     host, node, offset, ..
                 } => mem.ram(host, node).read(offset, chunk),
                 Target::Bar { node, bar, offset } => mem.bar(node, bar).read(offset, chunk),
+                // Reads never route to interrupt delivery.
+                Target::Interrupt { .. } => chunk.fill(0xFF),
             }
             filled = at + n;
         });

@@ -24,4 +24,7 @@ pub mod path;
 
 pub use endpoint::Endpoint;
 pub use fabric::Fabric;
-pub use path::{Access, Fault, FaultKind, Path, Request, Requester, Step, Target};
+pub use fabric::Msi;
+pub use path::{
+    msi_apic, Access, Fault, FaultKind, Path, Request, Requester, Step, Target, MSI_WINDOW,
+};

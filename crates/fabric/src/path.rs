@@ -94,6 +94,16 @@ impl Step {
     }
 }
 
+/// The x86 MSI address window: a device's posted write here is an interrupt message,
+/// delivered by the root complex to the local APIC named in address bits 19:12, never to
+/// memory (and never translated by DMA remapping).
+pub const MSI_WINDOW: std::ops::Range<u64> = 0xFEE0_0000..0xFEF0_0000;
+
+/// The APIC ID an MSI address names.
+pub fn msi_apic(addr: u64) -> u32 {
+    ((addr >> 12) & 0xff) as u32
+}
+
 /// Where an access lands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -109,6 +119,12 @@ pub enum Target {
         node: NodeId,
         bar: u8,
         offset: u64,
+    },
+    /// An MSI/MSI-X write reaching a host's interrupt delivery (`addr` in `MSI_WINDOW`).
+    Interrupt {
+        host: HostId,
+        apic: u32,
+        addr: u64,
     },
 }
 

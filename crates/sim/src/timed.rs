@@ -114,11 +114,30 @@ pub fn ns(x: f64) -> Time {
 const NONE: u32 = u32::MAX;
 
 /// Routes resolved under one fabric routing epoch; an IOMMU, NTB-LUT or cable change
-/// empties it, so a page unmapped after it was routed faults again.
+/// empties it, so a page unmapped after it was routed faults again. It also holds the
+/// sinks made on first use: each host's interrupt delivery and each function's
+/// configuration space.
 #[derive(Default)]
 struct RouteCache {
     epoch: u64,
     map: FxHashMap<(u32, u64, bool), (u32, Target)>,
+    interrupt_sinks: FxHashMap<u32, u32>,
+    config_sinks: FxHashMap<u32, u32>,
+}
+
+/// The address a TLP carries to its sink: a RAM node offset, a BAR's index in the top
+/// byte above the offset in it, or an MSI address. What `Delivery::Mmio` reports.
+pub fn sink_address(t: &Target) -> u64 {
+    match *t {
+        Target::Ram { offset, .. } => offset,
+        Target::Bar { bar, offset, .. } => (bar as u64) << 56 | offset,
+        Target::Interrupt { addr, .. } => addr,
+    }
+}
+
+/// (BAR index, offset in it) of a BAR sink address (see `sink_address`).
+pub fn bar_register(sink_addr: u64) -> (u8, u64) {
+    ((sink_addr >> 56) as u8, sink_addr & ((1 << 56) - 1))
 }
 
 /// A fabric and its timed network.
@@ -481,22 +500,22 @@ impl TimedFabric {
                     bar,
                     offset: offset - (offset & 0xfff) + (req.addr & 0xfff),
                 },
+                Target::Interrupt { host, apic, addr } => Target::Interrupt {
+                    host,
+                    apic,
+                    addr: addr - (addr & 0xfff) + (req.addr & 0xfff),
+                },
             };
             return Ok((r, t));
         }
         let mut path = std::mem::take(&mut self.path);
         let res = self.fabric.route(req, &mut path);
+        if let Ok(Target::Interrupt { host, .. }) = res {
+            self.interrupt_sink(host);
+        }
         let out = res.map(|t| {
             let hops = self.hops(&path, &t, req.access);
-            let id = match self.dedup.get(&hops) {
-                Some(&id) => id,
-                None => {
-                    let id = self.net.add_route(hops.clone());
-                    self.dedup.insert(hops, id);
-                    id
-                }
-            };
-            (id, t)
+            (self.intern(hops), t)
         });
         self.path = path;
         if let Ok(v) = out {
@@ -507,6 +526,29 @@ impl TimedFabric {
 
     /// Maps fabric steps to timed hops.
     fn hops(&self, path: &Path, target: &Target, access: Access) -> Vec<Hop> {
+        let mut hops = self.hops_of(path, access);
+        // DDIO: a device write allocates in the LLC only when it reaches memory through a
+        // root of the memory's own package (no interconnect hop inside the target host).
+        let in_target = path
+            .steps
+            .iter()
+            .rposition(|s| matches!(s, Step::NtbWindow { .. }))
+            .map_or(0, |i| i + 1);
+        let local = !path.steps[in_target..]
+            .iter()
+            .any(|s| matches!(s, Step::Interconnect { .. }));
+        hops.push(match *target {
+            Target::Ram { host, node, .. } => {
+                Hop::Sink(self.ram_sinks[host as usize][node as usize], local)
+            }
+            Target::Bar { node, .. } => Hop::Sink(self.bar_sinks[node as usize], false),
+            Target::Interrupt { host, .. } => Hop::Sink(self.cache.interrupt_sinks[&host], false),
+        });
+        hops
+    }
+
+    /// The timed hops of a path's steps (without the sink).
+    fn hops_of(&self, path: &Path, access: Access) -> Vec<Hop> {
         let topo = &self.fabric.topo;
         let mut hops = Vec::with_capacity(path.steps.len() + 2);
         let mut cable_from = CableEnd::Ntb(0);
@@ -561,22 +603,78 @@ impl TimedFabric {
                 }
             }
         }
-        // DDIO: a device write allocates in the LLC only when it reaches memory through a
-        // root of the memory's own package (no interconnect hop inside the target host).
-        let in_target = path
-            .steps
-            .iter()
-            .rposition(|s| matches!(s, Step::NtbWindow { .. }))
-            .map_or(0, |i| i + 1);
-        let local = !path.steps[in_target..]
-            .iter()
-            .any(|s| matches!(s, Step::Interconnect { .. }));
-        hops.push(match *target {
-            Target::Ram { host, node, .. } => {
-                Hop::Sink(self.ram_sinks[host as usize][node as usize], local)
-            }
-            Target::Bar { node, .. } => Hop::Sink(self.bar_sinks[node as usize], false),
-        });
         hops
+    }
+
+    /// The sink of `host`'s interrupt delivery (made on first use). The root's handling is
+    /// on the route; what the CPU does next is the host model's, so the sink adds nothing.
+    pub fn interrupt_sink(&mut self, host: u32) -> u32 {
+        if let Some(&s) = self.cache.interrupt_sinks.get(&host) {
+            return s;
+        }
+        let name = format!("{} interrupts", self.fabric.topo.host(host).name);
+        let s = self
+            .net
+            .add_sink(&name, f64::INFINITY, Time::ZERO, Time::ZERO, 64);
+        self.cache.interrupt_sinks.insert(host, s);
+        s
+    }
+
+    /// The sink of a function's memory BARs (registers and memory behind them), where
+    /// writes reach the model that owns it (`Net::set_sink_owner`).
+    pub fn bar_sink(&self, node: fabric::NodeId) -> Option<u32> {
+        self.bar_sinks
+            .get(node as usize)
+            .copied()
+            .filter(|&s| s != NONE)
+    }
+
+    /// The sink of a function's configuration space (made on first use).
+    pub fn config_sink(&mut self, node: fabric::NodeId) -> u32 {
+        if let Some(&s) = self.cache.config_sinks.get(&node) {
+            return s;
+        }
+        let name = format!("{} config space", self.fabric.topo.node_label(node));
+        let s = self
+            .net
+            .add_sink(&name, f64::INFINITY, Time::ZERO, Time::ZERO, 64);
+        self.cache.config_sinks.insert(node, s);
+        s
+    }
+
+    /// The timed route of a configuration request from a CPU of `package` in `host` to
+    /// the function with requester ID `rid` (routed by ID, down from its root), and the
+    /// function. Register offsets travel as the sink address.
+    pub fn config_route(
+        &mut self,
+        host: u32,
+        package: u32,
+        rid: fabric::Rid,
+        write: bool,
+    ) -> Result<(u32, fabric::NodeId), Fault> {
+        let mut path = std::mem::take(&mut self.path);
+        let res = self
+            .fabric
+            .config_route(host, package, rid, write, &mut path);
+        let out = res.map(|node| {
+            let sink = self.config_sink(node);
+            let access = if write { Access::Write } else { Access::Read };
+            let mut hops = self.hops_of(&path, access);
+            hops.push(Hop::Sink(sink, false));
+            (self.intern(hops), node)
+        });
+        self.path = path;
+        out
+    }
+
+    fn intern(&mut self, hops: Vec<Hop>) -> u32 {
+        match self.dedup.get(&hops) {
+            Some(&id) => id,
+            None => {
+                let id = self.net.add_route(hops.clone());
+                self.dedup.insert(hops, id);
+                id
+            }
+        }
     }
 }
