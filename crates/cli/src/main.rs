@@ -10,6 +10,7 @@ mod cmd_calibrate;
 mod cmd_inspect;
 mod cmd_list;
 mod cmd_reproduce;
+mod cmd_run;
 mod cmd_topo;
 mod experiments;
 
@@ -35,6 +36,8 @@ struct Cli {
 enum Command {
     /// List built-in scenarios and experiments.
     List(cmd_list::ListArgs),
+    /// Simulate a scenario's workloads over its measurement window (`--set` sweeps).
+    Run(cmd_run::RunArgs),
     /// Run the built-in experiment catalog: simulated beside published values.
     Reproduce(cmd_reproduce::ReproduceArgs),
     /// Show, check or query the route of one access through a scenario's fabric.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => cmd_list::run(a),
+        Command::Run(a) => cmd_run::run(a),
         Command::Reproduce(a) => cmd_reproduce::run(a),
         Command::Topo(c) => cmd_topo::run(c),
         Command::Bench(c) => cmd_bench::run(c),

@@ -12,6 +12,7 @@
 use fabric::{Access, Fabric, Fault, Request, Requester};
 use sim::component::{Component, Sim};
 use sim::net::{ComponentId, Delivery, Event, Issue};
+use sim::stats::Histogram;
 use sim::timed::TimedFabric;
 use sim::{pcie, Time};
 use std::collections::VecDeque;
@@ -144,8 +145,8 @@ pub struct DmaStats {
     /// Bytes that completed (landed, or arrived for reads; written for copies).
     pub bytes: u64,
     pub ops: u64,
-    /// Latency of each completed operation (first TLP issued to last byte done), ps.
-    pub op_latency_ps: Vec<u64>,
+    /// Latency of completed operations (first TLP issued to last byte done).
+    pub op_latency: Histogram,
     /// Functional accesses that faulted (the fabric logs each).
     pub faults: u64,
 }
@@ -466,7 +467,7 @@ impl DmaJob {
         slot.1 += bytes;
         if slot.1 >= self.op_bytes {
             self.stats.ops += 1;
-            self.stats.op_latency_ps.push((now - slot.0).as_ps());
+            self.stats.op_latency.record(now - slot.0);
             self.ops_done += 1;
             // Retire completed operations from the front, in order.
             while self

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::error::ScenarioError;
-use crate::scenario::{load, load_path, Resolver, Scenario, Source};
+use crate::scenario::{load, FsResolver, Resolver, Scenario, Source};
 
 include!(concat!(env!("OUT_DIR"), "/builtin_files.rs"));
 
@@ -75,14 +75,53 @@ pub fn catalog() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A file path if one exists, else a built-in name; unknown names list the built-ins.
-pub fn load_any(arg: &str) -> Result<Scenario, ScenarioError> {
+/// Resolves includes of a user's file next to it on disk, or, when no such file exists,
+/// among the built-in files (so `include = ["platforms/r730.toml"]` works from anywhere);
+/// includes of a built-in file stay among the built-ins.
+pub struct AnyResolver;
+
+impl Resolver for AnyResolver {
+    fn resolve(&self, from: &str, include: &str) -> Result<Source, String> {
+        if from.starts_with("builtin:") {
+            return BuiltinResolver.resolve(from, include);
+        }
+        let base = Path::new(from).parent().unwrap_or(Path::new("."));
+        if base.join(include).exists() {
+            return FsResolver.resolve(from, include);
+        }
+        BuiltinResolver
+            .resolve("builtin:scenario.toml", include)
+            .map_err(|_| {
+                format!(
+                    "cannot read include `{}`: no such file, and no built-in file `{include}`",
+                    base.join(include).display()
+                )
+            })
+    }
+}
+
+/// The text of a scenario argument: a file path when such a file exists, else a built-in
+/// name; unknown names list the built-ins.
+pub fn source_of(arg: &str) -> Result<Source, ScenarioError> {
     let p = Path::new(arg);
     if p.exists() {
-        return load_path(p);
+        let text = std::fs::read_to_string(p).map_err(|e| ScenarioError {
+            file: arg.to_string(),
+            line: 0,
+            col: 0,
+            key: None,
+            message: format!("cannot read scenario: {e}"),
+        })?;
+        return Ok(Source {
+            name: p.display().to_string(),
+            text,
+        });
     }
-    match load_builtin(arg) {
-        Some(r) => r,
+    match scenario_files().find(|(p, _)| p.trim_end_matches(".toml") == arg) {
+        Some((path, text)) => Ok(Source {
+            name: format!("builtin:{path}"),
+            text: text.to_string(),
+        }),
         None => Err(ScenarioError {
             file: arg.to_string(),
             line: 0,
@@ -94,4 +133,14 @@ pub fn load_any(arg: &str) -> Result<Scenario, ScenarioError> {
             ),
         }),
     }
+}
+
+/// Loads a scenario text, resolving includes with `AnyResolver`.
+pub fn load_source(src: Source) -> Result<Scenario, ScenarioError> {
+    load(src, &AnyResolver)
+}
+
+/// A file path if one exists, else a built-in name; unknown names list the built-ins.
+pub fn load_any(arg: &str) -> Result<Scenario, ScenarioError> {
+    load_source(source_of(arg)?)
 }

@@ -29,6 +29,11 @@ pub struct RawFile {
     pub cable: Vec<Spanned<RawCable>>,
     #[serde(default)]
     pub window: Vec<Spanned<RawWindow>>,
+    /// Workloads and the measurement window, for `nudma run`: read and checked by the
+    /// layer that knows workload kinds (studies), carried here untouched.
+    #[serde(default)]
+    pub workload: Vec<toml::Value>,
+    pub measure: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -133,10 +133,12 @@ fn empty_raw() -> RawFile {
         cluster_switch: vec![],
         cable: vec![],
         window: vec![],
+        workload: vec![],
+        measure: None,
     }
 }
 
-pub(crate) fn valid_name(s: &str) -> bool {
+pub fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.chars()
@@ -239,6 +241,8 @@ impl Builder {
             Some("[[host]]")
         } else if !r.cable.is_empty() || !r.cluster_switch.is_empty() || !r.window.is_empty() {
             Some("[[cable]], [[cluster_switch]] or [[window]]")
+        } else if !r.workload.is_empty() || r.measure.is_some() {
+            Some("[[workload]] or [measure]")
         } else {
             None
         };

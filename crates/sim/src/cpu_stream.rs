@@ -16,6 +16,7 @@
 
 use crate::component::{Component, HasNet};
 use crate::net::{ComponentId, Delivery, Event, Issue, Net};
+use crate::stats::Histogram;
 use crate::time::Time;
 
 const LINE: u32 = 64;
@@ -60,6 +61,10 @@ pub struct CpuStream {
     /// Sum of the miss latencies seen, and how many, for a mean loaded latency.
     latency_ps: u128,
     misses: u64,
+    /// Miss latencies since the last `reset_stats`.
+    pub window_latency: Histogram,
+    /// Bytes moved since the last `reset_stats` (reads and write-backs).
+    pub window_bytes: u64,
     /// Per fill buffer: when its miss in flight was issued and the line's offset.
     slots: Vec<Option<(Time, u64)>>,
 }
@@ -81,6 +86,8 @@ impl CpuStream {
             evictions: 0,
             latency_ps: 0,
             misses: 0,
+            window_latency: Histogram::default(),
+            window_bytes: 0,
             slots: vec![None; n],
         }
     }
@@ -91,6 +98,12 @@ impl CpuStream {
             return 0.0;
         }
         self.latency_ps as f64 / self.misses as f64 / 1000.0
+    }
+
+    /// Starts a measurement window.
+    pub fn reset_stats(&mut self) {
+        self.window_latency.clear();
+        self.window_bytes = 0;
     }
 
     /// Misses completed so far.
@@ -140,11 +153,15 @@ impl CpuStream {
 
     fn delivered(&mut self, net: &mut Net, me: ComponentId, d: Delivery) {
         match d {
-            Delivery::WriteDone { bytes, .. } => self.bytes_written += bytes as u64,
+            Delivery::WriteDone { bytes, .. } => {
+                self.bytes_written += bytes as u64;
+                self.window_bytes += bytes as u64;
+            }
             Delivery::ReadData {
                 tag, bytes, last, ..
             } => {
                 self.bytes_read += bytes as u64;
+                self.window_bytes += bytes as u64;
                 if !last {
                     return;
                 }
@@ -152,6 +169,7 @@ impl CpuStream {
                     return;
                 };
                 self.latency_ps += (net.now() - issued).as_ps() as u128;
+                self.window_latency.record(net.now() - issued);
                 self.misses += 1;
                 self.fills += 1;
                 let evict = self.spec.fills_per_eviction > 0

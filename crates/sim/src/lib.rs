@@ -25,4 +25,5 @@ pub mod cpu_stream;
 pub mod flow;
 pub mod net;
 pub mod pcie;
+pub mod stats;
 pub mod timed;

@@ -6,6 +6,7 @@ pub mod harness;
 pub mod plot;
 pub mod report;
 pub mod result;
+pub mod run;
 pub mod smartio;
 
 pub use result::{ExperimentInfo, Reference, Run};

@@ -1,0 +1,150 @@
+//! `nudma run <scenario> [--set KEY=V1,V2,…]… [--format json] [--out DIR] [--jobs N]`:
+//! simulate a scenario's workloads together over its measurement window; `--set` lists
+//! make a sweep, one row per point and workload, run in parallel with the same result as
+//! `--jobs 1`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::{json, Value};
+use studies::run::{self, overrides::Override};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// A scenario file with [[workload]] and [measure], or a built-in scenario name.
+    scenario: String,
+    /// Override a key: `workload.NAME.FIELD`, `measure.FIELD`, or any scenario key by its
+    /// TOML path (arrays of tables by name: `host.srv.device.nic0.link.width`); a list of
+    /// values makes a sweep, several flags their cartesian product.
+    #[arg(long = "set", value_name = "KEY=V1,V2,…")]
+    sets: Vec<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    format: crate::Format,
+    /// Write results.json and counters.json (per point: bytes per link direction and
+    /// memory node, LLC and IOTLB counters, over the measurement window) here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Worker threads for a sweep (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Seed of the simulation's random generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let sets = a
+        .sets
+        .iter()
+        .map(|s| Override::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let src = run::source(&a.scenario)?;
+    let points = run::sweep(&sets);
+    let jobs = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if points.len() > 1 {
+        eprintln!("nudma run: {} points on {jobs} worker(s)", points.len());
+    }
+    let results = run::run_all(&src, &points, a.seed, jobs)?;
+    let rows: Vec<_> = results.iter().flat_map(|r| r.rows.clone()).collect();
+    let json = studies::report::results_json(&rows);
+    match a.format {
+        crate::Format::Json => println!("{}", serde_json::to_string_pretty(&json)?),
+        crate::Format::Text => print!("{}", table(&rows)),
+    }
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(
+            dir.join("results.json"),
+            serde_json::to_string_pretty(&json)?,
+        )?;
+        let counters: Vec<Value> = points
+            .iter()
+            .zip(&results)
+            .map(|(p, r)| json!({ "params": run::overrides::params_of(p), "counters": r.counters }))
+            .collect();
+        std::fs::write(
+            dir.join("counters.json"),
+            serde_json::to_string_pretty(&json!({ "points": counters }))?,
+        )?;
+        eprintln!(
+            "wrote {} and {}",
+            dir.join("results.json").display(),
+            dir.join("counters.json").display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per row: the workload, the swept values, then the metrics.
+fn table(rows: &[studies::Run]) -> String {
+    let fmt = |v: Option<&Value>| match v {
+        Some(Value::Number(n)) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if x.abs() >= 1e6 {
+                format!("{x:.3e}")
+            } else if x.fract() == 0.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.2}")
+            }
+        }
+        Some(v) => v.to_string(),
+        None => "—".into(),
+    };
+    let mut out = String::new();
+    let Some(first) = rows.first() else {
+        return out;
+    };
+    out.push_str(&format!("scenario {}\n", first.config));
+    let keys: Vec<&String> = first.params.keys().filter(|k| *k != "workload").collect();
+    let mut header = vec!["workload".to_string()];
+    header.extend(keys.iter().map(|k| k.to_string()));
+    header.extend(
+        ["GB/s", "ops/s", "p50 ns", "p99 ns"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    let mut lines = vec![header];
+    for r in rows {
+        let mut l = vec![fmt(r.params.get("workload")).trim_matches('"').to_string()];
+        l.extend(
+            keys.iter()
+                .map(|k| fmt(r.params.get(*k)).trim_matches('"').to_string()),
+        );
+        for m in ["gbps", "ops_per_sec", "latency_ns_p50", "latency_ns_p99"] {
+            l.push(fmt(r.metrics.get(m)));
+        }
+        lines.push(l);
+    }
+    let widths: Vec<usize> = (0..lines[0].len())
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for l in &lines {
+        let cells: Vec<String> = l
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i <= keys.len() {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,361 @@
+//! `nudma run`: a scenario's workloads, all at once on its hardware, measured over a
+//! window of simulated time; `--set` sweeps run every point, in parallel over local cores,
+//! with the same rows as a sequential run.
+//!
+//! Each workload becomes a simulation component of one `Sim` on the scenario's timed
+//! fabric: a device's DMA (`devices::DmaJob`, endless operations), cores' memory traffic
+//! (`sim::cpu_stream::CpuStream`), an NTB adapter's DMA engine copying. Buffers are mapped
+//! as a driver would (NTB window, requester-ID entry, IOMMU mappings) before time starts.
+
+pub mod overrides;
+pub mod spec;
+
+use devices::{DmaJob, Op, Ops};
+use fabric::scenario::Source;
+use fabric::{builtin, Endpoint, Fabric, Requester};
+use serde_json::{json, Map, Value};
+use sim::component::Sim;
+use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::net::{ComponentId, Counters};
+use sim::stats::Histogram;
+use sim::timed::TimedFabric;
+use sim::Time;
+
+use crate::harness::{self, RunError};
+use crate::result::Run;
+use overrides::{Override, Point};
+use spec::{Direction, Kind, Measure, Workload};
+
+/// What one point of a run produced: its rows and the hardware counters of its window.
+#[derive(Clone, Debug)]
+pub struct PointResult {
+    pub rows: Vec<Run>,
+    pub counters: Value,
+}
+
+/// Loads a scenario argument (file or built-in name) as text, for `run_point`.
+pub fn source(arg: &str) -> Result<Source, RunError> {
+    builtin::source_of(arg).map_err(|e| RunError(e.to_string()))
+}
+
+/// The points of a sweep over `sets` (one point without any).
+pub fn sweep(sets: &[Override]) -> Vec<Point> {
+    overrides::points(sets)
+}
+
+/// Runs every point, on `jobs` worker threads; rows come back in point order, identical
+/// to a sequential run.
+pub fn run_all(
+    src: &Source,
+    points: &[Point],
+    seed: u64,
+    jobs: usize,
+) -> Result<Vec<PointResult>, RunError> {
+    use rayon::prelude::*;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| RunError(format!("cannot start {jobs} workers: {e}")))?;
+    pool.install(|| {
+        points
+            .par_iter()
+            .map(|p| run_point(src, p, seed))
+            .collect::<Result<Vec<_>, _>>()
+    })
+}
+
+enum Handle {
+    Dma(ComponentId),
+    Stream(ComponentId),
+}
+
+/// Runs one point: the scenario with the point's overrides, its workloads together.
+pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, RunError> {
+    let src = overrides::apply(src, point).map_err(RunError)?;
+    let scenario = builtin::load_source(src.clone()).map_err(|e| RunError(e.to_string()))?;
+    let spec = spec::parse(&src).map_err(|e| RunError(e.to_string()))?;
+    let name = scenario.topology.name.clone();
+    let fabric = Fabric::from_scenario(scenario).map_err(|e| RunError(e.to_string()))?;
+    let mut tf = TimedFabric::new(fabric, seed).map_err(RunError::from(&src.name))?;
+    let mut sim: Sim<TimedFabric> = Sim::new();
+    let mut handles = Vec::new();
+    for w in &spec.workloads {
+        let located = |msg: String| RunError(ScenarioErrorAt(&w.at).with(msg));
+        handles.push(build(&mut tf, &mut sim, w).map_err(|e| located(e.0))?);
+    }
+    let window = measure(&mut tf, &mut sim, &handles, spec.measure);
+    let params = overrides::params_of(point);
+    let rows = spec
+        .workloads
+        .iter()
+        .zip(&handles)
+        .map(|(w, h)| {
+            let mut p = Map::new();
+            p.insert("workload".into(), Value::from(w.name.as_str()));
+            p.extend(params.clone());
+            Run {
+                experiment: "run".into(),
+                config: name.clone(),
+                params: p,
+                metrics: metrics(&sim, h, spec.measure.duration),
+                counters: Map::new(),
+            }
+        })
+        .collect();
+    Ok(PointResult {
+        rows,
+        counters: counters_json(&window),
+    })
+}
+
+/// Prefixes a message with where the workload was written.
+struct ScenarioErrorAt<'a>(&'a fabric::ScenarioError);
+
+impl ScenarioErrorAt<'_> {
+    fn with(&self, msg: String) -> String {
+        fabric::ScenarioError {
+            message: msg,
+            ..self.0.clone()
+        }
+        .to_string()
+    }
+}
+
+fn fault(tf: &TimedFabric, f: fabric::Fault) -> RunError {
+    RunError(fabric::describe::fault_text(&tf.fabric.topo, &f))
+}
+
+/// The requester a name stands for: a device function, or an NTB adapter's NTB function.
+fn requester(tf: &TimedFabric, name: &str) -> Result<Requester, RunError> {
+    match tf.fabric.resolve(name).map_err(RunError::from(name))? {
+        Endpoint::Node(n) | Endpoint::Bar { node: n, .. } => Ok(Requester::Function(n)),
+        _ => Err(RunError(format!(
+            "`{name}` is not a device: a DMA workload needs `host.device` or `host.device.pfN`"
+        ))),
+    }
+}
+
+fn build(
+    tf: &mut TimedFabric,
+    sim: &mut Sim<TimedFabric>,
+    w: &Workload,
+) -> Result<Handle, RunError> {
+    match &w.kind {
+        Kind::Dma {
+            device,
+            target,
+            offset,
+            op,
+            transfer_bytes,
+            outstanding,
+        } => {
+            let who = requester(tf, device)?;
+            let region = transfer_bytes * *outstanding as u64;
+            let (bus, dma) = harness::dma_to(tf, who, target, *offset, region)?;
+            let op = match op {
+                Direction::Read => Op::Read { src: bus },
+                Direction::Write => Op::Write { dst: bus },
+            };
+            let job = DmaJob::ops(
+                tf,
+                who,
+                dma,
+                op,
+                *transfer_bytes,
+                Ops::Endless,
+                *outstanding as u64,
+            )
+            .map_err(|f| fault(tf, f))?;
+            let id = sim.add(job);
+            tf.net.timer_at(Time::ZERO, id, 0);
+            Ok(Handle::Dma(id))
+        }
+        Kind::NtbCopy {
+            ntb,
+            source,
+            source_offset,
+            target,
+            offset,
+            transfer_bytes,
+            outstanding,
+        } => {
+            let who = requester(tf, ntb)?;
+            let region = transfer_bytes * *outstanding as u64;
+            let (src, _) = harness::dma_to(tf, who, source, *source_offset, region)?;
+            let (dst, dma) = harness::dma_to(tf, who, target, *offset, region)?;
+            let job = DmaJob::ops(
+                tf,
+                who,
+                dma,
+                Op::Copy { src, dst },
+                *transfer_bytes,
+                Ops::Endless,
+                *outstanding as u64,
+            )
+            .map_err(|f| fault(tf, f))?;
+            let id = sim.add(job);
+            tf.net.timer_at(Time::ZERO, id, 0);
+            Ok(Handle::Dma(id))
+        }
+        Kind::CpuStream {
+            host,
+            cpu_node,
+            mem_node,
+            op,
+            misses_in_flight,
+        } => {
+            let h = tf
+                .fabric
+                .topo
+                .host_by_name(host)
+                .ok_or_else(|| RunError(format!("no host `{host}`")))?;
+            let op = match op {
+                Direction::Read => StreamOp::Read,
+                Direction::Write => StreamOp::Write,
+            };
+            let s = tf
+                .cpu_stream(h, *cpu_node, *mem_node, op, *misses_in_flight)
+                .map_err(|e| RunError(e.0))?;
+            let id = sim.add(s);
+            tf.net.timer_at(Time::ZERO, id, START);
+            Ok(Handle::Stream(id))
+        }
+    }
+}
+
+/// Runs the warm-up, starts every workload's statistics afresh, runs the window; returns
+/// the hardware counters of the window alone.
+fn measure(
+    tf: &mut TimedFabric,
+    sim: &mut Sim<TimedFabric>,
+    handles: &[Handle],
+    m: Measure,
+) -> Counters {
+    sim.run_until(tf, m.warmup);
+    for h in handles {
+        match *h {
+            Handle::Dma(id) => sim.get_mut::<DmaJob>(id).expect("dma").reset_stats(),
+            Handle::Stream(id) => sim.get_mut::<CpuStream>(id).expect("stream").reset_stats(),
+        }
+    }
+    let before = tf.net.counters();
+    sim.run_until(tf, m.warmup + m.duration);
+    counters_minus(&tf.net.counters(), &before)
+}
+
+fn latency_metrics(metrics: &mut Map<String, Value>, h: &Histogram) {
+    if let (Some(p50), Some(p99)) = (h.quantile_ns(0.5), h.quantile_ns(0.99)) {
+        metrics.insert("latency_ns_p50".into(), json!(round3(p50)));
+        metrics.insert("latency_ns_p99".into(), json!(round3(p99)));
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Map<String, Value> {
+    let secs = window.as_secs_f64();
+    let mut m = Map::new();
+    match *h {
+        Handle::Dma(id) => {
+            let s = sim.get::<DmaJob>(id).expect("dma").stats();
+            m.insert("gbps".into(), json!(round3(s.bytes as f64 / secs / 1e9)));
+            m.insert("ops_per_sec".into(), json!((s.ops as f64 / secs).round()));
+            latency_metrics(&mut m, &s.op_latency);
+            m.insert("faults".into(), json!(s.faults));
+        }
+        Handle::Stream(id) => {
+            let s = sim.get::<CpuStream>(id).expect("stream");
+            m.insert(
+                "gbps".into(),
+                json!(round3(s.window_bytes as f64 / secs / 1e9)),
+            );
+            m.insert(
+                "ops_per_sec".into(),
+                json!((s.window_latency.count() as f64 / secs).round()),
+            );
+            latency_metrics(&mut m, &s.window_latency);
+        }
+    }
+    m
+}
+
+/// `after − before`, by name (a wire or sink that saw no traffic before counts from zero).
+fn counters_minus(after: &Counters, before: &Counters) -> Counters {
+    let wire0 = |n: &str| {
+        before
+            .wires
+            .iter()
+            .find(|w| w.0 == n)
+            .map_or((0, 0, 0), |w| (w.1, w.2, w.3))
+    };
+    let sink0 = |n: &str| {
+        before
+            .sinks
+            .iter()
+            .find(|s| s.0 == n)
+            .map_or((0, 0), |s| (s.1, s.2))
+    };
+    let llc0 = |n: &str| {
+        before
+            .llc
+            .iter()
+            .find(|s| s.0 == n)
+            .map_or((0, 0, 0, 0, 0), |s| (s.1, s.2, s.3, s.4, s.5))
+    };
+    Counters {
+        wires: after
+            .wires
+            .iter()
+            .map(|w| {
+                let b = wire0(&w.0);
+                (w.0.clone(), w.1 - b.0, w.2 - b.1, w.3 - b.2)
+            })
+            .filter(|w| w.3 > 0)
+            .collect(),
+        sinks: after
+            .sinks
+            .iter()
+            .map(|s| {
+                let b = sink0(&s.0);
+                (s.0.clone(), s.1 - b.0, s.2 - b.1)
+            })
+            .filter(|s| s.1 + s.2 > 0)
+            .collect(),
+        iotlb_hits: after.iotlb_hits - before.iotlb_hits,
+        iotlb_misses: after.iotlb_misses - before.iotlb_misses,
+        llc: after
+            .llc
+            .iter()
+            .map(|s| {
+                let b = llc0(&s.0);
+                (
+                    s.0.clone(),
+                    s.1 - b.0,
+                    s.2 - b.1,
+                    s.3 - b.2,
+                    s.4 - b.3,
+                    s.5 - b.4,
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Counters as JSON: bytes per link direction and per memory node over the window.
+pub fn counters_json(c: &Counters) -> Value {
+    json!({
+        "links": c.wires.iter().map(|(name, bytes, payload, tlps)| json!({
+            "name": name, "wire_bytes": bytes, "payload_bytes": payload, "packets": tlps,
+        })).collect::<Vec<_>>(),
+        "memory": c.sinks.iter().map(|(name, read, written)| json!({
+            "name": name, "read_bytes": read, "written_bytes": written,
+        })).collect::<Vec<_>>(),
+        "llc": c.llc.iter().map(|(name, hits, misses, allocs, writebacks, invalidations)| json!({
+            "name": name, "dma_read_hits": hits, "dma_read_misses": misses,
+            "ddio_allocations": allocs, "writebacks": writebacks, "invalidations": invalidations,
+        })).collect::<Vec<_>>(),
+        "iotlb": { "hits": c.iotlb_hits, "misses": c.iotlb_misses },
+    })
+}

@@ -1,0 +1,330 @@
+//! `--set KEY=V1,V2,…`: overrides of any scenario or workload key, and the sweep they
+//! make. A key is a TOML path where an array of tables is indexed by its elements'
+//! `name` (`host.srv.device.nic0.link.width`, `workload.rx.outstanding`,
+//! `measure.duration`) or by position. The edit keeps the rest of the file as written, so
+//! errors in untouched parts still point at the user's lines; a value that does not fit
+//! is refused by the same validation as the file.
+
+use fabric::scenario::Source;
+use serde_json::{Map, Value};
+use toml_edit::{DocumentMut, Item};
+
+/// One `--set`: a key and the values it takes.
+#[derive(Clone, Debug)]
+pub struct Override {
+    pub key: String,
+    pub values: Vec<toml_edit::Value>,
+}
+
+/// Splits on commas outside quotes and brackets.
+fn split_values(s: &str) -> Vec<String> {
+    let (mut out, mut cur, mut depth, mut quote) = (Vec::new(), String::new(), 0i32, None);
+    for c in s.chars() {
+        match (c, quote) {
+            ('"' | '\'', None) => quote = Some(c),
+            (q, Some(open)) if q == open => quote = None,
+            ('[' | '{', None) => depth += 1,
+            (']' | '}', None) => depth -= 1,
+            (',', None) if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out
+}
+
+/// A value as typed: TOML when it parses (`32`, `true`, `"4 KiB"`, `[1, 2]`), else a string
+/// (`4 KiB`, `write`).
+fn value_of(raw: &str) -> toml_edit::Value {
+    let t = raw.trim();
+    t.parse::<toml_edit::Value>()
+        .unwrap_or_else(|_| toml_edit::Value::from(t))
+}
+
+impl Override {
+    /// Parses `KEY=V1,V2,…`.
+    pub fn parse(arg: &str) -> Result<Override, String> {
+        let (key, vals) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("--set {arg}: expected KEY=VALUE[,VALUE…]"))?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(str::is_empty) {
+            return Err(format!("--set {arg}: `{key}` is not a key path"));
+        }
+        let values: Vec<_> = split_values(vals).iter().map(|v| value_of(v)).collect();
+        if values.iter().any(|v| v.as_str() == Some("")) {
+            return Err(format!("--set {arg}: empty value"));
+        }
+        Ok(Override {
+            key: key.to_string(),
+            values,
+        })
+    }
+}
+
+/// One point of a sweep: a value per override.
+pub type Point = Vec<(String, toml_edit::Value)>;
+
+/// Every combination of the overrides' values (the first varies slowest).
+pub fn points(overrides: &[Override]) -> Vec<Point> {
+    let mut pts: Vec<Point> = vec![Vec::new()];
+    for o in overrides {
+        pts = pts
+            .into_iter()
+            .flat_map(|p| {
+                o.values.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push((o.key.clone(), v.clone()));
+                    q
+                })
+            })
+            .collect();
+    }
+    pts
+}
+
+/// The point's values as result parameters (numbers as numbers, sizes as written).
+pub fn params_of(point: &Point) -> Map<String, Value> {
+    point
+        .iter()
+        .map(|(k, v)| {
+            let j = match v {
+                toml_edit::Value::Integer(i) => Value::from(*i.value()),
+                toml_edit::Value::Float(f) => Value::from(*f.value()),
+                toml_edit::Value::Boolean(b) => Value::from(*b.value()),
+                toml_edit::Value::String(s) => match fabric::units::parse_size(s.value()) {
+                    Ok(n) if s.value().chars().any(|c| c.is_ascii_alphabetic()) => Value::from(n),
+                    _ => Value::from(s.value().as_str()),
+                },
+                other => Value::from(other.to_string().trim()),
+            };
+            (k.clone(), j)
+        })
+        .collect()
+}
+
+/// Applies a point to a scenario source; errors name the key.
+pub fn apply(src: &Source, point: &Point) -> Result<Source, String> {
+    if point.is_empty() {
+        return Ok(src.clone());
+    }
+    let mut doc: DocumentMut = src.text.parse().map_err(|e| format!("{}: {e}", src.name))?;
+    for (key, value) in point {
+        set(doc.as_item_mut(), key, value.clone())?;
+    }
+    Ok(Source {
+        name: format!("{} (with --set)", src.name),
+        text: doc.to_string(),
+    })
+}
+
+fn set(root: &mut Item, key: &str, value: toml_edit::Value) -> Result<(), String> {
+    let segs: Vec<&str> = key.split('.').collect();
+    set_item(root, &segs, value, "").map_err(|m| format!("--set {key}: {m}"))
+}
+
+/// Where `segs` lead from `item` (whose own path is `here`), the value goes.
+fn set_item(
+    item: &mut Item,
+    segs: &[&str],
+    value: toml_edit::Value,
+    here: &str,
+) -> Result<(), String> {
+    let Some((&seg, rest)) = segs.split_first() else {
+        return match item {
+            Item::Value(v) => {
+                let decor = v.decor().clone();
+                *v = value;
+                *v.decor_mut() = decor;
+                Ok(())
+            }
+            Item::None => {
+                *item = Item::Value(value);
+                Ok(())
+            }
+            _ => Err(format!("`{here}` is a table, not a value")),
+        };
+    };
+    let named = |names: Vec<Option<String>>| -> Result<usize, String> {
+        names
+            .iter()
+            .position(|n| n.as_deref() == Some(seg))
+            .or_else(|| seg.parse::<usize>().ok().filter(|&k| k < names.len()))
+            .ok_or_else(|| {
+                let have: Vec<String> = names.into_iter().flatten().collect();
+                format!(
+                    "no `{here}` entry named `{seg}` (there are: {})",
+                    have.join(", ")
+                )
+            })
+    };
+    let name_of =
+        |t: &dyn toml_edit::TableLike| t.get("name").and_then(|n| n.as_str()).map(str::to_string);
+    let next = join(here, seg);
+    if let Some(arr) = item.as_array_of_tables_mut() {
+        let idx = named(arr.iter().map(|t| name_of(t)).collect())?;
+        let t = arr.get_mut(idx).expect("index checked");
+        return set_table_like(t, rest, value, &next);
+    }
+    if let Some(toml_edit::Value::Array(arr)) = item.as_value_mut() {
+        let names = arr
+            .iter()
+            .map(|v| v.as_inline_table().and_then(|t| name_of(t)))
+            .collect();
+        let idx = named(names)?;
+        return match arr.get_mut(idx) {
+            Some(toml_edit::Value::InlineTable(t)) => set_table_like(t, rest, value, &next),
+            Some(v) if rest.is_empty() => {
+                let decor = v.decor().clone();
+                *v = value;
+                *v.decor_mut() = decor;
+                Ok(())
+            }
+            _ => Err(format!("`{next}` is a value, not a table")),
+        };
+    }
+    match item.as_table_like_mut() {
+        Some(t) => set_table_like(t, segs, value, here),
+        None => Err(format!("`{here}` is a value, not a table")),
+    }
+}
+
+fn set_table_like(
+    t: &mut dyn toml_edit::TableLike,
+    segs: &[&str],
+    value: toml_edit::Value,
+    here: &str,
+) -> Result<(), String> {
+    let Some((&seg, rest)) = segs.split_first() else {
+        return Err(format!("`{here}` is a table, not a value"));
+    };
+    match t.get_mut(seg) {
+        Some(item) => set_item(item, rest, value, &join(here, seg)),
+        // A key the file leaves out (an optional one): the scenario's own validation
+        // refuses it if it is not a key there.
+        None if rest.is_empty() => {
+            t.insert(seg, Item::Value(value));
+            Ok(())
+        }
+        None => {
+            let keys: Vec<&str> = t.iter().map(|(k, _)| k).collect();
+            Err(format!(
+                "no `{seg}` in `{}` (it has: {})",
+                if here.is_empty() { "the file" } else { here },
+                keys.join(", ")
+            ))
+        }
+    }
+}
+
+fn join(here: &str, seg: &str) -> String {
+    if here.is_empty() {
+        seg.to_string()
+    } else {
+        format!("{here}.{seg}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"# my rack
+[scenario]
+name = "t"
+
+[[host]]
+name = "srv"
+[[host.device]]
+name = "nic0"
+link = { gen = 3, width = 8 }   # a comment stays
+functions = [{ parent = "rc0", link = { gen = 3, width = 8 } }]
+
+[[workload]]
+name = "rx"
+outstanding = 32
+
+[measure]
+duration = "1 ms"
+"#;
+
+    fn src() -> Source {
+        Source {
+            name: "t.toml".into(),
+            text: TEXT.into(),
+        }
+    }
+
+    fn one(key: &str, v: &str) -> Result<Source, String> {
+        let o = Override::parse(&format!("{key}={v}"))?;
+        apply(&src(), &points(&[o])[0])
+    }
+
+    #[test]
+    fn keys_reach_named_tables_inline_tables_and_arrays() {
+        let s = one("host.srv.device.nic0.link.width", "16").unwrap();
+        assert!(
+            s.text
+                .contains("link = { gen = 3, width = 16 }   # a comment stays"),
+            "{}",
+            s.text
+        );
+        let s = one("workload.rx.outstanding", "4").unwrap();
+        assert!(
+            s.text.contains(
+                "outstanding = 4
+"
+            ),
+            "{}",
+            s.text
+        );
+        let s = one("measure.duration", "2 ms").unwrap();
+        assert!(s.text.contains("duration = \"2 ms\""), "{}", s.text);
+        let s = one("host.srv.device.nic0.functions.0.link.gen", "4").unwrap();
+        assert!(
+            s.text.contains("link = { gen = 4, width = 8 } }]"),
+            "{}",
+            s.text
+        );
+        assert_eq!(
+            s.text.lines().count(),
+            TEXT.lines().count(),
+            "lines stay where they were"
+        );
+    }
+
+    #[test]
+    fn bad_keys_are_named() {
+        let e = one("host.srv.device.nic9.link.width", "16").unwrap_err();
+        assert!(
+            e.contains("no `host.srv.device` entry named `nic9` (there are: nic0)"),
+            "{e}"
+        );
+        let e = one("host.srv.devices.nic0", "1").unwrap_err();
+        assert!(e.contains("no `devices` in `host.srv`"), "{e}");
+        assert!(Override::parse("workload.rx").is_err());
+        assert!(Override::parse("workload..rx=1").is_err());
+    }
+
+    #[test]
+    fn value_lists_make_a_cartesian_product() {
+        let a = Override::parse("workload.rx.outstanding=1,2,4").unwrap();
+        let b = Override::parse("measure.duration=1 ms,2 ms").unwrap();
+        let p = points(&[a, b]);
+        assert_eq!(p.len(), 6);
+        let params = params_of(&p[5]);
+        assert_eq!(params["workload.rx.outstanding"], serde_json::json!(4));
+        assert_eq!(params["measure.duration"], serde_json::json!("2 ms"));
+        let sized = params_of(&points(&[Override::parse("w.x=4 KiB").unwrap()])[0]);
+        assert_eq!(sized["w.x"], serde_json::json!(4096));
+        assert_eq!(
+            Override::parse("x=[1, 2],3").unwrap().values.len(),
+            2,
+            "commas inside brackets belong to the value"
+        );
+    }
+}
