@@ -126,11 +126,14 @@ mod tests {
         Cli::try_parse_from(v).expect("arguments parse").args
     }
 
-    /// The hwloc fixtures: `$NUDMA_FIXTURES` or `/work/shared/fixtures/hwloc`.
+    /// A file of the hwloc fixtures: `$NUDMA_FIXTURES`, else the repository's
+    /// `fixtures/hwloc` (`../../fixtures/hwloc` from this crate).
     fn fixture(rel: &str) -> String {
-        let dir = std::env::var("NUDMA_FIXTURES")
-            .unwrap_or_else(|_| "/work/shared/fixtures/hwloc".to_string());
-        let p = Path::new(&dir).join(rel);
+        let dir = match std::env::var_os("NUDMA_FIXTURES") {
+            Some(d) => std::path::PathBuf::from(d),
+            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hwloc"),
+        };
+        let p = dir.join(rel);
         assert!(
             p.exists(),
             "fixture {} missing (set NUDMA_FIXTURES)",

@@ -1,5 +1,6 @@
 //! `nudma reproduce [study|experiment …]`: run the built-in catalog, print simulated
-//! values beside the published ones (or JSON), and write plots and a report.
+//! values beside the published ones (or JSON, whose rows carry each published value and
+//! its basis, calibration or prediction), and write plots and a report.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,7 +42,7 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
     match a.format {
         crate::Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&report::results_json(&runs))?
+            serde_json::to_string_pretty(&report::results_json(&runs, &refs))?
         ),
         crate::Format::Text => print!(
             "{}",

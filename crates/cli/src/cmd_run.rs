@@ -51,7 +51,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let results = run::run_all(&src, &points, a.seed, jobs)?;
     let rows: Vec<_> = results.iter().flat_map(|r| r.rows.clone()).collect();
-    let json = studies::report::results_json(&rows);
+    let json = studies::report::results_json(&rows, &[]);
     match a.format {
         crate::Format::Json => println!("{}", serde_json::to_string_pretty(&json)?),
         crate::Format::Text => print!("{}", table(&rows)),

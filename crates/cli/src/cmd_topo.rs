@@ -238,9 +238,9 @@ fn request_for(
 }
 
 /// On a fresh timed copy of the scenario: the zero-load time of one request and, for a
-/// device, the flow model's rate and bottleneck for a stream of such requests (its own
-/// `dma_max_reads`/`dma_mrrs_bytes` where it declares them, else 32 reads of 512 B
-/// (assumption)). `None` when the scenario has no timing parameters.
+/// device, the flow model's rate and bottleneck for a stream of such requests (with its
+/// own `dma_max_reads`/`dma_mrrs_bytes`, or its NTB adapter's DMA engine's; no stream
+/// for a requester that states none). `None` when the scenario has no timing parameters.
 type TimedView = (f64, Option<(f64, String)>);
 
 fn timed_view(
@@ -273,23 +273,31 @@ fn timed_view(
                 .host(topo.node(n).host)
                 .mps
                 .min(topo.host(target_host).mps);
-            let t = match topo.node(n).kind {
+            let dma = match topo.node(n).kind {
                 fabric::NodeKind::Function { device, .. } => {
-                    topo.devices[device as usize].timing.clone()
+                    topo.devices[device as usize].timed.dma
                 }
-                _ => Default::default(),
+                fabric::NodeKind::NtbFunction { ntb } => {
+                    let a = &topo.ntbs[ntb as usize].adapter;
+                    match (
+                        a.timing_value("dma_max_reads"),
+                        a.timing_value("dma_mrrs_bytes"),
+                    ) {
+                        (Some(r), Some(m)) => Some(fabric::DmaTiming {
+                            max_reads: r as u32,
+                            mrrs_bytes: m as u32,
+                        }),
+                        _ => None,
+                    }
+                }
+                _ => None,
             };
             let e = if access == Access::Write {
-                tf.net.flow_write(route, mps)
+                Some(tf.net.flow_write(route, mps))
             } else {
-                let mrrs = t.get("dma_mrrs_bytes").copied().unwrap_or(512.0) as u32;
-                tf.net.flow_read(
-                    route,
-                    mrrs,
-                    t.get("dma_max_reads").copied().unwrap_or(32.0) as u32,
-                )
+                dma.map(|d| tf.net.flow_read(route, d.mrrs_bytes, d.max_reads))
             };
-            Some((e.gbps, e.bottleneck))
+            e.map(|e| (e.gbps, e.bottleneck))
         }
         Requester::Cpu { .. } => None,
     };

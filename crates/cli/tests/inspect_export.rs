@@ -7,8 +7,18 @@ use std::path::{Path, PathBuf};
 use fabric::scenario::{load, Source};
 use fabric::{Fabric, NodeKind};
 
+/// The hwloc fixtures: `$NUDMA_FIXTURES`, else the repository's `fixtures/hwloc`.
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/hwloc")
+    let dir = match std::env::var_os("NUDMA_FIXTURES") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hwloc"),
+    };
+    assert!(
+        dir.join("README.md").exists(),
+        "hwloc fixtures not found at {} (set NUDMA_FIXTURES)",
+        dir.display()
+    );
+    dir
 }
 
 fn load_export(m: &inspect::Machine, name: &str) -> Fabric {

@@ -2,6 +2,8 @@
 //! A scenario may define more under `[chip.NAME]` and `[adapter.NAME]`, or override an
 //! adapter's BAR size and LUT window count per NTB.
 
+use crate::topology::Provenance;
+
 /// A switch chip: a motherboard/chassis PCIe switch, the chip inside an adapter, or a
 /// cluster switch.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,6 +20,8 @@ pub struct ChipSpec {
     /// completion (0 = enough never to throttle), for the timing layer.
     pub credits: [u16; 3],
     pub source: String,
+    /// Per-value basis of a chip defined in a scenario file (built-ins: see `source`).
+    pub basis: Provenance,
 }
 
 /// An NTB host adapter model.
@@ -39,6 +43,15 @@ pub struct AdapterSpec {
     /// Timing of the adapter (NTB translation, DMA engine), carried for the timing layer.
     pub timing: Vec<(String, f64)>,
     pub source: String,
+    /// Per-value basis of an adapter defined in a scenario file (built-ins: see `source`).
+    pub basis: Provenance,
+}
+
+impl AdapterSpec {
+    /// A timing parameter of the adapter (validated when the scenario loaded).
+    pub fn timing_value(&self, key: &str) -> Option<f64> {
+        self.timing.iter().find(|(k, _)| k == key).map(|x| x.1)
+    }
 }
 
 fn chip(
@@ -59,6 +72,7 @@ fn chip(
         cluster,
         credits: [0; 3],
         source: source.into(),
+        basis: Provenance::new(),
     }
 }
 
@@ -131,13 +145,18 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
     // assumption: each adapter's NTB translation adds ~33 ns; with two PEX8733 crossings
     // (2 x 132 ns, REFERENCE.md §2), links and cable this makes the ~350-370 ns one-way
     // NTB crossing of REFERENCE.md §2. DMA engine: 64 outstanding reads of 512 B
-    // (REFERENCE.md §2, PXH810 measurements); its setup time is an assumption.
+    // (REFERENCE.md §2, PXH810 measurements); its setup time is an assumption. The NTB
+    // function's registers behave as a register BAR (assumption: 1 GB/s, 200 ns, 64 B
+    // completions).
     let timing = || {
         vec![
             ("ntb_translate_ns".to_string(), 33.0),
             ("dma_max_reads".to_string(), 64.0),
             ("dma_mrrs_bytes".to_string(), 512.0),
             ("dma_setup_ns".to_string(), 1000.0),
+            ("bar_gbps".to_string(), 1.0),
+            ("bar_latency_ns".to_string(), 200.0),
+            ("bar_rcb_bytes".to_string(), 64.0),
         ]
     };
     const LUT_SOURCE: &str = "BAR size and LUT windows are assumptions (REFERENCE.md gives none): \
@@ -155,6 +174,7 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
             rid_reserved: 2,
             ports: 2,
             timing: timing(),
+            basis: Provenance::new(),
             source: format!(
                 "REFERENCE.md §2: Gen3 x16 on a PEX8733; requester-ID LUT 32 entries, 2 reserved for CPUs; \
                  two x8 cable ports in the three-way ring. {LUT_SOURCE}"
@@ -172,6 +192,7 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
             rid_reserved: 2,
             ports: 1,
             timing: timing(),
+            basis: Provenance::new(),
             source: format!(
                 "REFERENCE.md §2: Gen3 x8. assumption: a PLX Gen3 switch (`pxh810_switch`) and the PXH830's \
                  requester-ID LUT (REFERENCE.md names no chip for the PXH810). {LUT_SOURCE}"

@@ -4,10 +4,77 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::topology::Basis;
 use crate::units::Size;
+
+/// A parameter value with its basis: a bare value (basis unstated) or an inline table
+/// `{ value = 80.0, basis = "assumption", why = "…" }`, `basis = "calibrated", on = "…"`
+/// or `basis = "reference", source = "REFERENCE.md §2"`.
+#[derive(Debug, Clone)]
+pub struct RawParam<T> {
+    pub value: T,
+    pub basis: Basis,
+}
+
+/// Timing parameters by key, each with its span and basis.
+pub type RawTiming = BTreeMap<String, Spanned<RawParam<f64>>>;
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for RawParam<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = toml::Value::deserialize(d)?;
+        let value_of =
+            |v: toml::Value| T::deserialize(v).map_err(|e| D::Error::custom(e.message()));
+        let mut t = match v {
+            toml::Value::Table(t) if t.contains_key("value") || t.contains_key("basis") => t,
+            bare => {
+                return Ok(RawParam {
+                    value: value_of(bare)?,
+                    basis: Basis::Unstated,
+                })
+            }
+        };
+        let value = t
+            .remove("value")
+            .ok_or_else(|| D::Error::custom("a value with a basis needs `value`"))?;
+        let mut text = |k: &str| -> Result<String, D::Error> {
+            match t.remove(k) {
+                Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(s),
+                Some(_) => Err(D::Error::custom(format!(
+                    "`{k}` must be a non-empty string"
+                ))),
+                None => Err(D::Error::custom(format!("missing `{k}`"))),
+            }
+        };
+        let word = text("basis").map_err(|_| {
+            D::Error::custom(
+                "a value with a basis needs `basis = \"reference\"` (with `source`), \"calibrated\" (with `on`) or \"assumption\" (with `why`)",
+            )
+        })?;
+        let (basis, note) = match word.as_str() {
+            "reference" => (Basis::Reference(text("source")?), "source"),
+            "calibrated" => (Basis::Calibrated(text("on")?), "on"),
+            "assumption" => (Basis::Assumption(text("why")?), "why"),
+            other => {
+                return Err(D::Error::custom(format!(
+                    "unknown basis `{other}` (reference, calibrated or assumption)"
+                )))
+            }
+        };
+        if let Some(k) = t.keys().next() {
+            return Err(D::Error::custom(format!(
+                "unknown field `{k}`: a `{word}` value takes `value`, `basis` and `{note}`"
+            )));
+        }
+        Ok(RawParam {
+            value: value_of(value)?,
+            basis,
+        })
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,6 +88,10 @@ pub struct RawFile {
     pub chip: BTreeMap<String, Spanned<RawChip>>,
     #[serde(default)]
     pub adapter: BTreeMap<String, Spanned<RawAdapter>>,
+    /// Device models (kind, product, link, BARs, timing) that devices name with
+    /// `device_model`.
+    #[serde(default)]
+    pub device_model: BTreeMap<String, Spanned<RawDeviceModel>>,
     #[serde(default)]
     pub host: Vec<Spanned<RawHost>>,
     #[serde(default)]
@@ -68,10 +139,8 @@ pub struct RawPlatform {
     pub interconnect: Vec<Spanned<RawInterconnect>>,
     #[serde(default)]
     pub ioh: Vec<Spanned<RawIoh>>,
-    /// Free-form timing parameters for the timing layer (validated there); the fabric
-    /// only carries them.
-    #[serde(default)]
-    pub timing: BTreeMap<String, Spanned<f64>>,
+    /// Timing parameters for the timing layer (validated when the scenario loads).
+    pub timing: Option<Spanned<RawTiming>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -118,13 +187,13 @@ pub struct RawIoh {
 pub struct RawChip {
     #[serde(default)]
     pub description: String,
-    pub lanes: Spanned<u32>,
-    pub ports: Spanned<u32>,
-    pub latency_ns: Spanned<f64>,
+    pub lanes: Spanned<RawParam<u32>>,
+    pub ports: Spanned<RawParam<u32>>,
+    pub latency_ns: Spanned<RawParam<f64>>,
     #[serde(default)]
     pub cluster: bool,
     /// Receive credits per port in TLPs: [posted, non-posted, completion]; 0 = unlimited.
-    pub credits: Option<[u16; 3]>,
+    pub credits: Option<Spanned<RawParam<[u16; 3]>>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -134,18 +203,30 @@ pub struct RawAdapter {
     pub description: String,
     pub chip: Spanned<String>,
     pub link: Spanned<RawLink>,
-    pub bar_size: Spanned<Size>,
-    pub lut_windows: Spanned<u32>,
-    pub rid_lut_entries: Spanned<u32>,
-    pub rid_reserved: Spanned<u32>,
-    #[serde(default = "one")]
-    pub ports: u32,
+    pub bar_size: Spanned<RawParam<Size>>,
+    pub lut_windows: Spanned<RawParam<u32>>,
+    pub rid_lut_entries: Spanned<RawParam<u32>>,
+    pub rid_reserved: Spanned<RawParam<u32>>,
+    /// Cable ports; 1 when absent.
+    pub ports: Option<Spanned<RawParam<u32>>>,
     #[serde(default)]
-    pub timing: BTreeMap<String, Spanned<f64>>,
+    pub timing: RawTiming,
 }
 
-fn one() -> u32 {
-    1
+/// A device model defined once (e.g. in `platforms/devices.toml`) and named by devices
+/// with `device_model`; a device's own keys win over its model's.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawDeviceModel {
+    pub kind: Option<DeviceKind>,
+    /// The product, shown in descriptions (e.g. "NVIDIA Quadro P4000").
+    #[serde(default)]
+    pub model: String,
+    pub link: Option<Spanned<RawLink>>,
+    pub bars: Option<Vec<Spanned<RawBar>>>,
+    pub dma_mask_bits: Option<Spanned<u8>>,
+    #[serde(default)]
+    pub timing: RawTiming,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy)]
@@ -203,20 +284,23 @@ pub enum DeviceKind {
 #[serde(deny_unknown_fields)]
 pub struct RawDevice {
     pub name: Spanned<String>,
-    pub kind: DeviceKind,
+    /// Required unless the device model gives it.
+    pub kind: Option<Spanned<DeviceKind>>,
+    /// A `[device_model.NAME]` this device is an instance of.
+    pub device_model: Option<Spanned<String>>,
     #[serde(default)]
     pub model: String,
     pub parent: Option<Spanned<String>>,
     pub link: Option<Spanned<RawLink>>,
     pub bdf: Option<String>,
     #[serde(default)]
-    pub bars: Vec<Spanned<RawBar>>,
+    pub bars: Option<Vec<Spanned<RawBar>>>,
     pub dma_mask_bits: Option<Spanned<u8>>,
     /// A multi-PF device: one function per entry, each with its own parent and link.
     pub functions: Option<Spanned<Vec<Spanned<RawFunction>>>>,
-    /// Timing parameters of the device model (validated by the timing layer).
+    /// Timing parameters of the device (over its device model's, key by key).
     #[serde(default)]
-    pub timing: BTreeMap<String, Spanned<f64>>,
+    pub timing: RawTiming,
 }
 
 #[derive(Debug, Deserialize)]
@@ -263,6 +347,8 @@ pub struct RawClusterSwitch {
 pub struct RawCable {
     pub ends: Spanned<Vec<Spanned<String>>>,
     pub link: Spanned<RawLink>,
+    /// This cable's extra propagation, when not the platform's `cable_ns` (ns).
+    pub cable_ns: Option<Spanned<RawParam<f64>>>,
 }
 
 /// A static NTB window programmed from the scenario (before the SmartIO layer programs

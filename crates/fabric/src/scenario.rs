@@ -111,13 +111,20 @@ pub fn load(main: Source, resolver: &dyn Resolver) -> Result<Scenario, ScenarioE
         let f = b.parse(src)?;
         b.check_include_only(f)?;
         let inc_raw = std::mem::replace(&mut b.files[f].raw, empty_raw());
-        b.collect_parts(f, inc_raw.platform, inc_raw.chip, inc_raw.adapter)?;
+        b.collect_parts(
+            f,
+            inc_raw.platform,
+            inc_raw.chip,
+            inc_raw.adapter,
+            inc_raw.device_model,
+        )?;
     }
     b.collect_parts(
         root,
         raw.platform.clone(),
         raw.chip.clone(),
         raw.adapter.clone(),
+        raw.device_model.clone(),
     )?;
     b.build(root, name, description, raw)
 }
@@ -129,6 +136,7 @@ fn empty_raw() -> RawFile {
         platform: BTreeMap::new(),
         chip: BTreeMap::new(),
         adapter: BTreeMap::new(),
+        device_model: BTreeMap::new(),
         host: vec![],
         cluster_switch: vec![],
         cable: vec![],
@@ -138,6 +146,24 @@ fn empty_raw() -> RawFile {
     }
 }
 
+/// The key written just before `offset` on its line (`key = <here>`), to name it in a
+/// parse error that the TOML parser leaves unnamed.
+fn key_before(text: &str, offset: usize) -> Option<String> {
+    let before = text.get(..offset.min(text.len()))?;
+    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    let lhs = line[..line.rfind('=')?].trim_end();
+    let key: String = lhs
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '"'))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let key = key.trim_matches('"').to_string();
+    (!key.is_empty()).then_some(key)
+}
+
 pub fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
@@ -145,14 +171,165 @@ pub fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// One PCI function of a device as written: parent, link, BARs, imported BDF, key path.
-type FunctionSpec = (
-    Spanned<String>,
-    Spanned<RawLink>,
-    Vec<Spanned<RawBar>>,
-    Option<String>,
-    String,
-);
+/// One PCI function of a device as written. Its link and BARs may come from a device
+/// model in another file: `*_at` say which file and key path to name in errors.
+struct FunctionSpec {
+    parent: Spanned<String>,
+    link: Spanned<RawLink>,
+    link_at: (usize, String),
+    bars: Vec<Spanned<RawBar>>,
+    bars_at: (usize, String),
+    bdf: Option<String>,
+    key: String,
+}
+
+/// What a timing parameter may be. Values are checked when the scenario loads, so the
+/// timing layer only ever sees numbers it can turn into time without overflow.
+#[derive(Clone, Copy, Debug)]
+enum Rule {
+    /// 0..=1e9 ns: nothing in a machine takes longer than a second.
+    Latency,
+    /// 0.01..=1e5 GB/s.
+    Bandwidth,
+    /// Outstanding reads or tags: a whole number in 1..=1024 (10-bit tags).
+    Tags,
+    /// A finite table: 1..=2^20 entries.
+    Entries,
+    /// Read completion boundary: 64 or 128 bytes.
+    Rcb,
+    /// Max read request size: a power of two in 128..=4096.
+    Mrrs,
+    /// A CPU access size: a power of two in 4..=4096.
+    AccessBytes,
+}
+
+const MAX_LATENCY_NS: f64 = 1e9;
+const GBPS_RANGE: (f64, f64) = (0.01, 1e5);
+const MAX_TABLE_ENTRIES: f64 = (1u32 << 20) as f64;
+
+impl Rule {
+    fn check(self, x: f64) -> Result<(), String> {
+        let whole = x.fract() == 0.0;
+        let pow2 = |lo: f64, hi: f64| whole && x >= lo && x <= hi && (x as u64).is_power_of_two();
+        let ok = x.is_finite()
+            && match self {
+                Rule::Latency => (0.0..=MAX_LATENCY_NS).contains(&x),
+                Rule::Bandwidth => (GBPS_RANGE.0..=GBPS_RANGE.1).contains(&x),
+                Rule::Tags => whole && (1.0..=1024.0).contains(&x),
+                Rule::Entries => whole && (1.0..=MAX_TABLE_ENTRIES).contains(&x),
+                Rule::Rcb => x == 64.0 || x == 128.0,
+                Rule::Mrrs => pow2(128.0, 4096.0),
+                Rule::AccessBytes => pow2(4.0, 4096.0),
+            };
+        if ok {
+            return Ok(());
+        }
+        Err(format!(
+            "must be {}, not {x}",
+            match self {
+                Rule::Latency => "a latency in 0..=1e9 ns (at most 1 s)",
+                Rule::Bandwidth => "a bandwidth in 0.01..=100000 GB/s",
+                Rule::Tags => "a whole number in 1..=1024",
+                Rule::Entries => "a whole number of entries in 1..=1048576 (2^20)",
+                Rule::Rcb => "64 or 128 (bytes)",
+                Rule::Mrrs => "a power of two in 128..=4096 (bytes)",
+                Rule::AccessBytes => "a power of two in 4..=4096 (bytes)",
+            }
+        ))
+    }
+}
+
+/// `[platform.X.timing]`: every key required.
+pub const PLATFORM_TIMING_KEYS: [&str; 21] = [
+    "dram_latency_ns",
+    "dram_gbps",
+    "llc_latency_ns",
+    "rc_latency_ns",
+    "rc_p2p_latency_ns",
+    "rc_p2p_read_tags",
+    "rc_p2p_read_gap_ns",
+    "rcb_bytes",
+    "iotlb_hit_ns",
+    "iotlb_miss_ns",
+    "iotlb_entries",
+    "cpu_mmio_write_ns",
+    "cpu_poll_ns",
+    "interconnect_latency_ns",
+    "interconnect_gbps",
+    "pcie_link_ns",
+    "cable_ns",
+    "fc_update_ns",
+    "cpu_mmio_write_bytes",
+    "cpu_mmio_read_bytes",
+    "cpu_mmio_reads",
+];
+
+fn platform_rule(key: &str) -> Option<Rule> {
+    Some(match key {
+        "dram_gbps" | "interconnect_gbps" => Rule::Bandwidth,
+        "rc_p2p_read_tags" | "cpu_mmio_reads" => Rule::Tags,
+        "rcb_bytes" => Rule::Rcb,
+        "iotlb_entries" => Rule::Entries,
+        "cpu_mmio_write_bytes" | "cpu_mmio_read_bytes" => Rule::AccessBytes,
+        k if PLATFORM_TIMING_KEYS.contains(&k) => Rule::Latency,
+        _ => return None,
+    })
+}
+
+/// A device's (or device model's) `timing` keys.
+pub const DEVICE_TIMING_KEYS: [&str; 7] = [
+    "bar_gbps",
+    "bar_latency_ns",
+    "bar_rcb_bytes",
+    "dma_max_reads",
+    "dma_mrrs_bytes",
+    "launch_ns",
+    "poll_ns",
+];
+
+fn device_rule(key: &str) -> Option<Rule> {
+    Some(match key {
+        "bar_gbps" => Rule::Bandwidth,
+        "bar_latency_ns" | "launch_ns" | "poll_ns" => Rule::Latency,
+        "bar_rcb_bytes" => Rule::Rcb,
+        "dma_max_reads" => Rule::Tags,
+        "dma_mrrs_bytes" => Rule::Mrrs,
+        _ => return None,
+    })
+}
+
+/// An adapter's `timing` keys (the timing layer needs `ntb_translate_ns` and, for the
+/// NTB function's registers, the `bar_*` keys).
+pub const ADAPTER_TIMING_KEYS: [&str; 7] = [
+    "ntb_translate_ns",
+    "dma_max_reads",
+    "dma_mrrs_bytes",
+    "dma_setup_ns",
+    "bar_gbps",
+    "bar_latency_ns",
+    "bar_rcb_bytes",
+];
+
+fn adapter_rule(key: &str) -> Option<Rule> {
+    Some(match key {
+        "ntb_translate_ns" | "dma_setup_ns" | "bar_latency_ns" => Rule::Latency,
+        "bar_gbps" => Rule::Bandwidth,
+        "bar_rcb_bytes" => Rule::Rcb,
+        "dma_max_reads" => Rule::Tags,
+        "dma_mrrs_bytes" => Rule::Mrrs,
+        _ => return None,
+    })
+}
+
+/// A validated timing table: values and their basis, by key.
+type Table = (BTreeMap<String, f64>, Provenance);
+
+/// A device model as collected: where it was written and its validated timing.
+struct DeviceModel {
+    file: usize,
+    raw: Spanned<RawDeviceModel>,
+    timing: Table,
+}
 
 struct File {
     name: String,
@@ -168,6 +345,7 @@ struct Builder {
     platforms: BTreeMap<String, (usize, Spanned<RawPlatform>)>,
     chips: Vec<ChipSpec>,
     adapters: Vec<AdapterSpec>,
+    device_models: BTreeMap<String, DeviceModel>,
 }
 
 const MMIO32_DEFAULT: (u64, u64) = (0xC000_0000, 0xFEC0_0000);
@@ -198,11 +376,12 @@ impl Builder {
                     .span()
                     .map(|s| lines.locate(&src.text, s.start))
                     .unwrap_or((0, 0));
+                let key = e.span().and_then(|s| key_before(&src.text, s.start));
                 Err(ScenarioError {
                     file: src.name,
                     line,
                     col,
-                    key: None,
+                    key,
                     message: e.message().trim().to_string(),
                 })
             }
@@ -251,7 +430,7 @@ impl Builder {
                 f,
                 0..0,
                 None,
-                &format!("an included file may define only [platform.*], [chip.*] and [adapter.*], not {what}"),
+                &format!("an included file may define only [platform.*], [chip.*], [adapter.*] and [device_model.*], not {what}"),
             )),
             None => Ok(()),
         }
@@ -263,6 +442,7 @@ impl Builder {
         platforms: BTreeMap<String, Spanned<RawPlatform>>,
         chips: BTreeMap<String, Spanned<RawChip>>,
         adapters: BTreeMap<String, Spanned<RawAdapter>>,
+        device_models: BTreeMap<String, Spanned<RawDeviceModel>>,
     ) -> Result<(), ScenarioError> {
         if self.chips.is_empty() {
             self.chips = builtin_chips();
@@ -297,24 +477,39 @@ impl Builder {
                 ));
             }
             let r = c.get_ref();
-            if *r.lanes.get_ref() == 0 || *r.ports.get_ref() < 2 {
+            let (lanes, ports) = (r.lanes.get_ref().value, r.ports.get_ref().value);
+            if lanes == 0 || lanes > 1024 || !(2..=256).contains(&ports) {
                 return Err(self.err(
                     file,
                     c.span(),
                     key,
-                    "a switch chip needs lanes > 0 and at least 2 ports",
+                    "a switch chip needs 1..=1024 lanes and 2..=256 ports",
                 ));
             }
-            self.check_nonneg(file, &r.latency_ns, "latency_ns", &format!("chip.{name}"))?;
+            let ck = format!("chip.{name}");
+            self.check_param(
+                file,
+                &r.latency_ns,
+                Rule::Latency,
+                &format!("{ck}.latency_ns"),
+            )?;
+            let mut basis = Provenance::new();
+            basis.insert("lanes".into(), r.lanes.get_ref().basis.clone());
+            basis.insert("ports".into(), r.ports.get_ref().basis.clone());
+            basis.insert("latency_ns".into(), r.latency_ns.get_ref().basis.clone());
+            if let Some(c) = &r.credits {
+                basis.insert("credits".into(), c.get_ref().basis.clone());
+            }
             self.chips.push(ChipSpec {
                 name: name.clone(),
                 description: r.description.clone(),
-                lanes: *r.lanes.get_ref(),
-                ports: *r.ports.get_ref(),
-                latency_ns: *r.latency_ns.get_ref(),
+                lanes,
+                ports,
+                latency_ns: r.latency_ns.get_ref().value,
                 cluster: r.cluster,
-                credits: r.credits.unwrap_or([0; 3]),
+                credits: r.credits.as_ref().map_or([0; 3], |c| c.get_ref().value),
                 source: format!("scenario {}", self.files[file].name),
+                basis,
             });
         }
         for (name, a) in adapters {
@@ -335,9 +530,19 @@ impl Builder {
                 "an adapter's chip cannot be a cluster switch chip",
             )?;
             let link = self.link(file, &r.link, &format!("{key}.link"))?;
-            let (bar, win) = (r.bar_size.get_ref().0, *r.lut_windows.get_ref());
-            self.check_lut(file, &r.bar_size, &r.lut_windows, bar, win, &key)?;
-            let (ent, res) = (*r.rid_lut_entries.get_ref(), *r.rid_reserved.get_ref());
+            let (bar, win) = (r.bar_size.get_ref().value.0, r.lut_windows.get_ref().value);
+            self.check_lut(
+                file,
+                r.bar_size.span(),
+                r.lut_windows.span(),
+                bar,
+                win,
+                &key,
+            )?;
+            let (ent, res) = (
+                r.rid_lut_entries.get_ref().value,
+                r.rid_reserved.get_ref().value,
+            );
             if ent == 0 || ent > 256 || res >= ent {
                 return Err(self.err(
                     file,
@@ -346,13 +551,34 @@ impl Builder {
                     "rid_lut_entries must be 1..=256 and greater than rid_reserved",
                 ));
             }
-            if r.ports == 0 || r.ports > 8 {
+            let ports = r.ports.as_ref().map_or(1, |p| p.get_ref().value);
+            if ports == 0 || ports > 8 {
                 return Err(self.err(
                     file,
-                    a.span(),
+                    r.ports.as_ref().map_or(a.span(), |p| p.span()),
                     Some(format!("{key}.ports")),
                     "ports must be 1..=8",
                 ));
+            }
+            let (timing, mut basis) = self.timing_table(
+                file,
+                &r.timing,
+                adapter_rule,
+                &ADAPTER_TIMING_KEYS,
+                &format!("{key}.timing"),
+            )?;
+            basis.insert("bar_size".into(), r.bar_size.get_ref().basis.clone());
+            basis.insert("lut_windows".into(), r.lut_windows.get_ref().basis.clone());
+            basis.insert(
+                "rid_lut_entries".into(),
+                r.rid_lut_entries.get_ref().basis.clone(),
+            );
+            basis.insert(
+                "rid_reserved".into(),
+                r.rid_reserved.get_ref().basis.clone(),
+            );
+            if let Some(p) = &r.ports {
+                basis.insert("ports".into(), p.get_ref().basis.clone());
             }
             self.adapters.push(AdapterSpec {
                 name: name.clone(),
@@ -364,26 +590,189 @@ impl Builder {
                 lut_windows: win,
                 rid_lut_entries: ent,
                 rid_reserved: res,
-                ports: r.ports,
-                timing: {
-                    let mut t = Vec::new();
-                    for (k, v) in &r.timing {
-                        self.check_nonneg(file, v, k, &format!("{key}.timing"))?;
-                        t.push((k.clone(), *v.get_ref()));
-                    }
-                    t
-                },
+                ports,
+                timing: timing.into_iter().collect(),
                 source: format!("scenario {}", self.files[file].name),
+                basis,
             });
         }
+        for (name, m) in device_models {
+            let key = format!("device_model.{name}");
+            if !valid_name(&name) {
+                return Err(self.err(
+                    file,
+                    m.span(),
+                    Some(key),
+                    "device model names use letters, digits, `_` and `-`",
+                ));
+            }
+            if let Some(other) = self.device_models.get(&name) {
+                let msg = format!(
+                    "device model `{name}` is defined twice (also in {})",
+                    self.files[other.file].name
+                );
+                return Err(self.err(file, m.span(), Some(key), &msg));
+            }
+            let r = m.get_ref();
+            if let Some(l) = &r.link {
+                self.link(file, l, &format!("{key}.link"))?;
+            }
+            if let Some(mask) = &r.dma_mask_bits {
+                self.check_mask(file, mask, &key)?;
+            }
+            for (bi, b) in r.bars.iter().flatten().enumerate() {
+                if let Some(a) = &b.get_ref().address {
+                    return Err(self.err(
+                        file,
+                        a.span(),
+                        Some(format!("{key}.bars[{bi}].address")),
+                        "a fixed BAR address belongs to a device, not to its model",
+                    ));
+                }
+            }
+            let timing = self.timing_table(
+                file,
+                &r.timing,
+                device_rule,
+                &DEVICE_TIMING_KEYS,
+                &format!("{key}.timing"),
+            )?;
+            self.device_models.insert(
+                name,
+                DeviceModel {
+                    file,
+                    raw: m,
+                    timing,
+                },
+            );
+        }
         Ok(())
+    }
+
+    /// Validates a timing table against its keys' rules: unknown keys refused, each value
+    /// range-checked where it is written.
+    fn timing_table(
+        &self,
+        file: usize,
+        raw: &RawTiming,
+        rule: fn(&str) -> Option<Rule>,
+        known: &[&str],
+        key: &str,
+    ) -> Result<Table, ScenarioError> {
+        let mut values = BTreeMap::new();
+        let mut basis = Provenance::new();
+        for (k, v) in raw {
+            let Some(r) = rule(k) else {
+                return Err(self.err(
+                    file,
+                    v.span(),
+                    Some(format!("{key}.{k}")),
+                    &format!(
+                        "unknown timing parameter `{k}` (known: {})",
+                        known.join(", ")
+                    ),
+                ));
+            };
+            self.check_param(file, v, r, &format!("{key}.{k}"))?;
+            values.insert(k.clone(), v.get_ref().value);
+            basis.insert(k.clone(), v.get_ref().basis.clone());
+        }
+        Ok((values, basis))
+    }
+
+    fn check_param(
+        &self,
+        file: usize,
+        v: &Spanned<RawParam<f64>>,
+        rule: Rule,
+        key: &str,
+    ) -> Result<(), ScenarioError> {
+        rule.check(v.get_ref().value).map_err(|m| {
+            let what = key.rsplit('.').next().unwrap_or(key);
+            self.err(file, v.span(), Some(key.into()), &format!("{what} {m}"))
+        })
+    }
+
+    /// A device's typed timing from its merged table: which groups of keys the timing
+    /// layer needs depends on whether the host's platform has timing, on BARs and kind.
+    #[allow(clippy::too_many_arguments)]
+    fn device_timing(
+        &self,
+        file: usize,
+        at: Range<usize>,
+        key: &str,
+        (t, basis): (&BTreeMap<String, f64>, Provenance),
+        timed: bool,
+        kind: DeviceKind,
+        has_bars: bool,
+    ) -> Result<DeviceTiming, ScenarioError> {
+        let group = |keys: &[&str], needed: bool, why: &str| -> Result<bool, ScenarioError> {
+            let present = keys.iter().filter(|k| t.contains_key(**k)).count();
+            if present == keys.len() || (present == 0 && !needed) {
+                return Ok(present > 0);
+            }
+            let missing: Vec<String> = keys
+                .iter()
+                .filter(|k| !t.contains_key(**k))
+                .map(|k| format!("`{k}`"))
+                .collect();
+            Err(self.err(
+                file,
+                at.clone(),
+                Some(format!("{key}.timing")),
+                &format!("missing timing parameter {} ({why})", missing.join(", ")),
+            ))
+        };
+        let bar = group(
+            &["bar_gbps", "bar_latency_ns", "bar_rcb_bytes"],
+            timed && has_bars,
+            "the timing layer serves accesses to a device's BARs on a platform with timing; \
+             bar_gbps, bar_latency_ns and bar_rcb_bytes go together",
+        )?;
+        let dma = group(
+            &["dma_max_reads", "dma_mrrs_bytes"],
+            false,
+            "a DMA requester states both its outstanding reads and its read request size",
+        )?;
+        let gpu = group(
+            &["launch_ns", "poll_ns"],
+            timed && kind == DeviceKind::Gpu,
+            "a GPU on a platform with timing launches kernels and polls",
+        )?;
+        // Whole numbers in range: checked by their rules when the table was read.
+        Ok(DeviceTiming {
+            bar: bar.then(|| BarTiming {
+                gbps: t["bar_gbps"],
+                latency_ns: t["bar_latency_ns"],
+                rcb_bytes: t["bar_rcb_bytes"] as u32,
+            }),
+            dma: dma.then(|| DmaTiming {
+                max_reads: t["dma_max_reads"] as u32,
+                mrrs_bytes: t["dma_mrrs_bytes"] as u32,
+            }),
+            launch_ns: gpu.then(|| t["launch_ns"]),
+            poll_ns: gpu.then(|| t["poll_ns"]),
+            basis,
+        })
+    }
+
+    fn check_mask(&self, file: usize, m: &Spanned<u8>, key: &str) -> Result<u8, ScenarioError> {
+        if !(32..=64).contains(m.get_ref()) {
+            return Err(self.err(
+                file,
+                m.span(),
+                Some(format!("{key}.dma_mask_bits")),
+                "dma_mask_bits must be 32..=64",
+            ));
+        }
+        Ok(*m.get_ref())
     }
 
     fn check_lut(
         &self,
         file: usize,
-        bar_span: &Spanned<crate::units::Size>,
-        win_span: &Spanned<u32>,
+        bar_span: Range<usize>,
+        win_span: Range<usize>,
         bar: u64,
         windows: u32,
         key: &str,
@@ -391,7 +780,7 @@ impl Builder {
         if !bar.is_power_of_two() || bar < MIB {
             return Err(self.err(
                 file,
-                bar_span.span(),
+                bar_span,
                 Some(format!("{key}.bar_size")),
                 &format!(
                     "an NTB BAR must be a power of two of at least 1 MiB, not {}",
@@ -402,31 +791,12 @@ impl Builder {
         if windows == 0 || !windows.is_power_of_two() || bar / (windows as u64) < 4096 {
             return Err(self.err(
                 file,
-                win_span.span(),
+                win_span,
                 Some(format!("{key}.lut_windows")),
                 &format!(
                     "lut_windows must be a power of two dividing the {} BAR into windows of at least 4 KiB",
                     fmt_size(bar)
                 ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_nonneg(
-        &self,
-        file: usize,
-        v: &Spanned<f64>,
-        what: &str,
-        key: &str,
-    ) -> Result<(), ScenarioError> {
-        let x = *v.get_ref();
-        if !(x.is_finite() && x >= 0.0) {
-            return Err(self.err(
-                file,
-                v.span(),
-                Some(format!("{key}.{what}")),
-                &format!("{what} must be a finite number >= 0, not {x}"),
             ));
         }
         Ok(())
@@ -497,6 +867,70 @@ impl Builder {
             gen: r.gen,
             width: r.width,
             cable: r.cable,
+        })
+    }
+
+    /// `[platform.X.timing]`: every key required, each in range.
+    fn platform_timing(
+        &self,
+        file: usize,
+        name: &str,
+        at: Range<usize>,
+        t: &Spanned<RawTiming>,
+    ) -> Result<PlatformTiming, ScenarioError> {
+        let key = format!("platform.{name}.timing");
+        let (v, basis) = self.timing_table(
+            file,
+            t.get_ref(),
+            platform_rule,
+            &PLATFORM_TIMING_KEYS,
+            &key,
+        )?;
+        let missing: Vec<&str> = PLATFORM_TIMING_KEYS
+            .iter()
+            .copied()
+            .filter(|k| !v.contains_key(*k))
+            .collect();
+        if let Some(first) = missing.first() {
+            let span = if t.span().is_empty() { at } else { t.span() };
+            return Err(self.err(
+                file,
+                span,
+                Some(format!("{key}.{first}")),
+                &format!(
+                    "platform `{name}` has no timing parameter {} (a timing table gives all {} keys: {})",
+                    missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+                    PLATFORM_TIMING_KEYS.len(),
+                    PLATFORM_TIMING_KEYS.join(", ")
+                ),
+            ));
+        }
+        let f = |k: &str| v[k];
+        // Whole numbers in range: checked by their rules above.
+        let n = |k: &str| v[k] as u32;
+        Ok(PlatformTiming {
+            dram_latency_ns: f("dram_latency_ns"),
+            dram_gbps: f("dram_gbps"),
+            llc_latency_ns: f("llc_latency_ns"),
+            rc_latency_ns: f("rc_latency_ns"),
+            rc_p2p_latency_ns: f("rc_p2p_latency_ns"),
+            rc_p2p_read_tags: n("rc_p2p_read_tags"),
+            rc_p2p_read_gap_ns: f("rc_p2p_read_gap_ns"),
+            rcb_bytes: n("rcb_bytes"),
+            iotlb_hit_ns: f("iotlb_hit_ns"),
+            iotlb_miss_ns: f("iotlb_miss_ns"),
+            iotlb_entries: n("iotlb_entries"),
+            cpu_mmio_write_ns: f("cpu_mmio_write_ns"),
+            cpu_poll_ns: f("cpu_poll_ns"),
+            interconnect_latency_ns: f("interconnect_latency_ns"),
+            interconnect_gbps: f("interconnect_gbps"),
+            pcie_link_ns: f("pcie_link_ns"),
+            cable_ns: f("cable_ns"),
+            fc_update_ns: f("fc_update_ns"),
+            cpu_mmio_write_bytes: n("cpu_mmio_write_bytes"),
+            cpu_mmio_read_bytes: n("cpu_mmio_read_bytes"),
+            cpu_mmio_reads: n("cpu_mmio_reads"),
+            basis,
         })
     }
 
@@ -640,12 +1074,19 @@ impl Builder {
                     "kind must be qpi, upi, hypertransport, infinity or generic",
                 ));
             }
-            for (val, what) in [
-                (&r.bandwidth_gbps, "bandwidth_gbps"),
-                (&r.latency_ns, "latency_ns"),
+            for (val, what, rule) in [
+                (&r.bandwidth_gbps, "bandwidth_gbps", Rule::Bandwidth),
+                (&r.latency_ns, "latency_ns", Rule::Latency),
             ] {
                 if let Some(v) = val {
-                    self.check_nonneg(file, v, what, &format!("platform.{name}.{k}"))?;
+                    rule.check(*v.get_ref()).map_err(|m| {
+                        self.err(
+                            file,
+                            v.span(),
+                            key(&format!("{k}.{what}")),
+                            &format!("{what} {m}"),
+                        )
+                    })?;
                 }
             }
             interconnect.push(InterconnectLink {
@@ -676,23 +1117,33 @@ impl Builder {
             if rows.len() != n || rows.iter().any(|r| r.len() != n) {
                 return Err(self.err(file, v.span(), key(&format!("memory.{what}")), &format!("{what} must be a {n} × {n} matrix (row = CPU node, column = memory node) or one number")));
             }
-            if rows.iter().flatten().any(|x| !(x.is_finite() && *x > 0.0)) {
+            let rule = if what == "latency_ns" {
+                Rule::Latency
+            } else {
+                Rule::Bandwidth
+            };
+            if let Some(m) = rows.iter().flatten().find_map(|x| {
+                if *x > 0.0 {
+                    rule.check(*x).err()
+                } else {
+                    Some(format!("must be > 0, not {x}"))
+                }
+            }) {
                 return Err(self.err(
                     file,
                     v.span(),
                     key(&format!("memory.{what}")),
-                    &format!("{what} entries must be finite and > 0"),
+                    &format!("{what} entries {m}"),
                 ));
             }
             Ok(Some(rows))
         };
         let latency_ns = matrix(&p.memory, |m| &m.latency_ns, "latency_ns")?;
         let bandwidth_gbps = matrix(&p.memory, |m| &m.bandwidth_gbps, "bandwidth_gbps")?;
-        let mut timing = BTreeMap::new();
-        for (k, v) in &p.timing {
-            self.check_nonneg(file, v, k, &format!("platform.{name}.timing"))?;
-            timing.insert(k.clone(), *v.get_ref());
-        }
+        let timing = match &p.timing {
+            Some(t) => Some(self.platform_timing(file, name, sp.span(), t)?),
+            None => None,
+        };
         let platform = Platform {
             name: name.to_string(),
             cpu: p.cpu.clone(),
@@ -926,6 +1377,17 @@ impl Builder {
             // assumption: 256 B, what server firmware commonly programs (REFERENCE.md §2's PXH830 testbeds)
             None => 256,
         };
+        if let Some(t) = platform.timing.as_ref().filter(|t| t.rcb_bytes > mps) {
+            return Err(self.err(
+                file,
+                hr.platform.span(),
+                Some(format!("platform.{}.timing.rcb_bytes", platform.name)),
+                &format!(
+                    "rcb_bytes ({}) is above this host's max payload size ({mps} B)",
+                    t.rcb_bytes
+                ),
+            ));
+        }
         // Names in this host: root complexes first.
         let mut names: HashMap<String, (Range<usize>, NodeId)> = HashMap::new();
         let mut roots = Vec::new();
@@ -1053,23 +1515,72 @@ impl Builder {
             claim(self, &mut names, &r.name, &format!("{key}.name"), id)?;
             pending.push((id, r.parent.clone(), format!("{key}.parent")));
         }
+        let timed = platform.timing.is_some();
         for (di, d) in hr.device.iter().enumerate() {
             let r = d.get_ref();
             let key = format!("{hkey}.device[{di}]");
-            let mask = match &r.dma_mask_bits {
-                Some(m) if !(32..=64).contains(m.get_ref()) => {
-                    return Err(self.err(
+            let model = match &r.device_model {
+                Some(m) => Some(self.device_models.get(m.get_ref()).ok_or_else(|| {
+                    let known: Vec<&str> = self.device_models.keys().map(|s| s.as_str()).collect();
+                    self.err(
                         file,
                         m.span(),
-                        Some(format!("{key}.dma_mask_bits")),
-                        "dma_mask_bits must be 32..=64",
-                    ));
+                        Some(format!("{key}.device_model")),
+                        &format!(
+                            "unknown device model `{}` (defined: {})",
+                            m.get_ref(),
+                            if known.is_empty() {
+                                "none".into()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    )
+                })?),
+                None => None,
+            };
+            let mkey = r
+                .device_model
+                .as_ref()
+                .map(|m| format!("device_model.{}", m.get_ref()))
+                .unwrap_or_default();
+            let mraw = model.map(|m| m.raw.get_ref());
+            let kind = match (r.kind.as_ref().map(|k| *k.get_ref()), mraw.and_then(|m| m.kind)) {
+                (Some(k), Some(mk)) if k != mk => {
+                    return Err(self.err(
+                        file,
+                        r.kind.as_ref().map_or(d.span(), |k| k.span()),
+                        Some(format!("{key}.kind")),
+                        &format!("the device's kind differs from its model's ({mk:?})"),
+                    ))
                 }
-                Some(m) => *m.get_ref(),
-                None => 64,
+                (Some(k), _) | (None, Some(k)) => k,
+                (None, None) => {
+                    return Err(self.err(
+                        file,
+                        d.span(),
+                        Some(format!("{key}.kind")),
+                        "a device needs `kind` (nic, nvme, gpu, rnic or other) or a `device_model` that gives it",
+                    ))
+                }
+            };
+            let mask = match (
+                &r.dma_mask_bits,
+                mraw.and_then(|m| m.dma_mask_bits.as_ref()),
+            ) {
+                (Some(m), _) => self.check_mask(file, m, &key)?,
+                (None, Some(m)) => *m.get_ref(),
+                (None, None) => 64,
+            };
+            // BARs and link: the device's own, else its model's (named in errors where written).
+            let (bars, bars_at) = match (&r.bars, mraw.and_then(|m| m.bars.as_ref()), model) {
+                (Some(b), _, _) => (b.clone(), (file, key.clone())),
+                (None, Some(b), Some(m)) => (b.clone(), (m.file, mkey.clone())),
+                _ => (vec![], (file, key.clone())),
             };
             let dev_id = topo.devices.len() as DeviceId;
             let mut funcs: Vec<FunctionSpec> = Vec::new();
+            let model_link = model.and_then(|m| m.raw.get_ref().link.clone().map(|l| (l, m.file)));
             match (&r.functions, &r.parent, &r.link) {
                 (Some(fs), None, None) => {
                     if fs.get_ref().is_empty() || fs.get_ref().len() > 8 {
@@ -1082,22 +1593,45 @@ impl Builder {
                     }
                     for (fi, f) in fs.get_ref().iter().enumerate() {
                         let fr = f.get_ref();
-                        funcs.push((
-                            fr.parent.clone(),
-                            fr.link.clone(),
-                            fr.bars.clone().unwrap_or_else(|| r.bars.clone()),
-                            fr.bdf.clone(),
-                            format!("{key}.functions[{fi}]"),
-                        ));
+                        let fkey = format!("{key}.functions[{fi}]");
+                        let (bars, bars_at) = match &fr.bars {
+                            Some(b) => (b.clone(), (file, fkey.clone())),
+                            None => (bars.clone(), bars_at.clone()),
+                        };
+                        funcs.push(FunctionSpec {
+                            parent: fr.parent.clone(),
+                            link: fr.link.clone(),
+                            link_at: (file, fkey.clone()),
+                            bars,
+                            bars_at,
+                            bdf: fr.bdf.clone(),
+                            key: fkey,
+                        });
                     }
                 }
-                (None, Some(p), Some(l)) => funcs.push((
-                    p.clone(),
-                    l.clone(),
-                    r.bars.clone(),
-                    r.bdf.clone(),
-                    key.clone(),
-                )),
+                (None, Some(p), link) => {
+                    let (link, link_at) = match (link, model_link) {
+                        (Some(l), _) => (l.clone(), (file, key.clone())),
+                        (None, Some((l, mf))) => (l, (mf, mkey.clone())),
+                        (None, None) => {
+                            return Err(self.err(
+                                file,
+                                d.span(),
+                                Some(format!("{key}.link")),
+                                "a device needs `link` (or a `device_model` that gives it)",
+                            ))
+                        }
+                    };
+                    funcs.push(FunctionSpec {
+                        parent: p.clone(),
+                        link,
+                        link_at,
+                        bars,
+                        bars_at,
+                        bdf: r.bdf.clone(),
+                        key: key.clone(),
+                    })
+                }
                 (Some(_), _, _) => return Err(self.err(
                     file,
                     d.span(),
@@ -1115,35 +1649,66 @@ impl Builder {
             }
             claim(self, &mut names, &r.name, &format!("{key}.name"), u32::MAX)?;
             let multi = funcs.len() > 1;
-            let mut timing = BTreeMap::new();
-            for (k, v) in &r.timing {
-                self.check_nonneg(file, v, k, &format!("{key}.timing"))?;
-                timing.insert(k.clone(), *v.get_ref());
-            }
+            // Timing: the model's, then the device's own key by key.
+            let (mut timing, mut basis) = model.map(|m| m.timing.clone()).unwrap_or_default();
+            let (own, own_basis) = self.timing_table(
+                file,
+                &r.timing,
+                device_rule,
+                &DEVICE_TIMING_KEYS,
+                &format!("{key}.timing"),
+            )?;
+            timing.extend(own);
+            basis.extend(own_basis);
+            let has_bars = funcs.iter().any(|f| !f.bars.is_empty());
+            let timed_model = self.device_timing(
+                file,
+                d.span(),
+                &key,
+                (&timing, basis),
+                timed,
+                kind,
+                has_bars,
+            )?;
             let mut device = Device {
                 host: host_id,
                 name: r.name.get_ref().clone(),
-                kind: r.kind,
-                model: r.model.clone(),
+                kind,
+                model: if r.model.is_empty() {
+                    mraw.map(|m| m.model.clone()).unwrap_or_default()
+                } else {
+                    r.model.clone()
+                },
                 functions: vec![],
                 labels: vec![],
                 timing,
+                timed: timed_model,
+                device_model: r.device_model.as_ref().map(|m| m.get_ref().clone()),
             };
-            for (pf, (parent, link, bars, bdf, fkey)) in funcs.into_iter().enumerate() {
-                let link = self.link(file, &link, &format!("{fkey}.link"))?;
+            for (pf, f) in funcs.into_iter().enumerate() {
+                let FunctionSpec {
+                    parent,
+                    link,
+                    link_at,
+                    bars,
+                    bars_at,
+                    bdf,
+                    key: fkey,
+                } = f;
+                let link = self.link(link_at.0, &link, &format!("{}.link", link_at.1))?;
                 let mut out = Vec::new();
                 let mut index = 0u8;
                 for (bi, b) in bars.iter().enumerate() {
                     let br = b.get_ref();
-                    let bkey = format!("{fkey}.bars[{bi}]");
+                    let (bfile, bkey) = (bars_at.0, format!("{}.bars[{bi}]", bars_at.1));
                     let size = br.size.get_ref().0;
                     if !size.is_power_of_two() || size < 16 {
-                        return Err(self.err(file, br.size.span(), Some(format!("{bkey}.size")), &format!("a BAR size must be a power of two of at least 16 bytes, not {size}")));
+                        return Err(self.err(bfile, br.size.span(), Some(format!("{bkey}.size")), &format!("a BAR size must be a power of two of at least 16 bytes, not {size}")));
                     }
                     let bits = br.bits.as_ref().map(|b| *b.get_ref()).unwrap_or(64);
                     if bits != 32 && bits != 64 {
                         return Err(self.err(
-                            file,
+                            bfile,
                             br.bits.as_ref().map(|b| b.span()).unwrap_or(b.span()),
                             Some(format!("{bkey}.bits")),
                             "BAR bits must be 32 or 64",
@@ -1151,7 +1716,7 @@ impl Builder {
                     }
                     if bits == 32 && (br.above_4g == Some(true) || size > FOUR_GIB / 2) {
                         return Err(self.err(
-                            file,
+                            bfile,
                             b.span(),
                             Some(bkey),
                             "a 32-bit BAR cannot be placed above 4 GiB or exceed 2 GiB",
@@ -1159,7 +1724,7 @@ impl Builder {
                     }
                     if index > 5 || (bits == 64 && index > 4) {
                         return Err(self.err(
-                            file,
+                            bfile,
                             b.span(),
                             Some(bkey),
                             "a function has at most six 32-bit BAR slots (a 64-bit BAR takes two)",
@@ -1177,7 +1742,7 @@ impl Builder {
                     if let Some(a) = &br.address {
                         let addr = a.get_ref().0;
                         if addr % size != 0 || (bits == 32 && addr + size > FOUR_GIB) {
-                            return Err(self.err(file, a.span(), Some(format!("{bkey}.address")), &format!("a fixed BAR address must be aligned to its size ({}) and fit its width", fmt_size(size))));
+                            return Err(self.err(bfile, a.span(), Some(format!("{bkey}.address")), &format!("a fixed BAR address must be aligned to its size ({}) and fit its width", fmt_size(size))));
                         }
                         bar.addr = addr;
                         fixed.push((topo.nodes.len() as NodeId, index, a.span()));
@@ -1254,15 +1819,9 @@ impl Builder {
                 .map(|w| *w.get_ref())
                 .unwrap_or(spec.lut_windows);
             if r.bar_size.is_some() || r.lut_windows.is_some() {
-                let bs = r
-                    .bar_size
-                    .clone()
-                    .unwrap_or_else(|| Spanned::new(n.span(), crate::units::Size(bar_size)));
-                let ws = r
-                    .lut_windows
-                    .clone()
-                    .unwrap_or_else(|| Spanned::new(n.span(), windows));
-                self.check_lut(file, &bs, &ws, bar_size, windows, &key)?;
+                let bs = r.bar_size.as_ref().map_or(n.span(), |b| b.span());
+                let ws = r.lut_windows.as_ref().map_or(n.span(), |w| w.span());
+                self.check_lut(file, bs, ws, bar_size, windows, &key)?;
             }
             let ntb_id = topo.ntbs.len() as NtbId;
             let chip_node = new_node(
@@ -1559,7 +2118,18 @@ impl Builder {
                     }
                 }
             }
-            topo.cables.push(Cable { ends: out, link });
+            let cable_ns = match &r.cable_ns {
+                Some(v) => {
+                    self.check_param(file, v, Rule::Latency, &format!("{key}.cable_ns"))?;
+                    Some(v.get_ref().value)
+                }
+                None => None,
+            };
+            topo.cables.push(Cable {
+                ends: out,
+                link,
+                cable_ns,
+            });
         }
         for cs in &topo.cluster_switches {
             let chip = &self.chips[cs.chip as usize];

@@ -94,7 +94,106 @@ pub struct Platform {
     pub interconnect: Vec<InterconnectLink>,
     /// I/O hubs; when present they, not the packages, hold the root complexes.
     pub iohs: Vec<String>,
-    pub timing: BTreeMap<String, f64>,
+    /// `[platform.X.timing]`, validated; `None` when the platform has no timing table.
+    pub timing: Option<PlatformTiming>,
+}
+
+/// The basis of a parameter value as the file states it (DESIGN.md rule 5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// A bare number: accepted in user files, refused in built-in ones.
+    Unstated,
+    /// Cites a source, e.g. `REFERENCE.md §2`.
+    Reference(String),
+    /// Fitted on a named published point.
+    Calibrated(String),
+    /// A choice the model makes, with the reason.
+    Assumption(String),
+}
+
+impl Basis {
+    /// The word used in files: `unstated`, `reference`, `calibrated`, `assumption`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Basis::Unstated => "unstated",
+            Basis::Reference(_) => "reference",
+            Basis::Calibrated(_) => "calibrated",
+            Basis::Assumption(_) => "assumption",
+        }
+    }
+    /// The source, the calibration point or the reason; empty when unstated.
+    pub fn note(&self) -> &str {
+        match self {
+            Basis::Unstated => "",
+            Basis::Reference(s) | Basis::Calibrated(s) | Basis::Assumption(s) => s,
+        }
+    }
+}
+
+/// The basis of each value of a parameter table, by key.
+pub type Provenance = BTreeMap<String, Basis>;
+
+/// Timing of a platform, from `[platform.X.timing]` (all keys required, each
+/// range-checked when the scenario loads).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlatformTiming {
+    pub dram_latency_ns: f64,
+    pub dram_gbps: f64,
+    pub llc_latency_ns: f64,
+    pub rc_latency_ns: f64,
+    pub rc_p2p_latency_ns: f64,
+    /// Re-issued peer-to-peer reads a root keeps outstanding.
+    pub rc_p2p_read_tags: u32,
+    pub rc_p2p_read_gap_ns: f64,
+    /// Read completion boundary of the root (64 or 128).
+    pub rcb_bytes: u32,
+    pub iotlb_hit_ns: f64,
+    pub iotlb_miss_ns: f64,
+    pub iotlb_entries: u32,
+    pub cpu_mmio_write_ns: f64,
+    pub cpu_poll_ns: f64,
+    pub interconnect_latency_ns: f64,
+    pub interconnect_gbps: f64,
+    /// PHY and data-link latency of one PCIe link traversal, serialization excluded.
+    pub pcie_link_ns: f64,
+    /// Extra propagation of an external cable (a cable may override it).
+    pub cable_ns: f64,
+    /// Credit-update (UpdateFC DLLP) latency added to a wire's propagation.
+    pub fc_update_ns: f64,
+    /// A CPU core's MMIO stores reach the fabric as writes of this many bytes.
+    pub cpu_mmio_write_bytes: u32,
+    /// A CPU core's MMIO loads are reads of this many bytes…
+    pub cpu_mmio_read_bytes: u32,
+    /// …with this many outstanding at a time.
+    pub cpu_mmio_reads: u32,
+    pub basis: Provenance,
+}
+
+/// Timing of a device model, from a device's (or its device model's) `timing` table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceTiming {
+    /// Memory behind the device's BARs: bandwidth, latency, completion size. Required
+    /// for a device with BARs on a platform with timing.
+    pub bar: Option<BarTiming>,
+    /// The device as a DMA requester: outstanding reads and read request size.
+    pub dma: Option<DmaTiming>,
+    /// A GPU: kernel launch and poll-loop iteration (required for a GPU on a timed host).
+    pub launch_ns: Option<f64>,
+    pub poll_ns: Option<f64>,
+    pub basis: Provenance,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BarTiming {
+    pub gbps: f64,
+    pub latency_ns: f64,
+    pub rcb_bytes: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaTiming {
+    pub max_reads: u32,
+    pub mrrs_bytes: u32,
 }
 
 impl Platform {
@@ -188,8 +287,13 @@ pub struct Device {
     pub functions: Vec<NodeId>,
     /// BDFs as imported from a real machine, when the scenario gives them.
     pub labels: Vec<Option<String>>,
-    /// Timing parameters for the device model, as written.
+    /// Timing parameters for the device model, validated (its device model's merged
+    /// with its own), by key.
     pub timing: BTreeMap<String, f64>,
+    /// The same, typed; its `basis` says where each value comes from.
+    pub timed: DeviceTiming,
+    /// The `[device_model.X]` it was made from, if any.
+    pub device_model: Option<String>,
 }
 
 /// Where an address of a host's map lands.
@@ -306,6 +410,8 @@ pub enum CableEnd {
 pub struct Cable {
     pub ends: [CableEnd; 2],
     pub link: Link,
+    /// This cable's propagation when it differs from the platform's `cable_ns`.
+    pub cable_ns: Option<f64>,
 }
 
 /// One element of the way between two NTB adapters.

@@ -24,6 +24,7 @@ kind = "nvme"
 parent = "sw"
 link = { gen = 3, width = 4 }
 bars = [{ size = "16 KiB" }]
+timing = { bar_gbps = 1.0, bar_latency_ns = 200.0, bar_rcb_bytes = 64 }
 [[host.ntb]]
 name = "ntb"
 adapter = "pxh830"
@@ -231,7 +232,7 @@ fn static_windows_are_checked_when_programmed() {
     let s = try_load(&text).unwrap();
     let e = fabric::Fabric::from_scenario(s).err().unwrap().to_string();
     assert!(
-        e.starts_with("my.toml:37:1:") && e.contains("NUMA nodes 0..0"),
+        e.starts_with("my.toml:38:1:") && e.contains("NUMA nodes 0..0"),
         "{e}"
     );
 }

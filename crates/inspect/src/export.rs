@@ -226,7 +226,7 @@ pub fn scenario_toml(
 
     // ----- memory -----
     let (memory_text, memory_source, lat, bw) = memory_section(m, calibration)?;
-    let timing_text = timing_section(&lat, &bw);
+    let timing_text = timing_section(&lat, &bw, memory_source);
     out.push_str(&memory_text);
     let _ = writeln!(out);
     out.push_str(&timing_text);
@@ -245,6 +245,8 @@ pub fn scenario_toml(
             let _ = writeln!(out);
         }
     }
+
+    out.push_str(&device_models_toml());
 
     // ----- host -----
     let _ = writeln!(out, "[[host]]");
@@ -438,10 +440,19 @@ fn memory_section(
     Ok((out, source, lat, bw))
 }
 
+/// `key = { value = …, basis = "assumption", why = "…" }`: a value with its basis.
+fn assumed(key: &str, value: &str, why: &str) -> String {
+    format!(
+        "{key} = {{ value = {value}, basis = \"assumption\", why = {} }}",
+        quote(why)
+    )
+}
+
 /// The timing table the simulator needs, derived from the memory matrices where they
 /// speak (local DRAM latency and bandwidth, the interconnect's share of remote latency)
-/// and marked as assumptions elsewhere.
-fn timing_section(lat: &Matrix, bw: &Matrix) -> String {
+/// and stated as assumptions elsewhere. Values derived from a measured or reported
+/// matrix are `calibrated` on it; from an assumed one, assumptions.
+fn timing_section(lat: &Matrix, bw: &Matrix, source: MemorySource) -> String {
     let n = lat.len().max(1);
     let diag = |m: &Matrix| (0..m.len()).map(|i| m[i][i]).sum::<f64>() / m.len().max(1) as f64;
     let (local_lat, local_bw) = (diag(lat), diag(bw));
@@ -454,35 +465,164 @@ fn timing_section(lat: &Matrix, bw: &Matrix) -> String {
     } else {
         ((off.iter().sum::<f64>() / off.len() as f64 - local_lat) / 2.0).max(0.0)
     };
+    let from_matrix = |key: &str, value: f64, what: &str| -> String {
+        let value = format!("{value:.1}");
+        match source {
+            MemorySource::Calibration | MemorySource::HwlocMemoryAttributes => format!(
+                "{key} = {{ value = {value}, basis = \"calibrated\", on = {} }}",
+                quote(&format!("{what} of the memory matrix above, as the machine reported or `nudma calibrate` measured it"))
+            ),
+            MemorySource::Distances | MemorySource::Assumed => {
+                assumed(key, &value, &format!("{what} of the memory matrix above, itself assumed"))
+            }
+        }
+    };
     let mut out = String::new();
     let _ = writeln!(out, "[platform.{PLATFORM}.timing]");
     let _ = writeln!(
         out,
-        "dram_latency_ns = {local_lat:.1}   # mean local latency of the memory matrix above"
+        "{}",
+        from_matrix("dram_latency_ns", local_lat, "mean local latency")
     );
     let _ = writeln!(
         out,
-        "dram_gbps = {local_bw:.1}   # mean local bandwidth of the memory matrix above"
+        "{}",
+        from_matrix("dram_gbps", local_bw, "mean local bandwidth")
     );
-    let _ = writeln!(out, "interconnect_latency_ns = {ic:.1}   # half the mean remote penalty of the matrix ({n} node(s))");
-    for line in [
-        "llc_latency_ns = 20.0   # assumption: an LLC hit",
-        "rc_latency_ns = 50.0   # assumption: root complex handling of an inbound TLP",
-        "rc_p2p_latency_ns = 100.0   # assumption: forwarding between root ports",
-        "rc_p2p_read_tags = 48.0   # assumption: as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
-        "rc_p2p_read_gap_ns = 32.0   # assumption: as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
-        "rcb_bytes = 64.0   # assumption: 64 B read completions",
-        "iotlb_hit_ns = 10.0   # assumption",
-        "iotlb_miss_ns = 300.0   # assumption",
-        "iotlb_entries = 64.0   # assumption",
-        "cpu_mmio_write_ns = 45.0   # assumption: as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
-        "cpu_poll_ns = 80.0   # assumption",
-        "interconnect_gbps = 20.0   # assumption: per link and direction (QPI/UPI class)",
+    let _ = writeln!(
+        out,
+        "{}",
+        from_matrix(
+            "interconnect_latency_ns",
+            ic,
+            &format!("half the mean remote penalty ({n} node(s))")
+        )
+    );
+    for (key, value, why) in [
+        ("llc_latency_ns", "20.0", "an LLC hit"),
+        (
+            "rc_latency_ns",
+            "50.0",
+            "root complex handling of an inbound TLP",
+        ),
+        (
+            "rc_p2p_latency_ns",
+            "100.0",
+            "forwarding between root ports",
+        ),
+        (
+            "rc_p2p_read_tags",
+            "48",
+            "as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+        ),
+        (
+            "rc_p2p_read_gap_ns",
+            "32.0",
+            "as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+        ),
+        ("rcb_bytes", "64", "64 B read completions"),
+        ("iotlb_hit_ns", "10.0", "nothing measured"),
+        (
+            "iotlb_miss_ns",
+            "300.0",
+            "a page walk from DRAM; nothing measured",
+        ),
+        ("iotlb_entries", "64", "nothing measured"),
+        (
+            "cpu_mmio_write_ns",
+            "45.0",
+            "as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+        ),
+        ("cpu_poll_ns", "80.0", "a miss to local DRAM"),
+        (
+            "interconnect_gbps",
+            "20.0",
+            "per link and direction (QPI/UPI class)",
+        ),
+        (
+            "pcie_link_ns",
+            "20.0",
+            "PHY and data-link latency of a PCIe link, as the built-in platforms",
+        ),
+        ("cable_ns", "10.0", "an external cable of ≈ 2 m"),
+        (
+            "fc_update_ns",
+            "2.0",
+            "credit-update DLLP latency, as the built-in platforms",
+        ),
+        (
+            "cpu_mmio_write_bytes",
+            "64",
+            "a core's MMIO stores leave as 64 B lines",
+        ),
+        (
+            "cpu_mmio_read_bytes",
+            "64",
+            "a core's uncached MMIO load reads at most a 64 B line",
+        ),
+        (
+            "cpu_mmio_reads",
+            "1",
+            "a core's uncached MMIO loads are serialized",
+        ),
     ] {
-        let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{}", assumed(key, value, why));
     }
     out
 }
+
+/// Device models every exported device is an instance of: the timing layer needs the
+/// memory behind BARs, the DMA requester its reads, a GPU its launch and poll costs.
+fn device_models_toml() -> String {
+    let mut out = String::new();
+    let common = [
+        ("bar_gbps", "1.0", "a register-like BAR; nothing measured"),
+        (
+            "bar_latency_ns",
+            "200.0",
+            "a register access inside the device; nothing measured",
+        ),
+        ("bar_rcb_bytes", "64", "64 B read completions"),
+        (
+            "dma_max_reads",
+            "32",
+            "a typical device's outstanding reads; nothing measured",
+        ),
+        ("dma_mrrs_bytes", "512", "the MRRS Linux commonly programs"),
+    ];
+    for (name, extra) in [
+        (DEVICE_MODEL, &[][..]),
+        (
+            GPU_MODEL,
+            &[
+                (
+                    "launch_ns",
+                    "5000.0",
+                    "kernel launch overhead, as the built-in GPUs",
+                ),
+                (
+                    "poll_ns",
+                    "500.0",
+                    "one poll-loop iteration, as the built-in GPUs",
+                ),
+            ][..],
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "[device_model.{name}]   # nothing measured: every value below is an assumption"
+        );
+        let _ = writeln!(out, "[device_model.{name}.timing]");
+        for (key, value, why) in common.iter().chain(extra) {
+            let _ = writeln!(out, "{}", assumed(key, value, why));
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
+
+const DEVICE_MODEL: &str = "imported";
+const GPU_MODEL: &str = "imported_gpu";
 
 /// Row = CPU node, column = memory node.
 type Matrix = Vec<Vec<f64>>;
@@ -834,6 +974,7 @@ impl<'a> PciExport<'a> {
                 if !d.bar_sizes.is_empty() {
                     let _ = writeln!(out, "bars = {}", bars_toml(&d.bar_sizes));
                 }
+                let _ = writeln!(out, "device_model = \"{}\"", model_of(kind));
                 let _ = writeln!(out);
                 continue;
             }
@@ -855,6 +996,7 @@ impl<'a> PciExport<'a> {
             if !d.bar_sizes.is_empty() {
                 let _ = writeln!(out, "bars = {}", bars_toml(&d.bar_sizes));
             }
+            let _ = writeln!(out, "device_model = \"{}\"", model_of(kind));
             let _ = writeln!(out);
         }
         if skipped > 0 {
@@ -864,6 +1006,14 @@ impl<'a> PciExport<'a> {
             );
         }
         (out, names)
+    }
+}
+
+fn model_of(kind: &str) -> &'static str {
+    if kind == "gpu" {
+        GPU_MODEL
+    } else {
+        DEVICE_MODEL
     }
 }
 

@@ -51,10 +51,15 @@ fn io_cost(scenario: &str, device: NodeId, node: u32) -> Option<Time> {
         access: Access::Write,
     };
     tf.route(&req).ok()?;
+    // The device's own DMA behaviour, from its (exported) timing table.
+    let fabric::NodeKind::Function { device: d, .. } = tf.fabric.topo.node(device).kind else {
+        return None;
+    };
+    let dma = tf.fabric.topo.devices[d as usize].timed.dma?;
     let spec = devices::DmaSpec {
         mps: tf.fabric.topo.host(host).mps,
-        mrrs: 512,
-        max_reads: 32,
+        mrrs: dma.mrrs_bytes,
+        max_reads: dma.max_reads,
         issue_ps_per_kib: 1,
     };
     let job = devices::DmaJob::new(

@@ -522,6 +522,11 @@ impl Net {
         self.fc_extra
     }
 
+    /// Sets the credit-update latency (the platform's `fc_update_ns`).
+    pub fn set_fc_extra(&mut self, t: Time) {
+        self.fc_extra = t;
+    }
+
     /// (re-issue size, tags, minimum gap between re-issues) of a splitter.
     pub fn splitter_shape(&self, s: u32) -> (u32, u32, Time) {
         let sp = &self.splitters[s as usize];

@@ -4,8 +4,6 @@
 //! and adapter catalog and each device's `timing` table; a missing one is an error that
 //! names it, never a silent default.
 
-use std::collections::BTreeMap;
-
 use fabric::{
     Access, CableEnd, Fabric, Fault, NodeKind, Path, Request, Requester, Step, Target, UncoreHop,
 };
@@ -17,94 +15,16 @@ use crate::net::{Hop, Net};
 use crate::pcie;
 use crate::time::Time;
 
-/// PHY and data-link latency of one PCIe link traversal, excluding serialization
-/// (assumption: serdes TX+RX and DLL ≈ 20 ns; REFERENCE.md gives no figure).
-pub const PCIE_LINK_NS: f64 = 20.0;
-/// Extra propagation of an external cable (assumption: ≈ 2 m at ≈ 5 ns/m).
-pub const CABLE_NS: f64 = 10.0;
+/// The keys of a platform's timing table.
+pub use fabric::scenario::PLATFORM_TIMING_KEYS as PLATFORM_KEYS;
+/// Timing parameters of a platform, validated from `[platform.X.timing]` when the
+/// scenario loaded (every key required and range-checked there).
+pub use fabric::PlatformTiming;
 
-/// Timing parameters of a platform, read from `[platform.X.timing]`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlatformTiming {
-    pub dram_latency_ns: f64,
-    pub dram_gbps: f64,
-    pub llc_latency_ns: f64,
-    pub rc_latency_ns: f64,
-    pub rc_p2p_latency_ns: f64,
-    pub rc_p2p_read_tags: f64,
-    pub rc_p2p_read_gap_ns: f64,
-    pub rcb_bytes: f64,
-    pub iotlb_hit_ns: f64,
-    pub iotlb_miss_ns: f64,
-    pub iotlb_entries: f64,
-    pub cpu_mmio_write_ns: f64,
-    pub cpu_poll_ns: f64,
-    pub interconnect_latency_ns: f64,
-    pub interconnect_gbps: f64,
-}
-
-pub const PLATFORM_KEYS: [&str; 15] = [
-    "dram_latency_ns",
-    "dram_gbps",
-    "llc_latency_ns",
-    "rc_latency_ns",
-    "rc_p2p_latency_ns",
-    "rc_p2p_read_tags",
-    "rc_p2p_read_gap_ns",
-    "rcb_bytes",
-    "iotlb_hit_ns",
-    "iotlb_miss_ns",
-    "iotlb_entries",
-    "cpu_mmio_write_ns",
-    "cpu_poll_ns",
-    "interconnect_latency_ns",
-    "interconnect_gbps",
-];
-
-/// A missing or unknown timing parameter.
+/// A missing timing table or parameter.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct TimingError(pub String);
-
-fn get(map: &BTreeMap<String, f64>, key: &str, owner: &str) -> Result<f64, TimingError> {
-    map.get(key).copied().ok_or_else(|| {
-        TimingError(format!(
-            "{owner} has no timing parameter `{key}` (needed by the timing layer; add it to its `timing` table)"
-        ))
-    })
-}
-
-impl PlatformTiming {
-    pub fn from_table(
-        map: &BTreeMap<String, f64>,
-        owner: &str,
-    ) -> Result<PlatformTiming, TimingError> {
-        if let Some(k) = map.keys().find(|k| !PLATFORM_KEYS.contains(&k.as_str())) {
-            return Err(TimingError(format!(
-                "{owner}: unknown timing parameter `{k}` (known: {})",
-                PLATFORM_KEYS.join(", ")
-            )));
-        }
-        let g = |k| get(map, k, owner);
-        Ok(PlatformTiming {
-            dram_latency_ns: g("dram_latency_ns")?,
-            dram_gbps: g("dram_gbps")?,
-            llc_latency_ns: g("llc_latency_ns")?,
-            rc_latency_ns: g("rc_latency_ns")?,
-            rc_p2p_latency_ns: g("rc_p2p_latency_ns")?,
-            rc_p2p_read_tags: g("rc_p2p_read_tags")?,
-            rc_p2p_read_gap_ns: g("rc_p2p_read_gap_ns")?,
-            rcb_bytes: g("rcb_bytes")?,
-            iotlb_hit_ns: g("iotlb_hit_ns")?,
-            iotlb_miss_ns: g("iotlb_miss_ns")?,
-            iotlb_entries: g("iotlb_entries")?,
-            cpu_mmio_write_ns: g("cpu_mmio_write_ns")?,
-            cpu_poll_ns: g("cpu_poll_ns")?,
-            interconnect_latency_ns: g("interconnect_latency_ns")?,
-            interconnect_gbps: g("interconnect_gbps")?,
-        })
-    }
-}
 
 /// Time from nanoseconds (rounded to the picosecond tick).
 pub fn ns(x: f64) -> Time {
@@ -168,15 +88,9 @@ impl HasNet for TimedFabric {
     }
 }
 
-/// A device's memory behind its BAR, from its `timing` table: `bar_gbps`,
-/// `bar_latency_ns`, `bar_rcb_bytes`; devices without them get a register-like BAR
-/// (assumption: 200 ns, 1 GB/s, 64 B completions).
-fn bar_params(t: &BTreeMap<String, f64>) -> (f64, f64, u32) {
-    (
-        t.get("bar_gbps").copied().unwrap_or(1.0),
-        t.get("bar_latency_ns").copied().unwrap_or(200.0),
-        t.get("bar_rcb_bytes").copied().unwrap_or(64.0) as u32,
-    )
+/// Bandwidth as the network's pacing: picoseconds per KiB.
+fn ps_per_kib(gbps: f64) -> u64 {
+    (1024.0 * 1000.0 / gbps).round() as u64
 }
 
 impl TimedFabric {
@@ -186,12 +100,35 @@ impl TimedFabric {
         let platform: Vec<PlatformTiming> = topo
             .platforms
             .iter()
-            .map(|p| PlatformTiming::from_table(&p.timing, &format!("platform `{}`", p.name)))
+            .map(|p| {
+                p.timing.clone().ok_or_else(|| {
+                    TimingError(format!(
+                        "platform `{0}` has no timing table (the timing layer needs `[platform.{0}.timing]`)",
+                        p.name
+                    ))
+                })
+            })
             .collect::<Result<_, _>>()?;
+        // The network has one credit-update latency: the platforms must agree on it.
+        if let Some((a, b)) = platform
+            .iter()
+            .zip(&topo.platforms)
+            .find_map(|(t, p)| (t.fc_update_ns != platform[0].fc_update_ns).then_some(p))
+            .map(|p| (&topo.platforms[0].name, &p.name))
+        {
+            return Err(TimingError(format!(
+                "platforms `{a}` and `{b}` differ in `fc_update_ns`; one network has one credit-update latency"
+            )));
+        }
+        if let Some(t) = platform.first() {
+            net.set_fc_extra(ns(t.fc_update_ns));
+        }
+        let timing_of_host = |h: u32| &platform[topo.host(h).platform as usize];
         let mut link_wires = vec![[NONE; 2]; topo.nodes.len()];
         for (i, n) in topo.nodes.iter().enumerate() {
             if let Some(l) = n.link {
-                let lat = PCIE_LINK_NS + if l.cable { CABLE_NS } else { 0.0 };
+                let pt = timing_of_host(n.host);
+                let lat = pt.pcie_link_ns + if l.cable { pt.cable_ns } else { 0.0 };
                 let (up, down) = net.add_link(
                     &format!("link {}", topo.node_label(i as u32)),
                     pcie::ps_per_kib(l.gen, l.width),
@@ -226,10 +163,16 @@ impl TimedFabric {
                 topo.cable_end_label(c.ends[0]),
                 topo.cable_end_label(c.ends[1])
             );
+            // A cable's own propagation, else the platform's at its first NTB end.
+            let host_end = c.ends.iter().find_map(|e| match *e {
+                CableEnd::Ntb(x) => Some(topo.ntbs[x as usize].host),
+                CableEnd::ClusterSwitch(_) => None,
+            });
+            let pt = timing_of_host(host_end.unwrap_or(0));
             let (a, b) = net.add_link(
                 &name,
                 pcie::ps_per_kib(c.link.gen, c.link.width),
-                ns(PCIE_LINK_NS + CABLE_NS),
+                ns(pt.pcie_link_ns + c.cable_ns.unwrap_or(pt.cable_ns)),
                 [0; 3],
                 true,
             );
@@ -253,7 +196,7 @@ impl TimedFabric {
                 let lat = l.latency_ns.unwrap_or(pt.interconnect_latency_ns);
                 let (a, b) = net.add_link(
                     &format!("{} {}-{}", h.name, p.vertex_name(l.a), p.vertex_name(l.b)),
-                    (1024.0 * 1000.0 / gbps).round() as u64,
+                    ps_per_kib(gbps),
                     ns(lat),
                     [0; 3],
                     false,
@@ -271,7 +214,7 @@ impl TimedFabric {
                             pt.dram_gbps,
                             ns(pt.dram_latency_ns),
                             ns(pt.dram_latency_ns),
-                            pt.rcb_bytes as u32,
+                            pt.rcb_bytes,
                         );
                         let ddio_bytes = p.llc_bytes * p.ddio_ways as u64
                             / p.llc_ways as u64
@@ -286,7 +229,7 @@ impl TimedFabric {
                     splitters[rc as usize] = net.add_splitter(
                         &topo.node_label(rc),
                         split,
-                        pt.rc_p2p_read_tags as u32,
+                        pt.rc_p2p_read_tags,
                         ns(pt.rc_p2p_read_gap_ns),
                     );
                 }
@@ -297,24 +240,6 @@ impl TimedFabric {
                 ns(pt.iotlb_miss_ns),
             ));
         }
-        let mut bar_sinks = vec![NONE; topo.nodes.len()];
-        for (i, n) in topo.nodes.iter().enumerate() {
-            if n.bars.is_empty() {
-                continue;
-            }
-            let timing = match n.kind {
-                NodeKind::Function { device, .. } => topo.devices[device as usize].timing.clone(),
-                _ => BTreeMap::new(),
-            };
-            let (gbps, lat, rcb) = bar_params(&timing);
-            bar_sinks[i] = net.add_sink(
-                &format!("{} memory", topo.node_label(i as u32)),
-                gbps,
-                ns(lat),
-                ns(lat.min(50.0)),
-                rcb,
-            );
-        }
         // Each adapter's NTB translation cost, resolved once; an adapter without one is an
         // error, not a free crossing.
         let ntb_translate = topo
@@ -323,10 +248,8 @@ impl TimedFabric {
             .enumerate()
             .map(|(id, n)| {
                 n.adapter
-                    .timing
-                    .iter()
-                    .find(|(k, _)| k == "ntb_translate_ns")
-                    .map(|x| ns(x.1))
+                    .timing_value("ntb_translate_ns")
+                    .map(ns)
                     .ok_or_else(|| {
                         TimingError(format!(
                             "adapter `{}` (on {}) has no timing parameter `ntb_translate_ns`",
@@ -336,6 +259,45 @@ impl TimedFabric {
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut bar_sinks = vec![NONE; topo.nodes.len()];
+        for (i, n) in topo.nodes.iter().enumerate() {
+            if n.bars.is_empty() {
+                continue;
+            }
+            let bar = match n.kind {
+                NodeKind::Function { device, .. } => topo.devices[device as usize].timed.bar,
+                // An NTB function's own registers (its window BAR leads elsewhere).
+                NodeKind::NtbFunction { ntb } => {
+                    let a = &topo.ntbs[ntb as usize].adapter;
+                    match (
+                        a.timing_value("bar_gbps"),
+                        a.timing_value("bar_latency_ns"),
+                        a.timing_value("bar_rcb_bytes"),
+                    ) {
+                        (Some(gbps), Some(latency_ns), Some(rcb)) => Some(fabric::BarTiming {
+                            gbps,
+                            latency_ns,
+                            rcb_bytes: rcb as u32,
+                        }),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let bar = bar.ok_or_else(|| {
+                TimingError(format!(
+                    "{} has BARs but no timing parameters `bar_gbps`, `bar_latency_ns`, `bar_rcb_bytes`",
+                    topo.node_label(i as u32)
+                ))
+            })?;
+            bar_sinks[i] = net.add_sink(
+                &format!("{} memory", topo.node_label(i as u32)),
+                bar.gbps,
+                ns(bar.latency_ns),
+                ns(bar.latency_ns.min(50.0)),
+                bar.rcb_bytes,
+            );
+        }
         Ok(TimedFabric {
             fabric,
             ntb_translate,

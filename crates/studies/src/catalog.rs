@@ -83,7 +83,8 @@ pub fn implemented() -> Vec<Experiment> {
         .collect()
 }
 
-/// Published reference points of every implemented experiment.
+/// Published reference points of every implemented experiment, each with its basis: the
+/// parameters fitted on it (calibration) or none (prediction).
 pub fn references() -> Vec<Reference> {
     smartio::references()
 }

@@ -137,13 +137,18 @@ fn identity(
 
 /// A device's DMA behaviour from its `timing` table and its link.
 pub fn device_spec(tf: &TimedFabric, who: Requester, mps: u32) -> Result<DmaSpec, RunError> {
-    let Requester::Function(n) = who else {
-        return Ok(DmaSpec {
-            mps: 64,
-            mrrs: 64,
-            max_reads: 1,
-            issue_ps_per_kib: 1,
-        });
+    let n = match who {
+        Requester::Function(n) => n,
+        // A core's loads and stores reach a device as MMIO of the platform's shape.
+        Requester::Cpu { host, .. } => {
+            let pt = tf.timing_of(host);
+            return Ok(DmaSpec {
+                mps: pt.cpu_mmio_write_bytes,
+                mrrs: pt.cpu_mmio_read_bytes,
+                max_reads: pt.cpu_mmio_reads,
+                issue_ps_per_kib: 1,
+            });
+        }
     };
     let topo = &tf.fabric.topo;
     let node = topo.node(n);

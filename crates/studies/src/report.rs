@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Number, Value};
 
 use crate::plot;
-use crate::result::{ExperimentInfo, Reference, Run};
+use crate::result::{Basis, ExperimentInfo, Reference, Run};
 
 /// A simulated value is accepted when its relative error is at most this (±10 %).
 pub const TOLERANCE: f64 = 0.10;
@@ -45,6 +45,9 @@ pub struct Comparison {
     /// no published value or no finite simulated value.
     pub error: Option<f64>,
     pub source: Option<&'static str>,
+    /// Whether the published value was fitted on (calibration) or predicted; `None` when
+    /// there is no published value.
+    pub basis: Option<Basis>,
 }
 
 impl Comparison {
@@ -63,6 +66,7 @@ impl Comparison {
             published: reference.map(|r| (r.value, r.value_high)),
             error,
             source: reference.map(|r| r.source),
+            basis: reference.map(|r| r.basis),
         }
     }
 
@@ -73,8 +77,17 @@ impl Comparison {
         Some(self.error.is_some_and(within))
     }
 
-    /// "✓" or "✗" against a published value; empty for a prediction.
+    /// Whether a parameter was fitted on this row's published value.
+    pub fn is_calibration(&self) -> bool {
+        self.basis.is_some_and(Basis::is_calibration)
+    }
+
+    /// "✓" or "✗" for a published prediction; empty for a calibration point (reproducing
+    /// it shows the fit, not the model) and without a published value.
     pub fn verdict(&self) -> &'static str {
+        if self.is_calibration() {
+            return "";
+        }
         match self.within_tolerance() {
             Some(true) => "✓",
             Some(false) => "✗",
@@ -82,16 +95,24 @@ impl Comparison {
         }
     }
 
-    /// The published column: a point, a range "550–580", or "predicted".
+    /// The basis column: "calibration: <parameters>", "prediction", or empty without a
+    /// published value.
+    pub fn basis_text(&self) -> String {
+        self.basis.map(Basis::label).unwrap_or_default()
+    }
+
+    /// The published column: a point, a range "550–580", or "—" when nothing is published
+    /// (the model's own number).
     pub fn published_text(&self) -> String {
         match self.published {
-            None => "predicted".to_string(),
+            None => "—".to_string(),
             Some((lo, hi)) if lo == hi => format_number(lo),
             Some((lo, hi)) => format!("{}–{}", format_number(lo), format_number(hi)),
         }
     }
 
-    /// The error column: "+3.2 %", "-12.0 %", "0.0 %", "n/a", or empty for a prediction.
+    /// The error column: "+3.2 %", "-12.0 %", "0.0 %", "n/a", or empty without a published
+    /// value.
     pub fn error_text(&self) -> String {
         match (self.published, self.error) {
             (None, _) => String::new(),
@@ -105,9 +126,14 @@ fn within(error: f64) -> bool {
     error.abs() <= TOLERANCE + TOLERANCE_SLACK
 }
 
-/// `{"results": [{"experiment", "config", "params", "metrics"}]}` in run order, exactly as
-/// DESIGN.md's `--format json` contract shapes it.
-pub fn results_json(runs: &[Run]) -> Value {
+/// `{"results": [{"experiment", "config", "params", "metrics", "published"?}]}` in run
+/// order, exactly as DESIGN.md's `--format json` contract shapes it.
+///
+/// `published` is present only on rows with a published value among `refs`:
+/// `{METRIC: {"value": V, "basis": "calibration" | "prediction"}}`, where V is the published
+/// point or the low end of a published range; when several references apply to one
+/// metric of a row, the first in `refs` order is given.
+pub fn results_json(runs: &[Run], refs: &[Reference]) -> Value {
     let results = runs
         .iter()
         .map(|run| {
@@ -116,12 +142,42 @@ pub fn results_json(runs: &[Run]) -> Value {
             o.insert("config".into(), Value::String(run.config.clone()));
             o.insert("params".into(), Value::Object(run.params.clone()));
             o.insert("metrics".into(), Value::Object(run.metrics.clone()));
+            let published = published_json(run, refs);
+            if !published.is_empty() {
+                o.insert("published".into(), Value::Object(published));
+            }
             Value::Object(o)
         })
         .collect();
     let mut top = Map::new();
     top.insert("results".into(), Value::Array(results));
     Value::Object(top)
+}
+
+/// The `published` object of one result row: metric → `{"value", "basis"}` for the first
+/// reference in `refs` that applies to it.
+fn published_json(run: &Run, refs: &[Reference]) -> Map<String, Value> {
+    let mut out = Map::new();
+    for r in refs.iter().filter(|r| r.applies(run)) {
+        if out.contains_key(r.metric) {
+            continue;
+        }
+        let mut entry = Map::new();
+        entry.insert("value".into(), json_number(r.value));
+        entry.insert("basis".into(), Value::String(r.basis.as_str().into()));
+        out.insert(r.metric.to_string(), Value::Object(entry));
+    }
+    out
+}
+
+/// A published value as a JSON number: whole values as integers (as counts like `hops`
+/// are in the metrics), a non-finite one as null (JSON has no NaN).
+fn json_number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9.0e15 {
+        Value::Number(Number::from(x as i64))
+    } else {
+        Number::from_f64(x).map_or(Value::Null, Value::Number)
+    }
 }
 
 /// One row per (run, reference that applies to it), in run order then reference order.
@@ -190,41 +246,66 @@ fn numeric(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
-/// "N published values: M within ±10 %, K outside (worst: …)".
+/// "N published values: C calibration points (worst: …), P predictions: M within ±10 %,
+/// K outside (worst: …)".
+///
+/// Calibration points and predictions are counted apart: a calibration point reproduced
+/// within tolerance only shows the fit, so it is never counted as within (or outside);
+/// each group gives its largest error. A prediction without a simulated value counts as
+/// outside; the line ends with how many published values had none.
 pub fn summary_line(comparisons: &[Comparison]) -> String {
     let published: Vec<&Comparison> = comparisons
         .iter()
         .filter(|c| c.published.is_some())
         .collect();
-    let inside = published
+    let (calibration, predictions): (Vec<&Comparison>, Vec<&Comparison>) =
+        published.iter().partition(|c| c.is_calibration());
+    let inside = predictions
         .iter()
         .filter(|c| c.within_tolerance() == Some(true))
         .count();
     let missing = published.iter().filter(|c| c.error.is_none()).count();
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut line = format!(
-        "{} published value{}: {} within ±{} %, {} outside",
-        published.len(),
-        if published.len() == 1 { "" } else { "s" },
+        "{}: {}",
+        plural(published.len(), "published value", "published values"),
+        plural(calibration.len(), "calibration point", "calibration points"),
+    );
+    line.push_str(&worst_text(&calibration));
+    let _ = write!(
+        line,
+        ", {}: {} within ±{} %, {} outside",
+        plural(predictions.len(), "prediction", "predictions"),
         inside,
         format_number(TOLERANCE * 100.0),
-        published.len() - inside
+        predictions.len() - inside
     );
-    let worst = published
-        .iter()
-        .filter_map(|c| c.error.map(|e| (e, *c)))
-        .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
-    if let Some((e, c)) = worst {
-        let mut what = format!("{} {}", c.experiment, c.config);
-        if !c.params.is_empty() {
-            what.push(' ');
-            what.push_str(&c.params);
-        }
-        let _ = write!(line, " (worst: {what} {} {})", c.metric, format_percent(e));
-    }
+    line.push_str(&worst_text(&predictions));
     if missing > 0 {
         let _ = write!(line, "; {missing} without a simulated value");
     }
     line
+}
+
+/// " (worst: <experiment> <config> <params> <metric> <error>)" of the largest error among
+/// `rows`; empty when none has one.
+fn worst_text(rows: &[&Comparison]) -> String {
+    let worst = rows
+        .iter()
+        .filter_map(|c| c.error.map(|e| (e, *c)))
+        .max_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
+    match worst {
+        None => String::new(),
+        Some((e, c)) => {
+            let mut what = format!("{} {}", c.experiment, c.config);
+            if !c.params.is_empty() {
+                what.push(' ');
+                what.push_str(&c.params);
+            }
+            format!(" (worst: {what} {} {})", c.metric, format_percent(e))
+        }
+    }
 }
 
 /// How [`table_with`] lays out the table.
@@ -287,6 +368,7 @@ pub fn table_with(
                         format_number(row.simulated),
                         row.published_text(),
                         row.error_text(),
+                        row.basis_text(),
                         row.verdict().to_string(),
                     ]);
                 }
@@ -302,9 +384,10 @@ pub fn table_with(
                 "simulated",
                 "published",
                 "error",
+                "basis",
                 "",
             ];
-            let align = [L, L, L, R, R, R, L];
+            let align = [L, L, L, R, R, R, L, L];
             out.push_str(&text_table(&header, &align, &lines, "  "));
         }
         let elided = total - lines.len();
@@ -597,9 +680,11 @@ struct Section<'a> {
 }
 
 const REPORT_TITLE: &str = "nudma reproduce report";
-const REPORT_LEGEND: &str = "✓: within ±10 % of the published value or range; ✗: outside; \
-     \"predicted\": no published value, the model predicts it. Errors are relative to the \
-     nearest end of a published range (0 inside it).";
+const REPORT_LEGEND: &str = "Basis: \"calibration\" names the parameters fitted on that \
+     published value (reproducing it shows the fit, not the model, so it gets no ✓ or ✗); \
+     \"prediction\": no parameter was set from it. ✓: a prediction within ±10 % of the \
+     published value or range; ✗: outside; —: nothing published, the model's own number. \
+     Errors are relative to the nearest end of a published range (0 inside it).";
 
 impl<'a> ReportDoc<'a> {
     fn build(infos: &'a [ExperimentInfo], runs: &'a [Run], refs: &[Reference]) -> Self {
@@ -653,9 +738,9 @@ impl<'a> ReportDoc<'a> {
                 continue;
             }
             out.push_str(
-                "| config | params | metric | simulated | published | error | | source |\n",
+                "| config | params | metric | simulated | published | error | basis | | source |\n",
             );
-            out.push_str("|---|---|---|--:|--:|--:|:-:|---|\n");
+            out.push_str("|---|---|---|--:|--:|--:|---|:-:|---|\n");
             for r in &s.rows {
                 let cells = [
                     r.config.clone(),
@@ -664,6 +749,7 @@ impl<'a> ReportDoc<'a> {
                     format_number(r.simulated),
                     r.published_text(),
                     r.error_text(),
+                    r.basis_text(),
                     r.verdict().to_string(),
                     r.source.unwrap_or("").to_string(),
                 ];
@@ -691,6 +777,7 @@ impl<'a> ReportDoc<'a> {
              tr.ok td.verdict{color:#1a7f37}\n\
              tr.bad td.verdict{color:#c62828;font-weight:bold}\n\
              tr.pred td{color:#555}\n\
+             tr.cal td{color:#555;font-style:italic}\n\
              img{max-width:100%;border:1px solid #ddd}\n\
              .window{color:#555}\n\
              </style>\n</head>\n<body>\n",
@@ -744,10 +831,11 @@ impl<'a> ReportDoc<'a> {
             }
             out.push_str(
                 "<table>\n<tr><th>config</th><th>params</th><th>metric</th><th>simulated</th>\
-                 <th>published</th><th>error</th><th></th><th>source</th></tr>\n",
+                 <th>published</th><th>error</th><th>basis</th><th></th><th>source</th></tr>\n",
             );
             for r in &s.rows {
                 let class = match r.within_tolerance() {
+                    _ if r.is_calibration() => "cal",
                     Some(true) => "ok",
                     Some(false) => "bad",
                     None => "pred",
@@ -756,13 +844,14 @@ impl<'a> ReportDoc<'a> {
                     out,
                     "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td>\
                      <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                     <td class=\"verdict\">{}</td><td>{}</td></tr>",
+                     <td>{}</td><td class=\"verdict\">{}</td><td>{}</td></tr>",
                     html_escape(&r.config),
                     html_escape(&r.params),
                     html_escape(&r.metric),
                     html_escape(&format_number(r.simulated)),
                     html_escape(&r.published_text()),
                     html_escape(&r.error_text()),
+                    html_escape(&r.basis_text()),
                     r.verdict(),
                     html_escape(r.source.unwrap_or("")),
                 );

@@ -34,6 +34,46 @@ pub struct Reference {
     pub value_high: f64,
     /// Where it comes from, e.g. "REFERENCE.md §2: PXH810 b2b one-way latency ≈ 573 ns".
     pub source: &'static str,
+    /// Whether a parameter was fitted on this value or the model predicts it.
+    pub basis: Basis,
+}
+
+/// What a published value is to the model: a point a parameter was fitted on, or a
+/// prediction. Reports judge only predictions; reproducing a calibration point shows the
+/// fit, not the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Basis {
+    /// The parameters set from this value, named as the platform, chip or device table
+    /// that holds them spells them (e.g. `cpu_mmio_write_ns`); the scenario files mark them
+    /// "calibrated: REFERENCE.md …".
+    Calibration(&'static [&'static str]),
+    /// No parameter was set from this value: the model predicts it.
+    Prediction,
+}
+
+impl Basis {
+    /// The word of DESIGN.md's JSON contract: "calibration" or "prediction".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::Calibration(_) => "calibration",
+            Basis::Prediction => "prediction",
+        }
+    }
+
+    pub fn is_calibration(self) -> bool {
+        matches!(self, Basis::Calibration(_))
+    }
+
+    /// For tables: "calibration: cpu_mmio_write_ns" (the fitted parameters) or
+    /// "prediction"; a calibration naming no parameter is just "calibration".
+    pub fn label(self) -> String {
+        match self {
+            Basis::Calibration(params) if !params.is_empty() => {
+                format!("calibration: {}", params.join(", "))
+            }
+            other => other.as_str().to_string(),
+        }
+    }
 }
 
 impl Reference {
@@ -76,4 +116,24 @@ pub struct ExperimentInfo {
     pub plot_metrics: Vec<&'static str>,
     /// The measurement window used, for the report (EXPERIMENTS.md asks to say it).
     pub window: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Basis;
+
+    #[test]
+    fn basis_words_and_labels() {
+        let fitted = Basis::Calibration(&["rc_p2p_read_tags", "rc_p2p_read_gap_ns"]);
+        assert_eq!(fitted.as_str(), "calibration");
+        assert!(fitted.is_calibration());
+        assert_eq!(
+            fitted.label(),
+            "calibration: rc_p2p_read_tags, rc_p2p_read_gap_ns"
+        );
+        assert_eq!(Basis::Calibration(&[]).label(), "calibration");
+        assert_eq!(Basis::Prediction.as_str(), "prediction");
+        assert!(!Basis::Prediction.is_calibration());
+        assert_eq!(Basis::Prediction.label(), "prediction");
+    }
 }

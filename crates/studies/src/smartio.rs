@@ -357,19 +357,22 @@ pub fn infos() -> Vec<ExperimentInfo> {
 }
 
 pub fn references() -> Vec<Reference> {
+    // Calibration: the parameter set from that point (its scenario or catalog comment says
+    // "calibrated"); hops and roots come straight from the fabric.
+    use crate::result::Basis;
     let big = |b: u64| vec![("bytes", json!(b))];
     vec![
-        Reference { experiment: "smartio.ram_latency", config: Some("pxh810_b2b"), params: vec![], metric: "oneway_ns", value: 573.0, value_high: 573.0, source: "REFERENCE.md §2: PXH810 back-to-back one-way RAM → remote RAM ≈ 573 ns" },
-        Reference { experiment: "smartio.ram_latency", config: Some("pxh830_b2b"), params: vec![], metric: "oneway_ns", value: 550.0, value_high: 580.0, source: "REFERENCE.md §2: PXH830 back-to-back 550–580 ns" },
-        Reference { experiment: "smartio.ntb_dma", config: None, params: big(64 << 20), metric: "write_gbps", value: 4.8, value_high: 4.8, source: "REFERENCE.md §2: NTB DMA peak ≈ 4.8 GB/s writes (MPS 128 B)" },
-        Reference { experiment: "smartio.ntb_dma", config: None, params: big(64 << 20), metric: "read_gbps", value: 3.0, value_high: 3.0, source: "REFERENCE.md §2: NTB DMA peak ≈ 3.0 GB/s reads (MRRS 512 B, 64 outstanding)" },
-        Reference { experiment: "smartio.gpu_dma", config: Some("k40_pxh810"), params: big(128 << 20), metric: "write_gbps", value: 4.9, value_high: 4.9, source: "REFERENCE.md §2: borrowed K40 over PXH810, GPU → borrower RAM ≈ 4.9 GB/s" },
-        Reference { experiment: "smartio.gpu_dma", config: Some("k40_pxh810"), params: big(128 << 20), metric: "read_gbps", value: 2.0, value_high: 2.0, source: "REFERENCE.md §2: borrowed K40 over PXH810, borrower RAM → GPU ≈ 2 GB/s" },
-        Reference { experiment: "smartio.gpu_dma", config: Some("lent_b2b"), params: big(128 << 20), metric: "read_gbps", value: 10.2, value_high: 10.2, source: "REFERENCE.md §2: P4000 borrowed b2b reading borrower RAM ≈ 10.2 GB/s, lender IOMMU off" },
-        Reference { experiment: "smartio.gpu_dma", config: Some("lent_lender_iommu"), params: big(128 << 20), metric: "read_gbps", value: 1.5, value_high: 1.7, source: "REFERENCE.md §2: with the lender IOMMU on, \"a little over\" 1.5 GB/s" },
-        Reference { experiment: "smartio.p2p", config: Some("1l_p2p_sw"), params: big(64 << 20), metric: "hops", value: 1.0, value_high: 1.0, source: "REFERENCE.md §2: two GPUs under one lender's switch: 1 hop" },
-        Reference { experiment: "smartio.p2p", config: Some("1l_p2p_sw"), params: big(64 << 20), metric: "roots", value: 0.0, value_high: 0.0, source: "REFERENCE.md §2: two GPUs under one lender's switch: 0 roots" },
-        Reference { experiment: "smartio.p2p", config: Some("2l_p2p_sw"), params: big(64 << 20), metric: "hops", value: 4.0, value_high: 4.0, source: "REFERENCE.md §2: one GPU in each of two lenders: 4 hops" },
-        Reference { experiment: "smartio.p2p", config: Some("2l_p2p_sw"), params: big(64 << 20), metric: "roots", value: 0.0, value_high: 0.0, source: "REFERENCE.md §2: one GPU in each of two lenders: 0 roots" },
+        Reference { experiment: "smartio.ram_latency", config: Some("pxh810_b2b"), params: vec![], metric: "oneway_ns", value: 573.0, value_high: 573.0, source: "REFERENCE.md §2: PXH810 back-to-back one-way RAM → remote RAM ≈ 573 ns", basis: Basis::Calibration(&["cpu_mmio_write_ns"]) },
+        Reference { experiment: "smartio.ram_latency", config: Some("pxh830_b2b"), params: vec![], metric: "oneway_ns", value: 550.0, value_high: 580.0, source: "REFERENCE.md §2: PXH830 back-to-back 550–580 ns", basis: Basis::Prediction },
+        Reference { experiment: "smartio.ntb_dma", config: None, params: big(64 << 20), metric: "write_gbps", value: 4.8, value_high: 4.8, source: "REFERENCE.md §2: NTB DMA peak ≈ 4.8 GB/s writes (MPS 128 B)", basis: Basis::Calibration(&["pxh810_switch posted credits"]) },
+        Reference { experiment: "smartio.ntb_dma", config: None, params: big(64 << 20), metric: "read_gbps", value: 3.0, value_high: 3.0, source: "REFERENCE.md §2: NTB DMA peak ≈ 3.0 GB/s reads (MRRS 512 B, 64 outstanding)", basis: Basis::Calibration(&["pxh810_switch completion credits"]) },
+        Reference { experiment: "smartio.gpu_dma", config: Some("k40_pxh810"), params: big(128 << 20), metric: "write_gbps", value: 4.9, value_high: 4.9, source: "REFERENCE.md §2: borrowed K40 over PXH810, GPU → borrower RAM ≈ 4.9 GB/s", basis: Basis::Prediction },
+        Reference { experiment: "smartio.gpu_dma", config: Some("k40_pxh810"), params: big(128 << 20), metric: "read_gbps", value: 2.0, value_high: 2.0, source: "REFERENCE.md §2: borrowed K40 over PXH810, borrower RAM → GPU ≈ 2 GB/s", basis: Basis::Calibration(&["rc_p2p_read_gap_ns"]) },
+        Reference { experiment: "smartio.gpu_dma", config: Some("lent_b2b"), params: big(128 << 20), metric: "read_gbps", value: 10.2, value_high: 10.2, source: "REFERENCE.md §2: P4000 borrowed b2b reading borrower RAM ≈ 10.2 GB/s, lender IOMMU off", basis: Basis::Calibration(&["dma_max_reads"]) },
+        Reference { experiment: "smartio.gpu_dma", config: Some("lent_lender_iommu"), params: big(128 << 20), metric: "read_gbps", value: 1.5, value_high: 1.7, source: "REFERENCE.md §2: with the lender IOMMU on, \"a little over\" 1.5 GB/s", basis: Basis::Calibration(&["rc_p2p_read_tags"]) },
+        Reference { experiment: "smartio.p2p", config: Some("1l_p2p_sw"), params: big(64 << 20), metric: "hops", value: 1.0, value_high: 1.0, source: "REFERENCE.md §2: two GPUs under one lender's switch: 1 hop", basis: Basis::Prediction },
+        Reference { experiment: "smartio.p2p", config: Some("1l_p2p_sw"), params: big(64 << 20), metric: "roots", value: 0.0, value_high: 0.0, source: "REFERENCE.md §2: two GPUs under one lender's switch: 0 roots", basis: Basis::Prediction },
+        Reference { experiment: "smartio.p2p", config: Some("2l_p2p_sw"), params: big(64 << 20), metric: "hops", value: 4.0, value_high: 4.0, source: "REFERENCE.md §2: one GPU in each of two lenders: 4 hops", basis: Basis::Prediction },
+        Reference { experiment: "smartio.p2p", config: Some("2l_p2p_sw"), params: big(64 << 20), metric: "roots", value: 0.0, value_high: 0.0, source: "REFERENCE.md §2: one GPU in each of two lenders: 0 roots", basis: Basis::Prediction },
     ]
 }

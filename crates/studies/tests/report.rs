@@ -8,6 +8,7 @@ use studies::report::{
     comparison_rows, format_number, format_size, metric_rows, render_params, results_json,
     summary_line, table, table_with, write_report, TableOptions,
 };
+use studies::result::Basis;
 use studies::{ExperimentInfo, Reference, Run};
 
 fn obj(pairs: &[(&str, Value)]) -> Map<String, Value> {
@@ -43,6 +44,21 @@ fn reference(
         value: low,
         value_high: high,
         source: "REFERENCE.md §0: synthetic",
+        basis: Basis::Prediction,
+    }
+}
+
+/// [`reference`] of a point a parameter was fitted on.
+fn calibration(
+    exp: &'static str,
+    config: Option<&'static str>,
+    metric: &'static str,
+    value: f64,
+    fitted: &'static [&'static str],
+) -> Reference {
+    Reference {
+        basis: Basis::Calibration(fitted),
+        ..reference(exp, config, vec![], metric, value, value)
     }
 }
 
@@ -81,7 +97,7 @@ fn json_has_exactly_the_contract_shape_in_run_order() {
             &[("latency_ns", json!(900))],
         ),
     ];
-    let v = results_json(&runs);
+    let v = results_json(&runs, &[]);
     assert_eq!(
         v,
         json!({"results": [
@@ -97,7 +113,7 @@ fn json_has_exactly_the_contract_shape_in_run_order() {
         keys.sort();
         assert_eq!(keys, ["config", "experiment", "metrics", "params"]);
     }
-    assert_eq!(results_json(&[]), json!({"results": []}));
+    assert_eq!(results_json(&[], &[]), json!({"results": []}));
 }
 
 #[test]
@@ -182,11 +198,13 @@ fn errors_are_signed_zero_inside_a_range_and_judged_at_ten_percent() {
     assert!(inside.contains("550–580") && inside.contains(" 0.0 %") && inside.ends_with('✓'));
     let above = line_with(&t, "above_range_ns");
     assert!(above.contains("638") && above.contains("+10.0 %") && above.ends_with('✓'));
+    // No published value: "—", no error, no basis, no verdict.
     let predicted = line_with(&t, "predicted_us");
     assert!(
-        predicted.contains("7.25") && predicted.ends_with("predicted"),
+        predicted.contains("7.25") && predicted.ends_with('—'),
         "{predicted}"
     );
+    assert!(at.contains(" prediction "), "{at}");
     let missing = line_with(&t, "missing_ns");
     assert!(
         missing.contains("n/a") && missing.ends_with('✗'),
@@ -197,7 +215,7 @@ fn errors_are_signed_zero_inside_a_range_and_judged_at_ten_percent() {
     let summary = t.lines().last().unwrap();
     assert_eq!(
         summary,
-        "7 published values: 4 within ±10 %, 3 outside \
+        "7 published values: 0 calibration points, 7 predictions: 4 within ±10 %, 3 outside \
          (worst: e local under_gbps -11.0 %); 1 without a simulated value"
     );
     assert_eq!(summary, summary_line(&rows));
@@ -287,7 +305,7 @@ fn compact_mode_keeps_published_rows_and_largest_size_per_series() {
         .any(|l| l.contains("bytes=64 KiB") && l.contains("0.8–0.9")));
     assert!(compact.contains("69 of 75 rows elided"), "{compact}");
     // The summary counts every published value, shown or not.
-    assert!(compact.ends_with("1 published value: 1 within ±10 %, 0 outside (worst: smartio.gpu_dma local bytes=64 KiB dma_gbps 0.0 %)\n"), "{compact}");
+    assert!(compact.ends_with("1 published value: 0 calibration points, 1 prediction: 1 within ±10 %, 0 outside (worst: smartio.gpu_dma local bytes=64 KiB dma_gbps 0.0 %)\n"), "{compact}");
 }
 
 /// A minimal well-formedness check: every tag closes in order.
@@ -546,7 +564,7 @@ fn sample_table_prints() {
     let infos = vec![info("smartio.gpu_dma", Some("bytes"), vec!["dma_gbps"])];
     let t = table(&runs, &refs, &infos);
     println!("{t}");
-    assert!(t.contains("predicted"));
+    assert!(t.contains("prediction") && t.contains('—'));
 }
 
 #[test]
@@ -578,7 +596,233 @@ fn counters_go_to_their_own_file_and_never_into_the_results_json() {
         back["counters"][0]["counters"]["read_gbps"]["iotlb"]["misses"],
         1
     );
-    let results = studies::report::results_json(&[counted]);
+    let results = studies::report::results_json(&[counted], &[]);
     let keys: Vec<&String> = results["results"][0].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["config", "experiment", "metrics", "params"]);
+}
+
+#[test]
+fn published_key_gives_value_and_basis_only_where_a_reference_applies() {
+    let runs = vec![
+        run(
+            "smartio.ram_latency",
+            "pxh810_b2b",
+            &[],
+            &[("oneway_ns", json!(572.7)), ("other_ns", json!(1.0))],
+        ),
+        run(
+            "smartio.ram_latency",
+            "pxh830_b2b",
+            &[],
+            &[("oneway_ns", json!(567.3))],
+        ),
+        run(
+            "smartio.ram_latency",
+            "three_way",
+            &[],
+            &[("oneway_ns", json!(912.7))],
+        ),
+        run("smartio.p2p", "1l", &[], &[("hops", json!(1))]),
+    ];
+    let refs = vec![
+        calibration(
+            "smartio.ram_latency",
+            Some("pxh810_b2b"),
+            "oneway_ns",
+            573.0,
+            &["cpu_mmio_write_ns"],
+        ),
+        reference(
+            "smartio.ram_latency",
+            Some("pxh830_b2b"),
+            vec![],
+            "oneway_ns",
+            550.0,
+            580.0,
+        ),
+        // A second reference on the same metric and row: the first one is given.
+        reference(
+            "smartio.ram_latency",
+            Some("pxh830_b2b"),
+            vec![],
+            "oneway_ns",
+            999.0,
+            999.0,
+        ),
+        reference("smartio.p2p", Some("1l"), vec![], "hops", 1.0, 1.0),
+        // Applies to no run: the metric is missing.
+        reference("smartio.p2p", Some("1l"), vec![], "roots", 0.0, 0.0),
+    ];
+    let v = results_json(&runs, &refs);
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(
+        rows[0]["published"],
+        json!({"oneway_ns": {"value": 573, "basis": "calibration"}}),
+        "only the metric with a published value; the other metric has none"
+    );
+    assert_eq!(
+        rows[1]["published"],
+        json!({"oneway_ns": {"value": 550, "basis": "prediction"}}),
+        "a range gives its low end"
+    );
+    assert!(
+        rows[2].as_object().unwrap().get("published").is_none(),
+        "no published value, no key: {}",
+        rows[2]
+    );
+    assert_eq!(
+        rows[3]["published"],
+        json!({"hops": {"value": 1, "basis": "prediction"}})
+    );
+    // The four contract keys are untouched by the fifth.
+    for (row, run) in rows.iter().zip(&runs) {
+        assert_eq!(row["experiment"], run.experiment.as_str());
+        assert_eq!(row["config"], run.config.as_str());
+        assert_eq!(row["params"], Value::Object(run.params.clone()));
+        assert_eq!(row["metrics"], Value::Object(run.metrics.clone()));
+        for entry in row
+            .get("published")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|p| p.values())
+        {
+            let mut keys: Vec<&String> = entry.as_object().unwrap().keys().collect();
+            keys.sort();
+            assert_eq!(keys, ["basis", "value"]);
+        }
+    }
+    // No reference at all: exactly the four keys.
+    let plain = results_json(&runs, &[]);
+    for r in plain["results"].as_array().unwrap() {
+        assert_eq!(r.as_object().unwrap().len(), 4);
+    }
+    // A non-finite or fractional published value does not panic.
+    let odd = vec![
+        reference("smartio.p2p", None, vec![], "hops", f64::NAN, f64::NAN),
+        reference("smartio.p2p", None, vec![], "hops", 1.5, 1.5),
+    ];
+    let v = results_json(&runs[3..], &odd);
+    assert_eq!(v["results"][0]["published"]["hops"]["value"], Value::Null);
+    let v = results_json(&runs[3..], &odd[1..]);
+    assert_eq!(v["results"][0]["published"]["hops"]["value"], json!(1.5));
+}
+
+#[test]
+fn calibration_points_are_counted_apart_and_never_as_successes() {
+    let runs = vec![run(
+        "e",
+        "local",
+        &[],
+        &[
+            ("fit_ns", json!(570.0)),
+            ("fit_gbps", json!(2.0)),
+            ("good_gbps", json!(4.5)),
+            ("bad_gbps", json!(6.0)),
+            ("free_us", json!(3.0)),
+        ],
+    )];
+    let refs = vec![
+        // Fitted: -0.5 % and -20 % — neither is a success nor a failure of the model.
+        calibration("e", None, "fit_ns", 573.0, &["cpu_mmio_write_ns"]),
+        calibration(
+            "e",
+            None,
+            "fit_gbps",
+            2.5,
+            &["rc_p2p_read_tags", "rc_p2p_read_gap_ns"],
+        ),
+        // Predicted: -6.25 % inside, +20 % outside.
+        reference("e", None, vec![], "good_gbps", 4.8, 4.8),
+        reference("e", None, vec![], "bad_gbps", 5.0, 5.0),
+    ];
+    let rows = comparison_rows(&runs, &refs);
+    assert_eq!(rows.len(), 4);
+    assert!(rows[0].is_calibration() && !rows[2].is_calibration());
+    assert_eq!(
+        summary_line(&rows),
+        "4 published values: 2 calibration points (worst: e local fit_gbps -20.0 %), \
+         2 predictions: 1 within ±10 %, 1 outside (worst: e local bad_gbps +20.0 %)"
+    );
+    // Only calibration points: no prediction is claimed to be within.
+    assert_eq!(
+        summary_line(&rows[..2]),
+        "2 published values: 2 calibration points (worst: e local fit_gbps -20.0 %), \
+         0 predictions: 0 within ±10 %, 0 outside"
+    );
+
+    let t = table(&runs, &refs, &[info("e", None, vec![])]);
+    let fit = line_with(&t, "fit_ns");
+    assert!(
+        fit.contains("-0.5 %") && fit.ends_with("calibration: cpu_mmio_write_ns"),
+        "basis shown, no verdict: {fit}"
+    );
+    let fit2 = line_with(&t, "fit_gbps");
+    assert!(
+        fit2.ends_with("calibration: rc_p2p_read_tags, rc_p2p_read_gap_ns") && !fit2.contains('✗'),
+        "{fit2}"
+    );
+    let good = line_with(&t, "good_gbps");
+    assert!(
+        good.contains(" prediction ") && good.ends_with('✓'),
+        "{good}"
+    );
+    let bad = line_with(&t, "bad_gbps");
+    assert!(bad.contains(" prediction ") && bad.ends_with('✗'), "{bad}");
+    let free = line_with(&t, "free_us");
+    assert!(!free.contains("prediction") && !free.contains("calibration"));
+    assert!(t.lines().any(|l| l.contains(" basis")), "header: {t}");
+    assert_eq!(t.lines().last().unwrap(), summary_line(&rows));
+
+    // The report files carry the same summary and the basis of every compared row.
+    let dir = tempfile::tempdir().unwrap();
+    let (md, html) = write_report(dir.path(), &[info("e", None, vec![])], &runs, &refs).unwrap();
+    let md = std::fs::read_to_string(md).unwrap();
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(md.contains(&summary_line(&rows)));
+    assert!(md.contains("| calibration: cpu_mmio_write_ns |  |"), "{md}");
+    assert!(md.contains("| prediction | ✓ |") && md.contains("| prediction | ✗ |"));
+    assert!(html.contains("<tr class=\"cal\">"));
+    assert!(html.contains("<td>calibration: rc_p2p_read_tags, rc_p2p_read_gap_ns</td>"));
+    assert_well_formed(&html);
+}
+
+#[test]
+fn catalog_marks_the_fitted_points_as_calibration() {
+    let refs = studies::catalog::references();
+    let basis = |exp: &str, config: Option<&str>, metric: &str| {
+        refs.iter()
+            .find(|r| r.experiment == exp && r.config == config && r.metric == metric)
+            .unwrap_or_else(|| panic!("no reference {exp} {config:?} {metric}"))
+            .basis
+    };
+    // The scenario files say "calibrated" for these parameters.
+    assert_eq!(
+        basis("smartio.ram_latency", Some("pxh810_b2b"), "oneway_ns"),
+        Basis::Calibration(&["cpu_mmio_write_ns"])
+    );
+    assert_eq!(
+        basis("smartio.gpu_dma", Some("k40_pxh810"), "read_gbps"),
+        Basis::Calibration(&["rc_p2p_read_gap_ns"])
+    );
+    assert_eq!(
+        basis("smartio.gpu_dma", Some("lent_lender_iommu"), "read_gbps"),
+        Basis::Calibration(&["rc_p2p_read_tags"])
+    );
+    assert_eq!(
+        basis("smartio.ram_latency", Some("pxh830_b2b"), "oneway_ns"),
+        Basis::Prediction
+    );
+    // Counts that come straight from the fabric are predictions.
+    for r in refs
+        .iter()
+        .filter(|r| r.metric == "hops" || r.metric == "roots")
+    {
+        assert_eq!(r.basis, Basis::Prediction, "{r:?}");
+    }
+    // A calibration point always names what was fitted on it.
+    for r in &refs {
+        if let Basis::Calibration(params) = r.basis {
+            assert!(!params.is_empty(), "{r:?}");
+        }
+    }
 }

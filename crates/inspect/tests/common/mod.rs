@@ -7,17 +7,12 @@ use std::path::{Path, PathBuf};
 
 use inspect::audit::{Audit, Finding};
 
-/// The fixture directory: `$NUDMA_FIXTURES`, else `/work/shared/fixtures/hwloc`
-/// (which is `../../../shared/fixtures/hwloc` from this crate).
+/// The fixture directory: `$NUDMA_FIXTURES`, else the repository's `fixtures/hwloc`
+/// (`../../fixtures/hwloc` from this crate).
 pub fn fixtures() -> PathBuf {
-    if let Ok(p) = std::env::var("NUDMA_FIXTURES") {
-        return PathBuf::from(p);
-    }
-    let rel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/hwloc");
-    let dir = if rel.exists() {
-        rel
-    } else {
-        PathBuf::from("/work/shared/fixtures/hwloc")
+    let dir = match std::env::var_os("NUDMA_FIXTURES") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hwloc"),
     };
     assert!(
         dir.join("README.md").exists(),
