@@ -1,0 +1,100 @@
+//! `nudma run` end to end: the JSON contract of DESIGN.md on the README's example, the same
+//! output on one worker or all, `--out` files, and bad input with a located message and
+//! exit status 2.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn example() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/two_socket_server.toml")
+        .display()
+        .to_string()
+}
+
+fn nudma(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nudma"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_prints_the_result_contract_and_a_sweep_is_the_same_on_any_number_of_workers() {
+    let ex = example();
+    let args = |jobs: &'static str| {
+        let mut a = vec![
+            "run",
+            ex.as_str(),
+            "--format",
+            "json",
+            "--set",
+            "workload.antagonist.misses_in_flight=10,40",
+            "--jobs",
+        ];
+        a.push(jobs);
+        a
+    };
+    let (code, one, err) = nudma(&args("1"));
+    assert_eq!(code, 0, "{err}");
+    let (_, two, _) = nudma(&args("2"));
+    assert_eq!(one, two, "identical output");
+    let v: Value = serde_json::from_str(&one).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 4, "one row per point and workload");
+    for r in rows {
+        assert_eq!(r["experiment"], "run");
+        assert_eq!(r["config"], "two_socket_server");
+        assert!(r["params"]["workload"].is_string());
+        assert!(r["params"]["workload.antagonist.misses_in_flight"].is_number());
+        assert!(r["metrics"]["gbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["metrics"]["ops_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            r["metrics"]["latency_ns_p99"].as_f64().unwrap()
+                >= r["metrics"]["latency_ns_p50"].as_f64().unwrap()
+        );
+        assert!(
+            r.get("published").is_none(),
+            "nothing published for a user's run"
+        );
+    }
+}
+
+#[test]
+fn run_out_writes_results_and_window_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let (code, out, err) = nudma(&["run", &example(), "--out", &d]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("nic0_rx") && out.contains("GB/s"), "{out}");
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("counters.json")).unwrap())
+            .unwrap();
+    let links = c["points"][0]["counters"]["links"].as_array().unwrap();
+    assert!(
+        links.iter().any(|l| l["name"] == "link srv.sw →"),
+        "{links:?}"
+    );
+    assert!(dir.path().join("results.json").exists());
+}
+
+#[test]
+fn bad_input_gets_a_message_and_exit_status_2() {
+    let ex = example();
+    let (code, _, err) = nudma(&["run", &ex, "--set", "workload.nope.outstanding=1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no `workload` entry named `nope`"), "{err}");
+    let (code, _, err) = nudma(&["run", &ex, "--set", "measure.duration=3 fortnights"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("measure.duration"), "{err}");
+    let (code, _, err) = nudma(&["run", "ioctopus_r730"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no [[workload]]"), "{err}");
+}

@@ -1,0 +1,170 @@
+//! `nudma run` on the README's own-hardware example (examples/two_socket_server.toml): two
+//! NICs behind one switch share its uplink, cores loading node 0 slow the NVMe's reads of
+//! node 0 through the DRAM queue, and a sweep gives the same rows on one worker or two.
+
+use std::path::Path;
+
+use fabric::scenario::Source;
+use serde_json::Value;
+use studies::run::{self, overrides::Override, PointResult};
+
+fn example() -> Source {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/two_socket_server.toml");
+    run::source(path.to_str().unwrap()).unwrap()
+}
+
+fn sweep(sets: &[&str], jobs: usize) -> Vec<PointResult> {
+    let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    run::run_all(&example(), &run::sweep(&sets), 1, jobs).unwrap()
+}
+
+fn metric(p: &PointResult, workload: &str, m: &str) -> f64 {
+    let row = p
+        .rows
+        .iter()
+        .find(|r| r.params["workload"] == workload)
+        .unwrap_or_else(|| panic!("no row for {workload}"));
+    row.metrics[m].as_f64().unwrap()
+}
+
+/// Bytes per second on a link direction or at a memory node over the window.
+fn counter(p: &PointResult, section: &str, name: &str, field: &str) -> f64 {
+    let list = p.counters[section].as_array().unwrap();
+    let e = list
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {list:?}"));
+    e[field].as_f64().unwrap() / 200e-6
+}
+
+#[test]
+fn two_nics_behind_one_switch_share_its_uplink() {
+    let p = &sweep(&[], 1)[0];
+    assert_eq!(p.rows.len(), 4, "one row per workload");
+    let (a, b) = (metric(p, "nic0_rx", "gbps"), metric(p, "nic1_rx", "gbps"));
+    let uplink_payload = counter(p, "links", "link srv.sw →", "payload_bytes") / 1e9;
+    let uplink_wire = counter(p, "links", "link srv.sw →", "wire_bytes") / 1e9;
+    // Gen3 x16: 8 GT/s × 16 lanes × 128/130 = 15.75 GB/s of symbols.
+    assert!(
+        uplink_wire > 0.98 * 15.75,
+        "the uplink is saturated: {uplink_wire}"
+    );
+    assert!(
+        ((a + b) / uplink_payload - 1.0).abs() < 0.02,
+        "what the NICs deliver is what the uplink carries: {a} + {b} vs {uplink_payload}"
+    );
+    // Each NIC's own x16 link could carry what the uplink does; shared, each gets half.
+    assert!(
+        (a / b - 1.0).abs() < 0.02 && a < 0.55 * uplink_payload,
+        "{a} {b}"
+    );
+    // Every workload moved bytes and lands in node 0's memory.
+    let written = counter(p, "memory", "srv DRAM node0", "written_bytes") / 1e9;
+    assert!(
+        (written / (a + b) - 1.0).abs() < 0.03,
+        "{written} vs {}",
+        a + b
+    );
+}
+
+#[test]
+fn cores_saturating_node0_slow_the_nvme_reads_of_node0() {
+    // The NVMe keeps one 4 KiB read in flight: bound by its round trip, which includes
+    // node 0's DRAM queue; the antagonist's cores sit on node 0 itself.
+    let points = sweep(
+        &[
+            "workload.nvme_write.outstanding=1",
+            "workload.nvme_write.transfer_bytes=4 KiB",
+            "workload.antagonist.cpu_node=0",
+            "workload.antagonist.misses_in_flight=1,400",
+        ],
+        2,
+    );
+    let (quiet, loaded) = (&points[0], &points[1]);
+    let dram = |p: &PointResult| counter(p, "memory", "srv DRAM node0", "read_bytes") / 1e9;
+    // Line reads (and the write-backs of the DDIO lines they evict) fill node 0's 60 GB/s.
+    assert!(
+        dram(loaded) > 0.85 * 60.0,
+        "node 0 loaded: {}",
+        dram(loaded)
+    );
+    let miss = |p: &PointResult| metric(p, "antagonist", "latency_ns_p50");
+    assert!(
+        miss(loaded) > 3.0 * miss(quiet),
+        "queued: {} vs {}",
+        miss(loaded),
+        miss(quiet)
+    );
+    let (q, l) = (
+        metric(quiet, "nvme_write", "gbps"),
+        metric(loaded, "nvme_write", "gbps"),
+    );
+    assert!(l < 0.9 * q, "the NVMe slows: {l} vs {q}");
+    // Its reads wait in the same DRAM queue as the cores' misses: the NVMe's request
+    // latency grows by about what a core's miss does.
+    let nvme = |p: &PointResult| metric(p, "nvme_write", "latency_ns_p50");
+    let (dn, dc) = (nvme(loaded) - nvme(quiet), miss(loaded) - miss(quiet));
+    assert!((dn / dc - 1.0).abs() < 0.3, "NVMe +{dn} ns, cores +{dc} ns");
+    // The NICs' posted writes into the LLC (DDIO) keep their rate.
+    let nic = |p: &PointResult| metric(p, "nic0_rx", "gbps");
+    assert!((nic(loaded) / nic(quiet) - 1.0).abs() < 0.02);
+    assert_eq!(
+        points[1].rows[3].params["workload.antagonist.misses_in_flight"],
+        Value::from(400)
+    );
+}
+
+#[test]
+fn a_sweep_gives_one_row_per_value_the_same_on_one_worker_or_two() {
+    let sets = [
+        "workload.nic0_rx.outstanding=1,4,32",
+        "host.srv.device.nic1.link.width=8,16",
+    ];
+    let one = sweep(&sets, 1);
+    let two = sweep(&sets, 2);
+    assert_eq!(one.len(), 6);
+    let rows = |r: &[PointResult]| -> Vec<Value> {
+        r.iter()
+            .map(|p| studies::report::results_json(&p.rows, &[])["results"].clone())
+            .collect()
+    };
+    assert_eq!(rows(&one), rows(&two));
+    // More requests in flight, no less throughput; a narrower link, no more.
+    let g = |i: usize| metric(&one[i], "nic0_rx", "gbps");
+    assert!(g(0) < g(2) && g(2) <= g(4), "{} {} {}", g(0), g(2), g(4));
+    let nic1 = |i: usize| metric(&one[i], "nic1_rx", "gbps");
+    assert!(nic1(4) < nic1(5) || (nic1(4) - nic1(5)).abs() < 1e-9);
+}
+
+#[test]
+fn bad_overrides_and_workloads_are_named() {
+    let e = run::run_point(
+        &example(),
+        &run::sweep(&[Override::parse("host.srv.device.nic7.link.width=8").unwrap()])[0],
+        1,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("no `host.srv.device` entry named `nic7`"),
+        "{e}"
+    );
+    let e = run::run_point(
+        &example(),
+        &run::sweep(&[Override::parse("workload.nic0_rx.device=srv.gpu").unwrap()])[0],
+        1,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("srv.gpu"), "{e}");
+    assert!(
+        e.to_string().contains("two_socket_server.toml"),
+        "located: {e}"
+    );
+    let e = run::run_point(
+        &example(),
+        &run::sweep(&[Override::parse("host.srv.device.nic0.link.width=0").unwrap()])[0],
+        1,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("width"), "{e}");
+}
