@@ -581,7 +581,7 @@ impl Component<TimedFabric> for DmaJob {
             Event::Delivery(Delivery::ReadData {
                 tag, bytes, last, ..
             }) => self.read_arrived(tf, me, tag, bytes, last),
-            Event::Delivery(Delivery::Mmio { .. }) => {}
+            Event::Delivery(Delivery::Mmio { .. } | Delivery::ReadServed { .. }) => {}
         }
     }
 

@@ -3,9 +3,11 @@
 
 pub mod dma;
 pub mod gpu;
+pub mod pingpong;
 
 pub use dma::{
     pattern_byte, single_access, timed_read, timed_write, DmaJob, DmaOutcome, DmaSpec, DmaStats,
     Op, Ops, PageRoutes, Payload,
 };
 pub use gpu::{pingpong, Counters, Gpu, GpuError};
+pub use pingpong::PingPong;

@@ -189,7 +189,7 @@ impl CpuStream {
                     self.issue_line(net, me, tag);
                 }
             }
-            Delivery::Mmio { .. } => {}
+            Delivery::Mmio { .. } | Delivery::ReadServed { .. } => {}
         }
     }
 }

@@ -217,6 +217,8 @@ struct Tlp {
     data: u64,
     /// A CPU cache-line miss or write-back: served by DRAM, never by DDIO ways.
     cpu: bool,
+    /// The sender wants to hear when the read's data is taken from memory.
+    sample: bool,
     /// Read request this TLP belongs to (reads and completions).
     req: u32,
     /// For a split sub-read: the parent request; NONE otherwise.
@@ -263,6 +265,9 @@ pub struct Issue {
     pub data: u64,
     /// A CPU cache-line miss or write-back (DRAM only, never the DDIO ways).
     pub cpu: bool,
+    /// For a read: tell the owner `Delivery::ReadServed` when memory serves it, so that
+    /// it can take the bytes as they were then (a poll), not when the data arrives.
+    pub sample: bool,
 }
 
 impl Issue {
@@ -278,6 +283,7 @@ impl Issue {
             target,
             data: 0,
             cpu: false,
+            sample: false,
         }
     }
 }
@@ -294,6 +300,9 @@ pub enum Delivery {
         bytes: u32,
         last: bool,
     },
+    /// Memory served the read `tag` (asked for with `Issue::sample`): its bytes are as
+    /// they are now; the data is on its way back.
+    ReadServed { flow: u32, tag: u64 },
     /// A write reached a sink this component owns: `offset` at the target (a BAR offset),
     /// `bytes` long, with its first 8 bytes of data inline (doorbells, MSI data).
     Mmio {
@@ -585,6 +594,7 @@ impl Net {
             owner: i.owner,
             data: i.data,
             cpu: i.cpu,
+            sample: i.sample,
             req: NONE,
             parent: NONE,
             flow: i.flow,
@@ -618,6 +628,7 @@ impl Net {
             owner: i.owner,
             data: 0,
             cpu: i.cpu,
+            sample: i.sample,
             req,
             parent: NONE,
             flow: i.flow,
@@ -929,6 +940,15 @@ impl Net {
                 let ready = start + latency;
                 let rcb = sink.rcb;
                 let r = self.reads[tlp.req as usize];
+                if tlp.sample {
+                    let d = Delivery::ReadServed {
+                        flow: r.flow,
+                        tag: r.tag,
+                    };
+                    self.engine
+                        .schedule_at(ready, Ev::Deliver(r.owner, d))
+                        .expect("future");
+                }
                 let rev = self.routes[tlp.route as usize].reverse;
                 // Completions leave at the read completion boundary; the first wire spaces them.
                 let mut left = tlp.payload;
@@ -951,6 +971,7 @@ impl Net {
                         owner: tlp.owner,
                         data: 0,
                         cpu: tlp.cpu,
+                        sample: false,
                         req: tlp.req,
                         parent: NONE,
                         flow: tlp.flow,

@@ -71,7 +71,7 @@ impl Stream {
                     self.issue(net);
                 }
             }
-            Delivery::Mmio { .. } => {}
+            Delivery::Mmio { .. } | Delivery::ReadServed { .. } => {}
         }
     }
 

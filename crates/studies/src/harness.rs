@@ -41,6 +41,13 @@ pub fn load(name: &str, iommu: &[(&str, bool)]) -> Result<TimedFabric, RunError>
     TimedFabric::new(f, 1).map_err(RunError::from(name))
 }
 
+/// Loads a scenario text (built-in includes resolve) into a timed fabric.
+pub fn load_source(src: &fabric::scenario::Source) -> Result<TimedFabric, RunError> {
+    let s = builtin::load_source(src.clone()).map_err(RunError::from(&src.name))?;
+    let f = Fabric::from_scenario(s).map_err(RunError::from(&src.name))?;
+    TimedFabric::new(f, 1).map_err(RunError::from(&src.name))
+}
+
 /// Resolves an endpoint name to a requester.
 pub fn requester(tf: &TimedFabric, name: &str) -> Result<Requester, RunError> {
     match tf.fabric.resolve(name).map_err(RunError::from(name))? {

@@ -10,7 +10,7 @@
 pub mod overrides;
 pub mod spec;
 
-use devices::{DmaJob, Op, Ops};
+use devices::{DmaJob, Gpu, Op, Ops, PingPong};
 use fabric::scenario::Source;
 use fabric::{builtin, Endpoint, Fabric, Requester};
 use serde_json::{json, Map, Value};
@@ -67,6 +67,7 @@ pub fn run_all(
 enum Handle {
     Dma(ComponentId),
     Stream(ComponentId),
+    PingPong(ComponentId),
 }
 
 /// Runs one point: the scenario with the point's overrides, its workloads together.
@@ -197,6 +198,46 @@ fn build(
             tf.net.timer_at(Time::ZERO, id, 0);
             Ok(Handle::Dma(id))
         }
+        Kind::PingPong { a, b, ram } => {
+            let (ra, rb) = (requester(tf, a)?, requester(tf, b)?);
+            let gpu = |tf: &TimedFabric, r: Requester, name: &str| match r {
+                Requester::Function(n) => Gpu::from_node(tf, n).map_err(RunError::from(name)),
+                _ => Err(RunError(format!("`{name}` is not a GPU"))),
+            };
+            let (ga, gb) = (gpu(tf, ra, a)?, gpu(tf, rb, b)?);
+            // Each counter on a page of its own.
+            let (oa, ob) = (0x1000, 0x2000);
+            let counters = match ram {
+                None => devices::Counters::InGpuMemory {
+                    a_to_b: harness::map_buffer(
+                        tf,
+                        ra,
+                        &format!("{b}.bar{}", gb.memory_bar),
+                        ob,
+                        4,
+                    )?,
+                    b_to_a: harness::map_buffer(
+                        tf,
+                        rb,
+                        &format!("{a}.bar{}", ga.memory_bar),
+                        oa,
+                        4,
+                    )?,
+                    a_offset: oa,
+                    b_offset: ob,
+                },
+                Some(ram) => devices::Counters::InHostRam {
+                    a_writes: harness::map_buffer(tf, ra, ram, ob, 4)?,
+                    b_polls: harness::map_buffer(tf, rb, ram, ob, 4)?,
+                    b_writes: harness::map_buffer(tf, rb, ram, oa, 4)?,
+                    a_polls: harness::map_buffer(tf, ra, ram, oa, 4)?,
+                },
+            };
+            let pp = PingPong::new(tf, ga, gb, counters).map_err(|f| fault(tf, f))?;
+            let id = sim.add(pp);
+            tf.net.timer_at(Time::ZERO, id, 0);
+            Ok(Handle::PingPong(id))
+        }
         Kind::CpuStream {
             host,
             cpu_node,
@@ -236,6 +277,7 @@ fn measure(
         match *h {
             Handle::Dma(id) => sim.get_mut::<DmaJob>(id).expect("dma").reset_stats(),
             Handle::Stream(id) => sim.get_mut::<CpuStream>(id).expect("stream").reset_stats(),
+            Handle::PingPong(id) => sim.get_mut::<PingPong>(id).expect("pingpong").reset_stats(),
         }
     }
     let before = tf.net.counters();
@@ -276,6 +318,16 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Map<String, Valu
                 json!((s.window_latency.count() as f64 / secs).round()),
             );
             latency_metrics(&mut m, &s.window_latency);
+        }
+        Handle::PingPong(id) => {
+            let p = sim.get::<PingPong>(id).expect("pingpong");
+            let rounds = p.rounds.count() as f64;
+            // Two 4-byte counter writes per round trip.
+            m.insert("gbps".into(), json!(round3(rounds * 8.0 / secs / 1e9)));
+            m.insert("ops_per_sec".into(), json!((rounds / secs).round()));
+            latency_metrics(&mut m, &p.rounds);
+            m.insert("wrong_values".into(), json!(p.wrong_values));
+            m.insert("poll_reads".into(), json!(p.polls));
         }
     }
     m

@@ -48,6 +48,13 @@ pub enum Kind {
         op: Direction,
         misses_in_flight: u32,
     },
+    /// Two GPU kernels bounce a counter: A writes B's, B answers in A's. The counters sit
+    /// in each GPU's memory, or in `ram` (host RAM, polled by reads).
+    PingPong {
+        a: String,
+        b: String,
+        ram: Option<String>,
+    },
     /// An NTB adapter's DMA engine copies `transfer_bytes` from `source` to `target`,
     /// `outstanding` copies at a time.
     NtbCopy {
@@ -67,6 +74,7 @@ impl Kind {
             Kind::Dma { .. } => "dma",
             Kind::CpuStream { .. } => "cpu_stream",
             Kind::NtbCopy { .. } => "ntb_copy",
+            Kind::PingPong { .. } => "pingpong",
         }
     }
 }
@@ -125,6 +133,25 @@ struct RawStream {
     mem_node: u32,
     op: Direction,
     misses_in_flight: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPingPong {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    a: String,
+    b: String,
+    counters: Counters,
+    ram: Option<String>,
+}
+
+#[derive(Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Counters {
+    GpuMemory,
+    HostRam,
 }
 
 #[derive(Deserialize)]
@@ -251,7 +278,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 src,
                 span.clone(),
                 Some("workload.kind"),
-                "a workload needs `kind` = \"dma\", \"cpu_stream\" or \"ntb_copy\"",
+                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\" or \"pingpong\"",
             )
         })?;
         let name_of = |t: &toml::Table| {
@@ -302,14 +329,45 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 };
                 (r.name, k)
             }
-            other => {
-                return Err(error(
-                    src,
-                    span,
-                    Some("workload.kind"),
-                    &format!("unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy)"),
-                ))
+            "pingpong" => {
+                let r: RawPingPong = value.try_into().map_err(bad)?;
+                let ram = match (r.counters, r.ram) {
+                    (Counters::HostRam, Some(ram)) => Some(ram),
+                    (Counters::GpuMemory, None) => None,
+                    (Counters::HostRam, None) => {
+                        return Err(error(
+                            src,
+                            span,
+                            Some(&format!("workload.{}.ram", r.name)),
+                            "counters in host RAM need `ram` = \"host.ram.nodeN\"",
+                        ))
+                    }
+                    (Counters::GpuMemory, Some(_)) => {
+                        return Err(error(
+                            src,
+                            span,
+                            Some(&format!("workload.{}.ram", r.name)),
+                            "`ram` is for counters = \"host_ram\"",
+                        ))
+                    }
+                };
+                (
+                    r.name,
+                    Kind::PingPong {
+                        a: r.a,
+                        b: r.b,
+                        ram,
+                    },
+                )
             }
+            other => return Err(error(
+                src,
+                span,
+                Some("workload.kind"),
+                &format!(
+                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong)"
+                ),
+            )),
         };
         let key = |f: &str| format!("workload.{name}.{f}");
         let range = |ok: bool, f: &str, msg: &str| {
@@ -341,6 +399,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     "must be 1 .. 65536 requests in flight",
                 )?;
             }
+            Kind::PingPong { .. } => {}
             Kind::CpuStream {
                 misses_in_flight, ..
             } => range(
