@@ -168,3 +168,62 @@ fn bad_overrides_and_workloads_are_named() {
     .unwrap_err();
     assert!(e.to_string().contains("width"), "{e}");
 }
+
+/// The same copy through `nudma run` and through the catalog's `smartio.ntb_dma`: one
+/// engine, one answer (the experiment adds the engine's set-up time, small at 8 MiB).
+#[test]
+fn an_ntb_copy_workload_agrees_with_the_ntb_dma_experiment() {
+    let text = r#"
+include = ["platforms/smartio.toml"]
+[scenario]
+name = "copy"
+[[host]]
+name = "lender"
+platform = "smartio_host"
+mps_bytes = 128
+[[host.ntb]]
+name = "ntb"
+adapter = "pxh810"
+parent = "rc0"
+[[host]]
+name = "borrower"
+platform = "smartio_host"
+mps_bytes = 128
+[[host.ntb]]
+name = "ntb"
+adapter = "pxh810"
+parent = "rc0"
+[[cable]]
+ends = ["borrower.ntb", "lender.ntb"]
+link = { gen = 3, width = 8 }
+[[workload]]
+name = "copy"
+kind = "ntb_copy"
+ntb = "borrower.ntb"
+source = "borrower.ram"
+source_offset = "1 GiB"
+target = "lender.ram"
+offset = "1 GiB"
+transfer_bytes = "8 MiB"
+outstanding = 1
+[measure]
+warmup = "100 us"
+duration = "5 ms"
+"#;
+    let src = Source {
+        name: "copy.toml".into(),
+        text: text.into(),
+    };
+    let p = run::run_point(&src, &run::sweep(&[])[0], 1).unwrap();
+    let run_gbps = metric(&p, "copy", "gbps");
+    let catalog = studies::smartio::ntb_dma().unwrap();
+    let row = catalog
+        .iter()
+        .find(|r| r.params["bytes"] == Value::from(8u64 << 20))
+        .unwrap();
+    let exp = row.metrics["write_gbps"].as_f64().unwrap();
+    assert!(
+        (run_gbps / exp - 1.0).abs() < 0.01,
+        "run {run_gbps} vs experiment {exp}"
+    );
+}

@@ -360,14 +360,16 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     },
                 )
             }
-            other => return Err(error(
-                src,
-                span,
-                Some("workload.kind"),
-                &format!(
+            other => {
+                return Err(error(
+                    src,
+                    span,
+                    Some("workload.kind"),
+                    &format!(
                     "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong)"
                 ),
-            )),
+                ))
+            }
         };
         let key = |f: &str| format!("workload.{name}.{f}");
         let range = |ok: bool, f: &str, msg: &str| {
