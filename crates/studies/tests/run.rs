@@ -219,7 +219,7 @@ duration = "5 ms"
     let catalog = studies::smartio::ntb_dma().unwrap();
     let row = catalog
         .iter()
-        .find(|r| r.params["bytes"] == Value::from(8u64 << 20))
+        .find(|r| r.params["bytes"] == 8u64 << 20)
         .unwrap();
     let exp = row.metrics["write_gbps"].as_f64().unwrap();
     assert!(
