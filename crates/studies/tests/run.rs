@@ -136,37 +136,25 @@ fn a_sweep_gives_one_row_per_value_the_same_on_one_worker_or_two() {
     assert!(nic1(4) < nic1(5) || (nic1(4) - nic1(5)).abs() < 1e-9);
 }
 
+/// The error of running the example with one override.
+fn error_with(set: &str) -> String {
+    let point = &run::sweep(&[Override::parse(set).unwrap()])[0];
+    run::run_point(&example(), point, 1)
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn bad_overrides_and_workloads_are_named() {
-    let e = run::run_point(
-        &example(),
-        &run::sweep(&[Override::parse("host.srv.device.nic7.link.width=8").unwrap()])[0],
-        1,
-    )
-    .unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("no `host.srv.device` entry named `nic7`"),
-        "{e}"
-    );
-    let e = run::run_point(
-        &example(),
-        &run::sweep(&[Override::parse("workload.nic0_rx.device=srv.gpu").unwrap()])[0],
-        1,
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("srv.gpu"), "{e}");
-    assert!(
-        e.to_string().contains("two_socket_server.toml"),
-        "located: {e}"
-    );
-    let e = run::run_point(
-        &example(),
-        &run::sweep(&[Override::parse("host.srv.device.nic0.link.width=0").unwrap()])[0],
-        1,
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("width"), "{e}");
+    let e = error_with("host.srv.device.nic7.link.width=8");
+    assert!(e.contains("no `host.srv.device` entry named `nic7`"), "{e}");
+    let e = error_with("workload.nic0_rx.device=srv.gpu");
+    assert!(e.contains("srv.gpu"), "{e}");
+    assert!(e.contains("two_socket_server.toml"), "located: {e}");
+    let e = error_with("host.srv.device.nic0.link.width=0");
+    assert!(e.contains("width"), "{e}");
+    let e = error_with("workload.nic0_rx.transfer_bytes=1 GiB");
+    assert!(e.contains("within 4 GiB"), "{e}");
 }
 
 /// The same copy through `nudma run` and through the catalog's `smartio.ntb_dma`: one

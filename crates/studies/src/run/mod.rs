@@ -157,19 +157,7 @@ fn build(
                 Direction::Read => Op::Read { src: bus },
                 Direction::Write => Op::Write { dst: bus },
             };
-            let job = DmaJob::ops(
-                tf,
-                who,
-                dma,
-                op,
-                *transfer_bytes,
-                Ops::Endless,
-                *outstanding as u64,
-            )
-            .map_err(|f| fault(tf, f))?;
-            let id = sim.add(job);
-            tf.net.timer_at(Time::ZERO, id, 0);
-            Ok(Handle::Dma(id))
+            dma_workload(tf, sim, who, dma, op, *transfer_bytes, *outstanding)
         }
         Kind::NtbCopy {
             ntb,
@@ -184,19 +172,8 @@ fn build(
             let region = transfer_bytes * *outstanding as u64;
             let (src, _) = harness::dma_to(tf, who, source, *source_offset, region)?;
             let (dst, dma) = harness::dma_to(tf, who, target, *offset, region)?;
-            let job = DmaJob::ops(
-                tf,
-                who,
-                dma,
-                Op::Copy { src, dst },
-                *transfer_bytes,
-                Ops::Endless,
-                *outstanding as u64,
-            )
-            .map_err(|f| fault(tf, f))?;
-            let id = sim.add(job);
-            tf.net.timer_at(Time::ZERO, id, 0);
-            Ok(Handle::Dma(id))
+            let op = Op::Copy { src, dst };
+            dma_workload(tf, sim, who, dma, op, *transfer_bytes, *outstanding)
         }
         Kind::PingPong { a, b, ram } => {
             let (ra, rb) = (requester(tf, a)?, requester(tf, b)?);
@@ -262,6 +239,24 @@ fn build(
             Ok(Handle::Stream(id))
         }
     }
+}
+
+/// A device's endless DMA operations as a component, started at time zero.
+fn dma_workload(
+    tf: &mut TimedFabric,
+    sim: &mut Sim<TimedFabric>,
+    who: Requester,
+    spec: devices::DmaSpec,
+    op: Op,
+    transfer_bytes: u64,
+    outstanding: u32,
+) -> Result<Handle, RunError> {
+    let in_flight = outstanding as u64;
+    let job = DmaJob::ops(tf, who, spec, op, transfer_bytes, Ops::Endless, in_flight)
+        .map_err(|f| fault(tf, f))?;
+    let id = sim.add(job);
+    tf.net.timer_at(Time::ZERO, id, 0);
+    Ok(Handle::Dma(id))
 }
 
 /// Runs the warm-up, starts every workload's statistics afresh, runs the window; returns

@@ -173,6 +173,8 @@ struct RawCopy {
 
 /// Largest single DMA operation a workload may ask for (the model routes every page).
 pub const MAX_TRANSFER: u64 = 1 << 30;
+/// Largest buffer a DMA workload cycles through.
+pub const MAX_BUFFER: u64 = 4 << 30;
 /// Most operations or misses a workload may keep in flight.
 pub const MAX_IN_FLIGHT: u32 = 1 << 16;
 /// Longest measurement window (simulated), so a run stays tractable.
@@ -399,6 +401,12 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     (1..=MAX_IN_FLIGHT).contains(outstanding),
                     "outstanding",
                     "must be 1 .. 65536 requests in flight",
+                )?;
+                // The buffer the requests cycle through is routed page by page.
+                range(
+                    transfer_bytes * *outstanding as u64 <= MAX_BUFFER,
+                    "outstanding",
+                    "transfer_bytes × outstanding (the buffer the requests cycle through) must stay within 4 GiB",
                 )?;
             }
             Kind::PingPong { .. } => {}
