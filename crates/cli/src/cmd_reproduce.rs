@@ -33,7 +33,9 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
     for (i, e) in experiments.iter().enumerate() {
         let t = Instant::now();
         eprint!("[{}/{n}] {} … ", i + 1, e.info.id);
-        let r = (e.run)().map_err(|err| anyhow::anyhow!("{}: {err}", e.info.id))?;
+        let r = e
+            .run()
+            .map_err(|err| anyhow::anyhow!("{}: {err}", e.info.id))?;
         eprintln!("{} results in {:.1} s", r.len(), t.elapsed().as_secs_f64());
         runs.extend(r);
     }

@@ -98,3 +98,61 @@ fn bad_input_gets_a_message_and_exit_status_2() {
     assert_eq!(code, 2);
     assert!(err.contains("no [[workload]]"), "{err}");
 }
+
+/// A built-in experiment file runs under `run` as under `reproduce`; a copy with other
+/// hardware runs too, and is not compared with what was published for the original.
+#[test]
+fn experiment_files_run_as_reproduce_runs_them_and_copies_take_other_hardware() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/experiments/smartio.ram_latency.toml")
+        .display()
+        .to_string();
+    let (code, out, err) = nudma(&["run", &file, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, rep, _) = nudma(&["reproduce", "smartio.ram_latency", "--format", "json"]);
+    assert_eq!(out, rep, "one experiment, one answer");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let b2b = &v["results"][0];
+    assert_eq!(b2b["published"]["oneway_ns"]["basis"], "calibration");
+    // The user's copy of the NTB DMA experiment, with a larger MPS on both hosts.
+    let file = file.replace("smartio.ram_latency", "smartio.ntb_dma");
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let copy = dir.path().join("mine.toml");
+    std::fs::write(&copy, text).unwrap();
+    let copy = copy.display().to_string();
+    let (code, out, err) = nudma(&[
+        "run",
+        &copy,
+        "--format",
+        "json",
+        "--set",
+        "platform.smartio_host.timing.cpu_mmio_write_ns=145",
+    ]);
+    assert_eq!(code, 2, "the platform lives in an include: {out}");
+    assert!(err.contains("platform"), "{err}");
+    let mps = |m: &str| {
+        let (code, out, err) = nudma(&[
+            "run",
+            &copy,
+            "--format",
+            "json",
+            "--set",
+            &format!("host.borrower.mps_bytes={m}"),
+            "--set",
+            &format!("host.lender.mps_bytes={m}"),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("not compared"), "{err}");
+        serde_json::from_str::<Value>(&out).unwrap()
+    };
+    let (small, large) = (mps("128"), mps("256"));
+    let last = |v: &Value| v["results"].as_array().unwrap().last().unwrap().clone();
+    assert!(last(&small).get("published").is_none());
+    assert_eq!(last(&large)["params"]["host.borrower.mps_bytes"], 256);
+    let w = |v: &Value| last(v)["metrics"]["write_gbps"].as_f64().unwrap();
+    assert!(
+        w(&large) > 1.1 * w(&small),
+        "larger posted writes, less overhead"
+    );
+}

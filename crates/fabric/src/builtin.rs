@@ -42,6 +42,17 @@ fn scenario_files() -> impl Iterator<Item = (&'static str, &'static str)> {
     FILES.iter().copied().filter(|(p, _)| !p.contains('/'))
 }
 
+/// The built-in experiment files (`scenarios/experiments/*.toml`), in name order.
+pub fn experiment_files() -> impl Iterator<Item = Source> {
+    FILES
+        .iter()
+        .filter(|(p, _)| p.starts_with("experiments/"))
+        .map(|(p, t)| Source {
+            name: format!("builtin:{p}"),
+            text: t.to_string(),
+        })
+}
+
 /// Names of the built-in scenarios.
 pub fn names() -> Vec<&'static str> {
     scenario_files()

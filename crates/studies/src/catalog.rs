@@ -1,9 +1,9 @@
 //! The experiment catalog: every ID of EXPERIMENTS.md by study, and the ones this build
 //! implements with the function that runs each.
 
+use crate::experiment;
 use crate::harness::RunError;
 use crate::result::{ExperimentInfo, Reference, Run};
-use crate::smartio;
 
 /// Every experiment ID of EXPERIMENTS.md, by study (`engine.phold` runs by `nudma bench`).
 pub const ALL: &[(&str, &[&str])] = &[
@@ -53,32 +53,28 @@ pub const ALL: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Runs an experiment: every config and parameter value it lists.
-pub type RunFn = fn() -> Result<Vec<Run>, RunError>;
-
-/// An implemented experiment.
+/// An implemented experiment: a built-in experiment file (`scenarios/experiments/`).
 pub struct Experiment {
     pub info: ExperimentInfo,
-    pub run: RunFn,
+    file: &'static experiment::Experiment,
+}
+
+impl Experiment {
+    /// Runs every config and parameter value it lists.
+    pub fn run(&self) -> Result<Vec<Run>, RunError> {
+        self.file.run(&[])
+    }
 }
 
 /// The experiments this build runs, in catalog order.
 pub fn implemented() -> Vec<Experiment> {
-    let runs: [(&str, RunFn); 4] = [
-        ("smartio.ram_latency", smartio::ram_latency),
-        ("smartio.ntb_dma", smartio::ntb_dma),
-        ("smartio.gpu_dma", smartio::gpu_dma),
-        ("smartio.p2p", smartio::p2p),
-    ];
-    let infos = smartio::infos();
-    runs.into_iter()
-        .map(|(id, run)| Experiment {
-            info: infos
-                .iter()
-                .find(|i| i.id == id)
-                .expect("every implemented experiment has an info")
-                .clone(),
-            run,
+    let files = experiment::builtin();
+    ALL.iter()
+        .flat_map(|(_, ids)| ids.iter())
+        .filter_map(|id| files.iter().find(|e| e.info.id == *id))
+        .map(|file| Experiment {
+            info: file.info.clone(),
+            file,
         })
         .collect()
 }
@@ -86,7 +82,10 @@ pub fn implemented() -> Vec<Experiment> {
 /// Published reference points of every implemented experiment, each with its basis: the
 /// parameters fitted on it (calibration) or none (prediction).
 pub fn references() -> Vec<Reference> {
-    smartio::references()
+    experiment::builtin()
+        .iter()
+        .flat_map(|e| e.references.iter().cloned())
+        .collect()
 }
 
 /// The study an experiment ID belongs to.

@@ -2,6 +2,7 @@
 //! drive the systems and device models, and reports (tables, JSON, SVG plots).
 
 pub mod catalog;
+pub mod experiment;
 pub mod harness;
 pub mod plot;
 pub mod report;

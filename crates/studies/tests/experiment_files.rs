@@ -1,0 +1,83 @@
+//! Experiment files: every built-in one loads and names its published values with a basis;
+//! a malformed one is refused with the file and the reason.
+
+use fabric::scenario::Source;
+use studies::experiment::{builtin, Experiment};
+use studies::result::Basis;
+
+#[test]
+fn the_built_in_files_are_the_implemented_catalog() {
+    let ids: Vec<&str> = builtin().iter().map(|e| e.info.id).collect();
+    assert_eq!(
+        ids,
+        [
+            "smartio.gpu_dma",
+            "smartio.ntb_dma",
+            "smartio.p2p",
+            "smartio.ram_latency"
+        ]
+    );
+    let refs: Vec<_> = builtin().iter().flat_map(|e| e.references.iter()).collect();
+    assert_eq!(refs.len(), 12);
+    let calibrated = refs
+        .iter()
+        .filter(|r| matches!(r.basis, Basis::Calibration(p) if !p.is_empty()))
+        .count();
+    assert_eq!(
+        calibrated, 6,
+        "six points were fitted on, six are predicted"
+    );
+}
+
+fn parse(text: &str) -> String {
+    let src = Source {
+        name: "mine.toml".into(),
+        text: text.into(),
+    };
+    Experiment::parse(&src).unwrap_err().to_string()
+}
+
+const BASE: &str = r#"
+[experiment]
+id = "x.y"
+description = "d"
+window = "w"
+plot = ["m"]
+[[config]]
+name = "c"
+scenario = "smartio_pxh810_b2b"
+[[metric]]
+name = "m"
+probe = "cpu_store_oneway"
+args = { from = "borrower", to = "lender" }
+"#;
+
+#[test]
+fn malformed_experiment_files_are_refused_with_the_reason() {
+    let e = parse(&BASE.replace("cpu_store_oneway", "teleport"));
+    assert!(
+        e.contains("mine.toml") && e.contains("unknown probe `teleport`"),
+        "{e}"
+    );
+    let e = parse(&format!(
+        "{BASE}[[published]]\nmetric = \"m\"\nvalue = 1.0\nbasis = \"calibration\"\nsource = \"s\"\n"
+    ));
+    assert!(e.contains("names the `parameters` fitted on it"), "{e}");
+    let e = parse(&format!(
+        "{BASE}[[published]]\nmetric = \"q\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
+    ));
+    assert!(e.contains("unknown metric `q`"), "{e}");
+    let e = parse(&BASE.replace("window = \"w\"\n", "window = \"w\"\nwindows = 2\n"));
+    assert!(e.contains("mine.toml:") && e.contains("windows"), "{e}");
+    // A probe's missing argument is named when it runs.
+    let src = Source {
+        name: "mine.toml".into(),
+        text: BASE.replace(", to = \"lender\"", ""),
+    };
+    let e = Experiment::parse(&src)
+        .unwrap()
+        .run(&[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs argument `to`"), "{e}");
+}
