@@ -1,7 +1,8 @@
 //! The flow-level model: closed-form estimates over the same timed routes the TLP-level
 //! network runs, for sweeps and as an independent check of the simulation. Zero-load
-//! latency is the sum of a route's serializations, propagations and delays; a stream's
-//! rate is the smallest of its bottlenecks — each wire's payload efficiency × rate, each
+//! latency is the sum of a route's serializations, propagations and delays (a memory
+//! latency matrix's delay included, once per round trip); a stream's rate is the smallest
+//! of its bottlenecks — each wire's payload efficiency × rate, each pacer's rate, each
 //! credit loop (credits × payload ÷ loop time), the requester's tags × request size ÷
 //! round trip, a splitting root's tags × split size ÷ its round trip and its split size ÷
 //! its re-issue gap, and the sink.
@@ -37,9 +38,9 @@ impl Net {
                     };
                     t += serialize(bytes, w.ps_per_kib) + w.latency;
                 }
-                Hop::Delay(d) => t += d,
+                Hop::Delay(d) | Hop::MemoryDelay(d) => t += d,
                 Hop::Iommu(i) => t += self.iotlb_hit(i),
-                Hop::RootSplit(_) | Hop::Sink(..) => {}
+                Hop::RootSplit(_) | Hop::Pace(_) | Hop::Sink(..) => {}
             }
         }
         t
@@ -128,6 +129,12 @@ impl Net {
         if c.gbps < best.gbps {
             best = c;
         }
+        // A pacer on the way out reserves each read's bytes as it passes.
+        let paced = hops.iter().filter(|h| matches!(h, Hop::Pace(_))).copied();
+        let c = self.bottleneck(&paced.collect::<Vec<_>>(), size, false, 0);
+        if c.gbps < best.gbps {
+            best = c;
+        }
         best
     }
 
@@ -155,6 +162,17 @@ impl Net {
             bottleneck: "nothing".into(),
         };
         for (i, h) in hops.iter().enumerate() {
+            if let Hop::Pace(p) = *h {
+                let pc = self.pacer(p);
+                let g = payload as f64 / ps(serialize(payload, pc.ps_per_kib)) * 1000.0;
+                if g < best.gbps {
+                    best = FlowEstimate {
+                        gbps: g,
+                        bottleneck: format!("{} at {} B per TLP", pc.name, payload),
+                    };
+                }
+                continue;
+            }
             let Hop::Wire(wid) = *h else { continue };
             let w = self.wire(wid);
             let bytes = if w.pcie {
@@ -177,7 +195,7 @@ impl Net {
                 let mut hold = ser + ps(w.latency);
                 for nh in &hops[i + 1..] {
                     match *nh {
-                        Hop::Delay(d) => hold += ps(d),
+                        Hop::Delay(d) | Hop::MemoryDelay(d) => hold += ps(d),
                         Hop::Iommu(x) => hold += ps(self.iotlb_hit(x)),
                         _ => break,
                     }

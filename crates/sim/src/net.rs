@@ -5,8 +5,11 @@
 //! control at the receiver), `Delay` (a switch chip, an NTB translation, a root
 //! complex's forwarding), `Iommu` (IOTLB hit or miss), `RootSplit` (a root complex that
 //! forwards a peer-to-peer read re-issues it as small reads, with a fixed number of
-//! outstanding ones and a minimum gap between them) and, last, `Sink` (DRAM or device
-//! memory: bandwidth, latency, and for reads completions at the read completion boundary).
+//! outstanding ones and a minimum gap between them), `MemoryDelay` (what a platform's
+//! memory latency matrix adds to an access beyond the modelled hops, request direction
+//! only), `Pace` (a bandwidth limit shared by routes without a wire of its own: a CPU
+//! node's share of a memory node) and, last, `Sink` (DRAM or device memory: bandwidth,
+//! latency, and for reads completions at the read completion boundary).
 //! Completions travel the reverse route. Every TLP belongs to a component (a device
 //! model, a driver, a CPU agent: see `component`), which is told when its posted writes
 //! land and its read data arrives, and which may own sinks (a BAR's registers, an
@@ -43,6 +46,13 @@ pub enum Hop {
     Iommu(u32),
     /// A root complex forwarding a read peer-to-peer: split and tag-limited.
     RootSplit(u32),
+    /// A delay on the request direction only (completions do not pay it again): the part
+    /// of a memory access's latency that the platform's latency matrix adds beyond the
+    /// modelled hops, so a read's round trip and a write's landing each see it once.
+    MemoryDelay(Time),
+    /// A pacer (`Net::add_pacer`): a FIFO bandwidth limit that adds no latency at zero
+    /// load; a read reserves the bytes it asks for, a write its payload.
+    Pace(u32),
     /// The last hop; `true` when a write may allocate in the LLC (DDIO: the writer's root
     /// is on the memory's own package).
     Sink(u32, bool),
@@ -174,6 +184,17 @@ pub struct Splitter {
     next_issue: Time,
     wake_pending: bool,
     waiting: VecDeque<u32>,
+}
+
+/// A bandwidth limit without a place of its own (a CPU node's share of a memory node):
+/// TLPs pass in FIFO order, each taking its bytes' time at the rate; one that finds it
+/// free passes at once, so it shapes rate, not zero-load latency.
+#[derive(Clone, Debug)]
+pub struct Pacer {
+    pub name: String,
+    pub ps_per_kib: u64,
+    free_at: Time,
+    pub bytes: u64,
 }
 
 /// An IOMMU's translation cache.
@@ -358,6 +379,7 @@ pub struct Net {
     sinks: Vec<Sink>,
     splitters: Vec<Splitter>,
     iotlbs: Vec<Iotlb>,
+    pacers: Vec<Pacer>,
     routes: Vec<Route>,
     tlps: Vec<Tlp>,
     free_tlps: Vec<u32>,
@@ -375,6 +397,7 @@ impl Net {
             sinks: Vec::new(),
             splitters: Vec::new(),
             iotlbs: Vec::new(),
+            pacers: Vec::new(),
             routes: Vec::new(),
             tlps: Vec::new(),
             free_tlps: Vec::new(),
@@ -490,6 +513,21 @@ impl Net {
         self.iotlbs.len() as u32 - 1
     }
 
+    /// Adds a pacer of `gbps` (see `Hop::Pace`).
+    pub fn add_pacer(&mut self, name: &str, gbps: f64) -> u32 {
+        self.pacers.push(Pacer {
+            name: name.to_string(),
+            ps_per_kib: (1024.0 * 1000.0 / gbps).round() as u64,
+            free_at: Time::ZERO,
+            bytes: 0,
+        });
+        self.pacers.len() as u32 - 1
+    }
+
+    pub fn pacer(&self, p: u32) -> &Pacer {
+        &self.pacers[p as usize]
+    }
+
     /// Registers a route (request direction, ending in a sink) and its reverse.
     pub fn add_route(&mut self, hops: Vec<Hop>) -> u32 {
         let id = self.routes.len() as u32;
@@ -499,7 +537,11 @@ impl Net {
             .filter(|h| !matches!(h, Hop::Sink(..)))
             .map(|h| match *h {
                 Hop::Wire(w) => Hop::Wire(self.wires[w as usize].reverse),
-                Hop::RootSplit(_) | Hop::Iommu(_) => Hop::Delay(Time::ZERO),
+                // Zero delays keep the reverse route aligned hop for hop (split reads
+                // rejoin it by index).
+                Hop::RootSplit(_) | Hop::Iommu(_) | Hop::MemoryDelay(_) | Hop::Pace(_) => {
+                    Hop::Delay(Time::ZERO)
+                }
                 other => other,
             })
             .collect();
@@ -719,7 +761,7 @@ impl Net {
                 return;
             };
             match hop {
-                Hop::Delay(d) => {
+                Hop::Delay(d) | Hop::MemoryDelay(d) => {
                     self.tlps[t as usize].pos += 1;
                     if d == Time::ZERO {
                         continue;
@@ -756,6 +798,19 @@ impl Net {
                     } else {
                         wire.queues[class].push_back(t);
                     }
+                    return;
+                }
+                Hop::Pace(p) => {
+                    self.tlps[t as usize].pos += 1;
+                    let now = self.now();
+                    let pc = &mut self.pacers[p as usize];
+                    let start = now.max(pc.free_at);
+                    pc.free_at = start + serialize(tlp.payload, pc.ps_per_kib);
+                    pc.bytes += tlp.payload as u64;
+                    if start == now {
+                        continue;
+                    }
+                    self.engine.schedule_at(start, Ev::Hop(t)).expect("future");
                     return;
                 }
                 Hop::RootSplit(s) if tlp.kind == Kind::Read => {

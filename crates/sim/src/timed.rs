@@ -3,16 +3,25 @@
 //! becomes a timed route. Parameters come from the platform's `timing` table, the chip
 //! and adapter catalog and each device's `timing` table; a missing one is an error that
 //! names it, never a silent default.
+//!
+//! A platform's memory matrices (`[platform.X.memory]`, row = CPU node, column = memory
+//! node) drive memory timing when present. Latency: a line read from node i's package
+//! into node j's DRAM takes `latency_ns[i][j]` at zero load — the interconnect wires
+//! charge what they charge, node j's DRAM sink the smallest remainder over its column
+//! (normally the local access, so LLC and DDIO hits keep their own latency) and a
+//! `Hop::MemoryDelay` the rest. Bandwidth: CPU streams from i against j pass a pacer at
+//! `bandwidth_gbps[i][j]`; DMA keeps the node's `dram_gbps` sink.
 
 use fabric::{
-    Access, CableEnd, Fabric, Fault, NodeKind, Path, Request, Requester, Step, Target, UncoreHop,
+    Access, CableEnd, Fabric, Fault, Host, NodeKind, Path, Platform, Request, Requester, Step,
+    Target, UncoreHop,
 };
 use rustc_hash::FxHashMap;
 
 use crate::component::HasNet;
 use crate::cpu_stream::{CpuStream, StreamOp, StreamSpec};
-use crate::net::{Hop, Net};
-use crate::pcie;
+use crate::net::{coherent_bytes, Hop, Net};
+use crate::pcie::{self, serialize};
 use crate::time::Time;
 
 /// The keys of a platform's timing table.
@@ -69,6 +78,12 @@ pub struct TimedFabric {
     cable_wires: Vec<[u32; 2]>,
     ic_wires: Vec<Vec<[u32; 2]>>,
     ram_sinks: Vec<Vec<u32>>,
+    /// Per host with a latency matrix: the `MemoryDelay` of an access from CPU node i
+    /// to memory node j, `[i][j]`.
+    mem_delay: Vec<Option<Vec<Vec<Time>>>>,
+    /// Per host with a bandwidth matrix: the pacer of CPU streams from node i against
+    /// node j, `[i][j]`.
+    mem_pacers: Vec<Option<Vec<Vec<u32>>>>,
     bar_sinks: Vec<u32>,
     splitters: Vec<u32>,
     iotlbs: Vec<u32>,
@@ -182,6 +197,8 @@ impl TimedFabric {
         }
         let mut ic_wires = Vec::new();
         let mut ram_sinks = Vec::new();
+        let mut mem_delay = Vec::new();
+        let mut mem_pacers = Vec::new();
         let mut splitters = vec![NONE; topo.nodes.len()];
         let mut iotlbs = Vec::new();
         for h in topo.hosts.iter() {
@@ -203,6 +220,30 @@ impl TimedFabric {
                 );
                 wires.push([a, b]);
             }
+            let (dram, delay) = match &p.latency_ns {
+                Some(m) => {
+                    let (dram, delay) = matrix_latency(&net, p, h, &wires, m)?;
+                    (dram, Some(delay))
+                }
+                None => (vec![ns(pt.dram_latency_ns); p.numa_nodes() as usize], None),
+            };
+            mem_delay.push(delay);
+            mem_pacers.push(p.bandwidth_gbps.as_ref().map(|bw| {
+                bw.iter()
+                    .enumerate()
+                    .map(|(i, row)| {
+                        row.iter()
+                            .enumerate()
+                            .map(|(j, &gbps)| {
+                                net.add_pacer(
+                                    &format!("{} cores node{i} from node{j}", h.name),
+                                    gbps,
+                                )
+                            })
+                            .collect()
+                    })
+                    .collect()
+            }));
             ic_wires.push(wires);
             ram_sinks.push(
                 (0..p.numa_nodes())
@@ -212,8 +253,8 @@ impl TimedFabric {
                         let sink = net.add_sink(
                             &format!("{} DRAM node{n}", h.name),
                             pt.dram_gbps,
-                            ns(pt.dram_latency_ns),
-                            ns(pt.dram_latency_ns),
+                            dram[n as usize],
+                            dram[n as usize],
                             pt.rcb_bytes,
                         );
                         let ddio_bytes = p.llc_bytes * p.ddio_ways as u64
@@ -307,6 +348,8 @@ impl TimedFabric {
             cable_wires,
             ic_wires,
             ram_sinks,
+            mem_delay,
+            mem_pacers,
             bar_sinks,
             splitters,
             iotlbs,
@@ -380,11 +423,22 @@ impl TimedFabric {
             ));
         }
         let (from, to) = (p.package_of_node(cpu_node), p.package_of_node(mem_node));
-        let mut hops: Vec<Hop> = h
-            .uncore_path(from, to)
-            .iter()
-            .map(|u| Hop::Wire(self.ic_wire(host, u)))
+        let (i, j) = (cpu_node as usize, mem_node as usize);
+        let mut hops: Vec<Hop> = self.mem_pacers[host as usize]
+            .as_ref()
+            .map(|pacers| Hop::Pace(pacers[i][j]))
+            .into_iter()
             .collect();
+        hops.extend(
+            h.uncore_path(from, to)
+                .iter()
+                .map(|u| Hop::Wire(self.ic_wire(host, u))),
+        );
+        if let Some(d) = self.mem_delay[host as usize].as_ref().map(|d| d[i][j]) {
+            if d > Time::ZERO {
+                hops.push(Hop::MemoryDelay(d));
+            }
+        }
         let sink = self.ram_sinks[host as usize][mem_node as usize];
         hops.push(Hop::Sink(sink, false));
         let route = self.net.add_route(hops);
@@ -412,6 +466,27 @@ impl TimedFabric {
             fill_llc: Some(self.ram_sinks[host as usize][cpu_node as usize]),
             fills_per_eviction,
         }))
+    }
+
+    /// The latency matrix's delay on a route into `node`'s DRAM of `host` whose steps in
+    /// that host are `steps`, if the platform has a matrix and it is not zero. The row
+    /// is the package where the request joins the host's coherent fabric — the root's
+    /// for DMA (for a root on an I/O hub, the first package it reaches), the cores' for a
+    /// CPU access — taken as that package's first node.
+    fn memory_delay(&self, steps: &[Step], host: u32, node: u32) -> Option<Time> {
+        let delay = self.mem_delay[host as usize].as_ref()?;
+        let p = self.fabric.topo.platform_of(host);
+        let entry = steps
+            .iter()
+            .find_map(|s| match *s {
+                Step::Interconnect { host: h, hop } if h == host => {
+                    [hop.from, hop.to].into_iter().find(|&v| v < p.packages)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| p.package_of_node(node));
+        let d = delay[(entry * p.nodes_per_package) as usize][node as usize];
+        (d > Time::ZERO).then_some(d)
     }
 
     /// The wire of one interconnect hop of `host`, in its direction of travel.
@@ -499,6 +574,11 @@ impl TimedFabric {
         let local = !path.steps[in_target..]
             .iter()
             .any(|s| matches!(s, Step::Interconnect { .. }));
+        if let Target::Ram { host, node, .. } = *target {
+            if let Some(d) = self.memory_delay(&path.steps[in_target..], host, node) {
+                hops.push(Hop::MemoryDelay(d));
+            }
+        }
         hops.push(match *target {
             Target::Ram { host, node, .. } => {
                 Hop::Sink(self.ram_sinks[host as usize][node as usize], local)
@@ -639,4 +719,78 @@ impl TimedFabric {
             }
         }
     }
+}
+
+/// What the wires of `host`'s interconnect path from node `i`'s package to node `j`'s
+/// take at zero load for one line read (the request there, the 64 B line back), and
+/// how many links it crosses.
+fn line_wire_time(
+    net: &Net,
+    p: &Platform,
+    h: &Host,
+    wires: &[[u32; 2]],
+    i: u32,
+    j: u32,
+) -> (Time, usize) {
+    let (from, to) = (p.package_of_node(i), p.package_of_node(j));
+    if from == to {
+        return (Time::ZERO, 0);
+    }
+    let path = h.uncore_path(from, to);
+    let t = path
+        .iter()
+        .map(|hop| {
+            let l = &p.interconnect[hop.link as usize];
+            let dir = usize::from(l.a != hop.from);
+            let (go, back) = (
+                net.wire(wires[hop.link as usize][dir]),
+                net.wire(wires[hop.link as usize][1 - dir]),
+            );
+            serialize(coherent_bytes(0), go.ps_per_kib)
+                + go.latency
+                + serialize(coherent_bytes(64), back.ps_per_kib)
+                + back.latency
+        })
+        .fold(Time::ZERO, |a, b| a + b);
+    (t, path.len())
+}
+
+/// Splits a latency matrix into each node's DRAM sink latency and the `MemoryDelay` of
+/// each (CPU node, memory node) pair, so that a line read's zero-load latency is the
+/// entry exactly. The sink takes the smallest remainder of its column (the local entry
+/// on any machine where local is fastest: LLC and DDIO hits then pay no delay). An entry
+/// below what its interconnect wires alone take is an error naming the pair: the matrix
+/// and the link latencies contradict each other, and running anyway would not honour
+/// the matrix.
+fn matrix_latency(
+    net: &Net,
+    p: &Platform,
+    h: &Host,
+    wires: &[[u32; 2]],
+    m: &[Vec<f64>],
+) -> Result<(Vec<Time>, Vec<Vec<Time>>), TimingError> {
+    let n = p.numa_nodes() as usize;
+    let mut dram_part = vec![vec![Time::ZERO; n]; n];
+    for (i, row) in m.iter().enumerate() {
+        for (j, &entry_ns) in row.iter().enumerate() {
+            let (wire, links) = line_wire_time(net, p, h, wires, i as u32, j as u32);
+            let entry = ns(entry_ns);
+            if entry < wire {
+                return Err(TimingError(format!(
+                    "platform `{}`: memory.latency_ns[{i}][{j}] = {entry_ns} ns (CPU node {i}, memory node {j}) is below the {:.1} ns its {links} interconnect link crossing(s) take at zero load for a 64 B line (the links' latency_ns or interconnect_latency_ns, and serialization); raise the entry or lower those latencies",
+                    p.name,
+                    wire.as_ns_f64()
+                )));
+            }
+            dram_part[i][j] = entry - wire;
+        }
+    }
+    let dram: Vec<Time> = (0..n)
+        .map(|j| (0..n).map(|i| dram_part[i][j]).min().unwrap_or(Time::ZERO))
+        .collect();
+    let delay = dram_part
+        .iter()
+        .map(|row| row.iter().zip(&dram).map(|(&d, &s)| d - s).collect())
+        .collect();
+    Ok((dram, delay))
 }
