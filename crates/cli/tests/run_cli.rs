@@ -156,3 +156,51 @@ fn experiment_files_run_as_reproduce_runs_them_and_copies_take_other_hardware() 
         "larger posted writes, less overhead"
     );
 }
+
+/// A real machine exported by `inspect` takes workloads and runs: a GPU reading the other
+/// node's memory beside cores that stream it.
+#[test]
+fn an_exported_real_machine_runs_workloads() {
+    let xml = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/hwloc/xml/32em64t-2n8c2t-pci-normalio.xml")
+        .display()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conan.toml");
+    let f = file.display().to_string();
+    let (code, _, err) = nudma(&["inspect", "--hwloc", &xml, "--export", &f]);
+    assert_eq!(code, 0, "{err}");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(
+        r#"
+[[workload]]
+name = "gpu_read"
+kind = "dma"
+device = "conan.dev_0000_03_00_0"
+target = "conan.ram.node1"
+op = "read"
+transfer_bytes = "64 KiB"
+outstanding = 4
+
+[[workload]]
+name = "cores"
+kind = "cpu_stream"
+host = "conan"
+cpu_node = 0
+mem_node = 1
+op = "read"
+misses_in_flight = 40
+
+[measure]
+warmup = "10 us"
+duration = "100 us"
+"#,
+    );
+    std::fs::write(&file, text).unwrap();
+    let (code, out, err) = nudma(&["run", &f, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["metrics"]["gbps"].as_f64().unwrap() > 1.0), "{rows:?}");
+}
