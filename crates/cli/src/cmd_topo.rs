@@ -210,15 +210,7 @@ fn request_for(
     let src = f.resolve(from)?;
     match fabric::units::parse_size(to) {
         Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
-            let requester = match src {
-                fabric::Endpoint::Node(n) | fabric::Endpoint::Bar { node: n, .. } => {
-                    Requester::Function(n)
-                }
-                fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
-                fabric::Endpoint::Ram { .. } => {
-                    anyhow::bail!("RAM is not a requester: use `host.cpuN` or a device")
-                }
-            };
+            let requester = requester_of(f, src)?;
             Ok((
                 Request {
                     requester,
@@ -230,11 +222,51 @@ fn request_for(
             ))
         }
         _ => {
-            let dst = f.resolve(to)?;
-            Ok(f.plan_access(src, dst, offset, len, access)
-                .with_context(|| format!("setting up an access from {from} to {to}"))?)
+            // What a driver would do: map the target for the requester through the host
+            // layer's DMA API, which programs windows, requester entries and IOMMU pages.
+            let requester = requester_of(f, src)?;
+            let (host, addr) = f.resolve_address(to, offset)?;
+            let m = host::Hosts::with(f, |h, f| {
+                h.dma_map_single(
+                    f,
+                    requester,
+                    host::PhysAddr { host, addr },
+                    len as u64,
+                    host::DmaDirection::Bidirectional,
+                )
+                .map(|m| (m, h.take_log()))
+            })
+            .with_context(|| format!("setting up an access from {from} to {to}"))?;
+            Ok((
+                Request {
+                    requester,
+                    addr: m.0.addr.0,
+                    len,
+                    access,
+                },
+                m.1,
+            ))
         }
     }
+}
+
+fn requester_of(f: &Fabric, e: fabric::Endpoint) -> anyhow::Result<Requester> {
+    Ok(match e {
+        fabric::Endpoint::Node(n) => match f.topo.node(n).kind {
+            fabric::NodeKind::Function { .. } | fabric::NodeKind::NtbFunction { .. } => {
+                Requester::Function(n)
+            }
+            _ => anyhow::bail!(
+                "`{}` is a switch or root complex, not a requester",
+                f.topo.node_label(n)
+            ),
+        },
+        fabric::Endpoint::Bar { node, .. } => Requester::Function(node),
+        fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
+        fabric::Endpoint::Ram { .. } => {
+            anyhow::bail!("RAM is not a requester: use `host.cpuN` or a device")
+        }
+    })
 }
 
 /// On a fresh timed copy of the scenario: the zero-load time of one request and, for a

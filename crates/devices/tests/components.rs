@@ -315,16 +315,22 @@ fn an_unmapped_page_faults_in_the_timed_path_too() {
     let mut tf = r730(true);
     let nic_node = node(&tf, "server.nic.pf0");
     let nic = Requester::Function(nic_node);
-    let rid = tf.fabric.topo.node(nic_node).rid;
-    let (_, addr) = tf
+    let (host, addr) = tf
         .fabric
         .resolve_address("server.ram.node0", 0x10_0000)
         .unwrap();
-    let d = tf.fabric.iommu_create_domain(0);
-    tf.fabric.iommu_attach(0, rid, d).unwrap();
-    tf.fabric
-        .iommu_map(0, d, addr, addr, 4096, fabric::iommu::Perm::RW)
-        .unwrap();
+    // Mapped the way a driver maps (identity policy: the DMA address is the bus address).
+    let m = host::Hosts::with(&mut tf.fabric, |h, f| {
+        h.dma_map_single(
+            f,
+            nic,
+            host::PhysAddr { host, addr },
+            4096,
+            host::DmaDirection::Bidirectional,
+        )
+    })
+    .unwrap();
+    assert_eq!(m.addr.0, addr);
     let req = Request {
         requester: nic,
         addr,
@@ -332,7 +338,7 @@ fn an_unmapped_page_faults_in_the_timed_path_too() {
         access: Access::Write,
     };
     assert!(tf.route(&req).is_ok(), "mapped: routed (and cached)");
-    tf.fabric.iommu_unmap(0, d, addr, 4096).unwrap();
+    host::Hosts::with(&mut tf.fabric, |h, f| h.dma_unmap_single(f, &m)).unwrap();
     let f = tf.route(&req).unwrap_err();
     assert_eq!(f.kind, fabric::FaultKind::IommuNotMapped);
     // A DMA job planned on the unmapped page is refused before it runs.

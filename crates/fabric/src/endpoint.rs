@@ -1,14 +1,10 @@
 //! Names a user types for things in a fabric — `host.device`, `host.device.pfN`,
 //! `host.device[.pfN].barN`, `host.ram`, `host.ram.nodeN`, `host.cpu`, `host.cpuN`, a
-//! switch or NTB by name — and `plan_access`, which sets up what an access between two
-//! named endpoints needs (NTB windows, requester-LUT entries, IOMMU mappings) the way a
-//! driver would, so `topo path` can show the route of an access that was never mapped.
+//! switch or NTB by name — and the address each names. Setting up an access the way a
+//! driver would (NTB windows, requester-ID entries, IOMMU mappings) is the host layer's.
 
 use crate::error::FabricError;
 use crate::fabric::Fabric;
-use crate::iommu::{Perm, PAGE};
-use crate::ntb::proxy_rid;
-use crate::path::{Access, Request, Requester};
 use crate::topology::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,139 +179,6 @@ impl Fabric {
             }
             Endpoint::Cpu { .. } => Err(bad("a CPU is a requester, not a target".into())),
         }
-    }
-
-    /// Sets up what an access from `from` to `to` (+`offset`) needs, as a driver would —
-    /// NTB address-LUT window and requester-LUT entry when `to` is in another host,
-    /// identity IOMMU mappings where the IOMMU is on — and returns the request plus a
-    /// line for each thing it programmed.
-    pub fn plan_access(
-        &mut self,
-        from: Endpoint,
-        to: Endpoint,
-        offset: u64,
-        len: u32,
-        access: Access,
-    ) -> Result<(Request, Vec<String>), FabricError> {
-        let requester = match from {
-            Endpoint::Node(n) => match self.topo.node(n).kind {
-                NodeKind::Function { .. } | NodeKind::NtbFunction { .. } => Requester::Function(n),
-                _ => {
-                    return Err(FabricError::Invalid(format!(
-                        "`{}` is a switch or root complex, not a requester",
-                        self.topo.node_label(n)
-                    )))
-                }
-            },
-            Endpoint::Bar { node, .. } => Requester::Function(node),
-            Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
-            Endpoint::Ram { .. } => {
-                return Err(FabricError::Invalid(
-                    "RAM is not a requester: use `host.cpuN` or a device".into(),
-                ))
-            }
-        };
-        let (dst_host, target) = self.endpoint_address("target", to, offset)?;
-        let src_host = self.requester_host(requester);
-        let rid = self.requester_rid(requester);
-        let mut notes = Vec::new();
-        let addr = if dst_host == src_host {
-            target
-        } else {
-            let ntb = self
-                .topo
-                .host(src_host)
-                .ntbs
-                .iter()
-                .copied()
-                .find(|&s| {
-                    self.topo
-                        .host(dst_host)
-                        .ntbs
-                        .iter()
-                        .any(|&d| self.topo.ntb_path(s, d).is_some())
-                })
-                .ok_or_else(|| FabricError::Unreachable {
-                    from: self.topo.host(src_host).name.clone(),
-                    to: self.topo.host(dst_host).name.clone(),
-                })?;
-            let index = match self.ntb_state(ntb).rid_index(rid) {
-                Some(i) => i,
-                None => {
-                    let i = self.ntb_add_requester(ntb, rid)?;
-                    notes.push(format!(
-                        "added requester {rid} to {} requester-ID LUT entry {i}",
-                        self.topo.cable_end_label(CableEnd::Ntb(ntb))
-                    ));
-                    i
-                }
-            };
-            let dst_ntb = self
-                .topo
-                .host(dst_host)
-                .ntbs
-                .iter()
-                .copied()
-                .find(|&d| self.topo.ntb_path(ntb, d).is_some())
-                .expect("found above");
-            let far_rid = proxy_rid(
-                self.topo.node(self.topo.ntbs[dst_ntb as usize].fn_node).rid,
-                index,
-            );
-            self.identity_map(dst_host, far_rid, target, &mut notes)?;
-            let m = self.ntb_map_window(ntb, dst_host, target - target % PAGE, PAGE)?;
-            notes.push(format!(
-                "programmed {} address-LUT window {} -> {} {:#x}",
-                self.topo.cable_end_label(CableEnd::Ntb(ntb)),
-                m.first,
-                self.topo.host(dst_host).name,
-                target - target % PAGE
-            ));
-            m.local_addr + target % PAGE
-        };
-        if let Requester::Function(_) = requester {
-            self.identity_map(src_host, rid, addr, &mut notes)?;
-        }
-        Ok((
-            Request {
-                requester,
-                addr,
-                len,
-                access,
-            },
-            notes,
-        ))
-    }
-
-    /// With the host's IOMMU on, gives `rid` a domain (if it has none) and maps the page
-    /// of `addr` one-to-one.
-    fn identity_map(
-        &mut self,
-        host: HostId,
-        rid: Rid,
-        addr: u64,
-        notes: &mut Vec<String>,
-    ) -> Result<(), FabricError> {
-        if !self.topo.host(host).iommu {
-            return Ok(());
-        }
-        let d = match self.iommu(host).domain_of(rid) {
-            Some(d) => d,
-            None => {
-                let d = self.iommu_create_domain(host);
-                self.iommu_attach(host, rid, d)?;
-                d
-            }
-        };
-        let page = addr - addr % PAGE;
-        if self.iommu(host).translate(rid, page, true).is_err() {
-            self.iommu_map(host, d, page, page, PAGE, Perm::RW)?;
-            notes.push(format!(
-                "mapped IOVA {page:#x} -> {page:#x} in {}'s IOMMU for requester {rid}",
-                self.topo.host(host).name
-            ));
-        }
-        Ok(())
     }
 }
 

@@ -37,6 +37,10 @@ pub struct Fabric {
     /// Bumped by every change to IOMMU tables, NTB LUTs or link state: whoever caches
     /// routes (the timing layer) drops them when it moves.
     routing_epoch: u64,
+    /// The state of the software driving this hardware (the host layer's IOMMU and NTB
+    /// drivers), kept with the machine so whoever holds the fabric holds its drivers'
+    /// bookkeeping too. Opaque here: the fabric never looks inside.
+    driver_state: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Fabric {
@@ -61,6 +65,7 @@ impl Fabric {
             interrupts: Vec::new(),
             scratch: Path::with_capacity(64),
             routing_epoch: 0,
+            driver_state: None,
         }
     }
 
@@ -107,6 +112,23 @@ impl Fabric {
     /// cached under another epoch may be wrong.
     pub fn routing_epoch(&self) -> u64 {
         self.routing_epoch
+    }
+
+    /// Takes the drivers' state out (to be put back with `put_driver_state`); `None` when
+    /// there is none yet or it is of another type.
+    pub fn take_driver_state<T: std::any::Any + Send + Sync>(&mut self) -> Option<T> {
+        let b = self.driver_state.take()?;
+        match b.downcast::<T>() {
+            Ok(t) => Some(*t),
+            Err(b) => {
+                self.driver_state = Some(b);
+                None
+            }
+        }
+    }
+
+    pub fn put_driver_state<T: std::any::Any + Send + Sync>(&mut self, state: T) {
+        self.driver_state = Some(Box::new(state));
     }
 
     pub fn ntb_state(&self, ntb: NtbId) -> &NtbState {

@@ -1,12 +1,12 @@
 //! What every experiment needs: load a built-in scenario (with host IOMMU choices), map a
-//! buffer for a requester the way a driver would until the SmartIO layer does it through
-//! borrow/map calls (NTB window, requester-ID entry, identity IOMMU mappings), and time
+//! buffer for a requester through the host layer's DMA API until the SmartIO layer does it
+//! through borrow/map calls (NTB window, requester-ID entry, identity IOMMU mappings), and time
 //! DMA jobs and single writes on the timed fabric — with a steady-state window for large
 //! transfers.
 
 use devices::{DmaJob, DmaOutcome, DmaSpec, Op};
-use fabric::iommu::{Perm, PAGE};
 use fabric::{builtin, Endpoint, Fabric, Requester};
+use host::{DmaDirection, Hosts, PhysAddr};
 use sim::timed::{ns, TimedFabric};
 use sim::{pcie, Time};
 
@@ -58,8 +58,9 @@ pub fn requester(tf: &TimedFabric, name: &str) -> Result<Requester, RunError> {
 }
 
 /// Makes `bytes` at `target` (+`offset`) reachable by `who` and returns the bus address
-/// `who` uses: an NTB window and requester-ID entry when the target is in another host,
-/// identity IOMMU mappings wherever an IOMMU is on.
+/// `who` uses, through the host layer's DMA API (identity IOMMU policy): an NTB window
+/// and requester-ID entry when the target is in another host, IOMMU mappings wherever an
+/// IOMMU is on. The mapping stays for the fabric's life.
 pub fn map_buffer(
     tf: &mut TimedFabric,
     who: Requester,
@@ -67,79 +68,21 @@ pub fn map_buffer(
     offset: u64,
     bytes: u64,
 ) -> Result<u64, RunError> {
-    let f = &mut tf.fabric;
-    let (dst_host, addr) = f
+    let (host, addr) = tf
+        .fabric
         .resolve_address(target, offset)
         .map_err(RunError::from(target))?;
-    let src_host = f.requester_host(who);
-    let rid = f.requester_rid(who);
-    let len = (addr % PAGE + bytes).div_ceil(PAGE) * PAGE;
-    let page = addr - addr % PAGE;
-    let bus = if dst_host == src_host {
-        addr
-    } else {
-        let (ntb, dst_ntb) = f
-            .topo
-            .host(src_host)
-            .ntbs
-            .iter()
-            .find_map(|&s| {
-                f.topo
-                    .host(dst_host)
-                    .ntbs
-                    .iter()
-                    .copied()
-                    .find(|&d| f.topo.ntb_path(s, d).is_some())
-                    .map(|d| (s, d))
-            })
-            .ok_or_else(|| RunError(format!("no NTB path to {target}")))?;
-        let index = f
-            .ntb_add_requester(ntb, rid)
-            .map_err(RunError::from(target))?;
-        let far_rid = fabric::ntb::proxy_rid(
-            f.topo.node(f.topo.ntbs[dst_ntb as usize].fn_node).rid,
-            index,
-        );
-        identity(f, dst_host, far_rid, page, len)?;
-        let m = f
-            .ntb_map_window(ntb, dst_host, page, len)
-            .map_err(RunError::from(target))?;
-        m.local_addr + addr % PAGE
-    };
-    if let Requester::Function(_) = who {
-        identity(f, src_host, rid, bus - bus % PAGE, len)?;
-    }
-    Ok(bus)
-}
-
-fn identity(
-    f: &mut Fabric,
-    host: u32,
-    rid: fabric::Rid,
-    page: u64,
-    len: u64,
-) -> Result<(), RunError> {
-    if !f.topo.host(host).iommu {
-        return Ok(());
-    }
-    let d = match f.iommu(host).domain_of(rid) {
-        Some(d) => d,
-        None => {
-            let d = f.iommu_create_domain(host);
-            f.iommu_attach(host, rid, d)
-                .map_err(RunError::from("IOMMU"))?;
-            d
-        }
-    };
-    let mut p = page;
-    while p < page + len {
-        if f.iommu(host).translate(rid, p, true).is_err() {
-            f.iommu_map(host, d, p, p, PAGE, Perm::RW)
-                .map_err(RunError::from("IOMMU"))?;
-        }
-        p += PAGE;
-    }
-    Ok(())
+    let m = Hosts::with(&mut tf.fabric, |h, f| {
+        h.dma_map_single(
+            f,
+            who,
+            PhysAddr { host, addr },
+            bytes.max(1),
+            DmaDirection::Bidirectional,
+        )
+    })
+    .map_err(RunError::from(target))?;
+    Ok(m.addr.0)
 }
 
 /// A device's DMA behaviour from its `timing` table and its link.

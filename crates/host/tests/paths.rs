@@ -1,7 +1,9 @@
 //! The path examples of REFERENCE.md §2, plus the routing rules they rest on (IOMMU sends
-//! peer-to-peer to the root; roots and hops counted as the field counts them).
+//! peer-to-peer to the root; roots and hops counted as the field counts them). Each access
+//! is set up through the host layer, as a driver's would be.
 
-use fabric::{builtin, Access, Fabric, Path, Target};
+use fabric::{builtin, Access, Endpoint, Fabric, Path, Request, Requester, Target};
+use host::{DmaDirection, Hosts, PhysAddr};
 
 fn fabric(name: &str) -> Fabric {
     Fabric::from_scenario(
@@ -14,8 +16,28 @@ fn fabric(name: &str) -> Fabric {
 
 /// Plans and routes one access between named endpoints; returns (hops, roots, target, path).
 fn route(f: &mut Fabric, from: &str, to: &str, access: Access) -> (usize, usize, Target, Path) {
-    let (from, to) = (f.resolve(from).unwrap(), f.resolve(to).unwrap());
-    let (req, _notes) = f.plan_access(from, to, 0, 64, access).unwrap();
+    let requester = match f.resolve(from).unwrap() {
+        Endpoint::Node(n) => Requester::Function(n),
+        Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
+        e => panic!("{from} is not a requester: {e:?}"),
+    };
+    let (host, addr) = f.resolve_address(to, 0).unwrap();
+    let m = Hosts::with(f, |h, f| {
+        h.dma_map_single(
+            f,
+            requester,
+            PhysAddr { host, addr },
+            64,
+            DmaDirection::Bidirectional,
+        )
+    })
+    .unwrap();
+    let req = Request {
+        requester,
+        addr: m.addr.0,
+        len: 64,
+        access,
+    };
     let mut p = Path::default();
     let t = f
         .route(&req, &mut p)

@@ -1,0 +1,24 @@
+//! nudma's host layer: what the OS of each host does for drivers. A Linux-like DMA API
+//! (`dma_map_single`, `dma_map_sg`, `dma_alloc_coherent`, DMA masks) over an IOMMU driver
+//! per host (a domain per requester ID, an IOVA allocator per domain, identity or
+//! translated policy) and an NTB driver per adapter — the one place that programs
+//! address-LUT windows and requester-ID entries on a driver's behalf — plus per-core
+//! placement (which NUMA node a CPU is on). Mapping state lives here, kept with the
+//! fabric it programs (`Hosts::with`). Every change goes through the fabric's mutators,
+//! which bump its routing epoch, so timed routes that depended on it are dropped.
+//! Knows only the fabric: no time, no device behaviour, no experiments.
+
+pub mod alloc;
+pub mod dma;
+pub mod error;
+pub mod iommu;
+pub mod ntb;
+pub mod placement;
+
+pub use dma::{
+    Coherent, DmaAddr, DmaDirection, DmaMapping, Hosts, MappingId, NumaNode, PhysAddr, SgMapping,
+};
+pub use error::HostError;
+pub use iommu::{IommuDriver, IommuPolicy, DEFAULT_IOVA_RANGE};
+pub use ntb::NtbDriver;
+pub use placement::{Cpu, Placement};
