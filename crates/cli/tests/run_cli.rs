@@ -202,5 +202,9 @@ duration = "100 us"
     let v: Value = serde_json::from_str(&out).unwrap();
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
-    assert!(rows.iter().all(|r| r["metrics"]["gbps"].as_f64().unwrap() > 1.0), "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r["metrics"]["gbps"].as_f64().unwrap() > 1.0),
+        "{rows:?}"
+    );
 }
