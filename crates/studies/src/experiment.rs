@@ -354,8 +354,8 @@ impl Experiment {
             .collect();
         point.extend(user.iter().cloned());
         let src = crate::run::source(&c.scenario)?;
-        let src = overrides::apply(&src, &point).map_err(RunError)?;
-        let mut tf = harness::load_source(&src)?;
+        let (scenario, src) = overrides::load(&src, &point).map_err(RunError)?;
+        let mut tf = harness::timed(scenario, &src.name)?;
         let arg = |k: &str| -> Result<String, RunError> {
             let raw = m.args.get(k).ok_or_else(|| {
                 RunError(format!(

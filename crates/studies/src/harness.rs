@@ -44,8 +44,13 @@ pub fn load(name: &str, iommu: &[(&str, bool)]) -> Result<TimedFabric, RunError>
 /// Loads a scenario text (built-in includes resolve) into a timed fabric.
 pub fn load_source(src: &fabric::scenario::Source) -> Result<TimedFabric, RunError> {
     let s = builtin::load_source(src.clone()).map_err(RunError::from(&src.name))?;
-    let f = Fabric::from_scenario(s).map_err(RunError::from(&src.name))?;
-    TimedFabric::new(f, 1).map_err(RunError::from(&src.name))
+    timed(s, &src.name)
+}
+
+/// A loaded scenario's timed fabric (seed 1); errors name `what`.
+pub fn timed(s: fabric::scenario::Scenario, what: &str) -> Result<TimedFabric, RunError> {
+    let f = Fabric::from_scenario(s).map_err(RunError::from(what))?;
+    TimedFabric::new(f, 1).map_err(RunError::from(what))
 }
 
 /// Resolves an endpoint name to a requester.

@@ -136,6 +136,23 @@ fn a_sweep_gives_one_row_per_value_the_same_on_one_worker_or_two() {
     assert!(nic1(4) < nic1(5) || (nic1(4) - nic1(5)).abs() < 1e-9);
 }
 
+#[test]
+fn a_platform_key_in_an_include_sweeps_too() {
+    // Cores on node 0 saturate node 0's DRAM, whatever bandwidth the platform gives it.
+    let points = sweep(
+        &[
+            "workload.antagonist.cpu_node=0",
+            "workload.antagonist.misses_in_flight=400",
+            "platform.r730.timing.dram_gbps=30,60",
+        ],
+        2,
+    );
+    let dram = |p: &PointResult| counter(p, "memory", "srv DRAM node0", "read_bytes") / 1e9;
+    let (slow, fast) = (dram(&points[0]), dram(&points[1]));
+    assert!(slow < 30.0 && slow > 0.8 * 30.0, "{slow}");
+    assert!(fast < 60.0 && fast > 0.8 * 60.0, "{fast}");
+}
+
 /// The error of running the example with one override.
 fn error_with(set: &str) -> String {
     let point = &run::sweep(&[Override::parse(set).unwrap()])[0];

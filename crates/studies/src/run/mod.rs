@@ -72,8 +72,7 @@ enum Handle {
 
 /// Runs one point: the scenario with the point's overrides, its workloads together.
 pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, RunError> {
-    let src = overrides::apply(src, point).map_err(RunError)?;
-    let scenario = builtin::load_source(src.clone()).map_err(|e| RunError(e.to_string()))?;
+    let (scenario, src) = overrides::load(src, point).map_err(RunError)?;
     let spec = spec::parse(&src).map_err(|e| RunError(e.to_string()))?;
     let name = scenario.topology.name.clone();
     let fabric = Fabric::from_scenario(scenario).map_err(|e| RunError(e.to_string()))?;

@@ -5,7 +5,10 @@
 //! errors in untouched parts still point at the user's lines; a value that does not fit
 //! is refused by the same validation as the file.
 
-use fabric::scenario::Source;
+use std::cell::RefCell;
+
+use fabric::builtin;
+use fabric::scenario::{Resolver, Scenario, Source};
 use serde_json::{Map, Value};
 use toml_edit::{DocumentMut, Item};
 
@@ -107,24 +110,90 @@ pub fn params_of(point: &Point) -> Map<String, Value> {
         .collect()
 }
 
-/// Applies a point to a scenario source; errors name the key.
-pub fn apply(src: &Source, point: &Point) -> Result<Source, String> {
-    if point.is_empty() {
-        return Ok(src.clone());
-    }
-    let mut doc: DocumentMut = src.text.parse().map_err(|e| format!("{}: {e}", src.name))?;
-    for (key, value) in point {
-        set(doc.as_item_mut(), key, value.clone())?;
-    }
-    Ok(Source {
-        name: format!("{} (with --set)", src.name),
-        text: doc.to_string(),
-    })
+/// Why a key could not be set in one file.
+enum Miss {
+    /// The file has no such table, entry or key (another file of the scenario may).
+    Absent(String),
+    /// The key names something of the wrong shape.
+    Bad(String),
 }
 
-fn set(root: &mut Item, key: &str, value: toml_edit::Value) -> Result<(), String> {
-    let segs: Vec<&str> = key.split('.').collect();
-    set_item(root, &segs, value, "").map_err(|m| format!("--set {key}: {m}"))
+/// Applies a point to a scenario source (the main file only); errors name the key.
+pub fn apply(src: &Source, point: &Point) -> Result<Source, String> {
+    let (out, missing) = apply_where_present(src, point)?;
+    match missing.first() {
+        Some((_, m)) => Err(m.clone()),
+        None => Ok(out),
+    }
+}
+
+/// Sets every key the source has; returns the edited source and, per key it lacks, the
+/// key's index and why.
+fn apply_where_present(
+    src: &Source,
+    point: &Point,
+) -> Result<(Source, Vec<(usize, String)>), String> {
+    if point.is_empty() {
+        return Ok((src.clone(), Vec::new()));
+    }
+    let mut doc: DocumentMut = src.text.parse().map_err(|e| format!("{}: {e}", src.name))?;
+    let mut missing = Vec::new();
+    for (i, (key, value)) in point.iter().enumerate() {
+        let segs: Vec<&str> = key.split('.').collect();
+        match set_item(doc.as_item_mut(), &segs, value.clone(), "") {
+            Ok(()) => {}
+            Err(Miss::Absent(m)) => missing.push((i, format!("--set {key}: {m}"))),
+            Err(Miss::Bad(m)) => return Err(format!("--set {key}: {m}")),
+        }
+    }
+    Ok((
+        Source {
+            name: format!("{} (with --set)", src.name),
+            text: doc.to_string(),
+        },
+        missing,
+    ))
+}
+
+/// Loads a scenario with a point's overrides: each key is set in the main file when it
+/// has it, otherwise in the include that does (`platform.r730.timing.dram_gbps` lives in
+/// `platforms/r730.toml`); a key no file has is an error naming what the main file has.
+pub fn load(src: &Source, point: &Point) -> Result<(Scenario, Source), String> {
+    let (main, missing) = apply_where_present(src, point)?;
+    let resolver = IncludeOverrides {
+        point,
+        pending: RefCell::new(missing),
+    };
+    let scenario = fabric::scenario::load(main.clone(), &resolver).map_err(|e| e.to_string())?;
+    if let Some((_, m)) = resolver.pending.into_inner().first() {
+        return Err(m.clone());
+    }
+    Ok((scenario, main))
+}
+
+/// Resolves includes as a user's file does, setting in each the keys still pending.
+struct IncludeOverrides<'a> {
+    point: &'a Point,
+    pending: RefCell<Vec<(usize, String)>>,
+}
+
+impl Resolver for IncludeOverrides<'_> {
+    fn resolve(&self, from: &str, include: &str) -> Result<Source, String> {
+        let src = builtin::AnyResolver.resolve(from, include)?;
+        let mut pending = self.pending.borrow_mut();
+        if pending.is_empty() {
+            return Ok(src);
+        }
+        let keys: Point = pending
+            .iter()
+            .map(|(i, _)| self.point[*i].clone())
+            .collect();
+        let (out, still) = apply_where_present(&src, &keys)?;
+        // Keep, of the pending keys, those this include lacks too.
+        let lacking: Vec<usize> = still.iter().map(|(k, _)| pending[*k].0).collect();
+        pending.retain(|(i, _)| lacking.contains(i));
+        Ok(out)
+    }
 }
 
 /// Where `segs` lead from `item` (whose own path is `here`), the value goes.
@@ -133,7 +202,7 @@ fn set_item(
     segs: &[&str],
     value: toml_edit::Value,
     here: &str,
-) -> Result<(), String> {
+) -> Result<(), Miss> {
     let Some((&seg, rest)) = segs.split_first() else {
         return match item {
             Item::Value(v) => {
@@ -146,20 +215,20 @@ fn set_item(
                 *item = Item::Value(value);
                 Ok(())
             }
-            _ => Err(format!("`{here}` is a table, not a value")),
+            _ => Err(Miss::Bad(format!("`{here}` is a table, not a value"))),
         };
     };
-    let named = |names: Vec<Option<String>>| -> Result<usize, String> {
+    let named = |names: Vec<Option<String>>| -> Result<usize, Miss> {
         names
             .iter()
             .position(|n| n.as_deref() == Some(seg))
             .or_else(|| seg.parse::<usize>().ok().filter(|&k| k < names.len()))
             .ok_or_else(|| {
                 let have: Vec<String> = names.into_iter().flatten().collect();
-                format!(
+                Miss::Absent(format!(
                     "no `{here}` entry named `{seg}` (there are: {})",
                     have.join(", ")
-                )
+                ))
             })
     };
     let name_of =
@@ -184,12 +253,12 @@ fn set_item(
                 *v.decor_mut() = decor;
                 Ok(())
             }
-            _ => Err(format!("`{next}` is a value, not a table")),
+            _ => Err(Miss::Bad(format!("`{next}` is a value, not a table"))),
         };
     }
     match item.as_table_like_mut() {
         Some(t) => set_table_like(t, segs, value, here),
-        None => Err(format!("`{here}` is a value, not a table")),
+        None => Err(Miss::Bad(format!("`{here}` is a value, not a table"))),
     }
 }
 
@@ -198,9 +267,9 @@ fn set_table_like(
     segs: &[&str],
     value: toml_edit::Value,
     here: &str,
-) -> Result<(), String> {
+) -> Result<(), Miss> {
     let Some((&seg, rest)) = segs.split_first() else {
-        return Err(format!("`{here}` is a table, not a value"));
+        return Err(Miss::Bad(format!("`{here}` is a table, not a value")));
     };
     match t.get_mut(seg) {
         Some(item) => set_item(item, rest, value, &join(here, seg)),
@@ -212,11 +281,11 @@ fn set_table_like(
         }
         None => {
             let keys: Vec<&str> = t.iter().map(|(k, _)| k).collect();
-            Err(format!(
+            Err(Miss::Absent(format!(
                 "no `{seg}` in `{}` (it has: {})",
                 if here.is_empty() { "the file" } else { here },
                 keys.join(", ")
-            ))
+            )))
         }
     }
 }
