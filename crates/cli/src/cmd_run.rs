@@ -52,7 +52,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if points.len() > 1 {
         eprintln!("nudma run: {} points on {jobs} worker(s)", points.len());
     }
-    let results = run::run_all(&src, &points, a.seed, jobs)?;
+    let results = run::run_all(&src, &points, a.seed, jobs, true)?;
     let rows: Vec<_> = results.iter().flat_map(|r| r.rows.clone()).collect();
     let json = studies::report::results_json(&rows, &[]);
     match a.format {

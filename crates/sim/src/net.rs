@@ -81,6 +81,21 @@ pub struct Wire {
     pub tlps: u64,
 }
 
+impl Wire {
+    /// (bytes, payload bytes) serialized by `now`: what was committed, less the backlog
+    /// still queued at the transmitter (payload prorated).
+    fn sent_by(&self, now: Time) -> (u64, u64) {
+        let backlog_ps = self.free_at.as_ps().saturating_sub(now.as_ps());
+        if backlog_ps == 0 || self.ps_per_kib == 0 || self.bytes == 0 {
+            return (self.bytes, self.payload_bytes);
+        }
+        let backlog = (backlog_ps as u128 * 1024 / self.ps_per_kib as u128) as u64;
+        let sent = self.bytes.saturating_sub(backlog);
+        let payload = (self.payload_bytes as u128 * sent as u128 / self.bytes as u128) as u64;
+        (sent, payload)
+    }
+}
+
 /// Where TLPs end: a memory controller or a device's memory.
 #[derive(Clone, Debug)]
 pub struct Sink {
@@ -1126,13 +1141,30 @@ impl Net {
         self.engine.stats().handled
     }
 
+    /// The counters, with each wire's bytes as committed to it (a FIFO wire commits a
+    /// TLP's bytes when it queues it, ahead of the clock).
     pub fn counters(&self) -> Counters {
+        self.counters_with(|w| (w.bytes, w.payload_bytes))
+    }
+
+    /// The counters, with each wire's bytes as serialized by now (the backlog still queued
+    /// at a transmitter left out, payload prorated): what a window of a saturated link
+    /// reads, never above its rate. TLP counts stay as committed.
+    pub fn counters_sent(&self) -> Counters {
+        let now = self.now();
+        self.counters_with(|w| w.sent_by(now))
+    }
+
+    fn counters_with(&self, bytes: impl Fn(&Wire) -> (u64, u64)) -> Counters {
         Counters {
             wires: self
                 .wires
                 .iter()
                 .filter(|w| w.tlps > 0)
-                .map(|w| (w.name.clone(), w.bytes, w.payload_bytes, w.tlps))
+                .map(|w| {
+                    let (b, payload) = bytes(w);
+                    (w.name.clone(), b, payload, w.tlps)
+                })
                 .collect(),
             sinks: self
                 .sinks

@@ -15,7 +15,7 @@ fn example() -> Source {
 
 fn sweep(sets: &[&str], jobs: usize) -> Vec<PointResult> {
     let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    run::run_all(&example(), &run::sweep(&sets), 1, jobs).unwrap()
+    run::run_all(&example(), &run::sweep(&sets), 1, jobs, false).unwrap()
 }
 
 fn metric(p: &PointResult, workload: &str, m: &str) -> f64 {

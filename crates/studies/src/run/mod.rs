@@ -50,16 +50,30 @@ pub fn run_all(
     points: &[Point],
     seed: u64,
     jobs: usize,
+    progress: bool,
 ) -> Result<Vec<PointResult>, RunError> {
     use rayon::prelude::*;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .build()
         .map_err(|e| RunError(format!("cannot start {jobs} workers: {e}")))?;
+    // Progress on stderr as points finish (in any order); results keep point order.
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let n = points.len();
     pool.install(|| {
         points
             .par_iter()
-            .map(|p| run_point(src, p, seed))
+            .map(|p| {
+                let r = run_point(src, p, seed);
+                let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if n > 1 && progress {
+                    eprint!("\rnudma run: {k}/{n} points");
+                    if k == n {
+                        eprintln!();
+                    }
+                }
+                r
+            })
             .collect::<Result<Vec<_>, _>>()
     })
 }
@@ -274,9 +288,9 @@ fn measure(
             Handle::PingPong(id) => sim.get_mut::<PingPong>(id).expect("pingpong").reset_stats(),
         }
     }
-    let before = tf.net.counters();
+    let before = tf.net.counters_sent();
     sim.run_until(tf, m.warmup + m.duration);
-    counters_minus(&tf.net.counters(), &before)
+    counters_minus(&tf.net.counters_sent(), &before)
 }
 
 fn latency_metrics(metrics: &mut Map<String, Value>, h: &Histogram) {
@@ -356,7 +370,12 @@ fn counters_minus(after: &Counters, before: &Counters) -> Counters {
             .iter()
             .map(|w| {
                 let b = wire0(&w.0);
-                (w.0.clone(), w.1 - b.0, w.2 - b.1, w.3 - b.2)
+                (
+                    w.0.clone(),
+                    w.1.saturating_sub(b.0),
+                    w.2.saturating_sub(b.1),
+                    w.3.saturating_sub(b.2),
+                )
             })
             .filter(|w| w.3 > 0)
             .collect(),
@@ -365,12 +384,16 @@ fn counters_minus(after: &Counters, before: &Counters) -> Counters {
             .iter()
             .map(|s| {
                 let b = sink0(&s.0);
-                (s.0.clone(), s.1 - b.0, s.2 - b.1)
+                (
+                    s.0.clone(),
+                    s.1.saturating_sub(b.0),
+                    s.2.saturating_sub(b.1),
+                )
             })
             .filter(|s| s.1 + s.2 > 0)
             .collect(),
-        iotlb_hits: after.iotlb_hits - before.iotlb_hits,
-        iotlb_misses: after.iotlb_misses - before.iotlb_misses,
+        iotlb_hits: after.iotlb_hits.saturating_sub(before.iotlb_hits),
+        iotlb_misses: after.iotlb_misses.saturating_sub(before.iotlb_misses),
         llc: after
             .llc
             .iter()
@@ -378,11 +401,11 @@ fn counters_minus(after: &Counters, before: &Counters) -> Counters {
                 let b = llc0(&s.0);
                 (
                     s.0.clone(),
-                    s.1 - b.0,
-                    s.2 - b.1,
-                    s.3 - b.2,
-                    s.4 - b.3,
-                    s.5 - b.4,
+                    s.1.saturating_sub(b.0),
+                    s.2.saturating_sub(b.1),
+                    s.3.saturating_sub(b.2),
+                    s.4.saturating_sub(b.3),
+                    s.5.saturating_sub(b.4),
                 )
             })
             .collect(),
