@@ -344,7 +344,8 @@ pub enum Delivery {
     Mmio {
         sink: u32,
         offset: u64,
-        bytes: u32,
+        /// At most 4 KiB (one TLP); u16 keeps events small.
+        bytes: u16,
         data: u64,
     },
 }
@@ -989,7 +990,7 @@ impl Net {
                     let mmio = Delivery::Mmio {
                         sink: s,
                         offset: tlp.target,
-                        bytes: tlp.payload,
+                        bytes: tlp.payload.min(u16::MAX as u32) as u16,
                         data: tlp.data,
                     };
                     self.engine
@@ -1192,5 +1193,15 @@ impl Net {
                 .filter(|x| x.1 + x.2 + x.3 + x.5 > 0)
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The event queue moves events around: keep them as small as before components.
+    #[test]
+    fn events_stay_small() {
+        assert!(std::mem::size_of::<super::Delivery>() <= 24);
+        assert!(std::mem::size_of::<super::Ev>() <= 32);
     }
 }
