@@ -111,7 +111,8 @@ impl CpuSet {
     }
 
     /// Parses a Linux hex mask: 32-bit words, most significant first, separated by
-    /// commas (`00000000,0000000f`). Words may also carry hwloc's `0x` prefix.
+    /// commas (`00000000,0000000f`). Words may also carry hwloc's `0x` prefix, and an
+    /// empty word (hwloc's `0x00000003,,0x00000001`) is 32 zero bits.
     pub fn parse_mask(text: &str) -> Result<CpuSet, CpuSetParseError> {
         let mut set = CpuSet::new();
         let trimmed = text.trim();
@@ -130,8 +131,14 @@ impl CpuSet {
                 base = base.saturating_add(32);
                 continue;
             }
+            // hwloc's writer leaves all-zero words empty (`0x…,,0x…`) on machines above
+            // 64 PUs: an empty word stands for 32 zero bits.
             if digits.is_empty() {
-                return Err(parse_error(text, "empty word"));
+                if word.is_empty() {
+                    base = base.saturating_add(32);
+                    continue;
+                }
+                return Err(parse_error(text, "`0x` without digits"));
             }
             for (i, ch) in digits.chars().rev().enumerate() {
                 let nibble = ch
@@ -272,6 +279,16 @@ mod tests {
         assert_eq!(s.to_mask_string(), "1,0000ff00");
         assert_eq!(CpuSet::parse_mask(&s.to_mask_string()).unwrap(), s);
         assert!(CpuSet::parse_mask("zz").is_err());
+    }
+
+    #[test]
+    fn empty_words_are_zero_words() {
+        // hwloc's writer for a 96-PU machine: PUs 0, 64 and 65.
+        let s = CpuSet::parse_hwloc("0x00000003,,0x00000001").unwrap();
+        assert_eq!(s.to_list_string(), "0,64-65");
+        let s = CpuSet::parse_hwloc("0x1,,,").unwrap();
+        assert_eq!(s.to_list_string(), "96");
+        assert!(CpuSet::parse_hwloc("0x1,0x,0x1").is_err());
     }
 
     #[test]

@@ -300,3 +300,35 @@ fn odd_but_wellformed_xml_does_not_panic() {
     let _ = inspect::report::render_human(&a);
     let _ = scenario_toml(&m, None).unwrap();
 }
+
+/// hwloc's writer on a machine above 64 PUs leaves zero words empty (`0x…,,0x…`), as in
+/// its own corpus' SGI UV 2000 export: PU 0 and its sibling PU 192 share a core.
+const WIDE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x00000003,,,,,,0x00000003" complete_cpuset="0x00000003,,,,,,0x00000003" nodeset="0x00000003" complete_nodeset="0x00000003">
+    <object type="Package" os_index="0" cpuset="0x00000001,,,,,,0x00000001" complete_cpuset="0x00000001,,,,,,0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001">
+      <object type="NUMANode" os_index="0" cpuset="0x00000001,,,,,,0x00000001" complete_cpuset="0x00000001,,,,,,0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" local_memory="8589934592"/>
+      <object type="Core" os_index="0" cpuset="0x00000001,,,,,,0x00000001" complete_cpuset="0x00000001,,,,,,0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001">
+        <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001"/>
+        <object type="PU" os_index="192" cpuset="0x00000001,,,,,,0x0" complete_cpuset="0x00000001,,,,,,0x0" nodeset="0x00000001" complete_nodeset="0x00000001"/>
+      </object>
+    </object>
+    <object type="Package" os_index="1" cpuset="0x00000002,,,,,,0x00000002" complete_cpuset="0x00000002,,,,,,0x00000002" nodeset="0x00000002" complete_nodeset="0x00000002">
+      <object type="NUMANode" os_index="1" cpuset="0x00000002,,,,,,0x00000002" complete_cpuset="0x00000002,,,,,,0x00000002" nodeset="0x00000002" complete_nodeset="0x00000002" local_memory="8589934592"/>
+      <object type="Core" os_index="1" cpuset="0x00000002,,,,,,0x00000002" complete_cpuset="0x00000002,,,,,,0x00000002" nodeset="0x00000002" complete_nodeset="0x00000002">
+        <object type="PU" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000002" complete_nodeset="0x00000002"/>
+        <object type="PU" os_index="193" cpuset="0x00000002,,,,,,0x0" complete_cpuset="0x00000002,,,,,,0x0" nodeset="0x00000002" complete_nodeset="0x00000002"/>
+      </object>
+    </object>
+  </object>
+</topology>
+"#;
+
+#[test]
+fn bitmaps_with_empty_words_keep_their_cpus() {
+    let m = parse(WIDE, "wide.xml");
+    assert_eq!(m.cpus.to_list_string(), "0-1,192-193");
+    assert_eq!(m.nodes.len(), 2);
+    assert_eq!(m.nodes[0].cpus.to_list_string(), "0,192");
+    assert_eq!(m.nodes[1].cpus.to_list_string(), "1,193");
+}
