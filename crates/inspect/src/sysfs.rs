@@ -1,7 +1,7 @@
 //! Import of a live machine (or a snapshot of one, such as `hwloc-gather-topology`
 //! makes) from sysfs and procfs under a root directory:
 //!
-//! - `/sys/devices/system/node/node*/{cpulist,meminfo,distance}`: NUMA nodes;
+//! - `/sys/devices/system/node/node*/{cpulist (or cpumap),meminfo,distance}`: NUMA nodes;
 //! - `/sys/devices/system/cpu/cpu*/{topology,cache}` and `/proc/cpuinfo`: packages,
 //!   cores, threads, caches, CPU model and clock;
 //! - `/sys/bus/pci/devices/*/{class,vendor,device,numa_node,local_cpulist,
@@ -498,18 +498,26 @@ impl SysfsReader {
                 continue;
             };
             let dir = format!("{rel}/{name}");
-            let cpus = match self.read(&self.path(&format!("{dir}/cpulist"))) {
-                Some(t) => match CpuSet::parse_list(&t) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        self.m.note(
-                            NoteLevel::Warning,
-                            self.path(&format!("{dir}/cpulist")).display().to_string(),
-                            e.to_string(),
-                        );
-                        CpuSet::new()
-                    }
-                },
+            // Older kernels have only the hex `cpumap`; newer ones both.
+            let list = self.read(&self.path(&format!("{dir}/cpulist")));
+            let (file, parsed) = match list {
+                Some(t) => ("cpulist", Some(CpuSet::parse_list(&t))),
+                None => (
+                    "cpumap",
+                    self.read(&self.path(&format!("{dir}/cpumap")))
+                        .map(|t| CpuSet::parse_mask(&t)),
+                ),
+            };
+            let cpus = match parsed {
+                Some(Ok(c)) => c,
+                Some(Err(e)) => {
+                    self.m.note(
+                        NoteLevel::Warning,
+                        self.path(&format!("{dir}/{file}")).display().to_string(),
+                        e.to_string(),
+                    );
+                    CpuSet::new()
+                }
                 None => CpuSet::new(),
             };
             let memory_bytes = self

@@ -512,3 +512,27 @@ fn placement_findings_get_a_predicted_gain_from_the_timing_model() {
         .iter()
         .all(|f| f.predicted_gain.is_none()));
 }
+
+/// Older kernels export a node's CPUs only as the hex `cpumap`.
+#[test]
+fn nodes_with_cpumap_but_no_cpulist_keep_their_cpus() {
+    let t = common::two_socket();
+    for (id, mask) in [(0, "00000000,0000000f"), (1, "00000000,000000f0")] {
+        let d = format!("sys/devices/system/node/node{id}");
+        std::fs::remove_file(t.root().join(format!("{d}/cpulist"))).unwrap();
+        t.file(&format!("{d}/cpumap"), &format!("{mask}\n"));
+    }
+    let m = load(&t);
+    assert_eq!(m.nodes.len(), 2);
+    assert_eq!(m.nodes[0].cpus.to_list_string(), "0-3");
+    assert_eq!(m.nodes[1].cpus.to_list_string(), "4-7");
+    // A broken cpumap is a note, not a crash.
+    t.file("sys/devices/system/node/node1/cpumap", "zz\n");
+    let m = load(&t);
+    assert!(m.nodes[1].cpus.is_empty());
+    assert!(
+        m.notes.iter().any(|n| n.path.ends_with("node1/cpumap")),
+        "{:?}",
+        m.notes
+    );
+}
