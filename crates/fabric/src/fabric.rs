@@ -72,11 +72,21 @@ impl Fabric {
     /// Builds the fabric and programs the scenario's static NTB windows.
     pub fn from_scenario(s: Scenario) -> Result<Fabric, ScenarioError> {
         let mut f = Fabric::new(s.topology);
-        for w in &s.windows {
+        for (i, w) in s.windows.iter().enumerate() {
             let locate = |msg: String| ScenarioError {
                 message: msg,
                 ..w.at.clone()
             };
+            // The same window twice would take LUT entries for nothing: a slip, not intent.
+            if let Some(first) = s.windows[..i]
+                .iter()
+                .find(|v| (&v.ntb, &v.to, v.offset, v.size) == (&w.ntb, &w.to, w.offset, w.size))
+            {
+                return Err(locate(format!(
+                    "the same window as line {} ({} → {} + {:#x}, {} bytes)",
+                    first.at.line, w.ntb, w.to, w.offset, w.size
+                )));
+            }
             let (h, n) = w
                 .ntb
                 .split_once('.')
@@ -172,12 +182,20 @@ impl Fabric {
         let count = (far_addr - base + size).div_ceil(ws);
         let label = self.topo.cable_end_label(CableEnd::Ntb(ntb));
         let cap = n.lut_windows as usize;
+        // More than the whole BAR can never fit, however empty the LUT: say so and by
+        // how much, rather than calling the LUT exhausted.
         if count > n.lut_windows as u64 {
-            return Err(FabricError::Exhausted {
-                what: "NTB address LUT",
-                on: label,
-                capacity: cap,
-            });
+            let bar = ws * n.lut_windows as u64;
+            let need = far_addr - base + size;
+            return Err(FabricError::Invalid(format!(
+                "a window of {} at {far_addr:#x} needs {} of {label}'s BAR of {} ({count} \
+                 LUT entries of {}): it exceeds the BAR by {}",
+                crate::units::fmt_size(size),
+                crate::units::fmt_size(need),
+                crate::units::fmt_size(bar),
+                crate::units::fmt_size(ws),
+                crate::units::fmt_size(need - bar),
+            )));
         }
         let first = self.ntb[ntb as usize]
             .alloc_windows(count as u32, |k| LutEntry {

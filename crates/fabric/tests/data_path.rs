@@ -254,6 +254,24 @@ fn address_lut_runs_out_of_windows_with_a_clear_error() {
             .contains("NTB address LUT exhausted on a.ntb: all 256 entries in use"),
         "{e}"
     );
+    // A window larger than the whole BAR is not an exhausted LUT: it can never fit.
+    let mut g0 = Fabric::from_scenario(
+        builtin::load_builtin("smartio_pxh830_b2b")
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    let bar = ws * n as u64;
+    let e = g0.ntb_map_window(0, b, 0, bar + ws).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("exceeds the BAR by") && !text.contains("exhausted"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(&fabric::units::fmt_size(ws)),
+        "by one window: {text}"
+    );
     // A mapping that straddles a window boundary takes two windows.
     let mut g = Fabric::from_scenario(
         builtin::load_builtin("smartio_pxh830_b2b")

@@ -237,6 +237,21 @@ fn static_windows_are_checked_when_programmed() {
     );
 }
 
+#[test]
+fn a_window_given_twice_is_refused_at_its_second_line() {
+    let w = "[[window]]\nntb = \"a.ntb\"\nto = \"b.ram\"\nsize = 4096\n";
+    let s = try_load(&(GOOD.to_string() + w + w)).unwrap();
+    let e = fabric::Fabric::from_scenario(s).err().unwrap().to_string();
+    assert!(
+        e.starts_with("my.toml:42:1:") && e.contains("the same window as line 38"),
+        "{e}"
+    );
+    // The same window at another offset is another window.
+    let other = w.replace("size = 4096", "offset = 4096\nsize = 4096");
+    let s = try_load(&(GOOD.to_string() + w + &other)).unwrap();
+    assert!(fabric::Fabric::from_scenario(s).is_ok());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
