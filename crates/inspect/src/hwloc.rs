@@ -39,8 +39,79 @@ pub fn import_hwloc_file(path: &Path) -> Result<Machine, InspectError> {
     parse_hwloc_xml(&text, path)
 }
 
+/// Deepest element nesting the XML parser is given: its tokenizer recurses per level, so
+/// a hostile file nested tens of thousands deep would overflow the stack. hwloc exports
+/// nest a few dozen levels; the importer itself reads at most `MAX_DEPTH` objects deep.
+const MAX_XML_NESTING: usize = 4 * MAX_DEPTH;
+
+/// The (line, column) of the first element nested deeper than `limit`, found by a
+/// single pass over the text that knows tags, quotes, comments, CDATA and declarations.
+fn too_deep(text: &str, limit: usize) -> Option<(u32, u32)> {
+    let b = text.as_bytes();
+    let (mut i, mut depth) = (0usize, 0usize);
+    let skip_to = |from: usize, end: &[u8]| -> usize {
+        b[from..]
+            .windows(end.len())
+            .position(|w| w == end)
+            .map_or(b.len(), |p| from + p + end.len())
+    };
+    while i < b.len() {
+        if b[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        let rest = &b[i..];
+        if rest.starts_with(b"<!--") {
+            i = skip_to(i + 4, b"-->");
+        } else if rest.starts_with(b"<![CDATA[") {
+            i = skip_to(i + 9, b"]]>");
+        } else if rest.starts_with(b"<?") {
+            i = skip_to(i + 2, b"?>");
+        } else if rest.starts_with(b"<!") {
+            i = skip_to(i + 2, b">");
+        } else if rest.starts_with(b"</") {
+            depth = depth.saturating_sub(1);
+            i = skip_to(i + 2, b">");
+        } else {
+            // A start tag: find its end outside quoted attribute values.
+            let start = i;
+            let mut quote = None;
+            i += 1;
+            while i < b.len() {
+                match (b[i], quote) {
+                    (q @ (b'"' | b'\''), None) => quote = Some(q),
+                    (q, Some(open)) if q == open => quote = None,
+                    (b'>', None) => break,
+                    _ => {}
+                }
+                i += 1;
+            }
+            let self_closing = i > 0 && i < b.len() && b[i - 1] == b'/';
+            if !self_closing {
+                depth += 1;
+                if depth > limit {
+                    let before = &text[..start];
+                    let line = before.matches('\n').count() as u32 + 1;
+                    let col = (start - before.rfind('\n').map_or(0, |p| p + 1)) as u32 + 1;
+                    return Some((line, col));
+                }
+            }
+            i += 1;
+        }
+    }
+    None
+}
+
 /// Imports hwloc XML text; `path` names it in errors and in the machine's source.
 pub fn parse_hwloc_xml(text: &str, path: &Path) -> Result<Machine, InspectError> {
+    if let Some((line, column)) = too_deep(text, MAX_XML_NESTING) {
+        return Err(InspectError::Xml {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message: format!("elements nested deeper than {MAX_XML_NESTING} levels"),
+        });
+    }
     let options = ParsingOptions {
         allow_dtd: true,
         ..ParsingOptions::default()

@@ -332,3 +332,26 @@ fn bitmaps_with_empty_words_keep_their_cpus() {
     assert_eq!(m.nodes[0].cpus.to_list_string(), "0,192");
     assert_eq!(m.nodes[1].cpus.to_list_string(), "1,193");
 }
+
+#[test]
+fn xml_nested_tens_of_thousands_deep_is_an_error_not_a_stack_overflow() {
+    let n = 30_000;
+    let text = format!(
+        "<?xml version=\"1.0\"?>\n<!-- <object> in a comment -->\n<topology version=\"2.0\">{}{}</topology>",
+        "<object type=\"Group\" name=\"a>b\" cpuset=\"0x1\">".repeat(n),
+        "</object>".repeat(n)
+    );
+    let e = parse_hwloc_xml(&text, Path::new("deep.xml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("deep.xml:3:") && e.contains("nested deeper than"),
+        "{e}"
+    );
+    // Self-closing elements and quoted `>` do not count as nesting.
+    let flat = format!(
+        "<topology version=\"2.0\"><object type=\"Machine\" cpuset=\"0x1\">{}</object></topology>",
+        "<info name=\"x\" value=\"a>b\"/>".repeat(5000)
+    );
+    assert!(parse_hwloc_xml(&flat, Path::new("flat.xml")).is_ok());
+}
