@@ -146,6 +146,29 @@ fn empty_raw() -> RawFile {
     }
 }
 
+/// The parser's type words in the words of a scenario's author (`expected u8` → `expected
+/// a whole number from 0 to 255`).
+fn plain_types(message: &str) -> String {
+    const WORDS: [(&str, &str); 8] = [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u64", "expected a whole number from 0 to 2^64 − 1"),
+        ("expected i64", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected a boolean", "expected true or false"),
+        ("expected a borrowed string", "expected a string"),
+    ];
+    let mut out = message.to_string();
+    for (from, to) in WORDS {
+        out = out.replace(from, to);
+    }
+    out
+}
+
 /// The key written just before `offset` on its line (`key = <here>`), to name it in a
 /// parse error that the TOML parser leaves unnamed.
 fn key_before(text: &str, offset: usize) -> Option<String> {
@@ -382,7 +405,7 @@ impl Builder {
                     line,
                     col,
                     key,
-                    message: e.message().trim().to_string(),
+                    message: plain_types(e.message().trim()),
                 })
             }
         }

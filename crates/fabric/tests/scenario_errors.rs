@@ -238,6 +238,22 @@ fn static_windows_are_checked_when_programmed() {
 }
 
 #[test]
+fn type_errors_name_the_key_in_plain_words() {
+    let e = try_load(&GOOD.replacen("width = 4 }", "width = 300 }", 1)).unwrap_err();
+    assert!(
+        e.contains("(key `width`)")
+            && e.contains("integer `300`, expected a whole number from 0 to 255"),
+        "{e}"
+    );
+    let e = try_load(&GOOD.replacen("width = 4 }", "width = \"x4\" }", 1)).unwrap_err();
+    assert!(e.contains("string \"x4\", expected a whole number"), "{e}");
+    assert!(
+        e.starts_with("my.toml:") && !e.starts_with("my.toml:0:"),
+        "located: {e}"
+    );
+}
+
+#[test]
 fn a_window_given_twice_is_refused_at_its_second_line() {
     let w = "[[window]]\nntb = \"a.ntb\"\nto = \"b.ram\"\nsize = 4096\n";
     let s = try_load(&(GOOD.to_string() + w + w)).unwrap();
