@@ -324,10 +324,12 @@ fn timed_view(
                 }
                 _ => None,
             };
+            // A stream of accesses of `len` bytes: each TLP carries at most that much.
+            let len = len.max(1);
             let e = if access == Access::Write {
-                Some(tf.net.flow_write(route, mps))
+                Some(tf.net.flow_write(route, mps.min(len)))
             } else {
-                dma.map(|d| tf.net.flow_read(route, d.mrrs_bytes, d.max_reads))
+                dma.map(|d| tf.net.flow_read(route, d.mrrs_bytes.min(len), d.max_reads))
             };
             e.map(|e| (e.gbps, e.bottleneck))
         }
