@@ -25,14 +25,14 @@ fn ps(t: Time) -> f64 {
 impl Net {
     /// Time for one TLP of `payload` bytes (a posted write) to travel `route` at zero load,
     /// to the moment its sink has it (latency of the sink excluded).
-    fn one_way(&self, hops: &[Hop], payload: u32, completion: bool) -> Time {
+    fn one_way(&self, hops: &[Hop], payload: u32, completion: bool, addr64: bool) -> Time {
         let mut t = Time::ZERO;
         for h in hops {
             match *h {
                 Hop::Wire(w) => {
                     let w = self.wire(w);
                     let bytes = if w.pcie {
-                        pcie::wire_bytes(payload, completion, true)
+                        pcie::wire_bytes(payload, completion, addr64)
                     } else {
                         coherent_bytes(payload)
                     };
@@ -46,46 +46,99 @@ impl Net {
         t
     }
 
-    /// Zero-load latency of a posted write of `payload` bytes until it is visible.
+    /// Zero-load latency of a posted write of `payload` bytes until it is visible (a
+    /// 64-bit address: the 4-DW header; see `zero_load_write_at`).
     pub fn zero_load_write(&self, route: u32, payload: u32) -> Time {
+        self.zero_load_write_at(route, payload, true)
+    }
+
+    /// Zero-load latency of a posted write of `payload` bytes until it is visible, with a
+    /// 4-DW header when `addr64` (the address is above 4 GiB), else 3 DW.
+    pub fn zero_load_write_at(&self, route: u32, payload: u32, addr64: bool) -> Time {
         let hops = self.route_hops(route);
         let sink = match hops.last() {
             Some(Hop::Sink(s, ddio)) => self.sink_write_latency(*s, *ddio),
             _ => Time::ZERO,
         };
-        self.one_way(hops, payload, false) + sink
+        self.one_way(hops, payload, false, addr64) + sink
     }
 
-    /// Zero-load round trip of a read of `bytes` (up to its first completion's arrival).
+    /// Zero-load round trip of a read of `bytes` (up to its first completion's arrival),
+    /// for a 64-bit address (see `zero_load_read_at`).
     pub fn zero_load_read(&self, route: u32, bytes: u32) -> Time {
+        self.zero_load_read_at(route, bytes, true)
+    }
+
+    /// Zero-load round trip of a read of `bytes`, its request with a 4-DW header when
+    /// `addr64`; completions always carry 3 DW.
+    pub fn zero_load_read_at(&self, route: u32, bytes: u32, addr64: bool) -> Time {
         let hops = self.route_hops(route);
         let (sink_lat, rcb) = match hops.last() {
             Some(Hop::Sink(s, _)) => (self.sink(*s).read_latency, self.sink(*s).rcb),
             _ => (Time::ZERO, 64),
         };
         let back = self.route_hops(self.reverse_route(route));
-        self.one_way(hops, 0, false) + sink_lat + self.one_way(back, bytes.min(rcb), true)
+        self.one_way(hops, 0, false, addr64)
+            + sink_lat
+            + self.one_way(back, bytes.min(rcb), true, addr64)
     }
 
-    /// Steady rate of back-to-back posted writes of `payload` bytes on `route`.
+    /// Steady rate of back-to-back posted writes of `payload` bytes on `route`, for a
+    /// 64-bit address (see `flow_write_at`).
     pub fn flow_write(&self, route: u32, payload: u32) -> FlowEstimate {
-        let hops = self.route_hops(route).to_vec();
-        self.bottleneck(&hops, payload, false, 0)
+        self.flow_write_at(route, payload, true)
     }
 
-    /// Steady rate of reads of `size` bytes with `tags` outstanding on `route`.
+    /// Steady rate of back-to-back posted writes of `payload` bytes, with a 4-DW header
+    /// when `addr64`: each wire, pacer and credit loop, and the sink's bandwidth.
+    pub fn flow_write_at(&self, route: u32, payload: u32, addr64: bool) -> FlowEstimate {
+        let hops = self.route_hops(route).to_vec();
+        let mut best = self.bottleneck(&hops, payload, false, addr64);
+        if let Some(c) = self.sink_limit(&hops, payload) {
+            if c.gbps < best.gbps {
+                best = c;
+            }
+        }
+        best
+    }
+
+    /// The sink's own rate for `payload`-byte accesses (DRAM or device memory).
+    fn sink_limit(&self, hops: &[Hop], payload: u32) -> Option<FlowEstimate> {
+        let Some(Hop::Sink(s, _)) = hops.last() else {
+            return None;
+        };
+        let sink = self.sink(*s);
+        if sink.ps_per_kib == 0 {
+            return None;
+        }
+        let g = payload as f64 / ps(serialize(payload.max(1), sink.ps_per_kib)) * 1000.0;
+        Some(FlowEstimate {
+            gbps: g,
+            bottleneck: format!("{} at {} B per access", sink.name, payload),
+        })
+    }
+
+    /// Steady rate of reads of `size` bytes with `tags` outstanding on `route`, for a
+    /// 64-bit address (see `flow_read_at`).
     pub fn flow_read(&self, route: u32, size: u32, tags: u32) -> FlowEstimate {
+        self.flow_read_at(route, size, tags, true)
+    }
+
+    /// Steady rate of reads of `size` bytes with `tags` outstanding, requests with a 4-DW
+    /// header when `addr64`; completions of min(`size`, RCB) bytes.
+    pub fn flow_read_at(&self, route: u32, size: u32, tags: u32, addr64: bool) -> FlowEstimate {
         let hops = self.route_hops(route).to_vec();
         let back = self.route_hops(self.reverse_route(route)).to_vec();
         let rcb = match hops.last() {
             Some(Hop::Sink(s, _)) => self.sink(*s).rcb,
             _ => 64,
         };
-        let rtt = ps(self.zero_load_read(route, size))
+        let cpl = size.min(rcb).max(1);
+        let rtt = ps(self.zero_load_read_at(route, size, addr64))
             + ps(serialize(
-                pcie::wire_bytes(rcb, true, true),
+                pcie::wire_bytes(cpl, true, addr64),
                 self.slowest(&back),
-            )) * (size.div_ceil(rcb) as f64 - 1.0).max(0.0);
+            )) * (size.div_ceil(cpl) as f64 - 1.0).max(0.0);
         let mut best = FlowEstimate {
             gbps: tags as f64 * size as f64 / rtt * 1000.0,
             bottleneck: format!(
@@ -105,9 +158,9 @@ impl Net {
                 _ => Time::ZERO,
             };
             let back_below = &back[..back.len() - k];
-            let r = ps(self.one_way(below, 0, false))
+            let r = ps(self.one_way(below, 0, false, addr64))
                 + ps(sink_lat)
-                + ps(self.one_way(back_below, split.min(rcb), true));
+                + ps(self.one_way(back_below, split.min(rcb), true, addr64));
             let g = rtags as f64 * split as f64 / r * 1000.0;
             if g < best.gbps {
                 best = FlowEstimate { gbps: g, bottleneck: format!("root re-issues reads as {split} B with {rtags} tags over a {:.0} ns round trip", r / 1000.0) };
@@ -125,15 +178,20 @@ impl Net {
                 }
             }
         }
-        let c = self.bottleneck(&back, rcb, true, 0);
+        let c = self.bottleneck(&back, cpl, true, addr64);
         if c.gbps < best.gbps {
             best = c;
         }
         // A pacer on the way out reserves each read's bytes as it passes.
         let paced = hops.iter().filter(|h| matches!(h, Hop::Pace(_))).copied();
-        let c = self.bottleneck(&paced.collect::<Vec<_>>(), size, false, 0);
+        let c = self.bottleneck(&paced.collect::<Vec<_>>(), size, false, addr64);
         if c.gbps < best.gbps {
             best = c;
+        }
+        if let Some(c) = self.sink_limit(&hops, size) {
+            if c.gbps < best.gbps {
+                best = c;
+            }
         }
         best
     }
@@ -154,7 +212,7 @@ impl Net {
         hops: &[Hop],
         payload: u32,
         completion: bool,
-        _skip: usize,
+        addr64: bool,
     ) -> FlowEstimate {
         let class = if completion { 2 } else { 0 };
         let mut best = FlowEstimate {
@@ -176,7 +234,7 @@ impl Net {
             let Hop::Wire(wid) = *h else { continue };
             let w = self.wire(wid);
             let bytes = if w.pcie {
-                pcie::wire_bytes(payload, completion, true)
+                pcie::wire_bytes(payload, completion, addr64)
             } else {
                 coherent_bytes(payload)
             };
