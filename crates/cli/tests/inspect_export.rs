@@ -48,12 +48,16 @@ fn root_of(f: &Fabric, dev: &str) -> String {
 
 #[test]
 fn every_hwloc_fixture_exports_a_loadable_scenario() {
-    for x in [
-        "16amd64-4distances",
-        "24em64t-2n6c2t-pci",
-        "32em64t-2n8c2t-pci-normalio",
-        "8intel64-4n2t-memattrs",
-    ] {
+    // Every XML fixture in the repository, whatever it describes (24 packages, memory-
+    // side caches with one way, CXL memory, a DGX-2).
+    let mut names: Vec<String> = std::fs::read_dir(fixtures().join("xml"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|n| n.strip_suffix(".xml").map(str::to_string))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 8, "{names:?}");
+    for x in names.iter().map(String::as_str) {
         let m = inspect::import_hwloc_file(&fixtures().join(format!("xml/{x}.xml"))).unwrap();
         let f = load_export(&m, x);
         let nodes = f.topo.platforms[0].numa_nodes();

@@ -975,7 +975,9 @@ impl Builder {
                 Ok(x)
             }
         };
-        let packages = range(&p.packages, "packages", 1, 16)?;
+        // Large NUMA machines (SGI UV, 8-socket servers with sub-NUMA groups) export
+        // dozens of packages; CPU requesters keep a package in 8 bits.
+        let packages = range(&p.packages, "packages", 1, 64)?;
         let npp = match &p.nodes_per_package {
             Some(v) => range(v, "nodes_per_package", 1, 8)?,
             None => 1,

@@ -163,17 +163,22 @@ pub fn scenario_toml(
             );
         }
     }
-    match llc.and_then(|c| c.ways) {
+    let llc_ways = match llc.and_then(|c| c.ways) {
         Some(w) => {
             let _ = writeln!(out, "llc_ways = {w}");
+            w
         }
         None => {
             let _ = writeln!(
                 out,
                 "llc_ways = 20   # assumption: LLC associativity not reported"
             );
+            20
         }
-    }
+    };
+    // DDIO can take at most the ways there are (a memory-side or direct-mapped cache
+    // reports one).
+    let ddio = 2.min(llc_ways);
     let intel = m
         .cpu_vendor
         .as_deref()
@@ -183,12 +188,12 @@ pub fn scenario_toml(
     if intel {
         let _ = writeln!(
             out,
-            "ddio_ways = 2   # assumption: Intel default 2 of the LLC ways"
+            "ddio_ways = {ddio}   # assumption: Intel default 2 of the LLC ways (at most the LLC's)"
         );
     } else {
         let _ = writeln!(
             out,
-            "ddio_ways = 2   # assumption: Intel default 2 of the LLC ways; this CPU may not place DMA writes in its LLC at all"
+            "ddio_ways = {ddio}   # assumption: Intel default 2 of the LLC ways (at most the LLC's); this CPU may not place DMA writes in its LLC at all"
         );
     }
     // The scenario lays RAM out in whole MiB; a node's usable memory rarely is.
