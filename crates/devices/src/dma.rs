@@ -9,7 +9,7 @@
 //! a write's bytes land in the fabric when its TLP lands in simulated time, a read's bytes
 //! are taken from the fabric when its last completion arrives, a copy writes what it read.
 
-use fabric::{Access, Fabric, Fault, Request, Requester};
+use fabric::{Access, Fault, Request, Requester};
 use sim::component::{Component, Sim};
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::stats::Histogram;
@@ -347,12 +347,18 @@ impl DmaJob {
 
     /// Runs the job alone on the network from `at` until it is done.
     pub fn run(self, tf: &mut TimedFabric, at: Time) -> (DmaOutcome, DmaStats) {
+        let job = self.run_alone(tf, at);
+        (job.outcome(), job.stats)
+    }
+
+    /// Runs the job alone from `at` until it is done and gives it back (its statistics,
+    /// captured bytes).
+    pub fn run_alone(self, tf: &mut TimedFabric, at: Time) -> DmaJob {
         let mut sim = Sim::new();
         let id = sim.add(self);
         tf.net.timer_at(at, id, TIMER_START);
         sim.run_until_finished(tf);
-        let job = sim.get::<DmaJob>(id).expect("added above");
-        (job.outcome(), job.stats.clone())
+        sim.take::<DmaJob>(id).expect("added above")
     }
 
     /// Bus address of byte position `pos` from `base`.
@@ -524,7 +530,7 @@ impl DmaJob {
             return;
         };
         let addr = self.addr(dst, pos);
-        if store(&mut tf.fabric, self.requester, addr, &data).is_err() {
+        if tf.fabric.store(self.requester, addr, &data).is_err() {
             self.stats.faults += 1;
         }
         self.pool.push(data);
@@ -560,7 +566,7 @@ impl DmaJob {
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
         buf.resize(n, 0);
-        if load(&mut tf.fabric, self.requester, addr, &mut buf).is_err() {
+        if tf.fabric.load(self.requester, addr, &mut buf).is_err() {
             self.stats.faults += 1;
         }
         if let Some(c) = self.capture.as_mut() {
@@ -580,14 +586,6 @@ impl DmaJob {
         self.scratch = buf;
         self.issue_reads(tf, me);
     }
-}
-
-fn store(f: &mut Fabric, r: Requester, addr: u64, data: &[u8]) -> Result<(), Fault> {
-    f.store(r, addr, data)
-}
-
-fn load(f: &mut Fabric, r: Requester, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-    f.load(r, addr, buf)
 }
 
 impl Component<TimedFabric> for DmaJob {
@@ -644,12 +642,9 @@ pub fn timed_read(
     len: u32,
 ) -> Result<(Vec<u8>, Time), Fault> {
     let spec = single_spec();
-    let job = DmaJob::new(tf, requester, spec, Op::Read { src }, len as u64)?.capturing();
-    let mut sim = Sim::new();
-    let id = sim.add(job);
-    tf.net.timer_at(Time::ZERO, id, TIMER_START);
-    sim.run_until_finished(tf);
-    let job = sim.get::<DmaJob>(id).expect("added above");
+    let job = DmaJob::new(tf, requester, spec, Op::Read { src }, len as u64)?
+        .capturing()
+        .run_alone(tf, Time::ZERO);
     fault_if_any(tf, job.stats.faults)?;
     let o = job.outcome();
     Ok((job.captured().unwrap_or_default().to_vec(), o.end - o.start))

@@ -98,6 +98,12 @@ impl<C: HasNet + 'static> Sim<C> {
         c.downcast_mut()
     }
 
+    /// Removes every component and gives back component `id` (the run is over).
+    pub fn take<T: Component<C>>(self, id: ComponentId) -> Option<T> {
+        let c: Box<dyn Any> = self.components.into_iter().nth(id as usize)?;
+        c.downcast().ok().map(|b| *b)
+    }
+
     /// Calls `f` on component `id` with the context (to start or stop it between runs),
     /// keeping track of whether it has work.
     pub fn with<T: Component<C>, R>(

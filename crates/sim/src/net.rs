@@ -472,7 +472,7 @@ impl Net {
     ) -> u32 {
         self.sinks.push(Sink {
             name: name.to_string(),
-            ps_per_kib: (1024.0 * 1000.0 / gbps).round() as u64,
+            ps_per_kib: pcie::ps_per_kib_at(gbps),
             read_latency,
             write_latency,
             rcb: rcb.max(1),
@@ -533,7 +533,7 @@ impl Net {
     pub fn add_pacer(&mut self, name: &str, gbps: f64) -> u32 {
         self.pacers.push(Pacer {
             name: name.to_string(),
-            ps_per_kib: (1024.0 * 1000.0 / gbps).round() as u64,
+            ps_per_kib: pcie::ps_per_kib_at(gbps),
             free_at: Time::ZERO,
             bytes: 0,
         });

@@ -49,7 +49,13 @@ pub fn wire_bytes(payload: u32, is_completion: bool, addr64: bool) -> u32 {
 /// Serialization speed of a link as picoseconds per 1024 bytes (fixed point, so the hot
 /// path multiplies integers).
 pub fn ps_per_kib(gen: u8, width: u8) -> u64 {
-    (1024.0 * 1000.0 / link_gbps(gen, width)).round() as u64
+    ps_per_kib_at(link_gbps(gen, width))
+}
+
+/// Picoseconds per 1024 bytes at `gbps` (10^9 bytes per second): the fixed-point pace of
+/// any resource with a bandwidth (a link, a memory, a pacer).
+pub fn ps_per_kib_at(gbps: f64) -> u64 {
+    (1024.0 * 1000.0 / gbps).round() as u64
 }
 
 /// Time to put `bytes` on a link with `ps_per_kib`.

@@ -103,11 +103,6 @@ impl HasNet for TimedFabric {
     }
 }
 
-/// Bandwidth as the network's pacing: picoseconds per KiB.
-fn ps_per_kib(gbps: f64) -> u64 {
-    (1024.0 * 1000.0 / gbps).round() as u64
-}
-
 impl TimedFabric {
     pub fn new(fabric: Fabric, seed: u64) -> Result<TimedFabric, TimingError> {
         let topo = &fabric.topo;
@@ -213,7 +208,7 @@ impl TimedFabric {
                 let lat = l.latency_ns.unwrap_or(pt.interconnect_latency_ns);
                 let (a, b) = net.add_link(
                     &format!("{} {}-{}", h.name, p.vertex_name(l.a), p.vertex_name(l.b)),
-                    ps_per_kib(gbps),
+                    pcie::ps_per_kib_at(gbps),
                     ns(lat),
                     [0; 3],
                     false,

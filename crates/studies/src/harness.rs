@@ -170,17 +170,20 @@ pub fn mps_between(tf: &TimedFabric, a: u32, b: u32) -> u32 {
     tf.fabric.topo.host(a).mps.min(tf.fabric.topo.host(b).mps)
 }
 
+/// A fault of an access as an error, in the fabric's words.
+pub fn fault_error(tf: &TimedFabric, f: fabric::Fault) -> RunError {
+    RunError(fabric::describe::fault_text(&tf.fabric.topo, &f))
+}
+
 /// Time for a small posted write (a doorbell, a flag, a counter) to become visible:
 /// from when it leaves the requester until it lands.
 pub fn one_way(tf: &mut TimedFabric, who: Requester, bus: u64) -> Result<Time, RunError> {
-    devices::single_access(tf, who, Op::Write { dst: bus }, 4)
-        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))
+    devices::single_access(tf, who, Op::Write { dst: bus }, 4).map_err(|f| fault_error(tf, f))
 }
 
 /// Round trip of a small read (a poll).
 pub fn read_rtt(tf: &mut TimedFabric, who: Requester, bus: u64) -> Result<Time, RunError> {
-    devices::single_access(tf, who, Op::Read { src: bus }, 4)
-        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))
+    devices::single_access(tf, who, Op::Read { src: bus }, 4).map_err(|f| fault_error(tf, f))
 }
 
 /// Duration of a DMA job of `bytes`, simulated up to `DMA_WINDOW` and extended at the
@@ -193,8 +196,7 @@ pub fn dma_time(
     bytes: u64,
 ) -> Result<Time, RunError> {
     let sim_bytes = bytes.min(DMA_WINDOW);
-    let job = DmaJob::new(tf, who, spec, op, sim_bytes)
-        .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
+    let job = DmaJob::new(tf, who, spec, op, sim_bytes).map_err(|f| fault_error(tf, f))?;
     let (o, stats): (DmaOutcome, _) = job.run(tf, Time::ZERO);
     if stats.faults > 0 {
         let f = tf

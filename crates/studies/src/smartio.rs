@@ -192,7 +192,7 @@ fn data_path(
                 },
                 &mut p,
             )
-            .map_err(|f| RunError(fabric::describe::fault_text(&tf.fabric.topo, &f)))?;
+            .map_err(|f| fault_error(tf, f))?;
         Ok((p.hops(), p.roots()))
     };
     if via_ram {

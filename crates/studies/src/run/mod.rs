@@ -12,7 +12,7 @@ pub mod spec;
 
 use devices::{DmaJob, Gpu, Op, Ops, PingPong};
 use fabric::scenario::Source;
-use fabric::{builtin, Endpoint, Fabric, Requester};
+use fabric::{builtin, Fabric, Requester};
 use serde_json::{json, Map, Value};
 use sim::component::Sim;
 use sim::cpu_stream::{CpuStream, StreamOp, START};
@@ -94,8 +94,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     let mut sim: Sim<TimedFabric> = Sim::new();
     let mut handles = Vec::new();
     for w in &spec.workloads {
-        let located = |msg: String| RunError(ScenarioErrorAt(&w.at).with(msg));
-        handles.push(build(&mut tf, &mut sim, w).map_err(|e| located(e.0))?);
+        handles.push(build(&mut tf, &mut sim, w).map_err(|e| located(&w.at, e.0))?);
     }
     let window = measure(&mut tf, &mut sim, &handles, spec.measure);
     let params = overrides::params_of(point);
@@ -122,28 +121,22 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     })
 }
 
-/// Prefixes a message with where the workload was written.
-struct ScenarioErrorAt<'a>(&'a fabric::ScenarioError);
-
-impl ScenarioErrorAt<'_> {
-    fn with(&self, msg: String) -> String {
+/// A message located where the workload was written.
+fn located(at: &fabric::ScenarioError, msg: String) -> RunError {
+    RunError(
         fabric::ScenarioError {
             message: msg,
-            ..self.0.clone()
+            ..at.clone()
         }
-        .to_string()
-    }
+        .to_string(),
+    )
 }
 
-fn fault(tf: &TimedFabric, f: fabric::Fault) -> RunError {
-    RunError(fabric::describe::fault_text(&tf.fabric.topo, &f))
-}
-
-/// The requester a name stands for: a device function, or an NTB adapter's NTB function.
+/// The device function a workload names (a CPU is not a DMA requester here).
 fn requester(tf: &TimedFabric, name: &str) -> Result<Requester, RunError> {
-    match tf.fabric.resolve(name).map_err(RunError::from(name))? {
-        Endpoint::Node(n) | Endpoint::Bar { node: n, .. } => Ok(Requester::Function(n)),
-        _ => Err(RunError(format!(
+    match harness::requester(tf, name)? {
+        r @ Requester::Function(_) => Ok(r),
+        Requester::Cpu { .. } => Err(RunError(format!(
             "`{name}` is not a device: a DMA workload needs `host.device` or `host.device.pfN`"
         ))),
     }
@@ -223,7 +216,8 @@ fn build(
                     a_polls: harness::map_buffer(tf, ra, ram, oa, 4)?,
                 },
             };
-            let pp = PingPong::new(tf, ga, gb, counters).map_err(|f| fault(tf, f))?;
+            let pp =
+                PingPong::new(tf, ga, gb, counters).map_err(|f| harness::fault_error(tf, f))?;
             let id = sim.add(pp);
             tf.net.timer_at(Time::ZERO, id, 0);
             Ok(Handle::PingPong(id))
@@ -266,7 +260,7 @@ fn dma_workload(
 ) -> Result<Handle, RunError> {
     let in_flight = outstanding as u64;
     let job = DmaJob::ops(tf, who, spec, op, transfer_bytes, Ops::Endless, in_flight)
-        .map_err(|f| fault(tf, f))?;
+        .map_err(|f| harness::fault_error(tf, f))?;
     let id = sim.add(job);
     tf.net.timer_at(Time::ZERO, id, 0);
     Ok(Handle::Dma(id))
