@@ -328,11 +328,11 @@ fn timed_view(
             let len = len.max(1);
             let addr64 = req.addr >= 1 << 32;
             let e = if access == Access::Write {
-                Some(tf.net.flow_write_at(route, mps.min(len), addr64))
+                Some(tf.net.flow_write(route, mps.min(len), addr64))
             } else {
                 dma.map(|d| {
                     tf.net
-                        .flow_read_at(route, d.mrrs_bytes.min(len), d.max_reads, addr64)
+                        .flow_read(route, d.mrrs_bytes.min(len), d.max_reads, addr64)
                 })
             };
             e.map(|e| (e.gbps, e.bottleneck))

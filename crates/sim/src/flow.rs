@@ -46,15 +46,9 @@ impl Net {
         t
     }
 
-    /// Zero-load latency of a posted write of `payload` bytes until it is visible (a
-    /// 64-bit address: the 4-DW header; see `zero_load_write_at`).
-    pub fn zero_load_write(&self, route: u32, payload: u32) -> Time {
-        self.zero_load_write_at(route, payload, true)
-    }
-
     /// Zero-load latency of a posted write of `payload` bytes until it is visible, with a
     /// 4-DW header when `addr64` (the address is above 4 GiB), else 3 DW.
-    pub fn zero_load_write_at(&self, route: u32, payload: u32, addr64: bool) -> Time {
+    pub fn zero_load_write(&self, route: u32, payload: u32, addr64: bool) -> Time {
         let hops = self.route_hops(route);
         let sink = match hops.last() {
             Some(Hop::Sink(s, ddio)) => self.sink_write_latency(*s, *ddio),
@@ -63,15 +57,9 @@ impl Net {
         self.one_way(hops, payload, false, addr64) + sink
     }
 
-    /// Zero-load round trip of a read of `bytes` (up to its first completion's arrival),
-    /// for a 64-bit address (see `zero_load_read_at`).
-    pub fn zero_load_read(&self, route: u32, bytes: u32) -> Time {
-        self.zero_load_read_at(route, bytes, true)
-    }
-
     /// Zero-load round trip of a read of `bytes`, its request with a 4-DW header when
     /// `addr64`; completions always carry 3 DW.
-    pub fn zero_load_read_at(&self, route: u32, bytes: u32, addr64: bool) -> Time {
+    pub fn zero_load_read(&self, route: u32, bytes: u32, addr64: bool) -> Time {
         let hops = self.route_hops(route);
         let (sink_lat, rcb) = match hops.last() {
             Some(Hop::Sink(s, _)) => (self.sink(*s).read_latency, self.sink(*s).rcb),
@@ -83,15 +71,9 @@ impl Net {
             + self.one_way(back, bytes.min(rcb), true, addr64)
     }
 
-    /// Steady rate of back-to-back posted writes of `payload` bytes on `route`, for a
-    /// 64-bit address (see `flow_write_at`).
-    pub fn flow_write(&self, route: u32, payload: u32) -> FlowEstimate {
-        self.flow_write_at(route, payload, true)
-    }
-
     /// Steady rate of back-to-back posted writes of `payload` bytes, with a 4-DW header
     /// when `addr64`: each wire, pacer and credit loop, and the sink's bandwidth.
-    pub fn flow_write_at(&self, route: u32, payload: u32, addr64: bool) -> FlowEstimate {
+    pub fn flow_write(&self, route: u32, payload: u32, addr64: bool) -> FlowEstimate {
         let hops = self.route_hops(route).to_vec();
         let mut best = self.bottleneck(&hops, payload, false, addr64);
         if let Some(c) = self.sink_limit(&hops, payload) {
@@ -118,15 +100,9 @@ impl Net {
         })
     }
 
-    /// Steady rate of reads of `size` bytes with `tags` outstanding on `route`, for a
-    /// 64-bit address (see `flow_read_at`).
-    pub fn flow_read(&self, route: u32, size: u32, tags: u32) -> FlowEstimate {
-        self.flow_read_at(route, size, tags, true)
-    }
-
     /// Steady rate of reads of `size` bytes with `tags` outstanding, requests with a 4-DW
     /// header when `addr64`; completions of min(`size`, RCB) bytes.
-    pub fn flow_read_at(&self, route: u32, size: u32, tags: u32, addr64: bool) -> FlowEstimate {
+    pub fn flow_read(&self, route: u32, size: u32, tags: u32, addr64: bool) -> FlowEstimate {
         let hops = self.route_hops(route).to_vec();
         let back = self.route_hops(self.reverse_route(route)).to_vec();
         let rcb = match hops.last() {
@@ -134,7 +110,7 @@ impl Net {
             _ => 64,
         };
         let cpl = size.min(rcb).max(1);
-        let rtt = ps(self.zero_load_read_at(route, size, addr64))
+        let rtt = ps(self.zero_load_read(route, size, addr64))
             + ps(serialize(
                 pcie::wire_bytes(cpl, true, addr64),
                 self.slowest(&back),

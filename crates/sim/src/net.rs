@@ -217,7 +217,10 @@ pub struct Pacer {
 pub struct Iotlb {
     pub hit: Time,
     pub miss: Time,
+    /// Cached translations in FIFO order (a ring), and the same keys as a set so that a
+    /// lookup per TLP does not scan a large IOTLB.
     entries: Vec<u64>,
+    present: rustc_hash::FxHashSet<u64>,
     next: usize,
     pub hits: u64,
     pub misses: u64,
@@ -522,6 +525,7 @@ impl Net {
             hit,
             miss,
             entries: vec![u64::MAX; entries.max(1)],
+            present: Default::default(),
             next: 0,
             hits: 0,
             misses: 0,
@@ -789,13 +793,15 @@ impl Net {
                 Hop::Iommu(i) => {
                     self.tlps[t as usize].pos += 1;
                     let tlb = &mut self.iotlbs[i as usize];
-                    let d = if tlb.entries.contains(&tlp.iotlb_key) {
+                    let d = if tlb.present.contains(&tlp.iotlb_key) {
                         tlb.hits += 1;
                         tlb.hit
                     } else {
                         tlb.misses += 1;
                         let n = tlb.next;
-                        tlb.entries[n] = tlp.iotlb_key;
+                        let old = std::mem::replace(&mut tlb.entries[n], tlp.iotlb_key);
+                        tlb.present.remove(&old);
+                        tlb.present.insert(tlp.iotlb_key);
                         tlb.next = (n + 1) % tlb.entries.len();
                         tlb.miss
                     };

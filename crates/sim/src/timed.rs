@@ -95,6 +95,8 @@ pub struct TimedFabric {
     ntb_translate: Vec<Time>,
     /// CPU streams made so far (each gets its own span of addresses).
     cpu_streams_made: u64,
+    /// Reused while building a route's hops.
+    hop_scratch: Vec<Hop>,
 }
 
 impl HasNet for TimedFabric {
@@ -352,6 +354,7 @@ impl TimedFabric {
             dedup: FxHashMap::default(),
             path: Path::with_capacity(64),
             cpu_streams_made: 0,
+            hop_scratch: Vec::new(),
         })
     }
 
@@ -542,12 +545,14 @@ impl TimedFabric {
         }
         let mut path = std::mem::take(&mut self.path);
         let res = self.fabric.route(req, &mut path);
-        if let Ok(Target::Interrupt { host, .. }) = res {
-            self.interrupt_sink(host);
-        }
         let out = res.map(|t| {
-            let hops = self.hops(&path, &t, req.access);
-            (self.intern(hops), t)
+            // Hops are built in a reused buffer: a route is allocated only when new.
+            let mut hops = std::mem::take(&mut self.hop_scratch);
+            hops.clear();
+            self.hops(&path, &t, req.access, &mut hops);
+            let id = self.intern(&hops);
+            self.hop_scratch = hops;
+            (id, t)
         });
         self.path = path;
         if let Ok(v) = out {
@@ -556,9 +561,9 @@ impl TimedFabric {
         out
     }
 
-    /// Maps fabric steps to timed hops.
-    fn hops(&self, path: &Path, target: &Target, access: Access) -> Vec<Hop> {
-        let mut hops = self.hops_of(path, access);
+    /// Maps fabric steps to timed hops, into `hops`.
+    fn hops(&mut self, path: &Path, target: &Target, access: Access, hops: &mut Vec<Hop>) {
+        self.hops_of(path, access, hops);
         // DDIO: a device write allocates in the LLC only when it reaches memory through a
         // root of the memory's own package (no interconnect hop inside the target host).
         let in_target = path
@@ -579,15 +584,13 @@ impl TimedFabric {
                 Hop::Sink(self.ram_sinks[host as usize][node as usize], local)
             }
             Target::Bar { node, .. } => Hop::Sink(self.bar_sinks[node as usize], false),
-            Target::Interrupt { host, .. } => Hop::Sink(self.cache.interrupt_sinks[&host], false),
+            Target::Interrupt { host, .. } => Hop::Sink(self.interrupt_sink(host), false),
         });
-        hops
     }
 
-    /// The timed hops of a path's steps (without the sink).
-    fn hops_of(&self, path: &Path, access: Access) -> Vec<Hop> {
+    /// The timed hops of a path's steps (without the sink), appended to `hops`.
+    fn hops_of(&self, path: &Path, access: Access, hops: &mut Vec<Hop>) {
         let topo = &self.fabric.topo;
-        let mut hops = Vec::with_capacity(path.steps.len() + 2);
         let mut cable_from = CableEnd::Ntb(0);
         for (i, s) in path.steps.iter().enumerate() {
             match *s {
@@ -640,7 +643,6 @@ impl TimedFabric {
                 }
             }
         }
-        hops
     }
 
     /// The sink of `host`'s interrupt delivery (made on first use). The root's handling is
@@ -696,20 +698,22 @@ impl TimedFabric {
         let out = res.map(|node| {
             let sink = self.config_sink(node);
             let access = if write { Access::Write } else { Access::Read };
-            let mut hops = self.hops_of(&path, access);
+            let mut hops = Vec::with_capacity(path.steps.len() + 1);
+            self.hops_of(&path, access, &mut hops);
             hops.push(Hop::Sink(sink, false));
-            (self.intern(hops), node)
+            (self.intern(&hops), node)
         });
         self.path = path;
         out
     }
 
-    fn intern(&mut self, hops: Vec<Hop>) -> u32 {
-        match self.dedup.get(&hops) {
+    /// The route id of these hops, registering them the first time they are seen.
+    fn intern(&mut self, hops: &[Hop]) -> u32 {
+        match self.dedup.get(hops) {
             Some(&id) => id,
             None => {
-                let id = self.net.add_route(hops.clone());
-                self.dedup.insert(hops, id);
+                let id = self.net.add_route(hops.to_vec());
+                self.dedup.insert(hops.to_vec(), id);
                 id
             }
         }

@@ -160,11 +160,11 @@ fn dma_ns(text: &str, dev: usize, node: u32, access: Access) -> f64 {
     let flow = match access {
         Access::Read => {
             tf.net.send_read(issue, 0);
-            tf.net.zero_load_read(route, 64)
+            tf.net.zero_load_read(route, 64, true)
         }
         Access::Write => {
             tf.net.send_write(issue);
-            tf.net.zero_load_write(route, 64)
+            tf.net.zero_load_write(route, 64, true)
         }
     };
     sim.run_until_idle(&mut tf);
@@ -329,8 +329,8 @@ fn dma_keeps_the_dram_sink_when_the_platform_has_a_bandwidth_matrix() {
             let mut tf = timed(text);
             let r = dma_route(&mut tf, 0, 1, access);
             match access {
-                Access::Read => tf.net.flow_read(r, 512, 16),
-                Access::Write => tf.net.flow_write(r, 256),
+                Access::Read => tf.net.flow_read(r, 512, 16, true),
+                Access::Write => tf.net.flow_write(r, 256, true),
             }
         };
         let (a, b) = (est(&without), est(&with));

@@ -130,7 +130,7 @@ fn device_read_ns(tf: &mut TimedFabric) -> f64 {
             access: Access::Read,
         })
         .unwrap();
-    tf.net.zero_load_read(route, 64).as_ns_f64()
+    tf.net.zero_load_read(route, 64, true).as_ns_f64()
 }
 
 #[test]
@@ -194,7 +194,7 @@ fn the_device_bar_latency_is_its_own() {
             access: Access::Read,
         })
         .unwrap();
-    let with_250 = tf.net.zero_load_read(route, 4).as_ns_f64();
+    let with_250 = tf.net.zero_load_read(route, 4, true).as_ns_f64();
     let mut tf = timed(
         &BASE.replace(
             "timing = { bar_latency_ns = 250.0 }",
@@ -214,7 +214,7 @@ fn the_device_bar_latency_is_its_own() {
         })
         .unwrap();
     assert_eq!(
-        tf.net.zero_load_read(route, 4).as_ns_f64() - with_250,
+        tf.net.zero_load_read(route, 4, true).as_ns_f64() - with_250,
         650.0
     );
 }
@@ -353,9 +353,9 @@ proptest! {
         let dev = tf.fabric.topo.devices[0].functions[0];
         let addr = tf.fabric.topo.host(0).ram_addr(1, 0).unwrap();
         let (route, _) = tf.route(&Request { requester: Requester::Function(dev), addr, len: 64, access: Access::Write }).unwrap();
-        let w = tf.net.flow_write(route, 256);
+        let w = tf.net.flow_write(route, 256, true);
         prop_assert!(w.gbps >= 0.0);
-        let r = tf.net.flow_read(route, 512, 16);
+        let r = tf.net.flow_read(route, 512, 16, true);
         prop_assert!(r.gbps >= 0.0);
         let _ = tf.cpu_line_read(0, 0, 1, 0);
     }

@@ -38,10 +38,9 @@ fn both_on(mut tf: sim::timed::TimedFabric, c: &Case) -> (f64, f64, String) {
         .unwrap();
     let addr64 = bus >= 1 << 32;
     let flow = if c.write {
-        tf.net.flow_write_at(route, spec.mps, addr64)
+        tf.net.flow_write(route, spec.mps, addr64)
     } else {
-        tf.net
-            .flow_read_at(route, spec.mrrs, spec.max_reads, addr64)
+        tf.net.flow_read(route, spec.mrrs, spec.max_reads, addr64)
     };
     let op = if c.write {
         Op::Write { dst: bus }
@@ -121,7 +120,7 @@ fn zero_load_latency_matches_a_single_simulated_write() {
             access: fabric::Access::Write,
         })
         .unwrap();
-    let flow = tf.net.zero_load_write(route, 4).as_ns_f64();
+    let flow = tf.net.zero_load_write(route, 4, true).as_ns_f64();
     let des = one_way(&mut tf, cpu, bus).unwrap().as_ns_f64();
     assert!(
         (des - flow).abs() / flow < 0.02,
@@ -173,7 +172,7 @@ fn small_reads_agree_in_both_models() {
             .unwrap();
         let flow = tf
             .net
-            .flow_read_at(route, size, spec.max_reads, bus >= 1 << 32);
+            .flow_read(route, size, spec.max_reads, bus >= 1 << 32);
         let des = gbps(
             bytes,
             dma_time(&mut tf, g, spec, Op::Read { src: bus }, bytes).unwrap(),
