@@ -249,7 +249,7 @@ fn doorbells_config_writes_and_msi_reach_the_models_that_own_them() {
     );
     // A CPU reads the BAR register by configuration read: what enumeration assigned.
     let mut reg = [0u8; 4];
-    tf.fabric.config_read(echo_node, 0x10, &mut reg);
+    tf.fabric.config_read(0, 0, rid, 0x10, &mut reg).unwrap();
     assert_eq!(u32::from_le_bytes(reg) as u64 & !0xf, bar0 & 0xffff_fff0);
 }
 
@@ -260,6 +260,14 @@ fn config_requests_to_a_missing_requester_id_fault() {
         .config_route(0, 0, fabric::Rid(0xfff0), false)
         .unwrap_err();
     assert_eq!(e.kind, fabric::FaultKind::NoWindow);
+    // The functional side routes the same way, and logs the fault.
+    let mut reg = [0u8; 4];
+    let e = tf
+        .fabric
+        .config_read(0, 0, fabric::Rid(0xfff0), 0, &mut reg)
+        .unwrap_err();
+    assert_eq!(e.kind, fabric::FaultKind::NoWindow);
+    assert_eq!(tf.fabric.faults().last(), Some(&e));
 }
 
 #[test]

@@ -611,17 +611,53 @@ impl Fabric {
         Ok(node)
     }
 
-    /// Reads a function's configuration space (4 KiB, PCIe extended): what enumeration
-    /// programmed (BARs) and what drivers wrote.
-    pub fn config_read(&mut self, node: NodeId, reg: u64, buf: &mut [u8]) {
+    /// A CPU of `package` in `host` reads the configuration space (4 KiB, PCIe extended)
+    /// of the function with requester ID `rid`, routed by ID as `config_route` routes it:
+    /// what enumeration programmed (BARs) and what drivers wrote. No such function faults.
+    pub fn config_read(
+        &mut self,
+        host: HostId,
+        package: u32,
+        rid: Rid,
+        reg: u64,
+        buf: &mut [u8],
+    ) -> Result<(), Fault> {
+        let node = self.config_target(host, package, rid, false)?;
         self.init_config(node);
         self.mem.bar(node, CONFIG_SPACE).read(reg, buf);
+        Ok(())
     }
 
-    /// Writes a function's configuration space.
-    pub fn config_write(&mut self, node: NodeId, reg: u64, data: &[u8]) {
+    /// A CPU writes a function's configuration space (routed by ID, as `config_read`).
+    pub fn config_write(
+        &mut self,
+        host: HostId,
+        package: u32,
+        rid: Rid,
+        reg: u64,
+        data: &[u8],
+    ) -> Result<(), Fault> {
+        let node = self.config_target(host, package, rid, true)?;
         self.init_config(node);
         self.mem.bar(node, CONFIG_SPACE).write(reg, data);
+        Ok(())
+    }
+
+    /// Routes a configuration request (logging a fault) and gives the function it reaches.
+    fn config_target(
+        &mut self,
+        host: HostId,
+        package: u32,
+        rid: Rid,
+        write: bool,
+    ) -> Result<NodeId, Fault> {
+        let mut path = std::mem::take(&mut self.scratch);
+        let r = self.config_route(host, package, rid, write, &mut path);
+        self.scratch = path;
+        if let Err(f) = r {
+            self.faults.push(f);
+        }
+        r
     }
 
     /// Fills a function's header the first time it is touched: BAR registers hold what
