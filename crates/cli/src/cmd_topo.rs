@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use fabric::describe;
 use fabric::{Access, Fabric, Path, Request, Requester};
+use studies::harness;
 
 #[derive(clap::Subcommand)]
 pub enum TopoCommand {
@@ -36,6 +37,11 @@ pub enum TopoCommand {
         len: u32,
         #[arg(long, value_enum, default_value = "read")]
         access: AccessArg,
+        /// Accesses the requester keeps under way in the stream estimate (as a `dma`
+        /// workload's `outstanding`); default: as many as it takes, so that only the
+        /// fabric and the device's read tags bound the stream.
+        #[arg(long)]
+        outstanding: Option<u64>,
         #[arg(long, value_enum, default_value = "text")]
         format: crate::Format,
     },
@@ -100,6 +106,7 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             offset,
             len,
             access,
+            outstanding,
             format,
         } => {
             if len == 0 || len > 4096 {
@@ -116,7 +123,14 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             // With timing parameters, the zero-load time of this one request: a write until
             // it lands, a read until its data is back (requester overheads not included).
             let timed = match &r {
-                Ok(_) => timed_view(load(&scenario)?, &from, &to, offset, len, access),
+                Ok(_) => timed_view(
+                    load(&scenario)?,
+                    &from,
+                    &to,
+                    (offset, len),
+                    access,
+                    outstanding,
+                ),
                 Err(_) => None,
             };
             let latency_ns = timed.as_ref().map(|t| t.0);
@@ -270,18 +284,20 @@ fn requester_of(f: &Fabric, e: fabric::Endpoint) -> anyhow::Result<Requester> {
 }
 
 /// On a fresh timed copy of the scenario: the zero-load time of one request and, for a
-/// device, the flow model's rate and bottleneck for a stream of such requests (with its
-/// own `dma_max_reads`/`dma_mrrs_bytes`, or its NTB adapter's DMA engine's; no stream
-/// for a requester that states none). `None` when the scenario has no timing parameters.
+/// device, the flow model's rate and bottleneck for a stream of such requests — the same
+/// stream a `dma` workload of `nudma run` with this length and `outstanding` runs (the
+/// device's `dma_max_reads`/`dma_mrrs_bytes`, or its NTB adapter's DMA engine's; no read
+/// stream for a requester that states none). `None` when the scenario has no timing
+/// parameters.
 type TimedView = (f64, Option<(f64, String)>);
 
 fn timed_view(
     f: Fabric,
     from: &str,
     to: &str,
-    offset: u64,
-    len: u32,
+    (offset, len): (u64, u32),
     access: Access,
+    outstanding: Option<u64>,
 ) -> Option<TimedView> {
     let mut tf = sim::timed::TimedFabric::new(f, 1).ok()?;
     let (req, _) = request_for(&mut tf.fabric, from, to, offset, len, access).ok()?;
@@ -301,41 +317,26 @@ fn timed_view(
                 fabric::Target::Ram { host, .. } | fabric::Target::Interrupt { host, .. } => host,
                 fabric::Target::Bar { node, .. } => topo.node(node).host,
             };
-            let mps = topo
-                .host(topo.node(n).host)
-                .mps
-                .min(topo.host(target_host).mps);
-            let dma = match topo.node(n).kind {
-                fabric::NodeKind::Function { device, .. } => {
-                    topo.devices[device as usize].timed.dma
+            let mps = harness::mps_between(&tf, topo.node(n).host, target_host);
+            let spec = match harness::device_spec(&tf, req.requester, mps) {
+                Ok(spec) => Some(spec),
+                // Posted writes need no read behaviour: the link paces them.
+                Err(_) if access == Access::Write => {
+                    let link = topo.node(n).link?;
+                    Some(devices::DmaSpec {
+                        mps,
+                        mrrs: mps,
+                        max_reads: 1,
+                        issue_ps_per_kib: sim::pcie::ps_per_kib(link.gen, link.width),
+                    })
                 }
-                fabric::NodeKind::NtbFunction { ntb } => {
-                    let a = &topo.ntbs[ntb as usize].adapter;
-                    match (
-                        a.timing_value("dma_max_reads"),
-                        a.timing_value("dma_mrrs_bytes"),
-                    ) {
-                        (Some(r), Some(m)) => Some(fabric::DmaTiming {
-                            max_reads: r as u32,
-                            mrrs_bytes: m as u32,
-                        }),
-                        _ => None,
-                    }
-                }
-                _ => None,
+                Err(_) => None,
             };
-            // A stream of accesses of `len` bytes: each TLP carries at most that much.
-            let len = len.max(1);
-            let addr64 = req.addr >= 1 << 32;
-            let e = if access == Access::Write {
-                Some(tf.net.flow_write(route, mps.min(len), addr64))
-            } else {
-                dma.map(|d| {
-                    tf.net
-                        .flow_read(route, d.mrrs_bytes.min(len), d.max_reads, addr64)
-                })
-            };
-            e.map(|e| (e.gbps, e.bottleneck))
+            spec.map(|spec| {
+                let stream = spec.stream(op, len.max(1) as u64, outstanding.unwrap_or(u64::MAX));
+                let e = tf.net.flow(route, &stream);
+                (e.gbps, e.bottleneck)
+            })
         }
         Requester::Cpu { .. } => None,
     };

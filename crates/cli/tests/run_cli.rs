@@ -231,3 +231,59 @@ duration = "100 us"
         "{rows:?}"
     );
 }
+
+/// `topo path` and `run` give one answer for one stream: the flow model's rate for a
+/// stream of `--len` accesses with `--outstanding` under way, and the packet model's rate
+/// for a `dma` workload of the same transfers, agree within 2 %.
+#[test]
+fn topo_path_and_run_agree_on_a_single_stream() {
+    let text = std::fs::read_to_string(example()).unwrap();
+    let hosts = &text[..text.find("[[workload]]").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    for (device, op, len, outstanding) in [
+        ("srv.nvme", "read", 4096, 4),
+        ("srv.nic0", "write", 256, 8),
+        ("srv.nic1", "read", 512, 64),
+    ] {
+        let file = dir.path().join(format!("{op}_{len}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "{hosts}[[workload]]\nname = \"one\"\nkind = \"dma\"\ndevice = \"{device}\"\n\
+                 target = \"srv.ram.node0\"\nop = \"{op}\"\ntransfer_bytes = {len}\n\
+                 outstanding = {outstanding}\n\n[measure]\nwarmup = \"20 us\"\nduration = \"200 us\"\n"
+            ),
+        )
+        .unwrap();
+        let file = file.display().to_string();
+        let (code, out, err) = nudma(&["run", &file, "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let run: Value = serde_json::from_str(&out).unwrap();
+        let simulated = run["results"][0]["metrics"]["gbps"].as_f64().unwrap();
+        let (code, out, err) = nudma(&[
+            "topo",
+            "path",
+            &file,
+            "--from",
+            device,
+            "--to",
+            "srv.ram.node0",
+            "--len",
+            &len.to_string(),
+            "--access",
+            op,
+            "--outstanding",
+            &outstanding.to_string(),
+            "--format",
+            "json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let path: Value = serde_json::from_str(&out).unwrap();
+        let flow = path["stream"]["gbps"].as_f64().unwrap();
+        assert!(
+            ((simulated - flow) / flow).abs() < 0.02,
+            "{device} {op} {len} B × {outstanding}: run {simulated} GB/s, topo path {flow} GB/s ({})",
+            path["stream"]["bottleneck"]
+        );
+    }
+}

@@ -431,9 +431,15 @@ impl Fabric {
                     self.via_roots(h, host, platform.root_p2p, rc, troot, tnode, path)
                         .map_err(|k| fault(k, host, rid, addr))?;
                 }
-                // A function addressing its own BAR (a DMA engine feeding its own NTB
-                // window) never leaves the device.
-                (Origin::Node(n), None) if n == tnode => {}
+                // A function addressing its own BAR never leaves the device: only an NTB
+                // function's DMA engine feeding its own window goes on (through the NTB).
+                (Origin::Node(n), None) if n == tnode => {
+                    let through_ntb = matches!(topo.node(n).kind,
+                        NodeKind::NtbFunction { ntb } if topo.ntbs[ntb as usize].window_bar == tbar);
+                    if !through_ntb {
+                        return Err(fault(FaultKind::OwnBar, host, rid, addr));
+                    }
+                }
                 (Origin::Node(n), None) => match lca(topo, n, tnode) {
                     Some(a) if topo.node(a).is_switch() => {
                         self.climb(n, a, path);

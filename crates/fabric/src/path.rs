@@ -154,6 +154,10 @@ pub enum FaultKind {
     LinkDown,
     /// More NTB crossings than a sane mapping makes (a window loop).
     TooManyCrossings,
+    /// A function addressing its own BAR: the access never becomes a TLP (a switch or
+    /// root does not send a request back out of the port it came in on), so the fabric
+    /// has no route and nudma no model of the device's insides.
+    OwnBar,
 }
 
 impl FaultKind {
@@ -171,6 +175,9 @@ impl FaultKind {
             FaultKind::P2pBlocked => "root complex does not forward peer-to-peer",
             FaultKind::LinkDown => "link down on the way (Unsupported Request)",
             FaultKind::TooManyCrossings => "too many NTB crossings (window loop)",
+            FaultKind::OwnBar => {
+                "the function addresses its own BAR: the access stays inside the device (no PCIe route)"
+            }
         }
     }
     pub fn name(self) -> &'static str {
@@ -187,6 +194,7 @@ impl FaultKind {
             FaultKind::P2pBlocked => "p2p_blocked",
             FaultKind::LinkDown => "link_down",
             FaultKind::TooManyCrossings => "too_many_crossings",
+            FaultKind::OwnBar => "own_bar",
         }
     }
 }

@@ -1,15 +1,24 @@
 //! The flow-level model: closed-form estimates over the same timed routes the TLP-level
-//! network runs, for sweeps and as an independent check of the simulation. Zero-load
-//! latency is the sum of a route's serializations, propagations and delays (a memory
-//! latency matrix's delay included, once per round trip); a stream's rate is the smallest
-//! of its bottlenecks — each wire's payload efficiency × rate, each pacer's rate, each
-//! credit loop (credits × payload ÷ loop time), the requester's tags × request size ÷
-//! round trip, a splitting root's tags × split size ÷ its round trip and its split size ÷
-//! its re-issue gap, and the sink.
+//! network runs, for sweeps and as an independent check of the simulation.
+//!
+//! Zero-load latency is the sum of a route's serializations, propagations and delays (a
+//! memory latency matrix's delay included, once per round trip). A stream's rate is the
+//! smallest of its bottlenecks, each counted over one period of the stream's TLPs exactly
+//! as the packet model cuts them (operations into TLPs of at most MPS or MRRS that never
+//! cross a 4 KiB page, reads into completions of at most the RCB, a splitting root's
+//! sub-reads): each wire's busy time (its TLPs' framed bytes plus the ACK/UpdateFC DLLPs
+//! that the opposite direction's TLPs charge to it — DLLPs travel against the data, as on
+//! a real link), each pacer, the requester's issue pace, each credit loop (credits ×
+//! payload ÷ loop time), the requester's tags over the round trip, a splitting root's tags
+//! and re-issue gap, the sink, and the operations allowed in flight over an operation's
+//! time. What the flow model leaves out by design is queueing between streams: several
+//! streams on one wire each see the wire alone here, while the packet model interleaves
+//! them.
 
 use crate::net::{coherent_bytes, Hop, Net};
-use crate::pcie::{self, serialize};
+use crate::pcie::{self, serialize, DLLP_PER_TLP};
 use crate::time::Time;
+use std::collections::BTreeMap;
 
 /// Why a stream runs at the rate it does.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,32 +27,181 @@ pub struct FlowEstimate {
     pub bottleneck: String,
 }
 
+/// A single stream of DMA operations as a requester runs them (`devices::DmaJob`):
+/// operations of `op_bytes` at page-aligned buffer slots, at most `ops_in_flight` under
+/// way, each cut into TLPs of at most `max_payload` bytes (MPS for writes, MRRS for reads)
+/// that never cross a 4 KiB page; reads with at most `tags` requests outstanding; writes
+/// issued no faster than `issue_ps_per_kib` (0: no pace of their own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream {
+    pub write: bool,
+    pub op_bytes: u64,
+    pub ops_in_flight: u64,
+    pub max_payload: u32,
+    pub tags: u32,
+    pub issue_ps_per_kib: u64,
+    /// Whether addresses need a 4-DW request header (above 4 GiB).
+    pub addr64: bool,
+    /// Bytes of buffer the stream cycles over (for the IOTLB's reach); 0 when it fits any.
+    pub region_bytes: u64,
+}
+
+impl Stream {
+    /// Back-to-back posted writes of `payload` bytes each, as many in flight as it takes.
+    pub fn writes(payload: u32, addr64: bool) -> Stream {
+        Stream {
+            write: true,
+            op_bytes: payload.max(1) as u64,
+            ops_in_flight: u64::MAX,
+            max_payload: payload.max(1),
+            tags: u32::MAX,
+            issue_ps_per_kib: 0,
+            addr64,
+            region_bytes: 0,
+        }
+    }
+
+    /// Reads of `size` bytes each with `tags` outstanding.
+    pub fn reads(size: u32, tags: u32, addr64: bool) -> Stream {
+        Stream {
+            write: false,
+            op_bytes: size.max(1) as u64,
+            ops_in_flight: u64::MAX,
+            max_payload: size.max(1),
+            tags,
+            issue_ps_per_kib: 0,
+            addr64,
+            region_bytes: 0,
+        }
+    }
+
+    /// One period of the stream's TLPs (write payloads or read request sizes) with the
+    /// page each starts in: enough operations for the page pattern to repeat.
+    fn period(&self) -> Vec<(u32, u64)> {
+        let op = self.op_bytes.max(1);
+        let slots = self.ops_in_flight.max(1);
+        let ops = (4096 / gcd(op, 4096)).clamp(1, 64).min(slots);
+        let limit = self.max_payload.max(1) as u64;
+        let mut v = Vec::new();
+        for k in 0..ops {
+            let base = (k % slots) * op;
+            let mut done = 0;
+            while done < op {
+                let addr = base + done;
+                let n = (op - done).min(limit).min(4096 - (addr & 0xfff));
+                v.push((n as u32, addr >> 12));
+                done += n;
+            }
+        }
+        v
+    }
+
+    /// Pages the stream's buffer spans.
+    fn region_pages(&self) -> u64 {
+        self.region_bytes.div_ceil(4096)
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 fn ps(t: Time) -> f64 {
     t.as_ps() as f64
 }
 
+/// Splits `bytes` into pieces of at most `size`, as the packet model does.
+fn pieces(bytes: u32, size: u32) -> impl Iterator<Item = u32> {
+    let size = size.max(1);
+    let n = bytes.div_ceil(size).max(1);
+    (0..n).map(move |i| (bytes - i * size).min(size))
+}
+
+/// The tightest bound found so far.
+struct Best(FlowEstimate);
+
+impl Best {
+    fn new() -> Best {
+        Best(FlowEstimate {
+            gbps: f64::INFINITY,
+            bottleneck: "nothing".into(),
+        })
+    }
+    /// `bytes` moved per `busy_ps` by the mechanism `why` (evaluated only when tighter).
+    fn offer(&mut self, bytes: f64, busy_ps: f64, why: impl FnOnce() -> String) {
+        if busy_ps <= 0.0 {
+            return;
+        }
+        let g = bytes / busy_ps * 1000.0;
+        if g < self.0.gbps {
+            self.0 = FlowEstimate {
+                gbps: g,
+                bottleneck: why(),
+            };
+        }
+    }
+}
+
+/// Busy time per wire over one period, with what filled it.
+#[derive(Default)]
+struct WireLoad {
+    busy_ps: f64,
+    payload: f64,
+    tlps: u64,
+}
+
 impl Net {
-    /// Time for one TLP of `payload` bytes (a posted write) to travel `route` at zero load,
-    /// to the moment its sink has it (latency of the sink excluded).
-    fn one_way(&self, hops: &[Hop], payload: u32, completion: bool, addr64: bool) -> Time {
+    /// Serialization of one TLP on wire `w` as the packet model charges it.
+    fn tlp_ps(&self, w: u32, payload: u32, completion: bool, request: bool, addr64: bool) -> f64 {
+        let w = self.wire(w);
+        let bytes = if w.pcie {
+            pcie::wire_bytes(payload, completion, addr64)
+        } else if request {
+            coherent_bytes(0)
+        } else {
+            coherent_bytes(payload)
+        };
+        ps(serialize(bytes, w.ps_per_kib))
+    }
+
+    /// Time for one TLP of `payload` bytes to travel `hops` at zero load, to the moment
+    /// its sink has it (latency of the sink excluded); an IOMMU on the way misses when
+    /// `iotlb_miss`.
+    fn one_way(
+        &self,
+        hops: &[Hop],
+        payload: u32,
+        completion: bool,
+        addr64: bool,
+        iotlb_miss: bool,
+    ) -> Time {
+        let request = !completion && payload == 0;
         let mut t = Time::ZERO;
         for h in hops {
             match *h {
                 Hop::Wire(w) => {
-                    let w = self.wire(w);
-                    let bytes = if w.pcie {
-                        pcie::wire_bytes(payload, completion, addr64)
-                    } else {
-                        coherent_bytes(payload)
-                    };
-                    t += serialize(bytes, w.ps_per_kib) + w.latency;
+                    t += Time::from_ps(self.tlp_ps(w, payload, completion, request, addr64) as u64)
+                        + self.wire(w).latency
                 }
                 Hop::Delay(d) | Hop::MemoryDelay(d) => t += d,
-                Hop::Iommu(i) => t += self.iotlb_hit(i),
+                Hop::Iommu(i) => t += self.iotlb_cost(i, iotlb_miss),
                 Hop::RootSplit(_) | Hop::Pace(_) | Hop::Sink(..) => {}
             }
         }
         t
+    }
+
+    fn iotlb_cost(&self, i: u32, miss: bool) -> Time {
+        let (hit, miss_t, _) = self.iotlb_shape(i);
+        if miss {
+            miss_t
+        } else {
+            hit
+        }
     }
 
     /// Zero-load latency of a posted write of `payload` bytes until it is visible, with a
@@ -54,122 +212,330 @@ impl Net {
             Some(Hop::Sink(s, ddio)) => self.sink_write_latency(*s, *ddio),
             _ => Time::ZERO,
         };
-        self.one_way(hops, payload, false, addr64) + sink
+        self.one_way(hops, payload, false, addr64, false) + sink
     }
 
     /// Zero-load round trip of a read of `bytes`, its request with a 4-DW header when
     /// `addr64`; completions always carry 3 DW.
     pub fn zero_load_read(&self, route: u32, bytes: u32, addr64: bool) -> Time {
+        self.read_rtt(route, bytes, addr64, false)
+    }
+
+    /// Round trip of one read of `bytes` alone: request out, memory, first completion
+    /// back, the rest of its completions behind it on the slowest wire back.
+    fn read_rtt(&self, route: u32, bytes: u32, addr64: bool, iotlb_miss: bool) -> Time {
         let hops = self.route_hops(route);
         let (sink_lat, rcb) = match hops.last() {
             Some(Hop::Sink(s, _)) => (self.sink(*s).read_latency, self.sink(*s).rcb),
             _ => (Time::ZERO, 64),
         };
         let back = self.route_hops(self.reverse_route(route));
-        self.one_way(hops, 0, false, addr64)
+        let cpl = bytes.min(rcb).max(1);
+        let train = serialize(pcie::wire_bytes(cpl, true, addr64), self.slowest(back)).as_ps()
+            * (bytes.div_ceil(cpl) as u64).saturating_sub(1);
+        self.one_way(hops, 0, false, addr64, iotlb_miss)
             + sink_lat
-            + self.one_way(back, bytes.min(rcb), true, addr64)
+            + self.one_way(back, cpl, true, addr64, false)
+            + Time::from_ps(train)
     }
 
     /// Steady rate of back-to-back posted writes of `payload` bytes, with a 4-DW header
-    /// when `addr64`: each wire, pacer and credit loop, and the sink's bandwidth.
+    /// when `addr64`.
     pub fn flow_write(&self, route: u32, payload: u32, addr64: bool) -> FlowEstimate {
-        let hops = self.route_hops(route).to_vec();
-        let mut best = self.bottleneck(&hops, payload, false, addr64);
-        if let Some(c) = self.sink_limit(&hops, payload) {
-            if c.gbps < best.gbps {
-                best = c;
-            }
-        }
-        best
-    }
-
-    /// The sink's own rate for `payload`-byte accesses (DRAM or device memory).
-    fn sink_limit(&self, hops: &[Hop], payload: u32) -> Option<FlowEstimate> {
-        let Some(Hop::Sink(s, _)) = hops.last() else {
-            return None;
-        };
-        let sink = self.sink(*s);
-        if sink.ps_per_kib == 0 {
-            return None;
-        }
-        let g = payload as f64 / ps(serialize(payload.max(1), sink.ps_per_kib)) * 1000.0;
-        Some(FlowEstimate {
-            gbps: g,
-            bottleneck: format!("{} at {} B per access", sink.name, payload),
-        })
+        self.flow(route, &Stream::writes(payload, addr64))
     }
 
     /// Steady rate of reads of `size` bytes with `tags` outstanding, requests with a 4-DW
     /// header when `addr64`; completions of min(`size`, RCB) bytes.
     pub fn flow_read(&self, route: u32, size: u32, tags: u32, addr64: bool) -> FlowEstimate {
-        let hops = self.route_hops(route).to_vec();
-        let back = self.route_hops(self.reverse_route(route)).to_vec();
-        let rcb = match hops.last() {
-            Some(Hop::Sink(s, _)) => self.sink(*s).rcb,
-            _ => 64,
+        self.flow(route, &Stream::reads(size, tags, addr64))
+    }
+
+    /// Steady rate of `stream` on `route` (its request direction) and what bounds it.
+    pub fn flow(&self, route: u32, s: &Stream) -> FlowEstimate {
+        let fwd = self.route_hops(route);
+        let back = self.route_hops(self.reverse_route(route));
+        let period = s.period();
+        let total: f64 = period.iter().map(|&(n, _)| n as f64).sum();
+        // A cyclic walk over more pages than the IOTLB holds misses on every new page
+        // (FIFO replacement); otherwise, once warm, it always hits.
+        let thrash = fwd.iter().any(|h| match *h {
+            Hop::Iommu(i) => s.region_pages() > self.iotlb_shape(i).2 as u64,
+            _ => false,
+        });
+        let misses: Vec<bool> = (0..period.len())
+            .map(|k| {
+                let prev = period[(k + period.len() - 1) % period.len()].1;
+                thrash && (period[k].1 != prev || period.len() == 1)
+            })
+            .collect();
+        let (sink, rcb) = match fwd.last() {
+            Some(Hop::Sink(x, _)) => (Some(*x), self.sink(*x).rcb),
+            _ => (None, 64),
         };
-        let cpl = size.min(rcb).max(1);
-        let rtt = ps(self.zero_load_read(route, size, addr64))
-            + ps(serialize(
-                pcie::wire_bytes(cpl, true, addr64),
-                self.slowest(&back),
-            )) * (size.div_ceil(cpl) as f64 - 1.0).max(0.0);
-        let mut best = FlowEstimate {
-            gbps: tags as f64 * size as f64 / rtt * 1000.0,
-            bottleneck: format!(
-                "{tags} outstanding reads of {size} B over a {:.0} ns round trip",
-                rtt / 1000.0
-            ),
-        };
-        // A splitting root: its tags × split size over the round trip from the root.
-        if let Some(k) = hops.iter().position(|h| matches!(h, Hop::RootSplit(_))) {
-            let Hop::RootSplit(sp) = hops[k] else {
-                unreachable!()
-            };
-            let (split, rtags, gap) = self.splitter_shape(sp);
-            let below = &hops[k + 1..];
-            let sink_lat = match hops.last() {
-                Some(Hop::Sink(s, _)) => self.sink(*s).read_latency,
-                _ => Time::ZERO,
-            };
-            let back_below = &back[..back.len() - k];
-            let r = ps(self.one_way(below, 0, false, addr64))
-                + ps(sink_lat)
-                + ps(self.one_way(back_below, split.min(rcb), true, addr64));
-            let g = rtags as f64 * split as f64 / r * 1000.0;
-            if g < best.gbps {
-                best = FlowEstimate { gbps: g, bottleneck: format!("root re-issues reads as {split} B with {rtags} tags over a {:.0} ns round trip", r / 1000.0) };
+        let mut best = Best::new();
+        let mut wires: BTreeMap<u32, WireLoad> = BTreeMap::new();
+        let mut credit_loops: BTreeMap<(u32, usize), (f64, f64)> = BTreeMap::new();
+        let mut charge = |net: &Net, w: u32, busy: f64, payload: u32| {
+            let l = wires.entry(w).or_default();
+            l.busy_ps += busy;
+            l.payload += payload as f64;
+            l.tlps += 1;
+            if net.wire(w).pcie {
+                let r = net.wire(w).reverse;
+                let d = ps(serialize(DLLP_PER_TLP, net.wire(r).ps_per_kib));
+                wires.entry(r).or_default().busy_ps += d;
             }
-            if gap > Time::ZERO {
-                let g = split as f64 / ps(gap) * 1000.0;
-                if g < best.gbps {
-                    best = FlowEstimate {
-                        gbps: g,
-                        bottleneck: format!(
-                            "root re-issues reads as {split} B at most one per {:.1} ns",
-                            ps(gap) / 1000.0
-                        ),
-                    };
+        };
+        let mut sink_ps = 0.0;
+        let mut pacer_ps: BTreeMap<u32, f64> = BTreeMap::new();
+        let mut issue_ps = 0.0;
+        let mut rtt_ps = 0.0;
+        let mut split_rtt_ps = 0.0;
+        let mut split_pieces = 0u64;
+        let mut split_shape = None;
+        for (k, &(n, _)) in period.iter().enumerate() {
+            let miss = misses[k];
+            // The request (a write with its data, or a read request) down the route; for
+            // a read, a splitting root turns it into sub-reads from there on.
+            let mut pieces_now = vec![n];
+            for (i, h) in fwd.iter().enumerate() {
+                match *h {
+                    Hop::Wire(w) => {
+                        for &p in &pieces_now {
+                            let busy = self.tlp_ps(
+                                w,
+                                if s.write { p } else { 0 },
+                                false,
+                                !s.write,
+                                s.addr64,
+                            );
+                            charge(self, w, busy, p);
+                            let class = if s.write { 0 } else { 1 };
+                            if self.wire(w).credit_cap[class] > 0 {
+                                let lp = busy + ps(self.credit_tail(fwd, i, miss));
+                                let e = credit_loops.entry((w, class)).or_default();
+                                e.0 += lp;
+                                e.1 += p as f64;
+                            }
+                        }
+                    }
+                    Hop::Pace(pc) => {
+                        let rate = self.pacer(pc).ps_per_kib;
+                        for &p in &pieces_now {
+                            *pacer_ps.entry(pc).or_default() += ps(serialize(p, rate));
+                        }
+                    }
+                    Hop::RootSplit(sp) if !s.write => {
+                        let (split, _, _) = self.splitter_shape(sp);
+                        if split_shape.is_none() {
+                            split_shape = Some((sp, i));
+                        }
+                        pieces_now = pieces_now.iter().flat_map(|&p| pieces(p, split)).collect();
+                        if split_shape.map(|x| x.0) == Some(sp) {
+                            for &p in &pieces_now {
+                                split_pieces += 1;
+                                split_rtt_ps +=
+                                    ps(self.one_way(&fwd[i + 1..], 0, false, s.addr64, false))
+                                        + self.sink_read_ps(sink)
+                                        + ps(self.one_way(
+                                            &back[back.len() - i..],
+                                            p.min(rcb),
+                                            true,
+                                            s.addr64,
+                                            false,
+                                        ));
+                            }
+                        }
+                    }
+                    _ => {}
                 }
             }
+            if let Some(x) = sink {
+                let rate = self.sink(x).ps_per_kib;
+                if rate > 0 {
+                    for &p in &pieces_now {
+                        sink_ps += ps(serialize(p, rate));
+                    }
+                }
+            }
+            if s.write {
+                if s.issue_ps_per_kib > 0 {
+                    issue_ps += ps(serialize(
+                        pcie::wire_bytes(n, false, s.addr64),
+                        s.issue_ps_per_kib,
+                    ));
+                }
+                continue;
+            }
+            // Completions: each piece comes back in RCB-sized completions over the whole
+            // way back (a root forwards what its sub-reads return).
+            for (j, h) in back.iter().enumerate() {
+                let Hop::Wire(w) = *h else { continue };
+                for &p in &pieces_now {
+                    for c in pieces(p, rcb) {
+                        let busy = self.tlp_ps(w, c, true, false, s.addr64);
+                        charge(self, w, busy, c);
+                        if self.wire(w).credit_cap[2] > 0 {
+                            let lp = busy + ps(self.credit_tail(back, j, false));
+                            let e = credit_loops.entry((w, 2)).or_default();
+                            e.0 += lp;
+                            e.1 += c as f64;
+                        }
+                    }
+                }
+            }
+            let rtt = ps(self.read_rtt(route, n, s.addr64, miss));
+            rtt_ps += rtt;
         }
-        let c = self.bottleneck(&back, cpl, true, addr64);
-        if c.gbps < best.gbps {
-            best = c;
+        for (w, l) in &wires {
+            if l.tlps == 0 {
+                continue;
+            }
+            let wire = self.wire(*w);
+            best.offer(total, l.busy_ps, || {
+                format!(
+                    "{} at {:.0} B per TLP",
+                    wire.name,
+                    l.payload / l.tlps as f64
+                )
+            });
         }
-        // A pacer on the way out reserves each read's bytes as it passes.
-        let paced = hops.iter().filter(|h| matches!(h, Hop::Pace(_))).copied();
-        let c = self.bottleneck(&paced.collect::<Vec<_>>(), size, false, addr64);
-        if c.gbps < best.gbps {
-            best = c;
+        for ((w, class), (loop_ps, bytes)) in &credit_loops {
+            let wire = self.wire(*w);
+            let c = wire.credit_cap[*class];
+            let n = period.len() as f64;
+            best.offer(c as f64 * bytes, *loop_ps, || {
+                format!(
+                    "{c} credits on {} over a {:.0} ns loop",
+                    wire.name,
+                    loop_ps / n / 1000.0
+                )
+            });
         }
-        if let Some(c) = self.sink_limit(&hops, size) {
-            if c.gbps < best.gbps {
-                best = c;
+        for (p, busy) in &pacer_ps {
+            let pc = self.pacer(*p);
+            best.offer(total, *busy, || {
+                format!("{} at {} B per TLP", pc.name, period[0].0)
+            });
+        }
+        if let Some(x) = sink {
+            let name = &self.sink(x).name;
+            best.offer(total, sink_ps, || {
+                format!("{name} at {} B per access", period[0].0)
+            });
+        }
+        if s.write {
+            best.offer(total, issue_ps, || {
+                format!("the requester's issue pace at {} B per TLP", period[0].0)
+            });
+        }
+        if let Some((sp, _)) = split_shape {
+            let (split, rtags, gap) = self.splitter_shape(sp);
+            let n = split_pieces.max(1) as f64;
+            best.offer(rtags as f64 * total, split_rtt_ps, || {
+                format!(
+                    "root re-issues reads as {split} B with {rtags} tags over a {:.0} ns round trip",
+                    split_rtt_ps / n / 1000.0
+                )
+            });
+            if gap > Time::ZERO {
+                best.offer(total, split_pieces as f64 * ps(gap), || {
+                    format!(
+                        "root re-issues reads as {split} B at most one per {:.1} ns",
+                        ps(gap) / 1000.0
+                    )
+                });
             }
         }
-        best
+        // What the pipe allows; then the requester's own windows: its read tags and the
+        // operations it keeps under way, whichever holds fewer requests in flight.
+        let pipe = best.0.clone();
+        let reqs = period.len() as f64;
+        let rtt_avg = rtt_ps / reqs;
+        let per_op = s.op_bytes.div_ceil(period[0].0.max(1) as u64).max(1) as f64;
+        let tags_bind = !s.write
+            && s.tags < u32::MAX
+            && (s.ops_in_flight == u64::MAX || (s.tags as f64) < s.ops_in_flight as f64 * per_op);
+        if tags_bind {
+            // The tags' time over the period, averaged: a request that misses the IOTLB
+            // holds its tag longer while the others go on. (With very few tags the pipe
+            // idles during such a miss, which this average does not see: the packet
+            // model runs a few per cent slower there.)
+            let busy = rtt_ps / s.tags as f64;
+            best.offer(total, busy, || {
+                format!(
+                    "{} outstanding reads of {} B over a {:.0} ns round trip",
+                    s.tags,
+                    period[0].0,
+                    rtt_avg / 1000.0
+                )
+            });
+        }
+        if s.ops_in_flight != u64::MAX && pipe.gbps.is_finite() {
+            // One operation alone: its last TLP leaves when the pipe (and, within the
+            // operation, the tags) let it, then takes its own latency.
+            let op_tlps: Vec<u32> = {
+                let mut v = Vec::new();
+                let mut acc = 0u64;
+                for &(n, _) in &period {
+                    v.push(n);
+                    acc += n as u64;
+                    if acc >= s.op_bytes {
+                        break;
+                    }
+                }
+                v
+            };
+            let last = *op_tlps.last().expect("an operation has a TLP");
+            let before: f64 = op_tlps[..op_tlps.len() - 1].iter().map(|&n| n as f64).sum();
+            let mut ahead = before / pipe.gbps * 1000.0;
+            let last_lat = if s.write {
+                ps(self.zero_load_write(route, last, s.addr64))
+            } else {
+                // Tag-limited: the last request waits for whole waves of round trips,
+                // then for its place in the last wave's train through the pipe.
+                let t = s.tags.max(1) as usize;
+                let waves = ((op_tlps.len() - 1) / t) as f64;
+                let place = ((op_tlps.len() - 1) % t) as f64;
+                let req = before / (op_tlps.len() - 1).max(1) as f64;
+                ahead = ahead.max(waves * rtt_avg + place * req / pipe.gbps * 1000.0);
+                ps(self.read_rtt(route, last, s.addr64, false))
+            };
+            let op_ps = ahead + last_lat;
+            best.offer(s.ops_in_flight as f64 * s.op_bytes as f64, op_ps, || {
+                format!(
+                    "{} operation(s) of {} B in flight over a {:.0} ns operation",
+                    s.ops_in_flight,
+                    s.op_bytes,
+                    op_ps / 1000.0
+                )
+            });
+        }
+        best.0
+    }
+
+    fn sink_read_ps(&self, sink: Option<u32>) -> f64 {
+        sink.map_or(0.0, |x| ps(self.sink(x).read_latency))
+    }
+
+    /// What a credit taken at hop `i` of `hops` waits for after its TLP's serialization:
+    /// the wire's propagation, the delays up to the next wire (or the route's end), and
+    /// the UpdateFC's way back.
+    fn credit_tail(&self, hops: &[Hop], i: usize, iotlb_miss: bool) -> Time {
+        let Hop::Wire(w) = hops[i] else {
+            return Time::ZERO;
+        };
+        let lat = self.wire(w).latency;
+        let mut t = lat + lat + self.fc_extra();
+        for nh in &hops[i + 1..] {
+            match *nh {
+                Hop::Delay(d) | Hop::MemoryDelay(d) => t += d,
+                Hop::Iommu(x) => t += self.iotlb_cost(x, iotlb_miss),
+                _ => break,
+            }
+        }
+        t
     }
 
     fn slowest(&self, hops: &[Hop]) -> u64 {
@@ -180,74 +546,5 @@ impl Net {
             })
             .max()
             .unwrap_or(1)
-    }
-
-    /// The tightest wire or credit loop for a stream of `payload`-byte TLPs on `hops`.
-    fn bottleneck(
-        &self,
-        hops: &[Hop],
-        payload: u32,
-        completion: bool,
-        addr64: bool,
-    ) -> FlowEstimate {
-        let class = if completion { 2 } else { 0 };
-        let mut best = FlowEstimate {
-            gbps: f64::INFINITY,
-            bottleneck: "nothing".into(),
-        };
-        for (i, h) in hops.iter().enumerate() {
-            if let Hop::Pace(p) = *h {
-                let pc = self.pacer(p);
-                let g = payload as f64 / ps(serialize(payload, pc.ps_per_kib)) * 1000.0;
-                if g < best.gbps {
-                    best = FlowEstimate {
-                        gbps: g,
-                        bottleneck: format!("{} at {} B per TLP", pc.name, payload),
-                    };
-                }
-                continue;
-            }
-            let Hop::Wire(wid) = *h else { continue };
-            let w = self.wire(wid);
-            let bytes = if w.pcie {
-                pcie::wire_bytes(payload, completion, addr64)
-            } else {
-                coherent_bytes(payload)
-            };
-            let ser = ps(serialize(bytes, w.ps_per_kib));
-            let link = payload as f64 / ser * 1000.0;
-            if link < best.gbps {
-                best = FlowEstimate {
-                    gbps: link,
-                    bottleneck: format!("{} at {} B per TLP", w.name, payload),
-                };
-            }
-            let credits = w.credit_cap[class];
-            if credits > 0 {
-                // Held from transmission until the TLP leaves the receiver: up to the next
-                // wire's start (or the route's end), then the credit update comes back.
-                let mut hold = ser + ps(w.latency);
-                for nh in &hops[i + 1..] {
-                    match *nh {
-                        Hop::Delay(d) | Hop::MemoryDelay(d) => hold += ps(d),
-                        Hop::Iommu(x) => hold += ps(self.iotlb_hit(x)),
-                        _ => break,
-                    }
-                }
-                let lp = hold + ps(w.latency) + ps(self.fc_extra());
-                let g = credits as f64 * payload as f64 / lp * 1000.0;
-                if g < best.gbps {
-                    best = FlowEstimate {
-                        gbps: g,
-                        bottleneck: format!(
-                            "{credits} credits on {} over a {:.0} ns loop",
-                            w.name,
-                            lp / 1000.0
-                        ),
-                    };
-                }
-            }
-        }
-        best
     }
 }

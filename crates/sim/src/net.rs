@@ -589,6 +589,12 @@ impl Net {
         self.iotlbs[i as usize].hit
     }
 
+    /// An IOTLB's hit and miss costs and its entries.
+    pub fn iotlb_shape(&self, i: u32) -> (Time, Time, usize) {
+        let t = &self.iotlbs[i as usize];
+        (t.hit, t.miss, t.entries.len())
+    }
+
     pub fn fc_extra(&self) -> Time {
         self.fc_extra
     }
@@ -856,13 +862,6 @@ impl Net {
         let tlp = self.tlps[t as usize];
         let class = CLASS_NONPOSTED;
         self.release_credit(tlp.held, class);
-        let n_hops = self.routes[tlp.route as usize].hops.len();
-        {
-            let r = &mut self.reads[tlp.req as usize];
-            r.splitter = s;
-            // Reverse route index of this root: completions continue after it.
-            r.rejoin = (n_hops - 1 - tlp.pos as usize) as u16;
-        }
         let split = self.splitters[s as usize].split;
         let mut left = tlp.payload;
         let mut first = true;
@@ -912,13 +911,19 @@ impl Net {
             let parent = self.tlps[sub as usize].parent;
             let p = self.reads[parent as usize];
             let payload = self.tlps[sub as usize].payload;
+            // Reverse-route index of this root (the sub-read continues just after it):
+            // its completions stop here and rejoin the parent's way back. Kept per
+            // sub-read, so a sub-read split again by a second root (a peer-to-peer read
+            // crossing two roots) still knows where it rejoins the first.
+            let n_hops = self.routes[p.route as usize].hops.len();
+            let rejoin = (n_hops - self.tlps[sub as usize].pos as usize) as u16;
             let req = self.alloc_read(ReadReq {
                 owner: p.owner,
                 flow: p.flow,
                 tag: p.tag,
                 remaining: payload,
                 route: p.route,
-                rejoin: p.rejoin,
+                rejoin,
                 splitter: s,
                 parent,
                 addr64: p.addr64,
@@ -1084,11 +1089,17 @@ impl Net {
             // Sub-read data at the root: forward it on the parent's reverse route.
             let parent = r.parent;
             let rev = self.routes[r.route as usize].reverse;
+            // A parent that is itself a sub-read stops at the root that split it.
+            let p = self.reads[parent as usize];
             let tl = &mut self.tlps[t as usize];
             tl.req = parent;
             tl.route = rev;
             tl.pos = r.rejoin;
-            tl.stop = u16::MAX;
+            tl.stop = if p.parent != NONE {
+                p.rejoin - 1
+            } else {
+                u16::MAX
+            };
             tl.held = NONE;
             if remaining == 0 {
                 self.free_reads.push(tlp.req);

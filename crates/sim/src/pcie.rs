@@ -46,10 +46,28 @@ pub fn wire_bytes(payload: u32, is_completion: bool, addr64: bool) -> u32 {
     payload + header_bytes(is_completion, addr64) + TLP_FRAMING
 }
 
+/// Share of a link's time taken by SKP ordered sets (clock compensation), which carry no
+/// TLP or DLLP. PCIe Base Specification, physical layer: with 8b/10b (Gen1/2) a 4-symbol
+/// SKP ordered set is scheduled every 1180 to 1538 symbol times; with 128b/130b (Gen3 and
+/// later) one SKP block every 370 to 375 blocks. nudma takes the shortest interval (the
+/// most SKP a compliant transmitter sends; an assumption, as the spec allows the range):
+/// 4 / 1184 ≈ 0.34 % and 1 / 371 ≈ 0.27 %.
+pub fn skp_share(gen: u8) -> f64 {
+    match gen {
+        1 | 2 => 4.0 / (1180.0 + 4.0),
+        _ => 1.0 / (370.0 + 1.0),
+    }
+}
+
+/// Bandwidth a link's TLPs and DLLPs can use: the raw rate less its SKP ordered sets.
+pub fn link_data_gbps(gen: u8, width: u8) -> f64 {
+    link_gbps(gen, width) * (1.0 - skp_share(gen))
+}
+
 /// Serialization speed of a link as picoseconds per 1024 bytes (fixed point, so the hot
-/// path multiplies integers).
+/// path multiplies integers), SKP ordered sets accounted.
 pub fn ps_per_kib(gen: u8, width: u8) -> u64 {
-    ps_per_kib_at(link_gbps(gen, width))
+    ps_per_kib_at(link_data_gbps(gen, width))
 }
 
 /// Picoseconds per 1024 bytes at `gbps` (10^9 bytes per second): the fixed-point pace of
@@ -86,6 +104,15 @@ mod tests {
         // 256 B writes on Gen3 x16: ≈ 14.4 GB/s of payload before DLLPs.
         let eff = 256.0 / wire_bytes(256, false, true) as f64 * link_gbps(3, 16);
         assert!((14.3..14.5).contains(&eff), "{eff}");
+    }
+
+    #[test]
+    fn skp_ordered_sets_take_about_a_quarter_percent() {
+        // ≈ 0.27 % of a Gen3 link (one block in 371), ≈ 0.34 % at Gen1/2.
+        assert!((skp_share(3) - 0.0027).abs() < 0.0001, "{}", skp_share(3));
+        assert!((skp_share(1) - 0.0034).abs() < 0.0001, "{}", skp_share(1));
+        let data = 1024.0 * 1000.0 / ps_per_kib(3, 16) as f64;
+        assert!((data / link_gbps(3, 16) - (1.0 - skp_share(3))).abs() < 1e-4);
     }
 
     #[test]
