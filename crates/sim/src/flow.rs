@@ -154,6 +154,65 @@ struct WireLoad {
     tlps: u64,
 }
 
+/// Credit-holding time on one wire and class over one period.
+#[derive(Default)]
+struct CreditLoad {
+    loop_ps: f64,
+    bytes: f64,
+    tlps: u64,
+}
+
+/// What the first splitting root's tags are held for over one period.
+struct SplitLoad {
+    splitter: u32,
+    pieces: u64,
+    rtt_ps: f64,
+}
+
+/// One period of a stream, resource by resource.
+#[derive(Default)]
+struct Load {
+    /// Payload bytes the period moves.
+    total: f64,
+    wires: BTreeMap<u32, WireLoad>,
+    credit_loops: BTreeMap<(u32, usize), CreditLoad>,
+    pacers: BTreeMap<u32, f64>,
+    sink: Option<u32>,
+    sink_ps: f64,
+    issue_ps: f64,
+    /// Round trips of the period's read requests, one after the other.
+    rtt_ps: f64,
+    split: Option<SplitLoad>,
+}
+
+impl Load {
+    /// A TLP of `payload` bytes taking `busy` ps on wire `w`; on a PCIe link its ACK and
+    /// UpdateFC DLLPs take their share of the opposite direction.
+    fn charge(&mut self, net: &Net, w: u32, busy: f64, payload: u32) {
+        let l = self.wires.entry(w).or_default();
+        l.busy_ps += busy;
+        l.payload += payload as f64;
+        l.tlps += 1;
+        let wire = net.wire(w);
+        if wire.pcie {
+            let d = ps(serialize(DLLP_PER_TLP, net.wire(wire.reverse).ps_per_kib));
+            self.wires.entry(wire.reverse).or_default().busy_ps += d;
+        }
+    }
+
+    /// A credit of `key` (wire, class) held for `loop_ps` by a TLP of `payload` bytes,
+    /// where the receiver advertises a finite number.
+    fn credit(&mut self, net: &Net, key: (u32, usize), loop_ps: f64, payload: u32) {
+        if net.wire(key.0).credit_cap[key.1] == 0 {
+            return;
+        }
+        let c = self.credit_loops.entry(key).or_default();
+        c.loop_ps += loop_ps;
+        c.bytes += payload as f64;
+        c.tlps += 1;
+    }
+}
+
 impl Net {
     /// Serialization of one TLP on wire `w` as the packet model charges it.
     fn tlp_ps(&self, w: u32, payload: u32, completion: bool, request: bool, addr64: bool) -> f64 {
@@ -253,93 +312,72 @@ impl Net {
 
     /// Steady rate of `stream` on `route` (its request direction) and what bounds it.
     pub fn flow(&self, route: u32, s: &Stream) -> FlowEstimate {
+        let period = s.period();
+        let load = self.period_load(route, s, &period);
+        let pipe = self.pipe_bound(s, &period, &load);
+        self.window_bound(route, s, &period, &load, pipe)
+    }
+
+    /// What one period of the stream puts on every resource of its way out and back.
+    fn period_load(&self, route: u32, s: &Stream, period: &[(u32, u64)]) -> Load {
         let fwd = self.route_hops(route);
         let back = self.route_hops(self.reverse_route(route));
-        let period = s.period();
-        let total: f64 = period.iter().map(|&(n, _)| n as f64).sum();
         // A cyclic walk over more pages than the IOTLB holds misses on every new page
         // (FIFO replacement); otherwise, once warm, it always hits.
         let thrash = fwd.iter().any(|h| match *h {
             Hop::Iommu(i) => s.region_pages() > self.iotlb_shape(i).2 as u64,
             _ => false,
         });
-        let misses: Vec<bool> = (0..period.len())
-            .map(|k| {
-                let prev = period[(k + period.len() - 1) % period.len()].1;
-                thrash && (period[k].1 != prev || period.len() == 1)
-            })
-            .collect();
         let (sink, rcb) = match fwd.last() {
             Some(Hop::Sink(x, _)) => (Some(*x), self.sink(*x).rcb),
             _ => (None, 64),
         };
-        let mut best = Best::new();
-        let mut wires: BTreeMap<u32, WireLoad> = BTreeMap::new();
-        let mut credit_loops: BTreeMap<(u32, usize), (f64, f64)> = BTreeMap::new();
-        let mut charge = |net: &Net, w: u32, busy: f64, payload: u32| {
-            let l = wires.entry(w).or_default();
-            l.busy_ps += busy;
-            l.payload += payload as f64;
-            l.tlps += 1;
-            if net.wire(w).pcie {
-                let r = net.wire(w).reverse;
-                let d = ps(serialize(DLLP_PER_TLP, net.wire(r).ps_per_kib));
-                wires.entry(r).or_default().busy_ps += d;
-            }
+        let mut l = Load {
+            total: period.iter().map(|&(n, _)| n as f64).sum(),
+            sink,
+            ..Load::default()
         };
-        let mut sink_ps = 0.0;
-        let mut pacer_ps: BTreeMap<u32, f64> = BTreeMap::new();
-        let mut issue_ps = 0.0;
-        let mut rtt_ps = 0.0;
-        let mut split_rtt_ps = 0.0;
-        let mut split_pieces = 0u64;
-        let mut split_shape = None;
-        for (k, &(n, _)) in period.iter().enumerate() {
-            let miss = misses[k];
+        for (k, &(n, page)) in period.iter().enumerate() {
+            let prev = period[(k + period.len() - 1) % period.len()].1;
+            let miss = thrash && (page != prev || period.len() == 1);
             // The request (a write with its data, or a read request) down the route; for
             // a read, a splitting root turns it into sub-reads from there on.
             let mut pieces_now = vec![n];
             for (i, h) in fwd.iter().enumerate() {
                 match *h {
                     Hop::Wire(w) => {
+                        let class = if s.write { 0 } else { 1 };
                         for &p in &pieces_now {
-                            let busy = self.tlp_ps(
-                                w,
-                                if s.write { p } else { 0 },
-                                false,
-                                !s.write,
-                                s.addr64,
-                            );
-                            charge(self, w, busy, p);
-                            let class = if s.write { 0 } else { 1 };
-                            if self.wire(w).credit_cap[class] > 0 {
-                                let lp = busy + ps(self.credit_tail(fwd, i, miss));
-                                let e = credit_loops.entry((w, class)).or_default();
-                                e.0 += lp;
-                                e.1 += p as f64;
-                            }
+                            let data = if s.write { p } else { 0 };
+                            let busy = self.tlp_ps(w, data, false, !s.write, s.addr64);
+                            l.charge(self, w, busy, p);
+                            let tail = self.credit_tail(fwd, i, miss);
+                            l.credit(self, (w, class), busy + ps(tail), p);
                         }
                     }
                     Hop::Pace(pc) => {
                         let rate = self.pacer(pc).ps_per_kib;
                         for &p in &pieces_now {
-                            *pacer_ps.entry(pc).or_default() += ps(serialize(p, rate));
+                            *l.pacers.entry(pc).or_default() += ps(serialize(p, rate));
                         }
                     }
                     Hop::RootSplit(sp) if !s.write => {
                         let (split, _, _) = self.splitter_shape(sp);
-                        if split_shape.is_none() {
-                            split_shape = Some((sp, i));
-                        }
                         pieces_now = pieces_now.iter().flat_map(|&p| pieces(p, split)).collect();
-                        if split_shape.map(|x| x.0) == Some(sp) {
+                        // The first splitting root's tags: what each sub-read holds one for.
+                        let first = l.split.get_or_insert(SplitLoad {
+                            splitter: sp,
+                            pieces: 0,
+                            rtt_ps: 0.0,
+                        });
+                        if first.splitter == sp {
                             for &p in &pieces_now {
-                                split_pieces += 1;
-                                split_rtt_ps +=
+                                first.pieces += 1;
+                                first.rtt_ps +=
                                     ps(self.one_way(&fwd[i + 1..], 0, false, s.addr64, false))
-                                        + self.sink_read_ps(sink)
+                                        + sink.map_or(0.0, |x| ps(self.sink(x).read_latency))
                                         + ps(self.one_way(
-                                            &back[back.len() - i..],
+                                            &back[..back.len() - i],
                                             p.min(rcb),
                                             true,
                                             s.addr64,
@@ -354,17 +392,16 @@ impl Net {
             if let Some(x) = sink {
                 let rate = self.sink(x).ps_per_kib;
                 if rate > 0 {
-                    for &p in &pieces_now {
-                        sink_ps += ps(serialize(p, rate));
-                    }
+                    l.sink_ps += pieces_now
+                        .iter()
+                        .map(|&p| ps(serialize(p, rate)))
+                        .sum::<f64>();
                 }
             }
             if s.write {
                 if s.issue_ps_per_kib > 0 {
-                    issue_ps += ps(serialize(
-                        pcie::wire_bytes(n, false, s.addr64),
-                        s.issue_ps_per_kib,
-                    ));
+                    let bytes = pcie::wire_bytes(n, false, s.addr64);
+                    l.issue_ps += ps(serialize(bytes, s.issue_ps_per_kib));
                 }
                 continue;
             }
@@ -375,72 +412,74 @@ impl Net {
                 for &p in &pieces_now {
                     for c in pieces(p, rcb) {
                         let busy = self.tlp_ps(w, c, true, false, s.addr64);
-                        charge(self, w, busy, c);
-                        if self.wire(w).credit_cap[2] > 0 {
-                            let lp = busy + ps(self.credit_tail(back, j, false));
-                            let e = credit_loops.entry((w, 2)).or_default();
-                            e.0 += lp;
-                            e.1 += c as f64;
-                        }
+                        l.charge(self, w, busy, c);
+                        let tail = self.credit_tail(back, j, false);
+                        l.credit(self, (w, 2), busy + ps(tail), c);
                     }
                 }
             }
-            let rtt = ps(self.read_rtt(route, n, s.addr64, miss));
-            rtt_ps += rtt;
+            l.rtt_ps += ps(self.read_rtt(route, n, s.addr64, miss));
         }
-        for (w, l) in &wires {
-            if l.tlps == 0 {
+        l
+    }
+
+    /// The tightest of the wires, credit loops, pacers, the sink, the requester's issue
+    /// pace and a splitting root: what the way allows whatever the requester's windows.
+    fn pipe_bound(&self, s: &Stream, period: &[(u32, u64)], l: &Load) -> FlowEstimate {
+        let mut best = Best::new();
+        let total = l.total;
+        for (w, wl) in &l.wires {
+            if wl.tlps == 0 {
                 continue;
             }
             let wire = self.wire(*w);
-            best.offer(total, l.busy_ps, || {
+            best.offer(total, wl.busy_ps, || {
                 format!(
                     "{} at {:.0} B per TLP",
                     wire.name,
-                    l.payload / l.tlps as f64
+                    wl.payload / wl.tlps as f64
                 )
             });
         }
-        for ((w, class), (loop_ps, bytes)) in &credit_loops {
+        for ((w, class), cl) in &l.credit_loops {
             let wire = self.wire(*w);
             let c = wire.credit_cap[*class];
-            let n = period.len() as f64;
-            best.offer(c as f64 * bytes, *loop_ps, || {
+            best.offer(c as f64 * cl.bytes, cl.loop_ps, || {
                 format!(
                     "{c} credits on {} over a {:.0} ns loop",
                     wire.name,
-                    loop_ps / n / 1000.0
+                    cl.loop_ps / cl.tlps as f64 / 1000.0
                 )
             });
         }
-        for (p, busy) in &pacer_ps {
+        for (p, busy) in &l.pacers {
             let pc = self.pacer(*p);
             best.offer(total, *busy, || {
                 format!("{} at {} B per TLP", pc.name, period[0].0)
             });
         }
-        if let Some(x) = sink {
+        if let Some(x) = l.sink {
             let name = &self.sink(x).name;
-            best.offer(total, sink_ps, || {
+            best.offer(total, l.sink_ps, || {
                 format!("{name} at {} B per access", period[0].0)
             });
         }
         if s.write {
-            best.offer(total, issue_ps, || {
+            best.offer(total, l.issue_ps, || {
                 format!("the requester's issue pace at {} B per TLP", period[0].0)
             });
         }
-        if let Some((sp, _)) = split_shape {
-            let (split, rtags, gap) = self.splitter_shape(sp);
-            let n = split_pieces.max(1) as f64;
-            best.offer(rtags as f64 * total, split_rtt_ps, || {
+        if let Some(sl) = &l.split {
+            let (split, rtags, gap) = self.splitter_shape(sl.splitter);
+            let n = sl.pieces.max(1) as f64;
+            best.offer(rtags as f64 * total, sl.rtt_ps, || {
                 format!(
                     "root re-issues reads as {split} B with {rtags} tags over a {:.0} ns round trip",
-                    split_rtt_ps / n / 1000.0
+                    sl.rtt_ps / n / 1000.0
                 )
             });
             if gap > Time::ZERO {
-                best.offer(total, split_pieces as f64 * ps(gap), || {
+                best.offer(total, sl.pieces as f64 * ps(gap), || {
                     format!(
                         "root re-issues reads as {split} B at most one per {:.1} ns",
                         ps(gap) / 1000.0
@@ -448,11 +487,21 @@ impl Net {
                 });
             }
         }
-        // What the pipe allows; then the requester's own windows: its read tags and the
-        // operations it keeps under way, whichever holds fewer requests in flight.
-        let pipe = best.0.clone();
-        let reqs = period.len() as f64;
-        let rtt_avg = rtt_ps / reqs;
+        best.0
+    }
+
+    /// The requester's own windows on top of the pipe: its read tags and the operations
+    /// it keeps under way, whichever holds fewer requests in flight.
+    fn window_bound(
+        &self,
+        route: u32,
+        s: &Stream,
+        period: &[(u32, u64)],
+        l: &Load,
+        pipe: FlowEstimate,
+    ) -> FlowEstimate {
+        let mut best = Best(pipe.clone());
+        let rtt_avg = l.rtt_ps / period.len() as f64;
         let per_op = s.op_bytes.div_ceil(period[0].0.max(1) as u64).max(1) as f64;
         let tags_bind = !s.write
             && s.tags < u32::MAX
@@ -462,8 +511,7 @@ impl Net {
             // holds its tag longer while the others go on. (With very few tags the pipe
             // idles during such a miss, which this average does not see: the packet
             // model runs a few per cent slower there.)
-            let busy = rtt_ps / s.tags as f64;
-            best.offer(total, busy, || {
+            best.offer(l.total, l.rtt_ps / s.tags as f64, || {
                 format!(
                     "{} outstanding reads of {} B over a {:.0} ns round trip",
                     s.tags,
@@ -472,51 +520,45 @@ impl Net {
                 )
             });
         }
-        if s.ops_in_flight != u64::MAX && pipe.gbps.is_finite() {
-            // One operation alone: its last TLP leaves when the pipe (and, within the
-            // operation, the tags) let it, then takes its own latency.
-            let op_tlps: Vec<u32> = {
-                let mut v = Vec::new();
-                let mut acc = 0u64;
-                for &(n, _) in &period {
-                    v.push(n);
-                    acc += n as u64;
-                    if acc >= s.op_bytes {
-                        break;
-                    }
-                }
-                v
-            };
-            let last = *op_tlps.last().expect("an operation has a TLP");
-            let before: f64 = op_tlps[..op_tlps.len() - 1].iter().map(|&n| n as f64).sum();
-            let mut ahead = before / pipe.gbps * 1000.0;
-            let last_lat = if s.write {
-                ps(self.zero_load_write(route, last, s.addr64))
-            } else {
-                // Tag-limited: the last request waits for whole waves of round trips,
-                // then for its place in the last wave's train through the pipe.
-                let t = s.tags.max(1) as usize;
-                let waves = ((op_tlps.len() - 1) / t) as f64;
-                let place = ((op_tlps.len() - 1) % t) as f64;
-                let req = before / (op_tlps.len() - 1).max(1) as f64;
-                ahead = ahead.max(waves * rtt_avg + place * req / pipe.gbps * 1000.0);
-                ps(self.read_rtt(route, last, s.addr64, false))
-            };
-            let op_ps = ahead + last_lat;
-            best.offer(s.ops_in_flight as f64 * s.op_bytes as f64, op_ps, || {
-                format!(
-                    "{} operation(s) of {} B in flight over a {:.0} ns operation",
-                    s.ops_in_flight,
-                    s.op_bytes,
-                    op_ps / 1000.0
-                )
-            });
+        if s.ops_in_flight == u64::MAX || !pipe.gbps.is_finite() {
+            return best.0;
         }
+        // One operation alone: its last TLP leaves when the pipe (and, within the
+        // operation, the tags) let it, then takes its own latency.
+        let mut op_tlps = Vec::new();
+        let mut acc = 0u64;
+        for &(n, _) in period {
+            op_tlps.push(n);
+            acc += n as u64;
+            if acc >= s.op_bytes {
+                break;
+            }
+        }
+        let last = *op_tlps.last().expect("an operation has a TLP");
+        let before: f64 = op_tlps[..op_tlps.len() - 1].iter().map(|&n| n as f64).sum();
+        let mut ahead = before / pipe.gbps * 1000.0;
+        let last_lat = if s.write {
+            ps(self.zero_load_write(route, last, s.addr64))
+        } else {
+            // Tag-limited: the last request waits for whole waves of round trips, then
+            // for its place in the last wave's train through the pipe.
+            let t = s.tags.max(1) as usize;
+            let waves = ((op_tlps.len() - 1) / t) as f64;
+            let place = ((op_tlps.len() - 1) % t) as f64;
+            let req = before / (op_tlps.len() - 1).max(1) as f64;
+            ahead = ahead.max(waves * rtt_avg + place * req / pipe.gbps * 1000.0);
+            ps(self.read_rtt(route, last, s.addr64, false))
+        };
+        let op_ps = ahead + last_lat;
+        best.offer(s.ops_in_flight as f64 * s.op_bytes as f64, op_ps, || {
+            format!(
+                "{} operation(s) of {} B in flight over a {:.0} ns operation",
+                s.ops_in_flight,
+                s.op_bytes,
+                op_ps / 1000.0
+            )
+        });
         best.0
-    }
-
-    fn sink_read_ps(&self, sink: Option<u32>) -> f64 {
-        sink.map_or(0.0, |x| ps(self.sink(x).read_latency))
     }
 
     /// What a credit taken at hop `i` of `hops` waits for after its TLP's serialization:

@@ -20,6 +20,9 @@ struct Case {
     /// Operations under way; `None`: enough to keep the stream busy.
     in_flight: Option<u64>,
     tags: u32,
+    /// Target a peer GPU's memory (BAR1) under another root port instead of host RAM:
+    /// the root forwards the stream and re-issues reads as 64 B requests.
+    peer: bool,
 }
 
 fn scenario(c: &Case) -> String {
@@ -39,12 +42,18 @@ device_model = "connectx4"
 parent = "rc0"
 link = {{ gen = {gen}, width = {width} }}
 timing = {{ dma_max_reads = {{ value = {tags}.0, basis = "assumption", why = "grid" }}, dma_mrrs_bytes = {{ value = {mps}.0, basis = "assumption", why = "grid" }} }}
+[[host.device]]
+name = "peer"
+device_model = "p4000"
+parent = "rc0"
+timing = {{ bar_latency_ns = {{ value = {peer_ns}.0, basis = "assumption", why = "grid: a peer slow enough for the root's read tags to bind" }} }}
 "#,
         iommu = c.iommu,
         mps = c.mps,
         gen = c.gen,
         width = c.width,
-        tags = c.tags
+        tags = c.tags,
+        peer_ns = if c.op_bytes > 4096 { 2000 } else { 500 }
     )
 }
 
@@ -61,8 +70,14 @@ fn both(c: &Case) -> (f64, f64, String) {
     let in_flight = c.in_flight.unwrap_or((64 * 1024 / c.op_bytes).clamp(2, 64));
     let ops = (in_flight * 4).max((512 * 1024 / c.op_bytes).max(4));
     let offset = if c.high { 8 << 30 } else { 1 << 30 };
-    let (bus, spec) = dma_to(&mut tf, dev, "h.ram.node0", offset, c.op_bytes * in_flight).unwrap();
-    assert_eq!(bus >= 1 << 32, c.high);
+    let (target, offset) = match c.peer {
+        true => ("h.peer.bar1", 0),
+        false => ("h.ram.node0", offset),
+    };
+    let (bus, spec) = dma_to(&mut tf, dev, target, offset, c.op_bytes * in_flight).unwrap();
+    if !c.peer {
+        assert_eq!(bus >= 1 << 32, c.high);
+    }
     let op = if c.write {
         Op::Write { dst: bus }
     } else {
@@ -116,6 +131,7 @@ fn grid() -> Vec<Case> {
                                     high,
                                     in_flight: None,
                                     tags: 32,
+                                    peer: false,
                                 });
                             }
                         }
@@ -188,6 +204,7 @@ fn latency_bound_grid() -> Vec<Case> {
                                 high: true,
                                 in_flight: Some(in_flight),
                                 tags,
+                                peer: false,
                             });
                         }
                     }
@@ -201,6 +218,35 @@ fn latency_bound_grid() -> Vec<Case> {
 #[test]
 fn flow_model_and_simulation_agree_on_latency_bound_streams() {
     agree_within_two_percent(&latency_bound_grid());
+}
+
+/// Peer-to-peer through the root, which forwards between its ports and re-issues each
+/// read as 64 B requests with its own tags and pace: that splitter, not the device's
+/// tags or link, bounds the reads, and both models must see it the same way.
+#[test]
+fn flow_model_and_simulation_agree_through_a_splitting_root() {
+    let mut cases = Vec::new();
+    for (gen, width) in [(2u8, 4u8), (3, 8), (4, 16)] {
+        for op_bytes in [256u64, 4096, 64 << 10] {
+            for write in [false, true] {
+                for iommu in [false, true] {
+                    cases.push(Case {
+                        gen,
+                        width,
+                        mps: 256,
+                        op_bytes,
+                        write,
+                        iommu,
+                        high: false,
+                        in_flight: None,
+                        tags: 32,
+                        peer: true,
+                    });
+                }
+            }
+        }
+    }
+    agree_within_two_percent(&cases);
 }
 
 /// Where the two differ by design: when the read window and the link bound the stream
@@ -221,6 +267,7 @@ fn at_the_knee_iotlb_misses_make_the_packet_model_slower_than_the_flow_bound() {
             high: true,
             in_flight: Some(64),
             tags,
+            peer: false,
         };
         let (des, flow, why) = both(&c);
         let below = (flow - des) / flow;
