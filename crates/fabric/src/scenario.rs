@@ -1,8 +1,10 @@
 //! Scenario loading: parse the TOML (and its includes), validate every reference and
 //! limit with a located error, then enumerate each host — bus numbers and requester IDs,
 //! BAR placement (32-bit below 4 GiB, 64-bit above when asked or when large), bridge
-//! windows, RAM layout around the 32-bit MMIO hole — and precompute the interconnect and
-//! NTB paths that routing walks.
+//! windows, RAM layout around the 32-bit MMIO hole — and each platform's interconnect
+//! paths. A `[cluster]` expands here into its switches, hosts and cables. Ways between
+//! NTB adapters are not precomputed: one per pair would grow with the square of the
+//! cluster (`Topology::ntb_way` searches when asked).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
@@ -1378,7 +1380,6 @@ impl Builder {
 
     /// Builds host `name` from `hr` (a `[[host]]`, or a cluster's template, whose keys
     /// errors name under `hkey`).
-    #[allow(clippy::too_many_arguments)]
     fn host(
         &self,
         file: usize,
