@@ -112,29 +112,42 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             if len == 0 || len > 4096 {
                 anyhow::bail!("--len must be 1..=4096 bytes (one PCIe request), not {len}");
             }
-            let mut f = load(&scenario)?;
             let access = match access {
                 AccessArg::Read => Access::Read,
                 AccessArg::Write => Access::Write,
             };
-            let (req, setup) = request_for(&mut f, &from, &to, offset, len, access)?;
+            // One load: with timing parameters the query runs on the timed fabric (routing
+            // is the same; loading a large cluster twice is not).
+            let f = load(&scenario)?;
+            let timed_platforms = f.topo.platforms.iter().all(|p| p.timing.is_some());
+            let (mut plain, mut tf) = if timed_platforms {
+                match sim::timed::TimedFabric::new(f, 1) {
+                    Ok(tf) => (None, Some(tf)),
+                    Err(_) => (Some(load(&scenario)?), None),
+                }
+            } else {
+                (Some(f), None)
+            };
+            let f = match (&mut plain, &mut tf) {
+                (Some(f), _) => f,
+                (None, Some(tf)) => &mut tf.fabric,
+                (None, None) => unreachable!("one of the two is made"),
+            };
+            let (req, setup) = request_for(f, &from, &to, offset, len, access)?;
             let mut p = Path::default();
             let r = f.route(&req, &mut p);
             // With timing parameters, the zero-load time of this one request: a write until
             // it lands, a read until its data is back (requester overheads not included).
-            let timed = match &r {
-                Ok(_) => timed_view(
-                    load(&scenario)?,
-                    &from,
-                    &to,
-                    (offset, len),
-                    access,
-                    outstanding,
-                ),
-                Err(_) => None,
+            let timed = match (&r, tf.as_mut()) {
+                (Ok(_), Some(tf)) => timed_view(tf, &req, len, access, outstanding),
+                _ => None,
             };
             let latency_ns = timed.as_ref().map(|t| t.0);
-            let t = &f.topo;
+            let t = match (&plain, &tf) {
+                (Some(f), _) => &f.topo,
+                (None, Some(tf)) => &tf.fabric.topo,
+                (None, None) => unreachable!("one of the two is made"),
+            };
             match format {
                 crate::Format::Json => {
                     let mut v = describe::path_json(t, &p, &r);
@@ -283,30 +296,27 @@ fn requester_of(f: &Fabric, e: fabric::Endpoint) -> anyhow::Result<Requester> {
     })
 }
 
-/// On a fresh timed copy of the scenario: the zero-load time of one request and, for a
-/// device, the flow model's rate and bottleneck for a stream of such requests — the same
-/// stream a `dma` workload of `nudma run` with this length and `outstanding` runs (the
-/// device's `dma_max_reads`/`dma_mrrs_bytes`, or its NTB adapter's DMA engine's; no read
-/// stream for a requester that states none). `None` when the scenario has no timing
-/// parameters.
+/// On the timed fabric the request was set up in: the zero-load time of one request and,
+/// for a device, the flow model's rate and bottleneck for a stream of such requests — the
+/// same stream a `dma` workload of `nudma run` with this length and `outstanding` runs
+/// (the device's `dma_max_reads`/`dma_mrrs_bytes`, or its NTB adapter's DMA engine's; no
+/// read stream for a requester that states none).
 type TimedView = (f64, Option<(f64, String)>);
 
 fn timed_view(
-    f: Fabric,
-    from: &str,
-    to: &str,
-    (offset, len): (u64, u32),
+    tf: &mut sim::timed::TimedFabric,
+    req: &Request,
+    len: u32,
     access: Access,
     outstanding: Option<u64>,
 ) -> Option<TimedView> {
-    let mut tf = sim::timed::TimedFabric::new(f, 1).ok()?;
-    let (req, _) = request_for(&mut tf.fabric, from, to, offset, len, access).ok()?;
+    let req = *req;
     let op = if access == Access::Write {
         devices::Op::Write { dst: req.addr }
     } else {
         devices::Op::Read { src: req.addr }
     };
-    let latency = devices::single_access(&mut tf, req.requester, op, len)
+    let latency = devices::single_access(tf, req.requester, op, len)
         .ok()?
         .as_ns_f64();
     let stream = match req.requester {
@@ -317,8 +327,8 @@ fn timed_view(
                 fabric::Target::Ram { host, .. } | fabric::Target::Interrupt { host, .. } => host,
                 fabric::Target::Bar { node, .. } => topo.node(node).host,
             };
-            let mps = harness::mps_between(&tf, topo.node(n).host, target_host);
-            let spec = match harness::device_spec(&tf, req.requester, mps) {
+            let mps = harness::mps_between(tf, topo.node(n).host, target_host);
+            let spec = match harness::device_spec(tf, req.requester, mps) {
                 Ok(spec) => Some(spec),
                 // Posted writes need no read behaviour: the link paces them.
                 Err(_) if access == Access::Write => {

@@ -139,6 +139,7 @@ fn list_json_has_the_contract_shape() {
         "smartio_chassis_mxs824",
         "smartio_chassis_baseline",
         "smartio_cluster60",
+        "smartio_cluster10k",
     ] {
         assert!(names.contains(&n), "{n} missing from {names:?}");
     }
@@ -435,4 +436,81 @@ fn a_device_reading_its_own_bar_is_refused() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("its own BAR"), "{out}");
     assert!(!out.contains("streaming"), "{out}");
+}
+
+/// The built-in smartio_cluster60 is written with `[cluster]`; the fixture is the file as
+/// it was written out host by host. `topo show` and `topo path` cannot tell them apart.
+#[test]
+fn the_generated_cluster60_answers_as_the_explicit_one() {
+    let explicit = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fabric/tests/fixtures/smartio_cluster60_explicit.toml"
+    );
+    let same = |args: &[&str]| {
+        let mut a = args.to_vec();
+        let (c1, generated, e1) = nudma(&a);
+        a[2] = explicit;
+        let (c2, written, e2) = nudma(&a);
+        assert_eq!((c1, e1.as_str()), (c2, e2.as_str()), "{args:?}");
+        assert_eq!(generated, written, "{args:?}");
+        generated
+    };
+    let show = same(&["topo", "show", "smartio_cluster60", "--format", "json"]);
+    assert!(show.contains("\"h59\"") && show.contains("\"mxs6\""));
+    for (from, to, more) in [
+        ("h00.nvme", "h59.ram", &[][..]),
+        ("h00.nvme", "h05.ram", &[]),
+        ("h33.cpu", "h00.nvme", &["--access", "write", "--len", "4"]),
+        ("h00.gpu", "h17.ram", &["--len", "4096"]),
+        ("h42.cpu", "h42.ram", &[]),
+    ] {
+        for format in ["text", "json"] {
+            let mut args = vec![
+                "topo",
+                "path",
+                "smartio_cluster60",
+                "--from",
+                from,
+                "--to",
+                to,
+                "--format",
+                format,
+            ];
+            args.extend_from_slice(more);
+            let out = same(&args);
+            assert!(out.contains("hop"), "{args:?}: {out}");
+        }
+    }
+}
+
+/// A path across the whole 10,000-host tree: up three levels to the top and down three,
+/// every switch named, the target's root crossed once.
+#[test]
+fn topo_path_crosses_the_10k_cluster() {
+    let v = json(&[
+        "topo",
+        "path",
+        "smartio_cluster10k",
+        "--from",
+        "h0000.nvme",
+        "--to",
+        "h9999.ram",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["hops"], 10, "chassis, two PXH830s, seven MXS824s");
+    assert_eq!(v["roots"], 1);
+    let switches: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "cluster_switch")
+        .map(|s| s["name"].as_str().unwrap().split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        switches,
+        ["mxs111", "mxs11", "mxs1", "mxs0", "mxs10", "mxs110", "mxs1110"]
+    );
+    assert_eq!(v["target"]["host"], "h9999");
+    assert!(v["latency_ns"].as_f64().unwrap() > 0.0);
 }

@@ -2,6 +2,8 @@
 //! byte stores, cable state, fault log), the router, and the functional data path
 //! (`dma_read`/`dma_write`/`cpu_load`/`cpu_store`) that moves real bytes through it.
 
+use rustc_hash::FxHashMap;
+
 use crate::error::{FabricError, ScenarioError};
 use crate::iommu::{DomainId, Iommu, IommuMiss, Perm, PAGE};
 use crate::memory::Memory;
@@ -34,6 +36,13 @@ pub struct Fabric {
     /// Interrupt messages delivered, in order (the functional side of MSI/MSI-X).
     interrupts: Vec<Msi>,
     scratch: Path,
+    /// Ways between adapters that programmed address-LUT entries use (`LutEntry::way`):
+    /// searched when the first entry of an adapter pair is programmed, dropped with the
+    /// pair's last entry, so they follow the windows in use, never the cluster's size.
+    ways: Vec<Way>,
+    way_of: FxHashMap<(NtbId, NtbId), u32>,
+    /// Slots of `ways` no entry uses.
+    free_ways: Vec<u32>,
     /// Bumped by every change to IOMMU tables, NTB LUTs or link state: whoever caches
     /// routes (the timing layer) drops them when it moves.
     routing_epoch: u64,
@@ -64,6 +73,9 @@ impl Fabric {
             faults: Vec::new(),
             interrupts: Vec::new(),
             scratch: Path::with_capacity(64),
+            ways: Vec::new(),
+            way_of: FxHashMap::default(),
+            free_ways: Vec::new(),
             routing_epoch: 0,
             driver_state: None,
         }
@@ -149,7 +161,55 @@ impl Fabric {
         &self.iommu[host as usize]
     }
 
-    // ---- NTB ------------------------------------------------------------------------
+    /// The cables and cluster switches of way `way` (a `LutEntry::way`).
+    pub fn ntb_way_hops(&self, way: u32) -> &[NtbHop] {
+        &self.ways[way as usize].hops
+    }
+
+    /// Ways between adapters kept for programmed windows (one per adapter pair in use).
+    pub fn ntb_ways_kept(&self) -> usize {
+        self.way_of.len()
+    }
+
+    /// The way from `src` to `dst` for `entries` more LUT entries: searched when the pair
+    /// has none yet.
+    fn take_way(&mut self, src: NtbId, dst: NtbId, entries: u32) -> Option<u32> {
+        let w = match self.way_of.get(&(src, dst)) {
+            Some(&w) => w,
+            None => {
+                let way = Way {
+                    ends: (src, dst),
+                    hops: self.topo.ntb_way(src, dst)?.into_boxed_slice(),
+                    entries: 0,
+                };
+                let w = match self.free_ways.pop() {
+                    Some(w) => {
+                        self.ways[w as usize] = way;
+                        w
+                    }
+                    None => {
+                        self.ways.push(way);
+                        self.ways.len() as u32 - 1
+                    }
+                };
+                self.way_of.insert((src, dst), w);
+                w
+            }
+        };
+        self.ways[w as usize].entries += entries;
+        Some(w)
+    }
+
+    /// One LUT entry no longer uses way `w`; the last one lets it go.
+    fn put_way(&mut self, w: u32) {
+        let way = &mut self.ways[w as usize];
+        way.entries -= 1;
+        if way.entries == 0 {
+            self.way_of.remove(&way.ends);
+            way.hops = Box::default();
+            self.free_ways.push(w);
+        }
+    }
 
     /// Programs address-LUT windows of `ntb` so that `size` bytes at `far_addr` in host
     /// `dst_host` become reachable; returns the local bus address of `far_addr`.
@@ -160,7 +220,7 @@ impl Fabric {
         far_addr: u64,
         size: u64,
     ) -> Result<WindowMapping, FabricError> {
-        let n = &self.topo.ntbs[ntb as usize];
+        let src_host = self.topo.ntbs[ntb as usize].host;
         let dst = self
             .topo
             .hosts
@@ -169,14 +229,15 @@ impl Fabric {
             .ntbs
             .iter()
             .copied()
-            .find(|&d| self.topo.ntb_path(ntb, d).is_some())
+            .find(|&d| self.topo.ntb_reaches(ntb, d))
             .ok_or_else(|| FabricError::Unreachable {
-                from: self.topo.hosts[n.host as usize].name.clone(),
+                from: self.topo.hosts[src_host as usize].name.clone(),
                 to: self.topo.hosts[dst_host as usize].name.clone(),
             })?;
         if size == 0 {
             return Err(FabricError::Invalid("window size must be > 0".into()));
         }
+        let n = &self.topo.ntbs[ntb as usize];
         let ws = n.window_size;
         let base = far_addr - far_addr % ws;
         let count = (far_addr - base + size).div_ceil(ws);
@@ -197,17 +258,31 @@ impl Fabric {
                 crate::units::fmt_size(need - bar),
             )));
         }
+        // Held for the entries below; given back if they do not fit.
+        let way = self
+            .take_way(ntb, dst, count as u32)
+            .expect("a reachable adapter has a way");
         let first = self.ntb[ntb as usize]
             .alloc_windows(count as u32, |k| LutEntry {
                 dst,
                 dst_host,
                 far_base: base + k as u64 * ws,
+                way,
             })
             .ok_or(FabricError::Exhausted {
                 what: "NTB address LUT",
                 on: label,
                 capacity: cap,
-            })?;
+            });
+        let first = match first {
+            Ok(first) => first,
+            Err(e) => {
+                for _ in 0..count {
+                    self.put_way(way);
+                }
+                return Err(e);
+            }
+        };
         self.routing_epoch += 1;
         let bar = self
             .topo
@@ -230,7 +305,12 @@ impl Fabric {
                 "unmapping NTB windows that are not mapped".into(),
             ));
         }
-        st.lut[range].fill(None);
+        for i in range {
+            let e = self.ntb[m.ntb as usize].lut[i]
+                .take()
+                .expect("checked above");
+            self.put_way(e.way);
+        }
         self.routing_epoch += 1;
         Ok(())
     }
@@ -408,7 +488,7 @@ impl Fabric {
                         }
                     };
                     let to = platform.package_of_node(node);
-                    push_uncore(h, host, from, to, path);
+                    push_uncore(platform, host, from, to, path);
                     return Ok(Target::Ram {
                         host,
                         node,
@@ -422,13 +502,13 @@ impl Fabric {
             let troot = topo.node(tnode).root;
             match (origin, at_root) {
                 (Origin::Vertex(v), _) => {
-                    push_uncore(h, host, v, rc_vertex(topo, troot), path);
+                    push_uncore(platform, host, v, rc_vertex(topo, troot), path);
                     path.steps.push(Step::Root { node: troot });
                     rid = topo.node(troot).rid;
                     self.descend(troot, tnode, path);
                 }
                 (Origin::Node(_), Some(rc)) => {
-                    self.via_roots(h, host, platform.root_p2p, rc, troot, tnode, path)
+                    self.via_roots(platform, host, rc, troot, tnode, path)
                         .map_err(|k| fault(k, host, rid, addr))?;
                 }
                 // A function addressing its own BAR never leaves the device: only an NTB
@@ -449,7 +529,7 @@ impl Fabric {
                         let rc = topo.node(n).root;
                         self.climb(n, rc, path);
                         path.steps.push(Step::Root { node: rc });
-                        self.via_roots(h, host, platform.root_p2p, rc, troot, tnode, path)
+                        self.via_roots(platform, host, rc, troot, tnode, path)
                             .map_err(|k| fault(k, host, rid, addr))?;
                     }
                 },
@@ -476,7 +556,8 @@ impl Fabric {
             let st = &self.ntb[ntb as usize];
             let off = addr - tn.bar(tbar).expect("window BAR").addr;
             let window = (off / spec.window_size) as u32;
-            let entry = st.lut[window as usize]
+            let entry = st
+                .window(window)
                 .ok_or_else(|| fault(FaultKind::NtbWindowUnmapped, host, rid, addr))?;
             let index = st
                 .rid_index(rid)
@@ -501,7 +582,7 @@ impl Fabric {
             path.steps.push(Step::Switch {
                 node: spec.chip_node,
             });
-            for hop in topo.ntb_path(ntb, entry.dst).unwrap_or(&[]) {
+            for hop in self.ntb_way_hops(entry.way) {
                 match *hop {
                     NtbHop::Cable(c) => {
                         path.steps.push(Step::Cable { cable: c });
@@ -526,23 +607,21 @@ impl Fabric {
 
     /// From root complex `rc` to `t` under root `troot`, through the interconnect if the
     /// roots differ; peer-to-peer through a root needs the platform to forward it.
-    #[allow(clippy::too_many_arguments)]
     fn via_roots(
         &self,
-        h: &Host,
+        platform: &Platform,
         host: HostId,
-        root_p2p: bool,
         rc: NodeId,
         troot: NodeId,
         t: NodeId,
         path: &mut Path,
     ) -> Result<(), FaultKind> {
-        if !root_p2p {
+        if !platform.root_p2p {
             return Err(FaultKind::P2pBlocked);
         }
         if rc != troot {
             push_uncore(
-                h,
+                platform,
                 host,
                 rc_vertex(&self.topo, rc),
                 rc_vertex(&self.topo, troot),
@@ -611,7 +690,13 @@ impl Fabric {
             })?;
         let rc = topo.node(node).root;
         let from = package.min(topo.platform_of(host).packages - 1);
-        push_uncore(h, host, from, rc_vertex(topo, rc), path);
+        push_uncore(
+            topo.platform_of(host),
+            host,
+            from,
+            rc_vertex(topo, rc),
+            path,
+        );
         path.steps.push(Step::Root { node: rc });
         self.descend(rc, node, path);
         Ok(node)
@@ -854,6 +939,14 @@ impl Fabric {
     }
 }
 
+/// A way between two adapters and how many programmed LUT entries use it.
+#[derive(Clone, Debug)]
+struct Way {
+    ends: (NtbId, NtbId),
+    hops: Box<[NtbHop]>,
+    entries: u32,
+}
+
 #[derive(Clone, Copy)]
 enum Origin {
     Node(NodeId),
@@ -867,9 +960,9 @@ fn rc_vertex(topo: &Topology, rc: NodeId) -> u32 {
     }
 }
 
-fn push_uncore(h: &Host, host: HostId, from: u32, to: u32, path: &mut Path) {
+fn push_uncore(p: &Platform, host: HostId, from: u32, to: u32, path: &mut Path) {
     if from != to {
-        for &hop in h.uncore_path(from, to) {
+        for &hop in p.uncore_path(from, to) {
             path.steps.push(Step::Interconnect { host, hop });
         }
     }

@@ -13,6 +13,9 @@ pub struct LutEntry {
     pub dst_host: HostId,
     /// Window-aligned far-side base address.
     pub far_base: u64,
+    /// The way to `dst` through cables and cluster switches, found when the entry was
+    /// programmed: an index into the fabric's ways (`Fabric::ntb_way_hops`).
+    pub way: u32,
 }
 
 /// A mapping made through `Fabric::ntb_map_window`: `count` windows from `first`.
@@ -27,7 +30,11 @@ pub struct WindowMapping {
 
 #[derive(Clone, Debug)]
 pub struct NtbState {
+    /// The address LUT, made full size when its first window is programmed: most adapters
+    /// of a large cluster never get one, and an empty LUT reads as unprogrammed.
     pub lut: Vec<Option<LutEntry>>,
+    /// Entries of the address LUT (the hardware's, whether or not `lut` is made yet).
+    pub lut_windows: u32,
     pub rids: Vec<Option<Rid>>,
     pub reserved: u32,
 }
@@ -41,7 +48,8 @@ impl NtbState {
             *slot = Some(cpu_rid);
         }
         NtbState {
-            lut: vec![None; ntb.lut_windows as usize],
+            lut: Vec::new(),
+            lut_windows: ntb.lut_windows,
             rids,
             reserved: ntb.adapter.rid_reserved,
         }
@@ -49,7 +57,10 @@ impl NtbState {
 
     /// First fit of `count` consecutive free windows.
     pub fn alloc_windows(&mut self, count: u32, entry_of: impl Fn(u32) -> LutEntry) -> Option<u32> {
-        let n = self.lut.len() as u32;
+        let n = self.lut_windows;
+        if self.lut.is_empty() {
+            self.lut = vec![None; n as usize];
+        }
         let mut run = 0;
         for i in 0..n {
             if self.lut[i as usize].is_none() {
@@ -69,7 +80,18 @@ impl NtbState {
     }
 
     pub fn free_windows(&self) -> usize {
-        self.lut.iter().filter(|e| e.is_none()).count()
+        self.lut_windows as usize - self.lut.iter().filter(|e| e.is_some()).count()
+    }
+
+    /// Address-LUT windows programmed.
+    pub fn programmed_windows(&self) -> usize {
+        self.lut.iter().filter(|e| e.is_some()).count()
+    }
+
+    /// The programmed entry of address-LUT window `window`, if any.
+    #[inline]
+    pub fn window(&self, window: u32) -> Option<LutEntry> {
+        self.lut.get(window as usize).copied().flatten()
     }
 
     pub fn free_rids(&self) -> usize {

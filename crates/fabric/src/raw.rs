@@ -94,6 +94,8 @@ pub struct RawFile {
     pub device_model: BTreeMap<String, Spanned<RawDeviceModel>>,
     #[serde(default)]
     pub host: Vec<Spanned<RawHost>>,
+    /// A generated cluster: a tree of cluster switches with hosts from a template.
+    pub cluster: Option<Spanned<RawCluster>>,
     #[serde(default)]
     pub cluster_switch: Vec<Spanned<RawClusterSwitch>>,
     #[serde(default)]
@@ -243,7 +245,9 @@ pub struct RawLink {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawHost {
-    pub name: Spanned<String>,
+    /// Required in `[[host]]`; absent in a cluster's host template (its hosts are named
+    /// by `host_names`).
+    pub name: Option<Spanned<String>>,
     pub platform: Spanned<String>,
     #[serde(default)]
     pub iommu: bool,
@@ -333,6 +337,43 @@ pub struct RawNtb {
     pub link: Option<Spanned<RawLink>>,
     pub bar_size: Option<Spanned<Size>>,
     pub lut_windows: Option<Spanned<u32>>,
+}
+
+/// `[cluster]`: a tree of cluster switches written as a few lines instead of one table per
+/// host, switch and cable. The top switch has, level by level, `fanout` switches under
+/// each switch of the level above; every switch of the last level (the top one when there
+/// are no levels) has `hosts_per_leaf` hosts made from the `host` template, each cabled by
+/// its adapter `host_ntb`. Switches are numbered breadth-first from the top (0), hosts
+/// leaf by leaf from 0; a `[[host]]` with a generated host's name takes its place.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    /// The chip of every switch of the tree (a cluster switch chip).
+    pub switch_chip: Spanned<String>,
+    /// Switch names: a pattern with one number, `{}` or zero-padded `{:0N}` (`mxs{}`).
+    pub switch_names: Spanned<String>,
+    /// Levels below the top switch, top down.
+    #[serde(default)]
+    pub level: Vec<Spanned<RawLevel>>,
+    pub hosts_per_leaf: Spanned<u32>,
+    /// Host names: a pattern with one number (`h{:02}`).
+    pub host_names: Spanned<String>,
+    /// The cable from each host's adapter to its leaf switch.
+    pub host_link: Spanned<RawLink>,
+    /// The template's adapter that is cabled; may be left out when it has only one.
+    pub host_ntb: Option<Spanned<String>>,
+    /// The template every host is made from: a `[[host]]` without a name.
+    pub host: Spanned<RawHost>,
+}
+
+/// One level of a `[cluster]` tree below the top switch.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLevel {
+    /// Switches of this level under each switch of the level above.
+    pub fanout: Spanned<u32>,
+    /// The cable from each switch of this level up to its parent.
+    pub link: Spanned<RawLink>,
 }
 
 #[derive(Debug, Deserialize)]

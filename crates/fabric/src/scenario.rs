@@ -1,12 +1,15 @@
 //! Scenario loading: parse the TOML (and its includes), validate every reference and
 //! limit with a located error, then enumerate each host — bus numbers and requester IDs,
 //! BAR placement (32-bit below 4 GiB, 64-bit above when asked or when large), bridge
-//! windows, RAM layout around the 32-bit MMIO hole — and precompute the interconnect and
-//! NTB paths that routing walks.
+//! windows, RAM layout around the 32-bit MMIO hole — and each platform's interconnect
+//! paths. A `[cluster]` expands here into its switches, hosts and cables. Ways between
+//! NTB adapters are not precomputed: one per pair would grow with the square of the
+//! cluster (`Topology::ntb_way` searches when asked).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use toml::Spanned;
 
@@ -141,6 +144,7 @@ fn empty_raw() -> RawFile {
         cluster_switch: vec![],
         cable: vec![],
         window: vec![],
+        cluster: None,
         workload: vec![],
         measure: None,
     }
@@ -169,12 +173,25 @@ fn plain_types(message: &str) -> String {
     out
 }
 
-/// The key written just before `offset` on its line (`key = <here>`), to name it in a
-/// parse error that the TOML parser leaves unnamed.
+/// The key written just before `offset` on its line (`key = <here>`), or at it (an
+/// unknown field: `<here>key = …`), to name it in a parse error that the TOML parser
+/// leaves unnamed.
 fn key_before(text: &str, offset: usize) -> Option<String> {
     let before = text.get(..offset.min(text.len()))?;
     let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
-    let lhs = line[..line.rfind('=')?].trim_end();
+    let Some(eq) = line.rfind('=') else {
+        let rest = text.get(offset..)?;
+        let lhs = rest[..rest.find('\n').unwrap_or(rest.len())]
+            .split_once('=')?
+            .0
+            .trim();
+        let bare = !lhs.is_empty()
+            && lhs
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+        return bare.then(|| lhs.to_string());
+    };
+    let lhs = line[..eq].trim_end();
     let key: String = lhs
         .chars()
         .rev()
@@ -367,7 +384,7 @@ struct Builder {
     /// name -> (file, platform)
     platforms: BTreeMap<String, (usize, Spanned<RawPlatform>)>,
     chips: Vec<ChipSpec>,
-    adapters: Vec<AdapterSpec>,
+    adapters: Vec<Arc<AdapterSpec>>,
     device_models: BTreeMap<String, DeviceModel>,
 }
 
@@ -439,8 +456,8 @@ impl Builder {
             Some("[scenario]")
         } else if !r.include.is_empty() {
             Some("include")
-        } else if !r.host.is_empty() {
-            Some("[[host]]")
+        } else if !r.host.is_empty() || r.cluster.is_some() {
+            Some("[[host]] or [cluster]")
         } else if !r.cable.is_empty() || !r.cluster_switch.is_empty() || !r.window.is_empty() {
             Some("[[cable]], [[cluster_switch]] or [[window]]")
         } else if !r.workload.is_empty() || r.measure.is_some() {
@@ -469,7 +486,7 @@ impl Builder {
     ) -> Result<(), ScenarioError> {
         if self.chips.is_empty() {
             self.chips = builtin_chips();
-            self.adapters = builtin_adapters();
+            self.adapters = builtin_adapters().into_iter().map(Arc::new).collect();
         }
         for (name, p) in platforms {
             if !valid_name(&name) {
@@ -603,7 +620,7 @@ impl Builder {
             if let Some(p) = &r.ports {
                 basis.insert("ports".into(), p.get_ref().basis.clone());
             }
-            self.adapters.push(AdapterSpec {
+            self.adapters.push(Arc::new(AdapterSpec {
                 name: name.clone(),
                 description: r.description.clone(),
                 chip: self.chips[chip as usize].name.clone(),
@@ -617,7 +634,7 @@ impl Builder {
                 timing: timing.into_iter().collect(),
                 source: format!("scenario {}", self.files[file].name),
                 basis,
-            });
+            }));
         }
         for (name, m) in device_models {
             let key = format!("device_model.{name}");
@@ -1188,6 +1205,7 @@ impl Builder {
             interconnect,
             iohs,
             timing,
+            uncore_paths: Vec::new(),
         };
         // Every package and hub must be reachable from every other.
         let v = platform.uncore_vertices();
@@ -1204,6 +1222,8 @@ impl Builder {
                 ),
             ));
         }
+        let mut platform = platform;
+        platform.uncore_paths = all_pairs_uncore(&platform);
         Ok(platform)
     }
 
@@ -1216,7 +1236,7 @@ impl Builder {
     ) -> Result<Scenario, ScenarioError> {
         if self.chips.is_empty() {
             self.chips = builtin_chips();
-            self.adapters = builtin_adapters();
+            self.adapters = builtin_adapters().into_iter().map(Arc::new).collect();
         }
         let mut topo = Topology {
             name,
@@ -1229,37 +1249,73 @@ impl Builder {
             ntbs: Vec::new(),
             cluster_switches: Vec::new(),
             cables: Vec::new(),
-            ntb_paths: Vec::new(),
+            switch_group: Vec::new(),
+            host_ids: HashMap::new(),
         };
-        let mut platform_ids: HashMap<String, u32> = HashMap::new();
-        if raw.host.is_empty() {
+        let cluster = match &raw.cluster {
+            Some(c) => Some(self.cluster_plan(root, c)?),
+            None => None,
+        };
+        if raw.host.is_empty() && cluster.is_none() {
             return Err(self.err(
                 root,
                 0..0,
                 Some("host".into()),
-                "a scenario needs at least one [[host]]",
+                "a scenario needs at least one [[host]] (or a [cluster] of them)",
             ));
         }
+        // Written hosts by name: one named like a generated host takes that host's place.
+        let mut written: HashMap<&str, usize> = HashMap::with_capacity(raw.host.len());
         for (hi, h) in raw.host.iter().enumerate() {
-            let hr = h.get_ref();
             let hkey = format!("host[{hi}]");
-            let hname = hr.name.get_ref();
-            if !valid_name(hname) {
+            let Some(n) = &h.get_ref().name else {
                 return Err(self.err(
                     root,
-                    hr.name.span(),
+                    h.span(),
+                    Some(format!("{hkey}.name")),
+                    "a [[host]] needs `name`",
+                ));
+            };
+            if !valid_name(n.get_ref()) {
+                return Err(self.err(
+                    root,
+                    n.span(),
                     Some(format!("{hkey}.name")),
                     "host names use letters, digits, `_` and `-`",
                 ));
             }
-            if topo.hosts.iter().any(|x| &x.name == hname) {
+            if written.insert(n.get_ref(), hi).is_some() {
                 return Err(self.err(
                     root,
-                    hr.name.span(),
+                    n.span(),
                     Some(format!("{hkey}.name")),
-                    &format!("duplicate host name `{hname}`"),
+                    &format!("duplicate host name `{}`", n.get_ref()),
                 ));
             }
+        }
+        // Host order: the cluster's hosts by number, then the other written hosts.
+        let mut order: Vec<(Option<usize>, String)> = Vec::new();
+        if let Some(c) = &cluster {
+            order.reserve(c.hosts as usize);
+            for i in 0..c.hosts {
+                let name = c.host_names.name(i);
+                order.push((written.remove(name.as_str()), name));
+            }
+        }
+        for (hi, h) in raw.host.iter().enumerate() {
+            let name = h.get_ref().name.as_ref().expect("checked above").get_ref();
+            if written.contains_key(name.as_str()) {
+                order.push((Some(hi), name.clone()));
+            }
+        }
+        topo.host_ids.reserve(order.len());
+        let mut platform_ids: HashMap<String, u32> = HashMap::new();
+        for (written, name) in order {
+            let (hr, hkey) = match (written, &cluster) {
+                (Some(hi), _) => (raw.host[hi].get_ref(), format!("host[{hi}]")),
+                (None, Some(c)) => (c.raw.host.get_ref(), "cluster.host".to_string()),
+                (None, None) => unreachable!("only a cluster generates hosts"),
+            };
             let pname = hr.platform.get_ref();
             let pid = match platform_ids.get(pname) {
                 Some(&id) => id,
@@ -1291,10 +1347,11 @@ impl Builder {
                     id
                 }
             };
-            self.host(root, hi, hr, pid, &mut topo)?;
+            self.host(root, &hkey, &name, hr, pid, &mut topo)?;
+            let id = topo.hosts.len() as HostId - 1;
+            topo.host_ids.insert(name, id);
         }
-        self.cluster(root, &raw, &mut topo)?;
-        topo.ntb_paths = ntb_paths(&topo);
+        self.cluster(root, &raw, cluster.as_ref(), &mut topo)?;
         let mut windows = Vec::new();
         for (i, w) in raw.window.iter().enumerate() {
             let r = w.get_ref();
@@ -1321,17 +1378,20 @@ impl Builder {
         })
     }
 
+    /// Builds host `name` from `hr` (a `[[host]]`, or a cluster's template, whose keys
+    /// errors name under `hkey`).
     fn host(
         &self,
         file: usize,
-        hi: usize,
+        hkey: &str,
+        name: &str,
         hr: &RawHost,
         pid: u32,
         topo: &mut Topology,
     ) -> Result<(), ScenarioError> {
-        let hkey = format!("host[{hi}]");
+        let hkey = hkey.to_string();
         let host_id = topo.hosts.len() as HostId;
-        let platform = topo.platforms[pid as usize].clone();
+        let platform = &topo.platforms[pid as usize];
         let mmio32 = match &hr.mmio32 {
             Some(m) => {
                 let [a, b] = *m.get_ref();
@@ -1417,18 +1477,18 @@ impl Builder {
         let mut names: HashMap<String, (Range<usize>, NodeId)> = HashMap::new();
         let mut roots = Vec::new();
         let nv = platform.uncore_vertices();
-        let rc_vertices: Vec<u32> = if platform.iohs.is_empty() {
-            (0..platform.packages).collect()
+        let rc_vertices: Vec<(u32, String)> = if platform.iohs.is_empty() {
+            (0..platform.packages)
+                .map(|v| (v, format!("rc{v}")))
+                .collect()
         } else {
-            (platform.packages..nv).collect()
+            (platform.packages..nv)
+                .map(|v| (v, platform.vertex_name(v)))
+                .collect()
         };
-        for (i, &v) in rc_vertices.iter().enumerate() {
+        let timed = platform.timing.is_some();
+        for (v, name) in rc_vertices {
             let id = topo.nodes.len() as NodeId;
-            let name = if platform.iohs.is_empty() {
-                format!("rc{i}")
-            } else {
-                platform.vertex_name(v)
-            };
             topo.nodes.push(Node {
                 host: host_id,
                 name: name.clone(),
@@ -1449,7 +1509,7 @@ impl Builder {
             roots.push(id);
         }
         let mut host = Host {
-            name: hr.name.get_ref().clone(),
+            name: name.to_string(),
             platform: pid,
             iommu: hr.iommu,
             roots: roots.clone(),
@@ -1458,8 +1518,6 @@ impl Builder {
             mps,
             top_of_ram,
             regions,
-            uncore_paths: Vec::new(),
-            uncore_vertices: nv,
             nodes: roots.clone(),
             devices: vec![],
             ntbs: vec![],
@@ -1483,7 +1541,7 @@ impl Builder {
                     file,
                     n.span(),
                     Some(key.into()),
-                    &format!("duplicate name `{s}` in host `{}`", hr.name.get_ref()),
+                    &format!("duplicate name `{s}` in host `{name}`"),
                 ));
             }
             names.insert(s.clone(), (n.span(), id));
@@ -1540,7 +1598,6 @@ impl Builder {
             claim(self, &mut names, &r.name, &format!("{key}.name"), id)?;
             pending.push((id, r.parent.clone(), format!("{key}.parent")));
         }
-        let timed = platform.timing.is_some();
         for (di, d) in hr.device.iter().enumerate() {
             let r = d.get_ref();
             let key = format!("{hkey}.device[{di}]");
@@ -1910,8 +1967,7 @@ impl Builder {
                     parent.span(),
                     Some(key.clone()),
                     &format!(
-                        "`{p}` is not a root complex or switch of host `{}` (root complexes: {})",
-                        hr.name.get_ref(),
+                        "`{p}` is not a root complex or switch of host `{name}` (root complexes: {})",
                         roots
                             .iter()
                             .map(|&r| topo.nodes[r as usize].name.clone())
@@ -2008,34 +2064,213 @@ impl Builder {
         // BARs and bridge windows.
         place_host(topo, &mut host, &fixed)
             .map_err(|(m, span)| self.err(file, span.unwrap_or(0..0), Some(hkey.clone()), &m))?;
-        host.uncore_paths = all_pairs_uncore(&platform);
         topo.hosts.push(host);
         Ok(())
     }
 
+    /// Checks a `[cluster]` and works out its shape: the tree's switches per level, its
+    /// hosts, and the links. Every switch of the tree must have the ports and lanes for
+    /// its cables, so an impossible tree is refused here, at the key that makes it so.
+    fn cluster_plan<'a>(
+        &self,
+        file: usize,
+        c: &'a Spanned<RawCluster>,
+    ) -> Result<ClusterPlan<'a>, ScenarioError> {
+        let r = c.get_ref();
+        let key = |k: &str| Some(format!("cluster.{k}"));
+        let chip = self.find_chip(file, &r.switch_chip, "cluster.switch_chip")?;
+        let spec = &self.chips[chip as usize];
+        if !spec.cluster {
+            return Err(self.err(
+                file,
+                r.switch_chip.span(),
+                key("switch_chip"),
+                &format!("chip `{}` is not a cluster switch chip", spec.name),
+            ));
+        }
+        let pattern = |p: &Spanned<String>, k: &str| {
+            NamePattern::parse(p.get_ref()).map_err(|m| self.err(file, p.span(), key(k), &m))
+        };
+        let switch_names = pattern(&r.switch_names, "switch_names")?;
+        let host_names = pattern(&r.host_names, "host_names")?;
+        if let Some(t) = &r.host.get_ref().name {
+            return Err(self.err(
+                file,
+                t.span(),
+                key("host.name"),
+                "the host template has no `name`: its hosts are named by `cluster.host_names`",
+            ));
+        }
+        let host_ntb = match &r.host_ntb {
+            Some(n) => {
+                if !r.host.get_ref().ntb.iter().any(|x| x.get_ref().name.get_ref() == n.get_ref()) {
+                    return Err(self.err(
+                        file,
+                        n.span(),
+                        key("host_ntb"),
+                        &format!("the host template has no NTB adapter `{}`", n.get_ref()),
+                    ));
+                }
+                n.get_ref().clone()
+            }
+            None => match r.host.get_ref().ntb.as_slice() {
+                [only] => only.get_ref().name.get_ref().clone(),
+                ntbs => {
+                    return Err(self.err(
+                        file,
+                        r.host.span(),
+                        key("host_ntb"),
+                        &format!(
+                            "the host template has {} NTB adapters: `host_ntb` names the one cabled to the leaf switch",
+                            ntbs.len()
+                        ),
+                    ))
+                }
+            },
+        };
+        let host_link = self.link(file, &r.host_link, "cluster.host_link")?;
+        let per_leaf = *r.hosts_per_leaf.get_ref();
+        if per_leaf == 0 {
+            return Err(self.err(
+                file,
+                r.hosts_per_leaf.span(),
+                key("hosts_per_leaf"),
+                "a leaf switch needs at least one host",
+            ));
+        }
+        let mut links = Vec::with_capacity(r.level.len());
+        let mut sizes = vec![1u64];
+        for (i, l) in r.level.iter().enumerate() {
+            let lr = l.get_ref();
+            let fanout = *lr.fanout.get_ref();
+            if fanout == 0 {
+                return Err(self.err(
+                    file,
+                    lr.fanout.span(),
+                    key(&format!("level[{i}].fanout")),
+                    "a level needs at least one switch under each switch above it",
+                ));
+            }
+            links.push(self.link(file, &lr.link, &format!("cluster.level[{i}].link"))?);
+            // Too large a tree is refused below, with its host count.
+            sizes.push(sizes[i].saturating_mul(fanout as u64));
+        }
+        // Each level's switches: what they cable up and down, against the chip.
+        for (i, down) in (0..=r.level.len()).map(|i| (i, r.level.get(i))) {
+            let (children, child_link, at, k) = match down {
+                Some(l) => (
+                    *l.get_ref().fanout.get_ref(),
+                    links[i],
+                    l.get_ref().fanout.span(),
+                    format!("level[{i}].fanout"),
+                ),
+                None => (
+                    per_leaf,
+                    host_link,
+                    r.hosts_per_leaf.span(),
+                    "hosts_per_leaf".to_string(),
+                ),
+            };
+            let up = i.checked_sub(1).map(|u| links[u]);
+            let cables = children as u64 + u64::from(up.is_some());
+            let lanes =
+                children as u64 * child_link.width as u64 + up.map_or(0, |l| l.width as u64);
+            if cables > spec.ports as u64 || lanes > spec.lanes as u64 {
+                let which = if i == 0 {
+                    "the top switch".to_string()
+                } else {
+                    format!("each switch of level {i}")
+                };
+                let below = if down.is_some() { "switches" } else { "hosts" };
+                let upward = up.map_or(String::new(), |l| format!(" and x{} up", l.width));
+                return Err(self.err(
+                    file,
+                    at,
+                    key(&k),
+                    &format!(
+                        "impossible tree: {which} would cable {children} {below} at x{}{upward}: {cables} ports and {lanes} lanes; a {} has {} ports and {} lanes",
+                        child_link.width, spec.name, spec.ports, spec.lanes
+                    ),
+                ));
+            }
+        }
+        let leaves = *sizes.last().expect("the top level");
+        let hosts = leaves.saturating_mul(per_leaf as u64);
+        if hosts > MAX_CLUSTER_HOSTS {
+            return Err(self.err(
+                file,
+                c.span(),
+                Some("cluster".into()),
+                &format!("the tree has {hosts} hosts; a cluster has at most {MAX_CLUSTER_HOSTS}"),
+            ));
+        }
+        Ok(ClusterPlan {
+            raw: r,
+            chip,
+            switch_names,
+            host_names,
+            sizes,
+            links,
+            per_leaf,
+            hosts: hosts as u32,
+            host_link,
+            host_ntb,
+        })
+    }
+
+    /// Cluster switches and cables: a `[cluster]`'s tree first (switches top down, then
+    /// each switch's cable up, then each host's cable), then the written ones.
     fn cluster(
         &self,
         file: usize,
         raw: &RawFile,
+        plan: Option<&ClusterPlan>,
         topo: &mut Topology,
     ) -> Result<(), ScenarioError> {
-        for (i, c) in raw.cluster_switch.iter().enumerate() {
-            let r = c.get_ref();
-            let key = format!("cluster_switch[{i}]");
-            let n = r.name.get_ref();
-            if !valid_name(n)
-                || topo.cluster_switches.iter().any(|x| &x.name == n)
-                || topo.host_by_name(n).is_some()
+        let mut switch_ids: HashMap<String, ClusterSwitchId> = HashMap::new();
+        let mut add_switch = |topo: &mut Topology,
+                              name: String,
+                              chip: u32,
+                              at: Range<usize>,
+                              key: String|
+         -> Result<(), ScenarioError> {
+            if !valid_name(&name)
+                || switch_ids.contains_key(&name)
+                || topo.host_ids.contains_key(&name)
             {
                 return Err(self.err(
                     file,
-                    r.name.span(),
-                    Some(format!("{key}.name")),
+                    at,
+                    Some(key),
                     &format!(
-                        "cluster switch name `{n}` is invalid or already used by a host or switch"
+                        "cluster switch name `{name}` is invalid or already used by a host or switch"
                     ),
                 ));
             }
+            switch_ids.insert(name.clone(), topo.cluster_switches.len() as ClusterSwitchId);
+            topo.cluster_switches.push(ClusterSwitch {
+                name,
+                chip,
+                cables: vec![],
+            });
+            Ok(())
+        };
+        if let Some(p) = plan {
+            let total: u64 = p.sizes.iter().sum();
+            topo.cluster_switches.reserve(total as usize);
+            for s in 0..total as u32 {
+                add_switch(
+                    topo,
+                    p.switch_names.name(s),
+                    p.chip,
+                    p.raw.switch_names.span(),
+                    "cluster.switch_names".into(),
+                )?;
+            }
+        }
+        for (i, c) in raw.cluster_switch.iter().enumerate() {
+            let r = c.get_ref();
+            let key = format!("cluster_switch[{i}]");
             let chip = self.find_chip(file, &r.chip, &format!("{key}.chip"))?;
             if !self.chips[chip as usize].cluster {
                 return Err(self.err(
@@ -2045,13 +2280,65 @@ impl Builder {
                     &format!("chip `{}` is not a cluster switch chip", r.chip.get_ref()),
                 ));
             }
-            topo.cluster_switches.push(ClusterSwitch {
-                name: n.clone(),
+            add_switch(
+                topo,
+                r.name.get_ref().clone(),
                 chip,
-                cables: vec![],
-            });
+                r.name.span(),
+                format!("{key}.name"),
+            )?;
         }
-        let mut seen_pairs = HashSet::new();
+        let mut cabled: HashSet<(CableEnd, CableEnd)> = HashSet::new();
+        if let Some(p) = plan {
+            let r = p.raw;
+            // Level l's switches start after all switches above it.
+            let mut first = 0u32;
+            for (l, level) in r.level.iter().enumerate() {
+                let (size, fanout) = (p.sizes[l + 1] as u32, *level.get_ref().fanout.get_ref());
+                let at = CableAt::all(
+                    level.get_ref().link.span(),
+                    format!("cluster.level[{l}].link"),
+                );
+                let start = first + p.sizes[l] as u32;
+                for j in 0..size {
+                    let ends = [
+                        CableEnd::ClusterSwitch(start + j),
+                        CableEnd::ClusterSwitch(first + j / fanout),
+                    ];
+                    self.add_cable(file, topo, &mut cabled, ends, p.links[l], None, &at)?;
+                }
+                first = start;
+            }
+            let at = CableAt::all(r.host_link.span(), "cluster.host_link".into());
+            for i in 0..p.hosts {
+                let host = i as HostId;
+                let ntb = topo.ntb_by_name(host, &p.host_ntb).ok_or_else(|| {
+                    let name = &topo.hosts[i as usize].name;
+                    // Only a written host in a generated host's place can lack it.
+                    let (span, k) = raw
+                        .host
+                        .iter()
+                        .enumerate()
+                        .find_map(|(hi, h)| {
+                            let n = h.get_ref().name.as_ref()?;
+                            (n.get_ref() == name).then(|| (n.span(), format!("host[{hi}].name")))
+                        })
+                        .unwrap_or((r.host_ntb.as_ref().map_or(r.host.span(), |n| n.span()), "cluster.host_ntb".into()));
+                    self.err(
+                        file,
+                        span,
+                        Some(k),
+                        &format!(
+                            "host `{name}` takes the place of a host of the cluster, whose cable plugs into its NTB adapter `{}`: it has none of that name",
+                            p.host_ntb
+                        ),
+                    )
+                })?;
+                let leaf = first + i / p.per_leaf;
+                let ends = [CableEnd::Ntb(ntb), CableEnd::ClusterSwitch(leaf)];
+                self.add_cable(file, topo, &mut cabled, ends, p.host_link, None, &at)?;
+            }
+        }
         for (i, c) in raw.cable.iter().enumerate() {
             let r = c.get_ref();
             let key = format!("cable[{i}]");
@@ -2068,80 +2355,20 @@ impl Builder {
             let mut out = [CableEnd::Ntb(0); 2];
             for (j, e) in ends.iter().enumerate() {
                 let s = e.get_ref();
+                let bad = |m: String| self.err(file, e.span(), Some(format!("{key}.ends")), &m);
                 out[j] = if let Some((h, n)) = s.split_once('.') {
-                    let hid = topo.host_by_name(h).ok_or_else(|| {
-                        self.err(
-                            file,
-                            e.span(),
-                            Some(format!("{key}.ends")),
-                            &format!("unknown host `{h}`"),
-                        )
-                    })?;
-                    CableEnd::Ntb(topo.ntb_by_name(hid, n).ok_or_else(|| {
-                        self.err(
-                            file,
-                            e.span(),
-                            Some(format!("{key}.ends")),
-                            &format!("host `{h}` has no NTB adapter `{n}`"),
-                        )
-                    })?)
-                } else {
-                    CableEnd::ClusterSwitch(
-                        topo.cluster_switches
-                            .iter()
-                            .position(|x| &x.name == s)
-                            .ok_or_else(|| {
-                                self.err(
-                                    file,
-                                    e.span(),
-                                    Some(format!("{key}.ends")),
-                                    &format!("`{s}` is neither `host.ntb` nor a cluster switch"),
-                                )
-                            })? as u32,
+                    let hid = topo
+                        .host_by_name(h)
+                        .ok_or_else(|| bad(format!("unknown host `{h}`")))?;
+                    CableEnd::Ntb(
+                        topo.ntb_by_name(hid, n)
+                            .ok_or_else(|| bad(format!("host `{h}` has no NTB adapter `{n}`")))?,
                     )
+                } else {
+                    CableEnd::ClusterSwitch(*switch_ids.get(s).ok_or_else(|| {
+                        bad(format!("`{s}` is neither `host.ntb` nor a cluster switch"))
+                    })?)
                 };
-            }
-            if out[0] == out[1] {
-                return Err(self.err(
-                    file,
-                    r.ends.span(),
-                    Some(format!("{key}.ends")),
-                    "a cable cannot loop back to the same port group",
-                ));
-            }
-            let pair = if format!("{:?}", out[0]) < format!("{:?}", out[1]) {
-                (out[0], out[1])
-            } else {
-                (out[1], out[0])
-            };
-            if !seen_pairs.insert(format!("{pair:?}")) {
-                return Err(self.err(
-                    file,
-                    r.ends.span(),
-                    Some(format!("{key}.ends")),
-                    "these two ends are already cabled together",
-                ));
-            }
-            let id = topo.cables.len() as CableId;
-            for end in out {
-                match end {
-                    CableEnd::Ntb(n) => {
-                        let ntb = &mut topo.ntbs[n as usize];
-                        ntb.cables.push(id);
-                        if ntb.cables.len() as u32 > ntb.adapter.ports
-                            || link.width > ntb.adapter.width
-                        {
-                            let msg = format!(
-                                "adapter {} ({}) has {} cable port(s) of up to x{}",
-                                ntb.name, ntb.adapter.name, ntb.adapter.ports, ntb.adapter.width
-                            );
-                            return Err(self.err(file, c.span(), Some(key.clone()), &msg));
-                        }
-                    }
-                    CableEnd::ClusterSwitch(s) => {
-                        topo.cluster_switches[s as usize].cables.push(id);
-                    }
-                }
             }
             let cable_ns = match &r.cable_ns {
                 Some(v) => {
@@ -2150,33 +2377,202 @@ impl Builder {
                 }
                 None => None,
             };
-            topo.cables.push(Cable {
-                ends: out,
-                link,
-                cable_ns,
-            });
+            let at = CableAt {
+                span: c.span(),
+                key: key.clone(),
+                ends_span: r.ends.span(),
+                ends_key: format!("{key}.ends"),
+            };
+            self.add_cable(file, topo, &mut cabled, out, link, cable_ns, &at)?;
         }
-        for cs in &topo.cluster_switches {
-            let chip = &self.chips[cs.chip as usize];
-            let lanes: u32 = cs
-                .cables
-                .iter()
-                .map(|&c| topo.cables[c as usize].link.width as u32)
-                .sum();
-            if lanes > chip.lanes {
-                return Err(self.err(
-                    file,
-                    0..0,
-                    Some("cable".into()),
-                    &format!(
-                        "cluster switch `{}` has {lanes} lanes cabled; a {} has {}",
-                        cs.name, chip.name, chip.lanes
-                    ),
-                ));
-            }
-        }
+        topo.switch_group = switch_groups(topo);
         Ok(())
     }
+
+    /// Adds one cable, checking its ends: no loop, no second cable between the same two
+    /// ends, an adapter's cable ports and width, a cluster switch's ports and lanes.
+    #[allow(clippy::too_many_arguments)]
+    fn add_cable(
+        &self,
+        file: usize,
+        topo: &mut Topology,
+        cabled: &mut HashSet<(CableEnd, CableEnd)>,
+        ends: [CableEnd; 2],
+        link: Link,
+        cable_ns: Option<f64>,
+        at: &CableAt,
+    ) -> Result<(), ScenarioError> {
+        let ends_err = |m: &str| self.err(file, at.ends_span.clone(), Some(at.ends_key.clone()), m);
+        if ends[0] == ends[1] {
+            return Err(ends_err("a cable cannot loop back to the same port group"));
+        }
+        let order = |e: CableEnd| match e {
+            CableEnd::Ntb(x) => (0, x),
+            CableEnd::ClusterSwitch(x) => (1, x),
+        };
+        let pair = if order(ends[0]) <= order(ends[1]) {
+            (ends[0], ends[1])
+        } else {
+            (ends[1], ends[0])
+        };
+        if !cabled.insert(pair) {
+            return Err(ends_err("these two ends are already cabled together"));
+        }
+        let id = topo.cables.len() as CableId;
+        for end in ends {
+            match end {
+                CableEnd::Ntb(n) => {
+                    let ntb = &mut topo.ntbs[n as usize];
+                    ntb.cables.push(id);
+                    if ntb.cables.len() as u32 > ntb.adapter.ports || link.width > ntb.adapter.width
+                    {
+                        let msg = format!(
+                            "adapter {} ({}) has {} cable port(s) of up to x{}",
+                            ntb.name, ntb.adapter.name, ntb.adapter.ports, ntb.adapter.width
+                        );
+                        return Err(self.err(file, at.span.clone(), Some(at.key.clone()), &msg));
+                    }
+                }
+                CableEnd::ClusterSwitch(s) => {
+                    let cs = &mut topo.cluster_switches[s as usize];
+                    cs.cables.push(id);
+                    let chip = &self.chips[cs.chip as usize];
+                    let lanes: u32 = link.width as u32
+                        + cs.cables[..cs.cables.len() - 1]
+                            .iter()
+                            .map(|&c| topo.cables[c as usize].link.width as u32)
+                            .sum::<u32>();
+                    if cs.cables.len() as u32 > chip.ports || lanes > chip.lanes {
+                        let msg = format!(
+                            "cluster switch `{}` has {} cables and {lanes} lanes cabled; a {} has {} ports and {} lanes",
+                            cs.name,
+                            cs.cables.len(),
+                            chip.name,
+                            chip.ports,
+                            chip.lanes
+                        );
+                        return Err(self.err(file, at.span.clone(), Some(at.key.clone()), &msg));
+                    }
+                }
+            }
+        }
+        topo.cables.push(Cable {
+            ends,
+            link,
+            cable_ns,
+        });
+        Ok(())
+    }
+}
+
+/// Where a cable was written, to locate errors about it and about its ends.
+struct CableAt {
+    span: Range<usize>,
+    key: String,
+    ends_span: Range<usize>,
+    ends_key: String,
+}
+
+impl CableAt {
+    /// A generated cable: its errors point at the line that made it.
+    fn all(span: Range<usize>, key: String) -> CableAt {
+        CableAt {
+            span: span.clone(),
+            key: key.clone(),
+            ends_span: span,
+            ends_key: key,
+        }
+    }
+}
+
+/// A cluster's size: more hosts than this is a slip in a fan-out, not a machine.
+const MAX_CLUSTER_HOSTS: u64 = 100_000;
+
+/// A `[cluster]`, checked: switch counts per level (top first), links, host count.
+struct ClusterPlan<'a> {
+    raw: &'a RawCluster,
+    chip: u32,
+    switch_names: NamePattern,
+    host_names: NamePattern,
+    /// Switches per level, the top (one) first.
+    sizes: Vec<u64>,
+    /// The uplink of each level below the top.
+    links: Vec<Link>,
+    per_leaf: u32,
+    hosts: u32,
+    host_link: Link,
+    host_ntb: String,
+}
+
+/// A name with one number in it: `h{:02}` names `h00`, `h01`, …
+#[derive(Debug)]
+struct NamePattern {
+    prefix: String,
+    suffix: String,
+    width: usize,
+}
+
+impl NamePattern {
+    fn parse(p: &str) -> Result<NamePattern, String> {
+        let bad = || {
+            format!("`{p}` is not a name pattern: letters, digits, `_` and `-` around one number, `{{}}` or zero-padded `{{:0N}}` (`h{{:02}}`)")
+        };
+        let (prefix, rest) = p.split_once('{').ok_or_else(bad)?;
+        let (spec, suffix) = rest.split_once('}').ok_or_else(bad)?;
+        let width = match spec.strip_prefix(":0") {
+            None if spec.is_empty() => 0,
+            Some(w) => w
+                .parse::<usize>()
+                .ok()
+                .filter(|w| (1..=9).contains(w))
+                .ok_or_else(bad)?,
+            None => return Err(bad()),
+        };
+        let word = |s: &str| {
+            s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if !word(prefix) || !word(suffix) || prefix.len() + suffix.len() + width.max(6) > 64 {
+            return Err(bad());
+        }
+        Ok(NamePattern {
+            prefix: prefix.to_string(),
+            suffix: suffix.to_string(),
+            width,
+        })
+    }
+
+    fn name(&self, n: u32) -> String {
+        format!("{}{n:0w$}{}", self.prefix, self.suffix, w = self.width)
+    }
+}
+
+/// Which cluster switches are joined by switch-to-switch cables: per switch, the lowest
+/// switch id of its group.
+fn switch_groups(topo: &Topology) -> Vec<u32> {
+    let n = topo.cluster_switches.len();
+    let mut group = vec![u32::MAX; n];
+    let mut stack = Vec::new();
+    for s in 0..n {
+        if group[s] != u32::MAX {
+            continue;
+        }
+        group[s] = s as u32;
+        stack.push(s as u32);
+        while let Some(cur) = stack.pop() {
+            for &c in &topo.cluster_switches[cur as usize].cables {
+                for e in topo.cables[c as usize].ends {
+                    if let CableEnd::ClusterSwitch(o) = e {
+                        if group[o as usize] == u32::MAX {
+                            group[o as usize] = s as u32;
+                            stack.push(o);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    group
 }
 
 /// Assigns buses and requester IDs below a root port, depth-first.
@@ -2477,57 +2873,6 @@ fn all_pairs_uncore_opt(p: &Platform) -> Vec<Option<Vec<UncoreHop>>> {
             }
             path.reverse();
             out[s * v + t] = Some(path);
-        }
-    }
-    out
-}
-
-/// Breadth-first paths between NTB adapters through cables and cluster switches (never
-/// through another host's adapter).
-fn ntb_paths(topo: &Topology) -> Vec<Option<Vec<NtbHop>>> {
-    let n = topo.ntbs.len();
-    let mut out = vec![None; n * n];
-    for src in 0..n {
-        // BFS over ends; state = CableEnd.
-        let mut prev: HashMap<CableEnd, (CableEnd, CableId)> = HashMap::new();
-        let mut q = VecDeque::new();
-        let start = CableEnd::Ntb(src as NtbId);
-        q.push_back(start);
-        let mut seen = HashSet::new();
-        seen.insert(start);
-        while let Some(cur) = q.pop_front() {
-            if cur != start && matches!(cur, CableEnd::Ntb(_)) {
-                continue;
-            }
-            let cables = match cur {
-                CableEnd::Ntb(x) => &topo.ntbs[x as usize].cables,
-                CableEnd::ClusterSwitch(x) => &topo.cluster_switches[x as usize].cables,
-            };
-            for &c in cables {
-                let e = topo.cables[c as usize].ends;
-                let next = if e[0] == cur { e[1] } else { e[0] };
-                if seen.insert(next) {
-                    prev.insert(next, (cur, c));
-                    q.push_back(next);
-                }
-            }
-        }
-        for dst in 0..n {
-            let end = CableEnd::Ntb(dst as NtbId);
-            if dst == src || !seen.contains(&end) {
-                continue;
-            }
-            let mut hops = Vec::new();
-            let mut cur = end;
-            while let Some(&(p, c)) = prev.get(&cur) {
-                hops.push(NtbHop::Cable(c));
-                if let CableEnd::ClusterSwitch(s) = p {
-                    hops.push(NtbHop::ClusterSwitch(s));
-                }
-                cur = p;
-            }
-            hops.reverse();
-            out[src * n + dst] = Some(hops);
         }
     }
     out

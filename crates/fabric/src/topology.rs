@@ -3,8 +3,9 @@
 //! between hosts, and each host's address map. Immutable once built; mutable hardware
 //! state (LUTs, page tables, bytes) lives in `Fabric`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::catalog::{AdapterSpec, ChipSpec};
 use crate::raw::DeviceKind;
@@ -96,6 +97,9 @@ pub struct Platform {
     pub iohs: Vec<String>,
     /// `[platform.X.timing]`, validated; `None` when the platform has no timing table.
     pub timing: Option<PlatformTiming>,
+    /// Shortest interconnect paths, `uncore_paths[from * V + to]`: once per platform,
+    /// shared by all its hosts.
+    pub uncore_paths: Vec<Vec<UncoreHop>>,
 }
 
 /// The basis of a parameter value as the file states it (DESIGN.md rule 5).
@@ -213,6 +217,10 @@ impl Platform {
     }
     pub fn package_of_node(&self, numa_node: u32) -> u32 {
         numa_node / self.nodes_per_package
+    }
+    /// The interconnect hops from uncore vertex `from` to `to` (none when equal).
+    pub fn uncore_path(&self, from: u32, to: u32) -> &[UncoreHop] {
+        &self.uncore_paths[(from * self.uncore_vertices() + to) as usize]
     }
 }
 
@@ -339,9 +347,6 @@ pub struct Host {
     pub top_of_ram: u64,
     /// Sorted, non-overlapping address map (RAM ranges and BARs).
     pub regions: Vec<Region>,
-    /// Shortest interconnect paths: `uncore_paths[from * V + to]`.
-    pub uncore_paths: Vec<Vec<UncoreHop>>,
-    pub uncore_vertices: u32,
     pub nodes: Vec<NodeId>,
     pub devices: Vec<DeviceId>,
     pub ntbs: Vec<NtbId>,
@@ -353,9 +358,6 @@ impl Host {
     pub fn decode(&self, addr: u64) -> Option<&Region> {
         let i = self.regions.partition_point(|r| r.end <= addr);
         self.regions.get(i).filter(|r| r.start <= addr)
-    }
-    pub fn uncore_path(&self, from: u32, to: u32) -> &[UncoreHop] {
-        &self.uncore_paths[(from * self.uncore_vertices + to) as usize]
     }
     /// The first address of a NUMA node's RAM.
     pub fn ram_base(&self, node: u32) -> Option<u64> {
@@ -383,7 +385,8 @@ impl Host {
 pub struct Ntb {
     pub host: HostId,
     pub name: String,
-    pub adapter: AdapterSpec,
+    /// The adapter's catalog entry, shared by every adapter of that kind.
+    pub adapter: Arc<AdapterSpec>,
     pub chip_node: NodeId,
     pub fn_node: NodeId,
     pub lut_windows: u32,
@@ -434,17 +437,19 @@ pub struct Topology {
     pub ntbs: Vec<Ntb>,
     pub cluster_switches: Vec<ClusterSwitch>,
     pub cables: Vec<Cable>,
-    /// Shortest way between adapters through cables and cluster switches:
-    /// `ntb_paths[src * N + dst]`, `None` when unreachable.
-    pub ntb_paths: Vec<Option<Vec<NtbHop>>>,
+    /// Per cluster switch, the connected set of cluster switches it belongs to (switches
+    /// joined by switch-to-switch cables), so reachability between adapters is a few
+    /// comparisons. No table of ways between adapters is kept: one adapter pair per
+    /// pair of hosts would grow with the square of the cluster (`ntb_way` searches
+    /// when asked).
+    pub switch_group: Vec<u32>,
+    /// Host names to ids.
+    pub host_ids: HashMap<String, HostId>,
 }
 
 impl Topology {
     pub fn host_by_name(&self, name: &str) -> Option<HostId> {
-        self.hosts
-            .iter()
-            .position(|h| h.name == name)
-            .map(|i| i as HostId)
+        self.host_ids.get(name).copied()
     }
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id as usize]
@@ -476,8 +481,92 @@ impl Topology {
             .copied()
             .find(|&n| self.ntbs[n as usize].name == name)
     }
-    pub fn ntb_path(&self, src: NtbId, dst: NtbId) -> Option<&[NtbHop]> {
-        self.ntb_paths[(src as usize) * self.ntbs.len() + dst as usize].as_deref()
+    /// The interconnect hops of `host` from uncore vertex `from` to `to`.
+    pub fn uncore_path(&self, host: HostId, from: u32, to: u32) -> &[UncoreHop] {
+        self.platform_of(host).uncore_path(from, to)
+    }
+    /// Whether adapter `dst` is reachable from `src`: by a cable between them, or through
+    /// cluster switches alone (a way never passes through a third host's adapter).
+    pub fn ntb_reaches(&self, src: NtbId, dst: NtbId) -> bool {
+        if src == dst {
+            return false;
+        }
+        let switches = |n: NtbId| {
+            self.ntbs[n as usize]
+                .cables
+                .iter()
+                .map(|&c| self.cables[c as usize].ends)
+                .filter_map(move |e| {
+                    let other = if e[0] == CableEnd::Ntb(n) { e[1] } else { e[0] };
+                    match other {
+                        CableEnd::ClusterSwitch(s) => Some(s),
+                        CableEnd::Ntb(_) => None,
+                    }
+                })
+        };
+        let direct = self.ntbs[src as usize].cables.iter().any(|&c| {
+            let e = self.cables[c as usize].ends;
+            e.contains(&CableEnd::Ntb(dst))
+        });
+        direct
+            || switches(src).any(|a| {
+                switches(dst)
+                    .any(|b| self.switch_group[a as usize] == self.switch_group[b as usize])
+            })
+    }
+    /// The way from adapter `src` to adapter `dst` through cables and cluster switches
+    /// (never through a third host's adapter), `None` when there is none. Breadth-first
+    /// from `src`, cables in declaration order, stopping when `dst` is found: the
+    /// shortest way, the same one every time, searched when asked (callers that need it
+    /// per access keep it, as the fabric does with an address-LUT entry).
+    pub fn ntb_way(&self, src: NtbId, dst: NtbId) -> Option<Vec<NtbHop>> {
+        if !self.ntb_reaches(src, dst) {
+            return None;
+        }
+        // Vertices: adapters, then cluster switches; `via[v]` is the cable that first
+        // reached v, plus one (0: not reached).
+        let n = self.ntbs.len();
+        let vertex = |e: CableEnd| match e {
+            CableEnd::Ntb(x) => x as usize,
+            CableEnd::ClusterSwitch(s) => n + s as usize,
+        };
+        let mut via = vec![0u32; n + self.cluster_switches.len()];
+        let start = CableEnd::Ntb(src);
+        let goal = CableEnd::Ntb(dst);
+        let mut queue = VecDeque::from([start]);
+        'search: while let Some(cur) = queue.pop_front() {
+            let cables = match cur {
+                CableEnd::Ntb(x) if cur == start => &self.ntbs[x as usize].cables,
+                // Another host's adapter is an end, not a way through.
+                CableEnd::Ntb(_) => continue,
+                CableEnd::ClusterSwitch(s) => &self.cluster_switches[s as usize].cables,
+            };
+            for &c in cables {
+                let e = self.cables[c as usize].ends;
+                let next = if e[0] == cur { e[1] } else { e[0] };
+                if next != start && via[vertex(next)] == 0 {
+                    via[vertex(next)] = c + 1;
+                    if next == goal {
+                        break 'search;
+                    }
+                    queue.push_back(next);
+                }
+            }
+        }
+        let mut hops = Vec::new();
+        let mut cur = goal;
+        while cur != start {
+            let c = via[vertex(cur)].checked_sub(1)?;
+            let e = self.cables[c as usize].ends;
+            let prev = if e[0] == cur { e[1] } else { e[0] };
+            hops.push(NtbHop::Cable(c));
+            if let CableEnd::ClusterSwitch(s) = prev {
+                hops.push(NtbHop::ClusterSwitch(s));
+            }
+            cur = prev;
+        }
+        hops.reverse();
+        Some(hops)
     }
     /// `host.name` of a node, for humans.
     pub fn node_label(&self, id: NodeId) -> String {

@@ -418,7 +418,7 @@ impl Hosts {
                     .ntbs
                     .iter()
                     .copied()
-                    .find(|&d| f.topo.ntb_path(s, d).is_some())
+                    .find(|&d| f.topo.ntb_reaches(s, d))
                     .map(|d| (s, d))
             })
             .ok_or_else(|| fabric::FabricError::Unreachable {

@@ -208,10 +208,7 @@ fn the_iova_allocator_reuses_freed_space_and_reports_exhaustion() {
 /// Address-LUT windows and requester entries the fabric holds for an NTB.
 fn lut_in_use(f: &Fabric, ntb: fabric::NtbId) -> (usize, usize) {
     let st = f.ntb_state(ntb);
-    (
-        st.lut.len() - st.free_windows(),
-        st.rids.len() - st.free_rids(),
-    )
+    (st.programmed_windows(), st.rids.len() - st.free_rids())
 }
 
 #[test]

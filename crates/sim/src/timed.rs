@@ -13,8 +13,8 @@
 //! `bandwidth_gbps[i][j]`; DMA keeps the node's `dram_gbps` sink.
 
 use fabric::{
-    Access, CableEnd, Fabric, Fault, Host, NodeKind, Path, Platform, Request, Requester, Step,
-    Target, UncoreHop,
+    Access, CableEnd, Fabric, Fault, NodeKind, Path, Platform, Request, Requester, Step, Target,
+    UncoreHop,
 };
 use rustc_hash::FxHashMap;
 
@@ -219,7 +219,7 @@ impl TimedFabric {
             }
             let (dram, delay) = match &p.latency_ns {
                 Some(m) => {
-                    let (dram, delay) = matrix_latency(&net, p, h, &wires, m)?;
+                    let (dram, delay) = matrix_latency(&net, p, &wires, m)?;
                     (dram, Some(delay))
                 }
                 None => (vec![ns(pt.dram_latency_ns); p.numa_nodes() as usize], None),
@@ -381,7 +381,7 @@ impl TimedFabric {
             let cpu_node = package * p.nodes_per_package;
             return ns(m[cpu_node as usize][node as usize]);
         }
-        let hops = topo.host(host).uncore_path(package, home);
+        let hops = topo.uncore_path(host, package, home);
         let ic: f64 = hops
             .iter()
             .map(|h| {
@@ -428,7 +428,7 @@ impl TimedFabric {
             .into_iter()
             .collect();
         hops.extend(
-            h.uncore_path(from, to)
+            p.uncore_path(from, to)
                 .iter()
                 .map(|u| Hop::Wire(self.ic_wire(host, u))),
         );
@@ -723,19 +723,12 @@ impl TimedFabric {
 /// What the wires of `host`'s interconnect path from node `i`'s package to node `j`'s
 /// take at zero load for one line read (the request there, the 64 B line back), and
 /// how many links it crosses.
-fn line_wire_time(
-    net: &Net,
-    p: &Platform,
-    h: &Host,
-    wires: &[[u32; 2]],
-    i: u32,
-    j: u32,
-) -> (Time, usize) {
+fn line_wire_time(net: &Net, p: &Platform, wires: &[[u32; 2]], i: u32, j: u32) -> (Time, usize) {
     let (from, to) = (p.package_of_node(i), p.package_of_node(j));
     if from == to {
         return (Time::ZERO, 0);
     }
-    let path = h.uncore_path(from, to);
+    let path = p.uncore_path(from, to);
     let t = path
         .iter()
         .map(|hop| {
@@ -764,7 +757,6 @@ fn line_wire_time(
 fn matrix_latency(
     net: &Net,
     p: &Platform,
-    h: &Host,
     wires: &[[u32; 2]],
     m: &[Vec<f64>],
 ) -> Result<(Vec<Time>, Vec<Vec<Time>>), TimingError> {
@@ -772,7 +764,7 @@ fn matrix_latency(
     let mut dram_part = vec![vec![Time::ZERO; n]; n];
     for (i, row) in m.iter().enumerate() {
         for (j, &entry_ns) in row.iter().enumerate() {
-            let (wire, links) = line_wire_time(net, p, h, wires, i as u32, j as u32);
+            let (wire, links) = line_wire_time(net, p, wires, i as u32, j as u32);
             let entry = ns(entry_ns);
             if entry < wire {
                 return Err(TimingError(format!(
