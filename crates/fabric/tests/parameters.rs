@@ -622,6 +622,20 @@ fn memory_matrices_and_interconnect_values_are_range_checked() {
         "platform.p.memory.latency_ns",
         "must be a latency",
     );
+    // A matrix entry of the wrong type is named by its row and column, not "did not match
+    // any variant".
+    let e = err_of(&m.replace("1e30", "\"slow\""));
+    assert_eq!(
+        e.to_string(),
+        "my.toml:12:22: invalid type: string \"slow\", expected a number \
+         (key `platform.p.memory.latency_ns[0][1]`)"
+    );
+    let e = err_of(&m.replace("[[90.0, 1e30], [140.0, 90.0]]", "true"));
+    assert_eq!(
+        e.to_string(),
+        "my.toml:12:14: invalid type: boolean `true`, expected a number, or rows of numbers \
+         (row = CPU node, column = memory node) (key `platform.p.memory.latency_ns`)"
+    );
 }
 
 #[test]
