@@ -17,7 +17,11 @@ pub enum Format {
 
 #[derive(clap::Args, Debug)]
 pub struct CalibrateArgs {
-    /// Buffer per memory node in MiB (default: 256 or 8 x the LLC, the larger).
+    /// Buffer per memory node: bytes or e.g. "512 MiB", 1 MiB to 256 GiB (default: 256
+    /// MiB or 8 x the LLC, the larger).
+    #[arg(long, value_name = "SIZE", value_parser = parse_buffer_size, conflicts_with = "size_mb")]
+    pub size: Option<u64>,
+    /// The buffer in MiB (2^20 bytes) as a plain number, 1 to 262144.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=262_144))]
     pub size_mb: Option<u64>,
     /// Repetitions of each measurement (median latency, best bandwidth).
@@ -37,6 +41,17 @@ pub struct CalibrateArgs {
     pub format: Format,
 }
 
+/// A buffer size, read as scenario files read sizes (`MB` and the like are refused with a
+/// hint): 1 MiB to 256 GiB.
+fn parse_buffer_size(s: &str) -> Result<u64, String> {
+    let n = fabric::units::parse_size(s)?;
+    if (1 << 20..=256 << 30).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("must be 1 MiB to 256 GiB, not {n} bytes"))
+    }
+}
+
 fn parse_platform(s: &str) -> Result<String, String> {
     if !s.is_empty()
         && s.bytes()
@@ -50,7 +65,7 @@ fn parse_platform(s: &str) -> Result<String, String> {
 
 pub fn run(a: CalibrateArgs) -> anyhow::Result<ExitCode> {
     let options = CalibrateOptions {
-        size_bytes: a.size_mb.map(|m| (m as usize) << 20),
+        size_bytes: a.size.or(a.size_mb.map(|m| m << 20)).map(|b| b as usize),
         iterations: a.iterations,
         loads: None,
         threads: a.threads.map(|t| t as usize),
@@ -105,6 +120,15 @@ mod tests {
             (Some(64), 2, "imported")
         );
         assert!(parse(&["--size-mb", "0"]).is_err());
+        let a = parse(&["--size", "512 MiB"]).unwrap();
+        assert_eq!(a.size, Some(512 << 20));
+        let e = parse(&["--size", "512 MB"]).unwrap_err().to_string();
+        assert!(
+            e.contains("`512 MB` is ambiguous: write `512 MiB` (512 × 2^20 bytes) or `512000000`"),
+            "{e}"
+        );
+        assert!(parse(&["--size", "4 KiB"]).is_err(), "below 1 MiB");
+        assert!(parse(&["--size", "1 GiB", "--size-mb", "64"]).is_err());
         assert!(parse(&["--iterations", "0"]).is_err());
         assert!(parse(&["--platform", "Bad Name"]).is_err());
         assert!(parse(&["--format", "yaml"]).is_err());

@@ -1,6 +1,7 @@
 //! `nudma reproduce [study|experiment …]`: run the built-in catalog, print simulated
 //! values beside the published ones (or JSON, whose rows carry each published value and
-//! its basis, calibration or prediction), and write plots and a report.
+//! its basis, calibration or prediction, and which lists the catalog experiments asked for
+//! that are not implemented), and write plots and a report.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,8 +26,11 @@ pub struct ReproduceArgs {
 
 pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
     let (experiments, missing) = catalog::select(&a.targets).map_err(anyhow::Error::msg)?;
-    for id in &missing {
-        eprintln!("nudma reproduce: {id} is not implemented yet");
+    for e in &missing {
+        eprintln!(
+            "nudma reproduce: {} ({}) is not implemented yet",
+            e.id, e.title
+        );
     }
     let mut runs = Vec::new();
     let n = experiments.len();
@@ -44,7 +48,7 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
     match a.format {
         crate::Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&report::results_json(&runs, &refs))?
+            serde_json::to_string_pretty(&report::reproduce_json(&runs, &refs, &missing))?
         ),
         crate::Format::Text => print!(
             "{}",
@@ -58,8 +62,8 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)?;
-        let plots = studies::plot::write_plots(dir, &infos, &runs)?;
-        let (md, html) = report::write_report(dir, &infos, &runs, &refs)?;
+        let plots = studies::plot::write_plots(dir, &infos, &runs, &refs)?;
+        let (md, html) = report::write_report(dir, &infos, &runs, &refs, &missing)?;
         let counters = report::write_counters(dir, &runs)?;
         eprintln!(
             "wrote {} plot(s), {} and {}{}",

@@ -29,11 +29,12 @@ pub enum TopoCommand {
         /// (0x…) in the requester's host.
         #[arg(long)]
         to: String,
-        /// Byte offset into the target endpoint.
+        /// Byte offset into the target endpoint: bytes, 0x…, or e.g. "1 MiB".
         #[arg(long, default_value = "0", value_parser = parse_u64)]
         offset: u64,
-        /// Request length in bytes (at most 4096, not crossing a 4 KiB boundary).
-        #[arg(long, default_value_t = 64)]
+        /// Request length: bytes or e.g. "4 KiB" (at most 4096, not crossing a 4 KiB
+        /// boundary).
+        #[arg(long, default_value = "64", value_parser = parse_len)]
         len: u32,
         #[arg(long, value_enum, default_value = "read")]
         access: AccessArg,
@@ -60,8 +61,21 @@ pub enum AccessArg {
     Write,
 }
 
+/// A size argument, read as scenario files read sizes (`MB` and the like are refused with
+/// a hint).
 fn parse_u64(s: &str) -> Result<u64, String> {
     fabric::units::parse_size(s)
+}
+
+/// A request length: a size of 1..=4096 bytes.
+fn parse_len(s: &str) -> Result<u32, String> {
+    let n = fabric::units::parse_size(s)?;
+    match u32::try_from(n) {
+        Ok(n @ 1..=4096) => Ok(n),
+        _ => Err(format!(
+            "must be 1..=4096 bytes (one PCIe request), not {n}"
+        )),
+    }
 }
 
 pub fn load(scenario: &str) -> anyhow::Result<Fabric> {
@@ -109,9 +123,6 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             outstanding,
             format,
         } => {
-            if len == 0 || len > 4096 {
-                anyhow::bail!("--len must be 1..=4096 bytes (one PCIe request), not {len}");
-            }
             let access = match access {
                 AccessArg::Read => Access::Read,
                 AccessArg::Write => Access::Write,

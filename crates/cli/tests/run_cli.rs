@@ -97,6 +97,25 @@ fn bad_input_gets_a_message_and_exit_status_2() {
     let (code, _, err) = nudma(&["run", "ioctopus_r730"]);
     assert_eq!(code, 2);
     assert!(err.contains("no [[workload]]"), "{err}");
+    // A size a `--set` gives is read as the file's sizes are, located at the value it
+    // replaced and named.
+    let (code, _, err) = nudma(&["run", &ex, "--set", "workload.nic0_rx.transfer_bytes=4 KB"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.ends_with(
+            "two_socket_server.toml (with --set):52:18: `4 KB` is ambiguous: write `4 KiB` \
+             (4 × 2^10 bytes) or `4000` (4 × 10^3 bytes) (key `workload.nic0_rx.transfer_bytes`)\n"
+        ),
+        "{err}"
+    );
+    let (code, _, err) = nudma(&["run", &ex, "--set", "workload.nic0_rx.outstanding=lots"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.ends_with(
+            "(with --set):53:15: invalid type: string \"lots\", expected u32 (key `workload.nic0_rx.outstanding`)\n"
+        ),
+        "{err}"
+    );
 }
 
 /// A built-in experiment file runs under `run` as under `reproduce`; a copy with other

@@ -188,6 +188,70 @@ fn bad_scenario_files_get_located_errors_and_a_nonzero_exit() {
         err.contains("host `a` has no device or switch `gpu`"),
         "{err}"
     );
+    // Devices are also nodes of the tree: each name once, sorted.
+    let (code, _, err) = nudma(&[
+        "topo",
+        "path",
+        "smartio_chassis_mxs824",
+        "--from",
+        "lender.gpux",
+        "--to",
+        "borrower.ram",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "error: unknown endpoint `lender.gpux`: host `lender` has no device or switch `gpux` \
+         (it has: chassis, gpu, hib68_host, hib68_target, ntb, nvme, rc0)\n"
+    );
+}
+
+#[test]
+fn size_arguments_read_sizes_as_scenario_files_do() {
+    let path = |len: &str| {
+        nudma(&[
+            "topo",
+            "path",
+            "smartio_chassis_mxs824",
+            "--from",
+            "lender.nvme",
+            "--to",
+            "borrower.ram",
+            "--len",
+            len,
+        ])
+    };
+    let (code, out, err) = path("4 KiB");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Read of 4096 B"), "{out}");
+    let (code, _, err) = path("4 KB");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("invalid value '4 KB' for '--len <LEN>': `4 KB` is ambiguous: write `4 KiB` (4 × 2^10 bytes) or `4000` (4 × 10^3 bytes)"),
+        "{err}"
+    );
+    let (code, _, err) = path("8 KiB");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("must be 1..=4096 bytes (one PCIe request), not 8192"),
+        "{err}"
+    );
+    let (code, _, err) = nudma(&[
+        "topo",
+        "path",
+        "smartio_chassis_mxs824",
+        "--from",
+        "lender.nvme",
+        "--to",
+        "borrower.ram",
+        "--offset",
+        "1 MB",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`1 MB` is ambiguous: write `1 MiB` (2^20 bytes) or `1000000`"),
+        "{err}"
+    );
 }
 
 #[test]

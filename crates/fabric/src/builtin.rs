@@ -140,7 +140,7 @@ pub fn source_of(arg: &str) -> Result<Source, ScenarioError> {
             key: None,
             message: format!(
                 "no such file and no built-in scenario of that name (built-in: {})",
-                names().join(", ")
+                crate::error::name_list(names())
             ),
         }),
     }

@@ -3,7 +3,7 @@
 //! switch or NTB by name — and the address each names. Setting up an access the way a
 //! driver would (NTB windows, requester-ID entries, IOMMU mappings) is the host layer's.
 
-use crate::error::FabricError;
+use crate::error::{name_list_at_most, FabricError};
 use crate::fabric::Fabric;
 use crate::topology::*;
 
@@ -38,7 +38,10 @@ impl Fabric {
         })?;
         let host = topo.host_by_name(hname).ok_or_else(|| {
             let names: Vec<&str> = topo.hosts.iter().map(|h| h.name.as_str()).collect();
-            bad(format!("no host `{hname}` (hosts: {})", abbreviate(&names)))
+            bad(format!(
+                "no host `{hname}` (hosts: {})",
+                name_list_at_most(&names, 12)
+            ))
         })?;
         let platform = topo.platform_of(host);
         if rest == "ram" {
@@ -100,7 +103,7 @@ impl Fabric {
                     );
                     bad(format!(
                         "host `{hname}` has no device or switch `{dev}` (it has: {})",
-                        abbreviate(&names)
+                        name_list_at_most(&names, 12)
                     ))
                 })?;
                 let fs = &topo.devices[d as usize].functions;
@@ -179,13 +182,5 @@ impl Fabric {
             }
             Endpoint::Cpu { .. } => Err(bad("a CPU is a requester, not a target".into())),
         }
-    }
-}
-
-fn abbreviate(names: &[&str]) -> String {
-    if names.len() <= 12 {
-        names.join(", ")
-    } else {
-        format!("{}, … ({} in all)", names[..12].join(", "), names.len())
     }
 }

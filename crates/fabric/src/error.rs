@@ -50,6 +50,47 @@ pub enum FabricError {
     Unreachable { from: String, to: String },
 }
 
+/// Names offered in an error ("defined: …", "it has: …"): sorted, each once, comma-
+/// separated; "none" when there are none. Lists gathered from several places (includes,
+/// hosts, a device's functions) would otherwise repeat names.
+pub fn name_list<I, S>(names: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let names = sorted_names(names);
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// [`name_list`] of at most `max` names, then "… (N in all)".
+pub fn name_list_at_most<I, S>(names: I, max: usize) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let names = sorted_names(names);
+    if names.len() <= max {
+        name_list(names)
+    } else {
+        format!("{}, … ({} in all)", names[..max].join(", "), names.len())
+    }
+}
+
+fn sorted_names<I, S>(names: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut v: Vec<String> = names.into_iter().map(|s| s.as_ref().to_string()).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// Maps byte offsets of a source text to 1-based line/column.
 pub(crate) struct LineIndex {
     starts: Vec<usize>,
@@ -71,5 +112,24 @@ impl LineIndex {
             .map(|s| s.chars().count())
             .unwrap_or(0);
         (line + 1, col + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_lists_are_sorted_and_unique() {
+        assert_eq!(
+            name_list(["nvme", "gpu", "rc0", "nvme", "gpu"]),
+            "gpu, nvme, rc0"
+        );
+        assert_eq!(name_list(Vec::<String>::new()), "none");
+        assert_eq!(
+            name_list_at_most(["c", "a", "b", "a", "d"], 3),
+            "a, b, c, … (4 in all)"
+        );
+        assert_eq!(name_list_at_most(["b", "a", "b"], 3), "a, b");
     }
 }

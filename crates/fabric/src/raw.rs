@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use serde::de::{self, DeserializeOwned, Deserializer, Error as _};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -153,11 +153,38 @@ pub struct RawMemory {
     pub bandwidth_gbps: Option<Spanned<Matrix>>,
 }
 
-#[derive(Debug, Deserialize, Clone)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum Matrix {
     Scalar(f64),
     Rows(Vec<Vec<f64>>),
+}
+
+// By hand rather than `untagged`, so that a bad entry is reported as itself, at its place,
+// instead of "did not match any variant".
+impl<'de> Deserialize<'de> for Matrix {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = Matrix;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number, or rows of numbers (row = CPU node, column = memory node)")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Matrix, E> {
+                Ok(Matrix::Scalar(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Matrix, E> {
+                Ok(Matrix::Scalar(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Matrix, E> {
+                Ok(Matrix::Scalar(v as f64))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, a: A) -> Result<Matrix, A::Error> {
+                Vec::<Vec<f64>>::deserialize(de::value::SeqAccessDeserializer::new(a))
+                    .map(Matrix::Rows)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize, Clone)]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use toml::Spanned;
 
 use crate::catalog::{builtin_adapters, builtin_chips, AdapterSpec, ChipSpec};
-use crate::error::{LineIndex, ScenarioError};
+use crate::error::{name_list, LineIndex, ScenarioError};
 use crate::raw::*;
 use crate::topology::*;
 use crate::units::fmt_size;
@@ -171,37 +171,6 @@ fn plain_types(message: &str) -> String {
         out = out.replace(from, to);
     }
     out
-}
-
-/// The key written just before `offset` on its line (`key = <here>`), or at it (an
-/// unknown field: `<here>key = …`), to name it in a parse error that the TOML parser
-/// leaves unnamed.
-fn key_before(text: &str, offset: usize) -> Option<String> {
-    let before = text.get(..offset.min(text.len()))?;
-    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
-    let Some(eq) = line.rfind('=') else {
-        let rest = text.get(offset..)?;
-        let lhs = rest[..rest.find('\n').unwrap_or(rest.len())]
-            .split_once('=')?
-            .0
-            .trim();
-        let bare = !lhs.is_empty()
-            && lhs
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
-        return bare.then(|| lhs.to_string());
-    };
-    let lhs = line[..eq].trim_end();
-    let key: String = lhs
-        .chars()
-        .rev()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '"'))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    let key = key.trim_matches('"').to_string();
-    (!key.is_empty()).then_some(key)
 }
 
 pub fn valid_name(s: &str) -> bool {
@@ -416,13 +385,16 @@ impl Builder {
                     .span()
                     .map(|s| lines.locate(&src.text, s.start))
                     .unwrap_or((0, 0));
-                let key = e.span().and_then(|s| key_before(&src.text, s.start));
+                let message = e.message().trim();
+                let key = e
+                    .span()
+                    .and_then(|s| crate::keypath::key_of_error(&src.text, s.start, message));
                 Err(ScenarioError {
                     file: src.name,
                     line,
                     col,
                     key,
-                    message: plain_types(e.message().trim()),
+                    message: plain_types(message),
                 })
             }
         }
@@ -709,7 +681,7 @@ impl Builder {
                     Some(format!("{key}.{k}")),
                     &format!(
                         "unknown timing parameter `{k}` (known: {})",
-                        known.join(", ")
+                        name_list(known)
                     ),
                 ));
             };
@@ -853,16 +825,12 @@ impl Builder {
             .position(|c| &c.name == name.get_ref())
             .map(|i| i as u32)
             .ok_or_else(|| {
-                let known: Vec<&str> = self.chips.iter().map(|c| c.name.as_str()).collect();
+                let known = name_list(self.chips.iter().map(|c| c.name.as_str()));
                 self.err(
                     file,
                     name.span(),
                     Some(key.into()),
-                    &format!(
-                        "unknown chip `{}` (known: {})",
-                        name.get_ref(),
-                        known.join(", ")
-                    ),
+                    &format!("unknown chip `{}` (known: {known})", name.get_ref()),
                 )
             })
     }
@@ -1094,7 +1062,7 @@ impl Builder {
                             "unknown interconnect end `{}` (packages are pkg0..pkg{}, I/O hubs: {})",
                             e.get_ref(),
                             packages - 1,
-                            if iohs.is_empty() { "none".to_string() } else { iohs.join(", ") }
+                            name_list(&iohs)
                         ),
                     )
                 })?;
@@ -1326,18 +1294,7 @@ impl Builder {
                             root,
                             hr.platform.span(),
                             Some(format!("{hkey}.platform")),
-                            &format!(
-                                "unknown platform `{pname}` (defined: {})",
-                                if known.is_empty() {
-                                    "none".into()
-                                } else {
-                                    known
-                                        .iter()
-                                        .map(|s| s.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                }
-                            ),
+                            &format!("unknown platform `{pname}` (defined: {})", name_list(known)),
                         ));
                     }
                     let p = self.platform(pname)?;
@@ -1611,11 +1568,7 @@ impl Builder {
                         &format!(
                             "unknown device model `{}` (defined: {})",
                             m.get_ref(),
-                            if known.is_empty() {
-                                "none".into()
-                            } else {
-                                known.join(", ")
-                            }
+                            name_list(known)
                         ),
                     )
                 })?),
@@ -1873,7 +1826,7 @@ impl Builder {
                         &format!(
                             "unknown NTB adapter `{}` (known: {})",
                             r.adapter.get_ref(),
-                            known.join(", ")
+                            name_list(known)
                         ),
                     )
                 })?;
@@ -1962,17 +1915,21 @@ impl Builder {
         for (id, parent, key) in &pending {
             let p = parent.get_ref();
             let (_, pid) = names.get(p).cloned().ok_or_else(|| {
+                let parents = names.iter().filter_map(|(n, (_, id))| {
+                    matches!(
+                        topo.nodes[*id as usize].kind,
+                        NodeKind::RootComplex { .. } | NodeKind::Switch { adapter: None, .. }
+                    )
+                    .then_some(n.as_str())
+                });
                 self.err(
                     file,
                     parent.span(),
                     Some(key.clone()),
                     &format!(
-                        "`{p}` is not a root complex or switch of host `{name}` (root complexes: {})",
-                        roots
-                            .iter()
-                            .map(|&r| topo.nodes[r as usize].name.clone())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "`{p}` is not a root complex or switch of host `{}` (root complexes and switches: {})",
+                        name,
+                        name_list(parents)
                     ),
                 )
             })?;
@@ -2026,12 +1983,41 @@ impl Builder {
                     .sum::<u32>()
                     + n.link.map(|l| l.width as u32).unwrap_or(0);
                 if used_ports > c.ports || lanes > c.lanes {
-                    let span = pending
+                    // Named and located as the switch (or NTB adapter) itself: its key
+                    // path and its `name`.
+                    let key = pending
                         .iter()
                         .find(|p| p.0 == id)
-                        .map(|p| p.1.span())
+                        .map(|p| p.2.strip_suffix(".parent").unwrap_or(&p.2).to_string())
+                        .unwrap_or_else(|| hkey.to_string());
+                    let span = names
+                        .get(&n.name)
+                        .filter(|(_, nid)| *nid == id)
+                        .map(|(span, _)| span.clone())
                         .unwrap_or(0..0);
-                    return Err(self.err(file, span, Some(hkey.to_string(),), &format!("switch `{}` ({}) uses {used_ports} ports and {lanes} lanes; the chip has {} ports and {} lanes", n.name, c.name, c.ports, c.lanes)));
+                    let mut widths: Vec<String> = Vec::new();
+                    if let Some(l) = n.link {
+                        widths.push(format!("upstream x{}", l.width));
+                    }
+                    for &ch in &down {
+                        let child = &topo.nodes[ch as usize];
+                        if let Some(l) = child.link {
+                            widths.push(format!("`{}` x{}", child.name, l.width));
+                        }
+                    }
+                    return Err(self.err(
+                        file,
+                        span,
+                        Some(key),
+                        &format!(
+                            "switch `{}` ({}) uses {used_ports} ports and {lanes} lanes ({}); the chip has {} ports and {} lanes",
+                            n.name,
+                            c.name,
+                            widths.join(", "),
+                            c.ports,
+                            c.lanes
+                        ),
+                    ));
                 }
             }
         }

@@ -1,6 +1,8 @@
-//! Byte sizes as users write them in scenarios: an integer (bytes) or a string with a
-//! binary unit ("256 MiB", "4 KiB", "1 TiB"; "KB/MB/GB" are read as KiB/MiB/GiB, the
-//! convention of EXPERIMENTS.md).
+//! Byte sizes as users write them in scenarios, experiment files, `--set` values and CLI
+//! size arguments: an integer (bytes), a hexadecimal `0x…`, or a string with a binary unit
+//! ("256 MiB", "4 KiB", "1 TiB"). Decimal-looking units (`KB`, `MB`, `GB`, `TB`, `kB`) and
+//! bare letters (`K`, `M`, `G`, `T`) are refused with a hint naming both readings: `1 MB`
+//! is 2^20 bytes to some and 10^6 to others, and a size must not depend on who reads it.
 
 use std::fmt;
 
@@ -39,18 +41,67 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("`{s}`: number too large"))?;
     let mult: u64 = match unit.trim() {
         "" | "B" => 1,
-        "KiB" | "KB" | "K" => 1 << 10,
-        "MiB" | "MB" | "M" => 1 << 20,
-        "GiB" | "GB" | "G" => 1 << 30,
-        "TiB" | "TB" | "T" => 1 << 40,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
         other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{s}` (use B, KiB, MiB, GiB or TiB)"
-            ))
+            return Err(match ambiguous_unit(other) {
+                Some((_, shift, _)) if n.checked_mul(1 << shift).is_none() => {
+                    format!("`{s}` does not fit in 64 bits")
+                }
+                Some((binary, shift, decimal)) => ambiguous(s, n, binary, shift, decimal),
+                None => {
+                    format!("unknown size unit `{other}` in `{s}` (use B, KiB, MiB, GiB or TiB)")
+                }
+            })
         }
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("`{s}` does not fit in 64 bits"))
+}
+
+/// A unit that reads as either binary or decimal: its binary name, the power of two and
+/// the power of ten it may mean.
+fn ambiguous_unit(unit: &str) -> Option<(&'static str, u32, u32)> {
+    let letter = match unit.strip_suffix(['B', 'b']).unwrap_or(unit) {
+        "K" | "k" => 'K',
+        "M" | "m" => 'M',
+        "G" | "g" => 'G',
+        "T" | "t" => 'T',
+        _ => return None,
+    };
+    Some(match letter {
+        'K' => ("KiB", 10, 3),
+        'M' => ("MiB", 20, 6),
+        'G' => ("GiB", 30, 9),
+        _ => ("TiB", 40, 12),
+    })
+}
+
+/// "`1 MB` is ambiguous: write `1 MiB` (2^20 bytes) or `1000000` (10^6 bytes)".
+fn ambiguous(s: &str, n: u64, binary: &str, shift: u32, decimal: u32) -> String {
+    let num = s
+        .trim()
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .trim();
+    let times = |base: &str, exp: u32| {
+        if n == 1 {
+            format!("{base}^{exp}")
+        } else {
+            format!("{n} × {base}^{exp}")
+        }
+    };
+    let mut msg = format!(
+        "`{}` is ambiguous: write `{num} {binary}` ({} bytes)",
+        s.trim(),
+        times("2", shift)
+    );
+    // 10^(3j) < 2^(10j): where the binary reading fits, the decimal one does too.
+    if let Some(d) = 10u64.checked_pow(decimal).and_then(|p| n.checked_mul(p)) {
+        msg.push_str(&format!(" or `{d}` ({} bytes)", times("10", decimal)));
+    }
+    msg
 }
 
 /// Formats a byte count with the largest binary unit that divides it exactly.
@@ -102,7 +153,6 @@ mod tests {
     fn parses_units_and_rejects_garbage() {
         assert_eq!(parse_size("256 MiB"), Ok(256 << 20));
         assert_eq!(parse_size("4KiB"), Ok(4096));
-        assert_eq!(parse_size("64 MB"), Ok(64 << 20));
         assert_eq!(parse_size("0x1000"), Ok(4096));
         assert_eq!(parse_size("1_024"), Ok(1024));
         assert!(parse_size("12 parsecs")
@@ -112,6 +162,43 @@ mod tests {
         assert!(parse_size("99999999999 TiB")
             .unwrap_err()
             .contains("64 bits"));
+    }
+
+    #[test]
+    fn decimal_looking_units_are_refused_with_both_readings() {
+        assert_eq!(
+            parse_size("1 MB").unwrap_err(),
+            "`1 MB` is ambiguous: write `1 MiB` (2^20 bytes) or `1000000` (10^6 bytes)"
+        );
+        assert_eq!(
+            parse_size("64MB").unwrap_err(),
+            "`64MB` is ambiguous: write `64 MiB` (64 × 2^20 bytes) or `64000000` (64 × 10^6 bytes)"
+        );
+        for (text, binary) in [
+            ("4 KB", "`4 KiB`"),
+            ("4 kB", "`4 KiB`"),
+            ("4K", "`4 KiB`"),
+            ("2 G", "`2 GiB`"),
+            ("2 GB", "`2 GiB`"),
+            ("1 TB", "`1 TiB`"),
+            ("3 mb", "`3 MiB`"),
+        ] {
+            let e = parse_size(text).unwrap_err();
+            assert!(
+                e.contains("is ambiguous: write ") && e.contains(binary),
+                "{text}: {e}"
+            );
+        }
+        // No hint towards a size that does not exist.
+        assert_eq!(
+            parse_size("99999999 TB").unwrap_err(),
+            "`99999999 TB` does not fit in 64 bits"
+        );
+        // The binary units read as they say.
+        assert_eq!(parse_size("1 MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2 GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1TiB"), Ok(1 << 40));
+        assert_eq!(parse_size("512 B"), Ok(512));
     }
 
     #[test]

@@ -343,7 +343,7 @@ fn slips_in_a_cluster_are_located_and_named() {
     check(
         base.replace("hosts_per_leaf = 3", "hosts_per_leaf = 3\nhosts = 6"),
         "hosts = 6",
-        "hosts",
+        "cluster.hosts",
         "unknown field `hosts`",
     );
     // The template's own keys, named under `cluster.host`.

@@ -476,7 +476,13 @@ fn the_basis_syntax_is_checked() {
         ));
         assert!(e.line > 0 && e.file == "my.toml", "{e}");
         assert!(e.message.contains(msg), "`{msg}` in {e}");
-        assert_eq!(e.key.as_deref(), Some("dma_max_reads"), "{e}");
+        // An unknown key inside the parameter's table is named itself.
+        let key = if msg == "unknown field `on`" {
+            "host[0].device[1].timing.dma_max_reads.on"
+        } else {
+            "host[0].device[1].timing.dma_max_reads"
+        };
+        assert_eq!(e.key.as_deref(), Some(key), "{e}");
     }
     let s = try_load(&BASE.replace(
         "timing = { dma_max_reads = 8 }",
@@ -616,15 +622,29 @@ fn memory_matrices_and_interconnect_values_are_range_checked() {
         "platform.p.memory.latency_ns",
         "must be a latency",
     );
+    // A matrix entry of the wrong type is named by its row and column, not "did not match
+    // any variant".
+    let e = err_of(&m.replace("1e30", "\"slow\""));
+    assert_eq!(
+        e.to_string(),
+        "my.toml:12:22: invalid type: string \"slow\", expected a number \
+         (key `platform.p.memory.latency_ns[0][1]`)"
+    );
+    let e = err_of(&m.replace("[[90.0, 1e30], [140.0, 90.0]]", "true"));
+    assert_eq!(
+        e.to_string(),
+        "my.toml:12:14: invalid type: boolean `true`, expected a number, or rows of numbers \
+         (row = CPU node, column = memory node) (key `platform.p.memory.latency_ns`)"
+    );
 }
 
 #[test]
-fn a_toml_level_error_names_the_key_written_on_its_line() {
+fn a_toml_level_error_names_the_key_path_of_its_value() {
     let e = err_of(&BASE.replace("lut_windows = 32", "lut_windows = 99999999999999999999999"));
     assert!(e.line > 0, "{e}");
-    assert_eq!(e.key.as_deref(), Some("lut_windows"), "{e}");
+    assert_eq!(e.key.as_deref(), Some("adapter.myntb.lut_windows"), "{e}");
     let e = err_of(&BASE.replace("lanes = 32", "lanes = -4"));
-    assert_eq!(e.key.as_deref(), Some("lanes"), "{e}");
+    assert_eq!(e.key.as_deref(), Some("chip.mychip.lanes"), "{e}");
 }
 
 /// Every parameter value BASE and smartio.toml write, with the key it belongs to.

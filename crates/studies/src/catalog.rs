@@ -5,53 +5,159 @@ use crate::experiment;
 use crate::harness::RunError;
 use crate::result::{ExperimentInfo, Reference, Run};
 
-/// Every experiment ID of EXPERIMENTS.md, by study (`engine.phold` runs by `nudma bench`).
-pub const ALL: &[(&str, &[&str])] = &[
+/// One experiment of the catalog: its ID and a title (EXPERIMENTS.md's workload column,
+/// shortened), for the lists of what is not implemented yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub id: &'static str,
+    pub title: &'static str,
+}
+
+const fn e(id: &'static str, title: &'static str) -> Entry {
+    Entry { id, title }
+}
+
+/// Every experiment of EXPERIMENTS.md, by study, in its order (`engine.phold` runs by
+/// `nudma bench`).
+pub const ALL: &[(&str, &[Entry])] = &[
     (
         "ioctopus",
         &[
-            "ioctopus.tcp_rx_1core",
-            "ioctopus.tcp_tx_1core",
-            "ioctopus.tcp_multicore",
-            "ioctopus.pktgen_1core",
-            "ioctopus.tcp_rr",
-            "ioctopus.memcached",
-            "ioctopus.qpi_congestion",
-            "ioctopus.colocation",
-            "ioctopus.migration",
-            "ioctopus.nvme_upi",
+            e(
+                "ioctopus.tcp_rx_1core",
+                "netperf TCP_STREAM receive on one core",
+            ),
+            e(
+                "ioctopus.tcp_tx_1core",
+                "netperf TCP_STREAM transmit on one core, TSO 64 KB",
+            ),
+            e("ioctopus.tcp_multicore", "one netperf per core, all cores"),
+            e(
+                "ioctopus.pktgen_1core",
+                "in-kernel packet generator on one core, same packet repeated",
+            ),
+            e(
+                "ioctopus.tcp_rr",
+                "netperf TCP_RR request/response latency, one core each side",
+            ),
+            e(
+                "ioctopus.memcached",
+                "one memcached server, 14 memslap clients, 512 KB values",
+            ),
+            e(
+                "ioctopus.qpi_congestion",
+                "TCP receive and a UDP ping-pong beside STREAM pairs on the remote node",
+            ),
+            e(
+                "ioctopus.colocation",
+                "PageRank victim beside memcached or netperf instances",
+            ),
+            e(
+                "ioctopus.migration",
+                "TCP receive while the process moves to the other socket",
+            ),
+            e(
+                "ioctopus.nvme_upi",
+                "fio on the node remote from the SSDs beside STREAM instances",
+            ),
         ],
     ),
     (
         "tyche",
-        &["tyche.nics_node0", "tyche.zmio_6nic", "tyche.fio_6nic"],
+        &[
+            e(
+                "tyche.nics_node0",
+                "FIO direct random I/O, 128 KB, NICs all on node 0",
+            ),
+            e(
+                "tyche.zmio_6nic",
+                "zmIO over 6 NICs (3 per node), ramdisk target",
+            ),
+            e(
+                "tyche.fio_6nic",
+                "FIO on XFS over 6 NICs, 256 MB file per thread",
+            ),
+        ],
     ),
     (
         "rdma",
         &[
-            "rdma.latency",
-            "rdma.size_sweep",
-            "rdma.independent_load",
-            "rdma.mr_workers",
-            "rdma.memcached",
+            e("rdma.latency", "64 B one-sided operations, closed loop"),
+            e(
+                "rdma.size_sweep",
+                "8 connections, open loop, MTU 256, size sweep",
+            ),
+            e(
+                "rdma.independent_load",
+                "8 connections beside 128 load threads on their own buffers",
+            ),
+            e(
+                "rdma.mr_workers",
+                "server threads writing or reading the memory region clients access",
+            ),
+            e("rdma.memcached", "memcached over one-sided RDMA reads"),
         ],
     ),
     (
         "smartio",
         &[
-            "smartio.ram_latency",
-            "smartio.ntb_dma",
-            "smartio.gpu_dma",
-            "smartio.nvme_latency",
-            "smartio.p2p",
-            "smartio.sq_placement",
-            "smartio.nvme_sharing",
-            "smartio.multicast",
-            "smartio.mdev",
-            "smartio.limits",
+            e(
+                "smartio.ram_latency",
+                "one-way latency of a CPU store reaching the other host's RAM",
+            ),
+            e(
+                "smartio.ntb_dma",
+                "the NTB adapter's DMA engine copying RAM → remote RAM, PXH810 b2b",
+            ),
+            e(
+                "smartio.gpu_dma",
+                "bandwidthTest on a lent Quadro P4000 and a borrowed Tesla K40",
+            ),
+            e(
+                "smartio.nvme_latency",
+                "4 KB random reads at QD 1, local and borrowed NVMe",
+            ),
+            e(
+                "smartio.p2p",
+                "two K420 GPUs on the three-way testbed: A → B copies and a ping-pong",
+            ),
+            e(
+                "smartio.sq_placement",
+                "user-space NVMe driver with its SQ in borrower RAM, lender RAM or a GPU",
+            ),
+            e(
+                "smartio.nvme_sharing",
+                "one P4800X shared by many hosts through the distributed driver",
+            ),
+            e(
+                "smartio.multicast",
+                "one NVMe Identify landing in a multicast group of N hosts",
+            ),
+            e(
+                "smartio.mdev",
+                "bandwidthTest on a borrowed K40c, bare metal and from a VM through MDEV",
+            ),
+            e(
+                "smartio.failover",
+                "a distributed-NVMe client failing over between two NTB paths",
+            ),
+            e(
+                "smartio.limits",
+                "requester-ID and address LUTs exhausted; a 40-bit DMA mask behind a high BAR",
+            ),
         ],
     ),
 ];
+
+/// Every catalog entry, in catalog order.
+pub fn entries() -> impl Iterator<Item = &'static Entry> {
+    ALL.iter().flat_map(|(_, entries)| entries.iter())
+}
+
+/// The catalog entry of an experiment ID.
+pub fn entry(id: &str) -> Option<&'static Entry> {
+    entries().find(|e| e.id == id)
+}
 
 /// An implemented experiment: a built-in experiment file (`scenarios/experiments/`).
 pub struct Experiment {
@@ -69,9 +175,8 @@ impl Experiment {
 /// The experiments this build runs, in catalog order.
 pub fn implemented() -> Vec<Experiment> {
     let files = experiment::builtin();
-    ALL.iter()
-        .flat_map(|(_, ids)| ids.iter())
-        .filter_map(|id| files.iter().find(|e| e.info.id == *id))
+    entries()
+        .filter_map(|entry| files.iter().find(|e| e.info.id == entry.id))
         .map(|file| Experiment {
             info: file.info.clone(),
             file,
@@ -91,49 +196,141 @@ pub fn references() -> Vec<Reference> {
 /// The study an experiment ID belongs to.
 pub fn study_of(id: &str) -> Option<&'static str> {
     ALL.iter()
-        .find(|(_, ids)| ids.contains(&id))
+        .find(|(_, entries)| entries.iter().any(|e| e.id == id))
         .map(|(s, _)| *s)
 }
 
-/// What `reproduce` was asked for, resolved: the experiments to run, and the catalog IDs
-/// of the named studies that are not implemented yet (to list on stderr).
-pub fn select(targets: &[String]) -> Result<(Vec<Experiment>, Vec<&'static str>), String> {
+/// What `reproduce` was asked for, resolved: the experiments to run, and the catalog
+/// entries of the named studies (every study when none is named) that are not
+/// implemented yet — each once, in catalog order, for stderr and the report.
+pub fn select(targets: &[String]) -> Result<(Vec<Experiment>, Vec<&'static Entry>), String> {
     let mut all = implemented();
-    if targets.is_empty() {
-        let missing = ALL
-            .iter()
-            .flat_map(|(_, ids)| ids.iter().copied())
-            .filter(|id| !all.iter().any(|e| e.info.id == *id))
-            .collect();
-        return Ok((all, missing));
-    }
+    let is_implemented = |id: &str| all.iter().any(|e| e.info.id == id);
     let mut want: Vec<&'static str> = Vec::new();
-    let mut missing = Vec::new();
+    let mut studies: Vec<&str> = Vec::new();
+    if targets.is_empty() {
+        studies = ALL.iter().map(|(s, _)| *s).collect();
+    }
     for t in targets {
-        if let Some((_, ids)) = ALL.iter().find(|(s, _)| s == t) {
-            for id in ids.iter() {
-                if all.iter().any(|e| e.info.id == *id) {
-                    want.push(id);
-                } else {
-                    missing.push(*id);
-                }
-            }
+        if let Some((study, entries)) = ALL.iter().find(|(s, _)| s == t) {
+            studies.push(*study);
+            want.extend(entries.iter().map(|e| e.id).filter(|id| is_implemented(id)));
         } else if let Some(e) = all.iter().find(|e| e.info.id == t) {
             want.push(e.info.id);
         } else if study_of(t).is_some() {
             return Err(format!(
                 "experiment `{t}` is in the catalog but not implemented yet (implemented: {})",
-                all.iter().map(|e| e.info.id).collect::<Vec<_>>().join(", ")
+                implemented_list(&all)
             ));
         } else {
-            let studies: Vec<&str> = ALL.iter().map(|(s, _)| *s).collect();
             return Err(format!(
                 "unknown study or experiment `{t}` (studies: {}; implemented experiments: {})",
-                studies.join(", "),
-                all.iter().map(|e| e.info.id).collect::<Vec<_>>().join(", ")
+                ALL.iter().map(|(s, _)| *s).collect::<Vec<_>>().join(", "),
+                implemented_list(&all)
             ));
         }
     }
-    all.retain(|e| want.contains(&e.info.id));
+    // Catalog order, each once, however often a study was named.
+    let missing = ALL
+        .iter()
+        .filter(|(s, _)| studies.contains(s))
+        .flat_map(|(_, entries)| entries.iter())
+        .filter(|e| !is_implemented(e.id))
+        .collect();
+    if !targets.is_empty() {
+        all.retain(|e| want.contains(&e.info.id));
+    }
     Ok((all, missing))
+}
+
+/// The IDs of `experiments`, sorted, each once, comma-separated.
+fn implemented_list(experiments: &[Experiment]) -> String {
+    let mut ids: Vec<&str> = experiments.iter().map(|e| e.info.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.join(", ")
+}
+
+/// Every catalog entry not implemented by this build, in catalog order.
+pub fn not_implemented() -> Vec<&'static Entry> {
+    let all = implemented();
+    entries()
+        .filter(|e| !all.iter().any(|x| x.info.id == e.id))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_titled_and_of_their_study() {
+        let mut seen = std::collections::BTreeSet::new();
+        for (study, entries) in ALL {
+            for e in entries.iter() {
+                assert!(seen.insert(e.id), "{} twice", e.id);
+                assert!(e.id.starts_with(&format!("{study}.")), "{}", e.id);
+                assert!(!e.title.trim().is_empty(), "{} has no title", e.id);
+                assert_eq!(study_of(e.id), Some(*study));
+            }
+        }
+        // EXPERIMENTS.md's smartio study lists eleven experiments, failover among them.
+        assert_eq!(
+            entry("smartio.failover").map(|e| e.id),
+            Some("smartio.failover")
+        );
+        assert_eq!(seen.len(), 29);
+    }
+
+    #[test]
+    fn every_implemented_experiment_is_in_the_catalog() {
+        let files = crate::experiment::builtin();
+        for f in files {
+            assert!(
+                entry(f.info.id).is_some(),
+                "{} is not in the catalog",
+                f.info.id
+            );
+        }
+        assert_eq!(implemented().len(), files.len());
+    }
+
+    #[test]
+    fn a_study_named_twice_lists_its_missing_experiments_once() {
+        let (runs, missing) = select(&["smartio".into(), "smartio".into()]).unwrap();
+        let ids: Vec<&str> = missing.iter().map(|e| e.id).collect();
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(ids.len(), unique.len(), "{ids:?}");
+        assert!(ids.contains(&"smartio.limits"), "{ids:?}");
+        assert!(ids.iter().all(|id| id.starts_with("smartio.")), "{ids:?}");
+        assert!(runs.iter().all(|e| e.info.id.starts_with("smartio.")));
+        // Nothing named: every study's missing experiments, as not_implemented() says.
+        let (all, missing) = select(&[]).unwrap();
+        assert_eq!(all.len(), implemented().len());
+        assert_eq!(missing, not_implemented());
+        // An implemented experiment by ID: nothing missing.
+        let (one, missing) = select(&["smartio.p2p".into(), "smartio.p2p".into()]).unwrap();
+        assert_eq!(one.len(), 1);
+        assert!(missing.is_empty());
+    }
+
+    #[test]
+    fn unknown_targets_name_the_choices_once() {
+        let e = select(&["smartio.limits".into()]).err().unwrap();
+        assert!(e.contains("in the catalog but not implemented yet"), "{e}");
+        let e = select(&["nope".into()]).err().unwrap();
+        assert!(
+            e.contains("(studies: ioctopus, tyche, rdma, smartio; implemented experiments: "),
+            "{e}"
+        );
+        let list = e.rsplit("implemented experiments: ").next().unwrap();
+        let ids: Vec<&str> = list.trim_end_matches(')').split(", ").collect();
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(ids, sorted, "sorted and unique: {e}");
+        assert!(ids.contains(&"smartio.p2p"), "{e}");
+    }
 }

@@ -47,11 +47,43 @@ struct Meta {
 }
 
 /// Values of a swept parameter: a list, or powers of two from `from` to `to`.
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum Sweep {
     List(Vec<Size>),
     Powers { from: Size, to: Size },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Powers {
+    from: Size,
+    to: Size,
+}
+
+// By hand rather than `untagged`, so that a bad value inside is reported as itself (with
+// its place) instead of "did not match any variant".
+impl<'de> Deserialize<'de> for Sweep {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Sweep;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of sizes, or { from = SIZE, to = SIZE } (powers of two)")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Sweep, A::Error> {
+                Vec::<Size>::deserialize(serde::de::value::SeqAccessDeserializer::new(a))
+                    .map(Sweep::List)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Sweep, A::Error> {
+                Powers::deserialize(serde::de::value::MapAccessDeserializer::new(a)).map(|p| {
+                    Sweep::Powers {
+                        from: p.from,
+                        to: p.to,
+                    }
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize, Clone)]
@@ -166,14 +198,21 @@ impl Experiment {
     /// Parses an experiment file; errors name the file and what is wrong.
     pub fn parse(src: &Source) -> Result<Experiment, RunError> {
         let f: File = toml::from_str(&src.text).map_err(|e| {
-            let at = e
-                .span()
-                .map(|s| {
-                    let before = &src.text[..s.start.min(src.text.len())];
-                    format!(":{}", before.matches('\n').count() + 1)
-                })
-                .unwrap_or_default();
-            RunError(format!("{}{at}: {}", src.name, e.message()))
+            let message = e.message().trim();
+            let (at, key) = match e.span() {
+                Some(s) => {
+                    let start = s.start.min(src.text.len());
+                    let before = src.text.get(..start).unwrap_or("");
+                    let line = before.matches('\n').count() + 1;
+                    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                    let key = fabric::keypath::key_of_error(&src.text, start, message)
+                        .map(|k| format!(" (key `{k}`)"))
+                        .unwrap_or_default();
+                    (format!(":{line}:{col}"), key)
+                }
+                None => (String::new(), String::new()),
+            };
+            RunError(format!("{}{at}: {message}{key}", src.name))
         })?;
         let bad = |m: String| RunError(format!("{}: {m}", src.name));
         let id = leak(f.experiment.id);

@@ -2,6 +2,12 @@
 //! parameter, with one chart per plotted metric stacked vertically, one line with points
 //! per series (the config plus every parameter other than x).
 //!
+//! Each series has its own (colour, marker) pair — twelve colours and five filled marker
+//! shapes, so no two of the first sixty series share both — and each published value of a
+//! plotted metric is drawn at its run's x in the series' colour as a hollow marker: a
+//! circle for a prediction, a diamond for a calibration point ("fitted"), a published
+//! range as both ends joined by a bar; the legend names both kinds.
+//!
 //! Experiments without an x parameter get no plot: their few values read better in the
 //! table. Drawing uses plotters' SVG backend, which writes text as `<text>` elements with a
 //! generic `font-family`, so no font file is read here; the viewer picks a font.
@@ -13,20 +19,21 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 use crate::report::{format_number, format_param_value, is_size_param, series_label};
-use crate::result::{ExperimentInfo, Run};
+use crate::result::{Basis, ExperimentInfo, Reference, Run};
 
 const WIDTH: u32 = 960;
 const MIN_CHART_HEIGHT: u32 = 400;
 const LEGEND_LINE: i32 = 18;
 const FONT: &str = "sans-serif";
 
-/// Tableau 10: distinct hues that stay readable on white.
-const PALETTE: [RGBColor; 10] = [
+/// Twelve hues that stay apart on white: Tableau 10, navy and black.
+pub const PALETTE: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -37,7 +44,119 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(0, 0, 0),
 ];
+
+/// The shape of a point marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    Circle,
+    Square,
+    TriangleUp,
+    Diamond,
+    TriangleDown,
+}
+
+/// The series' filled markers; their count (5) and the palette's (12) share no factor.
+pub const SHAPES: [Shape; 5] = [
+    Shape::Circle,
+    Shape::Square,
+    Shape::TriangleUp,
+    Shape::Diamond,
+    Shape::TriangleDown,
+];
+
+/// The colour and filled marker of the `i`-th series of a plot: colour `i mod 12`, shape
+/// `i mod 5`, so neighbours differ in both and no two of the first 60 series share both.
+pub fn series_style(i: usize) -> (RGBColor, Shape) {
+    (PALETTE[i % PALETTE.len()], SHAPES[i % SHAPES.len()])
+}
+
+/// The hollow marker of a published value: a circle for a prediction, a diamond for a
+/// value a parameter was fitted on.
+pub fn published_shape(basis: Basis) -> Shape {
+    match basis {
+        Basis::Prediction => Shape::Circle,
+        Basis::Calibration(_) => Shape::Diamond,
+    }
+}
+
+/// The legend's words for a published value's basis.
+pub fn published_label(basis: Basis) -> &'static str {
+    match basis {
+        Basis::Prediction => "published (predicted)",
+        Basis::Calibration(_) => "published (fitted)",
+    }
+}
+
+/// Half the size of a series marker and of a published one, in pixels.
+const MARK: i32 = 4;
+const PUBLISHED_MARK: i32 = 7;
+
+/// A point marker: a filled one for a series point, a hollow one (stroke 2) for a
+/// published value.
+#[derive(Clone, Copy)]
+struct Marker {
+    shape: Shape,
+    size: i32,
+    color: RGBColor,
+    filled: bool,
+}
+
+impl Marker {
+    fn series((color, shape): (RGBColor, Shape)) -> Self {
+        Marker {
+            shape,
+            size: MARK,
+            color,
+            filled: true,
+        }
+    }
+
+    fn published(basis: Basis, color: RGBColor) -> Self {
+        Marker {
+            shape: published_shape(basis),
+            size: PUBLISHED_MARK,
+            color,
+            filled: false,
+        }
+    }
+
+    /// Draws the marker centred on `at` (in `area`'s coordinates).
+    fn draw<DB: DrawingBackend, CT: CoordTranslate>(
+        &self,
+        area: &DrawingArea<DB, CT>,
+        at: CT::From,
+    ) -> io::Result<()> {
+        let style = ShapeStyle {
+            color: self.color.to_rgba(),
+            filled: self.filled,
+            stroke_width: if self.filled { 1 } else { 2 },
+        };
+        let s = self.size;
+        let base = EmptyElement::at(at);
+        let polygon: Vec<(i32, i32)> = match self.shape {
+            Shape::Circle => {
+                return area
+                    .draw(&(base + Circle::new((0, 0), s, style)))
+                    .map_err(io_err)
+            }
+            Shape::Square => vec![(-s, -s), (s, -s), (s, s), (-s, s)],
+            Shape::TriangleUp => vec![(0, -s - 1), (s + 1, s), (-s - 1, s)],
+            Shape::TriangleDown => vec![(0, s + 1), (-s - 1, -s), (s + 1, -s)],
+            Shape::Diamond => vec![(0, -s - 1), (s + 1, 0), (0, s + 1), (-s - 1, 0)],
+        };
+        if self.filled {
+            area.draw(&(base + Polygon::new(polygon, style)))
+        } else {
+            let mut closed = polygon.clone();
+            closed.push(polygon[0]);
+            area.draw(&(base + PathElement::new(closed, style)))
+        }
+        .map_err(io_err)
+    }
+}
 
 /// The file an experiment's plot is written to: `<id>.svg`, with anything but
 /// `[A-Za-z0-9._-]` replaced so an id can never leave the output directory.
@@ -70,8 +189,14 @@ pub fn has_plot(info: &ExperimentInfo, runs: &[Run]) -> bool {
 }
 
 /// Writes `<id>.svg` into `dir` (created if missing) for every experiment of `infos` that
-/// [`has_plot`]; returns the files written, in `infos` order.
-pub fn write_plots(dir: &Path, infos: &[ExperimentInfo], runs: &[Run]) -> io::Result<Vec<PathBuf>> {
+/// [`has_plot`], with the published values of `refs` marked; returns the files written, in
+/// `infos` order.
+pub fn write_plots(
+    dir: &Path,
+    infos: &[ExperimentInfo],
+    runs: &[Run],
+    refs: &[Reference],
+) -> io::Result<Vec<PathBuf>> {
     fs::create_dir_all(dir)?;
     let mut written = Vec::new();
     let mut seen = BTreeSet::new();
@@ -79,7 +204,7 @@ pub fn write_plots(dir: &Path, infos: &[ExperimentInfo], runs: &[Run]) -> io::Re
         if !seen.insert(info.id) {
             continue;
         }
-        if let Some(svg) = render_svg(info, runs)? {
+        if let Some(svg) = render_svg(info, runs, refs)? {
             let path = dir.join(plot_file_name(info.id));
             fs::write(&path, svg)?;
             written.push(path);
@@ -88,8 +213,13 @@ pub fn write_plots(dir: &Path, infos: &[ExperimentInfo], runs: &[Run]) -> io::Re
     Ok(written)
 }
 
-/// The SVG text of an experiment's plot, or `None` when it [`has_plot`] not.
-pub fn render_svg(info: &ExperimentInfo, runs: &[Run]) -> io::Result<Option<String>> {
+/// The SVG text of an experiment's plot, or `None` when it [`has_plot`] not. Every
+/// reference of `refs` that applies to a plotted run and metric is marked at that run's x.
+pub fn render_svg(
+    info: &ExperimentInfo,
+    runs: &[Run],
+    refs: &[Reference],
+) -> io::Result<Option<String>> {
     let Some(x) = info.x_param.filter(|_| has_plot(info, runs)) else {
         return Ok(None);
     };
@@ -99,7 +229,7 @@ pub fn render_svg(info: &ExperimentInfo, runs: &[Run]) -> io::Result<Option<Stri
         .collect();
     let axis = XAxis::new(&runs, x, info.x_log2);
     let series = Series::collect(&runs, x, &axis);
-    draw(info, x, &axis, &series).map(Some)
+    draw(info, x, &axis, &series, refs).map(Some)
 }
 
 /// The unit of a metric's axis, as its name says. `*_gbps` is gigabits per second in
@@ -330,6 +460,35 @@ impl<'a> Series<'a> {
             })
             .collect()
     }
+
+    /// The published values of `metric` among `refs` that apply to this series' runs:
+    /// (x, low, high, basis), in run then reference order, each once.
+    fn published(&self, metric: &str, refs: &[Reference]) -> Vec<Published> {
+        let mut out: Vec<Published> = Vec::new();
+        for (x, run) in &self.runs {
+            for r in refs.iter().filter(|r| r.metric == metric && r.applies(run)) {
+                let p = Published {
+                    x: *x,
+                    low: r.value,
+                    high: r.value_high.max(r.value),
+                    basis: r.basis,
+                };
+                if p.low.is_finite() && p.high.is_finite() && !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A published value placed on a chart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Published {
+    x: f64,
+    low: f64,
+    high: f64,
+    basis: Basis,
 }
 
 /// A linear f64 axis whose ticks are exactly `ticks`. Plotters' own `with_key_points`
@@ -373,13 +532,28 @@ fn io_err<E: std::fmt::Display>(e: E) -> io::Error {
     io::Error::other(format!("plot: {e}"))
 }
 
-fn draw(info: &ExperimentInfo, x: &str, axis: &XAxis, series: &[Series]) -> io::Result<String> {
+fn draw(
+    info: &ExperimentInfo,
+    x: &str,
+    axis: &XAxis,
+    series: &[Series],
+    refs: &[Reference],
+) -> io::Result<String> {
     let n_charts = info.plot_metrics.len().max(1);
-    let legend_rows = series.len() as i32;
+    // Per chart, its published values per series and which kinds the legend names.
+    let published: Vec<Vec<Vec<Published>>> = info
+        .plot_metrics
+        .iter()
+        .map(|m| series.iter().map(|s| s.published(m, refs)).collect())
+        .collect();
+    let kinds: Vec<Vec<Basis>> = published.iter().map(|p| published_kinds(p)).collect();
+    let extra_rows = kinds.iter().map(Vec::len).max().unwrap_or(0);
+    let legend_rows = (series.len() + extra_rows + usize::from(extra_rows > 0)) as i32;
     let chart_height = MIN_CHART_HEIGHT.max((90 + legend_rows * LEGEND_LINE) as u32);
     let longest = series
         .iter()
         .map(|s| s.label.chars().count())
+        .chain((extra_rows > 0).then_some(published_label(Basis::Prediction).len()))
         .max()
         .unwrap_or(0) as u32;
     let legend_width = (longest * 7 + 50).clamp(140, 360);
@@ -390,14 +564,27 @@ fn draw(info: &ExperimentInfo, x: &str, axis: &XAxis, series: &[Series]) -> io::
             .into_drawing_area();
         root.fill(&WHITE).map_err(io_err)?;
         let rows = root.split_evenly((n_charts, 1));
-        for (area, metric) in rows.iter().zip(&info.plot_metrics) {
+        for (k, (area, metric)) in rows.iter().zip(&info.plot_metrics).enumerate() {
             let (plot_area, legend_area) = area.split_horizontally(WIDTH - legend_width);
-            draw_chart(&plot_area, info, metric, x, axis, series)?;
-            draw_legend(&legend_area, series)?;
+            draw_chart(&plot_area, info, metric, x, axis, series, &published[k])?;
+            draw_legend(&legend_area, series, &kinds[k])?;
         }
         root.present().map_err(io_err)?;
     }
     Ok(svg)
+}
+
+/// The bases among a chart's published values: prediction first, then calibration.
+fn published_kinds(published: &[Vec<Published>]) -> Vec<Basis> {
+    let all = published.iter().flatten();
+    let mut kinds = Vec::new();
+    if all.clone().any(|p| !p.basis.is_calibration()) {
+        kinds.push(Basis::Prediction);
+    }
+    if all.clone().any(|p| p.basis.is_calibration()) {
+        kinds.push(Basis::Calibration(&[]));
+    }
+    kinds
 }
 
 fn draw_chart<DB: DrawingBackend>(
@@ -407,9 +594,16 @@ fn draw_chart<DB: DrawingBackend>(
     x: &str,
     axis: &XAxis,
     series: &[Series],
+    published: &[Vec<Published>],
 ) -> io::Result<()> {
     let points: Vec<Vec<(f64, f64)>> = series.iter().map(|s| s.points(metric)).collect();
-    let (y_lo, y_hi) = y_range(points.iter().flatten().map(|p| p.1));
+    let (y_lo, y_hi) = y_range(
+        points
+            .iter()
+            .flatten()
+            .map(|p| p.1)
+            .chain(published.iter().flatten().flat_map(|p| [p.low, p.high])),
+    );
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{} — {metric}", info.id), (FONT, 18))
         .margin(12)
@@ -444,49 +638,64 @@ fn draw_chart<DB: DrawingBackend>(
         .draw()
         .map_err(io_err)?;
     for (i, pts) in points.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+        let style = series_style(i);
         chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                pts.iter().copied(),
+                style.0.stroke_width(2),
+            ))
             .map_err(io_err)?;
-        let marker = i / PALETTE.len();
-        match marker % 3 {
-            0 => chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled()))),
-            1 => chart.draw_series(
-                pts.iter()
-                    .map(|p| TriangleMarker::new(*p, 4, color.filled())),
-            ),
-            _ => chart.draw_series(pts.iter().map(|p| Cross::new(*p, 4, color.stroke_width(2)))),
+        let marker = Marker::series(style);
+        for p in pts {
+            marker.draw(chart.plotting_area(), *p)?;
         }
-        .map_err(io_err)?;
+    }
+    // Published values over the series, so a simulated point never hides one.
+    for (i, values) in published.iter().enumerate() {
+        let color = series_style(i).0;
+        for p in values {
+            let marker = Marker::published(p.basis, color);
+            if p.high > p.low {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(p.x, p.low), (p.x, p.high)],
+                        color.stroke_width(1),
+                    )))
+                    .map_err(io_err)?;
+                marker.draw(chart.plotting_area(), (p.x, p.high))?;
+            }
+            marker.draw(chart.plotting_area(), (p.x, p.low))?;
+        }
     }
     Ok(())
 }
 
 /// The legend beside the chart rather than over it, so it never hides data however many
-/// series there are.
+/// series there are; below the series, the published markers the chart uses.
 fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     series: &[Series],
+    published: &[Basis],
 ) -> io::Result<()> {
     let style = TextStyle::from((FONT, 13).into_font())
         .color(&BLACK)
         .pos(Pos::new(HPos::Left, VPos::Center));
     for (i, s) in series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+        let (color, shape) = series_style(i);
         let y = 52 + i as i32 * LEGEND_LINE;
         area.draw(&PathElement::new(
             vec![(4, y), (28, y)],
             color.stroke_width(2),
         ))
         .map_err(io_err)?;
-        let p = (16, y);
-        match (i / PALETTE.len()) % 3 {
-            0 => area.draw(&Circle::new(p, 3, color.filled())),
-            1 => area.draw(&TriangleMarker::new(p, 4, color.filled())),
-            _ => area.draw(&Cross::new(p, 4, color.stroke_width(2))),
-        }
-        .map_err(io_err)?;
+        Marker::series((color, shape)).draw(area, (16, y))?;
         area.draw(&Text::new(s.label.clone(), (34, y), style.clone()))
+            .map_err(io_err)?;
+    }
+    for (k, basis) in published.iter().enumerate() {
+        let y = 52 + (series.len() + 1 + k) as i32 * LEGEND_LINE;
+        Marker::published(*basis, BLACK).draw(area, (16, y))?;
+        area.draw(&Text::new(published_label(*basis), (34, y), style.clone()))
             .map_err(io_err)?;
     }
     Ok(())

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Number, Value};
 
+use crate::catalog::Entry;
 use crate::plot;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 
@@ -152,6 +153,26 @@ pub fn results_json(runs: &[Run], refs: &[Reference]) -> Value {
     let mut top = Map::new();
     top.insert("results".into(), Value::Array(results));
     Value::Object(top)
+}
+
+/// The JSON of `nudma reproduce --format json`: [`results_json`] plus, when any of the
+/// catalog experiments asked for (every one when nothing was named) is not implemented by
+/// this build, `"not_implemented": [{"id", "title"}]` in catalog order. Like a row's
+/// `published`, the key is left out when there is nothing to say, so a run of implemented
+/// experiments is exactly DESIGN.md's contract.
+pub fn reproduce_json(runs: &[Run], refs: &[Reference], not_implemented: &[&Entry]) -> Value {
+    let mut v = results_json(runs, refs);
+    if not_implemented.is_empty() {
+        return v;
+    }
+    let list = not_implemented
+        .iter()
+        .map(|e| serde_json::json!({ "id": e.id, "title": e.title }))
+        .collect();
+    if let Value::Object(top) = &mut v {
+        top.insert("not_implemented".into(), Value::Array(list));
+    }
+    v
 }
 
 /// The `published` object of one result row: metric → `{"value", "basis"}` for the first
@@ -620,8 +641,10 @@ pub fn format_percent(error: f64) -> String {
     }
 }
 
-/// Writes `report.md` and `report.html` into `dir` (created if missing): the summary, and
-/// per experiment its description, measurement window, plot and every metric row.
+/// Writes `report.md` and `report.html` into `dir` (created if missing): the summary, per
+/// experiment its description, measurement window, plot and every metric row, and the
+/// catalog experiments `not_implemented` (ID and title; the section is left out when
+/// there are none).
 ///
 /// The plots are linked as `<id>.svg` for the experiments [`plot::has_plot`] accepts, the
 /// files [`plot::write_plots`] writes into the same `dir`; call both.
@@ -630,9 +653,10 @@ pub fn write_report(
     infos: &[ExperimentInfo],
     runs: &[Run],
     refs: &[Reference],
+    not_implemented: &[&Entry],
 ) -> io::Result<(PathBuf, PathBuf)> {
     fs::create_dir_all(dir)?;
-    let doc = ReportDoc::build(infos, runs, refs);
+    let doc = ReportDoc::build(infos, runs, refs, not_implemented);
     let md = dir.join("report.md");
     let html = dir.join("report.html");
     fs::write(&md, doc.markdown())?;
@@ -670,6 +694,7 @@ pub fn write_counters(dir: &Path, runs: &[Run]) -> io::Result<Option<PathBuf>> {
 struct ReportDoc<'a> {
     summary: String,
     sections: Vec<Section<'a>>,
+    not_implemented: &'a [&'a Entry],
 }
 
 struct Section<'a> {
@@ -685,9 +710,17 @@ const REPORT_LEGEND: &str = "Basis: \"calibration\" names the parameters fitted 
      \"prediction\": no parameter was set from it. ✓: a prediction within ±10 % of the \
      published value or range; ✗: outside; —: nothing published, the model's own number. \
      Errors are relative to the nearest end of a published range (0 inside it).";
+const NOT_IMPLEMENTED_TITLE: &str = "Not implemented yet";
+const NOT_IMPLEMENTED_TEXT: &str = "These experiments of the catalog (EXPERIMENTS.md) \
+     were asked for but are not implemented in this build, so they have no results here.";
 
 impl<'a> ReportDoc<'a> {
-    fn build(infos: &'a [ExperimentInfo], runs: &'a [Run], refs: &[Reference]) -> Self {
+    fn build(
+        infos: &'a [ExperimentInfo],
+        runs: &'a [Run],
+        refs: &[Reference],
+        not_implemented: &'a [&'a Entry],
+    ) -> Self {
         let sections = group_by_experiment(runs)
             .into_iter()
             .map(|(id, block)| {
@@ -709,6 +742,7 @@ impl<'a> ReportDoc<'a> {
         ReportDoc {
             summary: summary_line(&comparison_rows(runs, refs)),
             sections,
+            not_implemented,
         }
     }
 
@@ -719,6 +753,13 @@ impl<'a> ReportDoc<'a> {
         let _ = writeln!(out, "{}\n", md_escape(REPORT_LEGEND));
         for s in &self.sections {
             let _ = writeln!(out, "- [{}](#{})", s.id, md_anchor(s.id));
+        }
+        if !self.not_implemented.is_empty() {
+            let _ = writeln!(
+                out,
+                "- [{NOT_IMPLEMENTED_TITLE}](#{})",
+                md_anchor(NOT_IMPLEMENTED_TITLE)
+            );
         }
         for s in &self.sections {
             let _ = writeln!(out, "\n## {}\n", s.id);
@@ -760,6 +801,14 @@ impl<'a> ReportDoc<'a> {
                 out.push('\n');
             }
         }
+        if !self.not_implemented.is_empty() {
+            let _ = writeln!(out, "\n## {NOT_IMPLEMENTED_TITLE}\n");
+            let _ = writeln!(out, "{NOT_IMPLEMENTED_TEXT}\n");
+            out.push_str("| experiment | title |\n|---|---|\n");
+            for e in self.not_implemented {
+                let _ = writeln!(out, "| {} | {} |", md_escape(e.id), md_escape(e.title));
+            }
+        }
         out
     }
 
@@ -796,6 +845,12 @@ impl<'a> ReportDoc<'a> {
                 "<li><a href=\"#{}\">{}</a></li>",
                 html_escape(&anchor(s.id)),
                 html_escape(s.id)
+            );
+        }
+        if !self.not_implemented.is_empty() {
+            let _ = writeln!(
+                out,
+                "<li><a href=\"#not-implemented\">{NOT_IMPLEMENTED_TITLE}</a></li>"
             );
         }
         out.push_str("</ul>\n");
@@ -854,6 +909,23 @@ impl<'a> ReportDoc<'a> {
                     html_escape(&r.basis_text()),
                     r.verdict(),
                     html_escape(r.source.unwrap_or("")),
+                );
+            }
+            out.push_str("</table>\n</section>\n");
+        }
+        if !self.not_implemented.is_empty() {
+            let _ = writeln!(
+                out,
+                "<section id=\"not-implemented\">\n<h2>{NOT_IMPLEMENTED_TITLE}</h2>\n<p>{}</p>",
+                html_escape(NOT_IMPLEMENTED_TEXT)
+            );
+            out.push_str("<table>\n<tr><th>experiment</th><th>title</th></tr>\n");
+            for e in self.not_implemented {
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{}</td><td>{}</td></tr>",
+                    html_escape(e.id),
+                    html_escape(e.title)
                 );
             }
             out.push_str("</table>\n</section>\n");

@@ -68,7 +68,35 @@ fn malformed_experiment_files_are_refused_with_the_reason() {
     ));
     assert!(e.contains("unknown metric `q`"), "{e}");
     let e = parse(&BASE.replace("window = \"w\"\n", "window = \"w\"\nwindows = 2\n"));
-    assert!(e.contains("mine.toml:") && e.contains("windows"), "{e}");
+    assert!(
+        e.starts_with("mine.toml:6:1: unknown field `windows`")
+            && e.ends_with("(key `experiment.windows`)"),
+        "{e}"
+    );
+    // Parser errors name line, column and key path; sizes are read as scenario files read
+    // them.
+    assert_eq!(
+        parse(&format!(
+            "{BASE}[sweep]\nbytes = {{ from = \"4 KB\", to = \"64 MiB\" }}\n"
+        )),
+        "mine.toml:15:18: `4 KB` is ambiguous: write `4 KiB` (4 × 2^10 bytes) or `4000` \
+         (4 × 10^3 bytes) (key `sweep.bytes.from`)"
+    );
+    assert_eq!(
+        parse(&format!("{BASE}[sweep]\nbytes = [4096, \"1 GB\"]\n")),
+        "mine.toml:15:16: `1 GB` is ambiguous: write `1 GiB` (2^30 bytes) or `1000000000` \
+         (10^9 bytes) (key `sweep.bytes[1]`)"
+    );
+    assert_eq!(
+        parse(&format!(
+            "{BASE}[sweep]\nbytes = {{ from = 4096, upto = 8192 }}\n"
+        )),
+        "mine.toml:15:24: unknown field `upto`, expected `from` or `to` (key `sweep.bytes.upto`)"
+    );
+    assert_eq!(
+        parse(&BASE.replace("name = \"m\"\n", "")),
+        "mine.toml:10:1: missing field `name` (key `metric[0].name`)"
+    );
     // A probe's missing argument is named when it runs.
     let src = Source {
         name: "mine.toml".into(),

@@ -339,7 +339,6 @@ fn assert_well_formed(xml: &str) {
 #[test]
 fn plots_one_svg_per_experiment_with_an_x_param() {
     let (mut runs, refs, mut infos) = sweep();
-    let _ = refs;
     // A second experiment with an extra parameter (series "local op=read" …), in Gb/s.
     for op in ["read", "write"] {
         for bytes in [64u64, 1500, 65536] {
@@ -368,7 +367,7 @@ fn plots_one_svg_per_experiment_with_an_x_param() {
     infos.push(info("rdma.latency", None, vec!["latency_ns"]));
 
     let dir = tempfile::tempdir().unwrap();
-    let written = write_plots(dir.path(), &infos, &runs).unwrap();
+    let written = write_plots(dir.path(), &infos, &runs, &refs).unwrap();
     let names: Vec<String> = written
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -398,7 +397,7 @@ fn plots_one_svg_per_experiment_with_an_x_param() {
 
     // Same input, same bytes.
     let again = tempfile::tempdir().unwrap();
-    let written2 = write_plots(again.path(), &infos, &runs).unwrap();
+    let written2 = write_plots(again.path(), &infos, &runs, &refs).unwrap();
     for (a, b) in written.iter().zip(&written2) {
         assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
     }
@@ -423,7 +422,7 @@ fn report_files_contain_every_experiment_and_are_deterministic() {
     ));
 
     let dir = tempfile::tempdir().unwrap();
-    let (md, html) = write_report(dir.path(), &infos, &runs, &refs).unwrap();
+    let (md, html) = write_report(dir.path(), &infos, &runs, &refs, &[]).unwrap();
     assert_eq!(md.file_name().unwrap(), "report.md");
     assert_eq!(html.file_name().unwrap(), "report.html");
     let md_text = std::fs::read_to_string(&md).unwrap();
@@ -446,7 +445,7 @@ fn report_files_contain_every_experiment_and_are_deterministic() {
     assert!(html_text.starts_with("<!DOCTYPE html>") && html_text.ends_with("</html>\n"));
     assert_well_formed(&html_text);
 
-    let (md2, html2) = write_report(dir.path(), &infos, &runs, &refs).unwrap();
+    let (md2, html2) = write_report(dir.path(), &infos, &runs, &refs, &[]).unwrap();
     assert_eq!(std::fs::read(&md2).unwrap(), md_text.as_bytes());
     assert_eq!(std::fs::read(&html2).unwrap(), html_text.as_bytes());
 }
@@ -456,8 +455,8 @@ fn odd_inputs_do_not_panic() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing at all.
     assert!(table(&[], &[], &[]).contains("0 published values"));
-    assert!(write_plots(dir.path(), &[], &[]).unwrap().is_empty());
-    write_report(dir.path(), &[], &[], &[]).unwrap();
+    assert!(write_plots(dir.path(), &[], &[], &[]).unwrap().is_empty());
+    write_report(dir.path(), &[], &[], &[], &[]).unwrap();
 
     // Null metrics, a non-numeric x, a log2 axis with a zero, lists and objects, a lone
     // point, a metric that is nowhere numeric.
@@ -501,14 +500,14 @@ fn odd_inputs_do_not_panic() {
     assert!(t.contains("o.x"));
     let rows = metric_rows(&runs, &refs);
     assert!(rows.iter().any(|r| r.metric == "s" && r.simulated.is_nan()));
-    let written = write_plots(dir.path(), &infos, &runs).unwrap();
+    let written = write_plots(dir.path(), &infos, &runs, &refs).unwrap();
     assert_eq!(written.len(), 4);
     for p in &written {
         assert_well_formed(&std::fs::read_to_string(p).unwrap());
     }
     let a = std::fs::read_to_string(dir.path().join(plot::plot_file_name("a"))).unwrap();
     assert!(a.contains("rx") && a.contains("tx"));
-    write_report(dir.path(), &infos, &runs, &refs).unwrap();
+    write_report(dir.path(), &infos, &runs, &refs, &[]).unwrap();
     assert_eq!(plot::plot_file_name("a/../b"), "a_.._b.svg");
 }
 
@@ -775,7 +774,8 @@ fn calibration_points_are_counted_apart_and_never_as_successes() {
 
     // The report files carry the same summary and the basis of every compared row.
     let dir = tempfile::tempdir().unwrap();
-    let (md, html) = write_report(dir.path(), &[info("e", None, vec![])], &runs, &refs).unwrap();
+    let (md, html) =
+        write_report(dir.path(), &[info("e", None, vec![])], &runs, &refs, &[]).unwrap();
     let md = std::fs::read_to_string(md).unwrap();
     let html = std::fs::read_to_string(html).unwrap();
     assert!(md.contains(&summary_line(&rows)));
@@ -825,4 +825,378 @@ fn catalog_marks_the_fitted_points_as_calibration() {
             assert!(!params.is_empty(), "{r:?}");
         }
     }
+}
+
+/// One element of an SVG as plotters writes it: its tag, attributes and text content.
+#[derive(Debug)]
+struct El {
+    tag: String,
+    attrs: std::collections::BTreeMap<String, String>,
+    text: String,
+}
+
+impl El {
+    fn attr(&self, k: &str) -> &str {
+        self.attrs.get(k).map_or("", String::as_str)
+    }
+
+    fn num(&self, k: &str) -> f64 {
+        self.attr(k).parse().unwrap_or(f64::NAN)
+    }
+
+    fn points(&self) -> Vec<(i64, i64)> {
+        self.attr("points")
+            .split_whitespace()
+            .filter_map(|p| {
+                let (x, y) = p.split_once(',')?;
+                Some((x.parse().ok()?, y.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// What point marker this element is, if any: (shape, colour, filled). A filled
+    /// polygon of 3 or 4 corners, a circle, or a closed polyline of 4 corners (a hollow
+    /// one).
+    fn marker(&self) -> Option<(&'static str, String, bool)> {
+        let shape4 = |pts: &[(i64, i64)]| {
+            let xs: std::collections::BTreeSet<i64> = pts.iter().map(|p| p.0).collect();
+            if xs.len() == 2 {
+                "square"
+            } else {
+                "diamond"
+            }
+        };
+        match self.tag.as_str() {
+            "circle" if self.attr("fill") != "none" => {
+                Some(("circle", self.attr("fill").to_string(), true))
+            }
+            "circle" => Some(("circle", self.attr("stroke").to_string(), false)),
+            "polygon" => {
+                let pts = self.points();
+                let shape = match pts.len() {
+                    3 if pts[0].1 < pts[1].1 => "triangle_up",
+                    3 => "triangle_down",
+                    4 => shape4(&pts),
+                    _ => return None,
+                };
+                Some((shape, self.attr("fill").to_string(), true))
+            }
+            "polyline" => {
+                let pts = self.points();
+                (pts.len() == 5 && pts[0] == pts[4])
+                    .then(|| (shape4(&pts[..4]), self.attr("stroke").to_string(), false))
+            }
+            _ => None,
+        }
+    }
+
+    /// The centre of a marker.
+    fn centre(&self) -> (f64, f64) {
+        if self.tag == "circle" {
+            return (self.num("cx"), self.num("cy"));
+        }
+        let pts = self.points();
+        let pts = if pts.len() == 5 { &pts[..4] } else { &pts[..] };
+        let xs: Vec<i64> = pts.iter().map(|p| p.0).collect();
+        let ys: Vec<i64> = pts.iter().map(|p| p.1).collect();
+        let mid = |v: &[i64]| (*v.iter().min().unwrap() + *v.iter().max().unwrap()) as f64 / 2.0;
+        (mid(&xs), mid(&ys))
+    }
+}
+
+/// The elements of an SVG in document order.
+fn svg_elements(svg: &str) -> Vec<El> {
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(start) = rest.find('<') {
+        let end = rest[start..].find('>').expect("unterminated tag") + start;
+        let tag = &rest[start + 1..end];
+        rest = &rest[end + 1..];
+        if tag.starts_with('/') || tag.starts_with('?') || tag.starts_with('!') {
+            continue;
+        }
+        let name = tag.split_whitespace().next().unwrap_or("").to_string();
+        let mut attrs = std::collections::BTreeMap::new();
+        let mut a = &tag[name.len()..];
+        while let Some(eq) = a.find("=\"") {
+            let key = a[..eq].trim().to_string();
+            let close = a[eq + 2..].find('"').unwrap() + eq + 2;
+            attrs.insert(key, a[eq + 2..close].to_string());
+            a = &a[close + 1..];
+        }
+        let text = if tag.ends_with('/') {
+            String::new()
+        } else {
+            rest[..rest.find('<').unwrap_or(rest.len())]
+                .trim()
+                .to_string()
+        };
+        out.push(El {
+            tag: name,
+            attrs,
+            text,
+        });
+    }
+    out
+}
+
+/// The marker drawn just before each legend text in `labels`: (label, marker, index).
+fn legend_markers<'a>(
+    els: &[El],
+    labels: &'a [String],
+) -> Vec<(&'a str, (&'static str, String, bool), usize)> {
+    labels
+        .iter()
+        .map(|label| {
+            let i = els
+                .iter()
+                .position(|e| e.tag == "text" && e.text == *label)
+                .unwrap_or_else(|| panic!("no legend entry `{label}`"));
+            let m = els[i - 1]
+                .marker()
+                .unwrap_or_else(|| panic!("no marker before `{label}`: {:?}", els[i - 1]));
+            (label.as_str(), m, i - 1)
+        })
+        .collect()
+}
+
+#[test]
+fn the_p2p_plot_gives_every_series_its_own_colour_and_marker() {
+    let p2p = studies::catalog::implemented()
+        .into_iter()
+        .find(|e| e.info.id == "smartio.p2p")
+        .expect("smartio.p2p is implemented");
+    let runs = p2p.run().unwrap();
+    let refs = studies::catalog::references();
+    let svg = plot::render_svg(&p2p.info, &runs, &refs).unwrap().unwrap();
+    assert_well_formed(&svg);
+    let els = svg_elements(&svg);
+
+    let mut configs: Vec<String> = Vec::new();
+    for r in &runs {
+        if !configs.contains(&r.config) {
+            configs.push(r.config.clone());
+        }
+    }
+    assert_eq!(configs.len(), 11, "{configs:?}");
+    let legend = legend_markers(&els, &configs);
+    let mut styles = std::collections::BTreeSet::new();
+    let mut colours = std::collections::BTreeSet::new();
+    for (label, m, _) in &legend {
+        assert!(m.2, "{label}: series markers are filled");
+        assert!(styles.insert((m.0, m.1.clone())), "{label} repeats {m:?}");
+        colours.insert(m.1.clone());
+    }
+    assert_eq!(colours.len(), 11, "eleven series, eleven colours");
+    assert!(
+        legend.windows(2).all(|w| w[0].1 .0 != w[1].1 .0),
+        "neighbours differ in shape too: {legend:?}"
+    );
+    // The chart draws each series' points with its legend marker: one per size, plus
+    // the legend's own.
+    for (label, m, _) in &legend {
+        let points = runs
+            .iter()
+            .filter(|r| r.config == *label && r.metrics["gbps"].as_f64().is_some())
+            .count();
+        assert_eq!(points, 15, "4 KiB … 64 MiB");
+        let drawn = els
+            .iter()
+            .filter(|e| e.marker().as_ref() == Some(m))
+            .count();
+        assert_eq!(drawn, points + 1, "{label} {m:?}");
+    }
+    // No published gbps value: no published marker, no such legend entry.
+    assert!(
+        !svg.contains("published ("),
+        "p2p publishes hops and roots only"
+    );
+    assert!(!els.iter().any(|e| e.marker().is_some_and(|m| !m.2)));
+}
+
+#[test]
+fn published_values_are_marked_by_basis_where_their_runs_are() {
+    let (runs, mut refs, infos) = sweep();
+    // A prediction range 0.8–0.9 on `local` at 64 KiB (sweep's) and a fitted point on
+    // `remote` at 1 MiB.
+    refs.push(Reference {
+        basis: Basis::Calibration(&["dma_max_reads"]),
+        ..reference(
+            "smartio.gpu_dma",
+            Some("remote"),
+            vec![("bytes", json!(1 << 20))],
+            "dma_gbps",
+            1.5,
+            1.5,
+        )
+    });
+    let svg = plot::render_svg(&infos[0], &runs, &refs).unwrap().unwrap();
+    assert_well_formed(&svg);
+    let els = svg_elements(&svg);
+    let labels: Vec<String> = [
+        "local",
+        "remote",
+        "published (predicted)",
+        "published (fitted)",
+    ]
+    .map(String::from)
+    .to_vec();
+    let legend = legend_markers(&els, &labels);
+    let (local, remote) = (&legend[0].1, &legend[1].1);
+    assert_eq!(
+        (legend[2].1 .0, legend[2].1 .2),
+        ("circle", false),
+        "predicted: a hollow circle"
+    );
+    assert_eq!(
+        (legend[3].1 .0, legend[3].1 .2),
+        ("diamond", false),
+        "fitted: a hollow diamond"
+    );
+    let legend_at: Vec<usize> = legend.iter().map(|l| l.2).collect();
+    let chart: Vec<&El> = els
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !legend_at.contains(i))
+        .map(|(_, e)| e)
+        .collect();
+    let hollow = |shape: &str, colour: &str| -> Vec<(f64, f64)> {
+        chart
+            .iter()
+            .filter(|e| e.marker() == Some((shape_of(shape), colour.to_string(), false)))
+            .map(|e| e.centre())
+            .collect()
+    };
+    fn shape_of(s: &str) -> &'static str {
+        if s == "circle" {
+            "circle"
+        } else {
+            "diamond"
+        }
+    }
+    // The range: both ends, in local's colour, at local's 64 KiB point, around it.
+    let ends = hollow("circle", &local.1);
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    let local_points: Vec<(f64, f64)> = chart
+        .iter()
+        .filter(|e| e.marker().as_ref() == Some(local))
+        .map(|e| e.centre())
+        .collect();
+    assert_eq!(local_points.len(), 15);
+    let at = local_points
+        .iter()
+        .find(|p| (p.0 - ends[0].0).abs() < 1.0)
+        .expect("a local point at the published x");
+    assert!((ends[0].0 - ends[1].0).abs() < 1.0);
+    // Simulated 1 - 1/6 ≈ 0.83 lies inside 0.8–0.9: between the ends on screen.
+    let (top, bottom) = (ends[0].1.min(ends[1].1), ends[0].1.max(ends[1].1));
+    assert!(top < at.1 && at.1 < bottom, "{ends:?} around {at:?}");
+    // The fitted point: one hollow diamond in remote's colour, at 1 MiB, above it (1.5
+    // published, 2 × (1 - 1/10) = 1.8 simulated).
+    let fitted = hollow("diamond", &remote.1);
+    assert_eq!(fitted.len(), 1, "{fitted:?}");
+    let remote_at = chart
+        .iter()
+        .filter(|e| e.marker().as_ref() == Some(remote))
+        .map(|e| e.centre())
+        .find(|p| (p.0 - fitted[0].0).abs() < 1.0)
+        .expect("a remote point at the published x");
+    assert!(fitted[0].1 > remote_at.1, "1.5 is drawn below 1.8");
+    // Without references: no published marker, no legend entry.
+    let plain = plot::render_svg(&infos[0], &runs, &[]).unwrap().unwrap();
+    assert!(!plain.contains("published ("));
+}
+
+#[test]
+fn a_real_plot_marks_its_fitted_points() {
+    let ntb = studies::catalog::implemented()
+        .into_iter()
+        .find(|e| e.info.id == "smartio.ntb_dma")
+        .expect("smartio.ntb_dma is implemented");
+    let runs = ntb.run().unwrap();
+    let refs = studies::catalog::references();
+    let fitted = refs
+        .iter()
+        .filter(|r| r.experiment == "smartio.ntb_dma" && r.basis.is_calibration())
+        .count();
+    assert!(fitted >= 1);
+    let svg = plot::render_svg(&ntb.info, &runs, &refs).unwrap().unwrap();
+    let els = svg_elements(&svg);
+    let hollow = els
+        .iter()
+        .filter(|e| e.marker().is_some_and(|m| m.0 == "diamond" && !m.2))
+        .count();
+    // One per fitted point, one legend entry per chart that has any.
+    assert_eq!(hollow, fitted + ntb.info.plot_metrics.len(), "{svg}");
+    assert_eq!(
+        svg.matches(">\npublished (fitted)\n<").count()
+            + svg.matches(">published (fitted)<").count(),
+        ntb.info.plot_metrics.len()
+    );
+    assert!(!svg.contains("published (predicted)"));
+}
+
+#[test]
+fn the_report_lists_the_catalog_experiments_not_implemented() {
+    use studies::catalog;
+    let missing = catalog::not_implemented();
+    // Derived from the catalog: every entry without a built-in experiment file.
+    let implemented: Vec<&str> = studies::experiment::builtin()
+        .iter()
+        .map(|e| e.info.id)
+        .collect();
+    let expected: Vec<&str> = catalog::entries()
+        .map(|e| e.id)
+        .filter(|id| !implemented.contains(id))
+        .collect();
+    let ids: Vec<&str> = missing.iter().map(|e| e.id).collect();
+    assert_eq!(ids, expected);
+    assert!(ids.contains(&"rdma.latency") && !ids.contains(&"smartio.p2p"));
+
+    let (runs, refs, infos) = sweep();
+    let dir = tempfile::tempdir().unwrap();
+    let (md, html) = write_report(dir.path(), &infos, &runs, &refs, &missing).unwrap();
+    let md = std::fs::read_to_string(md).unwrap();
+    let html = std::fs::read_to_string(html).unwrap();
+    let section = md
+        .split("\n## Not implemented yet\n")
+        .nth(1)
+        .expect("a Not implemented yet section");
+    assert!(md.contains("- [Not implemented yet](#not-implemented-yet)"));
+    let rows: Vec<&str> = section.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows[0], "| experiment | title |");
+    assert_eq!(rows.len(), 1 + missing.len());
+    for (row, e) in rows[1..].iter().zip(&missing) {
+        assert_eq!(*row, format!("| {} | {} |", e.id, e.title));
+    }
+    assert!(section.contains("| rdma.latency | 64 B one-sided operations, closed loop |"));
+    for e in &missing {
+        assert!(
+            html.contains(&format!("<tr><td>{}</td><td>", e.id)),
+            "{} in the HTML",
+            e.id
+        );
+    }
+    assert!(html.contains("<h2>Not implemented yet</h2>"));
+    assert_well_formed(&html);
+
+    // The JSON of `reproduce`: the results as before, plus the list.
+    let v = studies::report::reproduce_json(&runs, &refs, &missing);
+    assert_eq!(v["results"], results_json(&runs, &refs)["results"]);
+    let listed: Vec<(&str, &str)> = v["not_implemented"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["id"].as_str().unwrap(), e["title"].as_str().unwrap()))
+        .collect();
+    let want: Vec<(&str, &str)> = missing.iter().map(|e| (e.id, e.title)).collect();
+    assert_eq!(listed, want);
+
+    // Nothing missing: no section, and the JSON is the plain results contract.
+    let (md, _) = write_report(dir.path(), &infos, &runs, &refs, &[]).unwrap();
+    assert!(!std::fs::read_to_string(md)
+        .unwrap()
+        .contains("Not implemented"));
+    let v = studies::report::reproduce_json(&runs, &refs, &[]);
+    assert_eq!(v, results_json(&runs, &refs));
 }

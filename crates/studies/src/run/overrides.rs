@@ -8,6 +8,7 @@
 use std::cell::RefCell;
 
 use fabric::builtin;
+use fabric::error::name_list;
 use fabric::scenario::{Resolver, Scenario, Source};
 use serde_json::{Map, Value};
 use toml_edit::{DocumentMut, Item};
@@ -224,10 +225,9 @@ fn set_item(
             .position(|n| n.as_deref() == Some(seg))
             .or_else(|| seg.parse::<usize>().ok().filter(|&k| k < names.len()))
             .ok_or_else(|| {
-                let have: Vec<String> = names.into_iter().flatten().collect();
                 Miss::Absent(format!(
                     "no `{here}` entry named `{seg}` (there are: {})",
-                    have.join(", ")
+                    name_list(names.into_iter().flatten())
                 ))
             })
     };
@@ -279,14 +279,11 @@ fn set_table_like(
             t.insert(seg, Item::Value(value));
             Ok(())
         }
-        None => {
-            let keys: Vec<&str> = t.iter().map(|(k, _)| k).collect();
-            Err(Miss::Absent(format!(
-                "no `{seg}` in `{}` (it has: {})",
-                if here.is_empty() { "the file" } else { here },
-                keys.join(", ")
-            )))
-        }
+        None => Err(Miss::Absent(format!(
+            "no `{seg}` in `{}` (it has: {})",
+            if here.is_empty() { "the file" } else { here },
+            name_list(t.iter().map(|(k, _)| k))
+        ))),
     }
 }
 
@@ -374,7 +371,25 @@ duration = "1 ms"
             "{e}"
         );
         let e = one("host.srv.devices.nic0", "1").unwrap_err();
-        assert!(e.contains("no `devices` in `host.srv`"), "{e}");
+        assert_eq!(
+            e,
+            "--set host.srv.devices.nic0: no `devices` in `host.srv` (it has: device, name)"
+        );
+        // Candidates are listed sorted, each once, even where the file repeats a name
+        // (which its own validation refuses later).
+        let twice = Source {
+            name: "t.toml".into(),
+            text: TEXT.replace(
+                "[measure]",
+                "[[workload]]\nname = \"rx\"\n[[workload]]\nname = \"ab\"\n\n[measure]",
+            ),
+        };
+        let o = Override::parse("workload.nope.outstanding=1").unwrap();
+        let e = apply(&twice, &points(&[o])[0]).unwrap_err();
+        assert_eq!(
+            e,
+            "--set workload.nope.outstanding: no `workload` entry named `nope` (there are: ab, rx)"
+        );
         assert!(Override::parse("workload.rx").is_err());
         assert!(Override::parse("workload..rx=1").is_err());
     }

@@ -4,9 +4,11 @@
 
 use std::ops::Range;
 
+use fabric::keypath::key_of_error;
 use fabric::scenario::Source;
 use fabric::units::Size;
 use fabric::ScenarioError;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use sim::Time;
 use toml::Spanned;
@@ -203,6 +205,79 @@ fn error(src: &Source, span: Range<usize>, key: Option<&str>, msg: &str) -> Scen
     }
 }
 
+/// The text of one `[[workload]]` table on its own.
+#[derive(Deserialize)]
+struct One<T> {
+    workload: Vec<T>,
+}
+
+/// Reads the workload table at `span` of `src` as `T`; an error is located where the
+/// parser found it (the value, the unknown key, or the table for a missing one) and
+/// named under `wkey` (`workload.NAME`), e.g. `workload.rx.transfer_bytes`.
+fn read_workload<T: DeserializeOwned>(
+    src: &Source,
+    span: &Range<usize>,
+    table: &toml::Table,
+    wkey: &str,
+) -> Result<T, ScenarioError> {
+    // The whole table as the file defines it (a `[workload.x]` sub-table written
+    // elsewhere included), for what the table's own text does not show.
+    let whole = || {
+        toml::Value::Table(table.clone())
+            .try_into::<T>()
+            .map_err(|e| error(src, span.clone(), Some(wkey), e.message().trim()))
+    };
+    let body = &src.text[span.clone()];
+    // An inline `workload = [{ … }]` entry is a bare inline table.
+    let prefix = if body.trim_start().starts_with('{') {
+        "workload = ["
+    } else {
+        ""
+    };
+    let text = format!("{prefix}{body}{}", if prefix.is_empty() { "" } else { "]" });
+    match toml::from_str::<One<T>>(&text) {
+        Ok(one) if one.workload.len() == 1 => whole(),
+        Ok(_) => Err(error(
+            src,
+            span.clone(),
+            Some(wkey),
+            "not one workload table",
+        )),
+        Err(e) => {
+            let at = e.span().map_or(0, |s| s.start);
+            let key = key_of_error(&text, at, e.message())
+                .map(|k| match k.strip_prefix("workload[0]") {
+                    Some(rest) => format!("{wkey}{rest}"),
+                    None => wkey.to_string(),
+                })
+                .unwrap_or_else(|| wkey.to_string());
+            let start = (span.start + at)
+                .saturating_sub(prefix.len())
+                .max(span.start);
+            Err(error(src, start..start + 1, Some(&key), e.message().trim()))
+        }
+    }
+}
+
+/// Where the value of `key` is written in the flat table at `span` (the table itself when
+/// the key is not written there).
+fn value_span(src: &Source, span: &Range<usize>, key: &str) -> Range<usize> {
+    let body = &src.text[span.clone()];
+    let mut offset = span.start;
+    for line in body.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix(key) {
+            let rest_trim = rest.trim_start();
+            if let Some(value) = rest_trim.strip_prefix('=') {
+                let at = offset + line.len() - value.trim_start().len();
+                return at..at + 1;
+            }
+        }
+        offset += line.len();
+    }
+    span.clone()
+}
+
 /// "100 us", "1 ms", "250ns", "2 s" (also µs): a duration in simulated time.
 pub fn parse_duration(s: &str) -> Result<Time, String> {
     let t = s.trim();
@@ -271,32 +346,26 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
         ));
     }
     let mut workloads: Vec<Workload> = Vec::new();
-    for w in &file.workload {
+    for (i, w) in file.workload.iter().enumerate() {
         let span = w.span();
         let table = w.get_ref();
         let at = error(src, span.clone(), None, "");
+        // Named as `--set` names it, by its name; by position when it has none.
+        let wkey = match table.get("name").and_then(|n| n.as_str()) {
+            Some(n) => format!("workload.{n}"),
+            None => format!("workload[{i}]"),
+        };
         let kind = table.get("kind").and_then(|k| k.as_str()).ok_or_else(|| {
             error(
                 src,
-                span.clone(),
-                Some("workload.kind"),
+                value_span(src, &span, "kind"),
+                Some(&format!("{wkey}.kind")),
                 "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\" or \"pingpong\"",
             )
         })?;
-        let name_of = |t: &toml::Table| {
-            t.get("name")
-                .and_then(|n| n.as_str())
-                .unwrap_or("?")
-                .to_string()
-        };
-        let bad = |e: toml::de::Error| {
-            let key = format!("workload.{}", name_of(table));
-            error(src, span.clone(), Some(&key), e.message())
-        };
-        let value = toml::Value::Table(table.clone());
         let (name, kind) = match kind {
             "dma" => {
-                let r: RawDma = value.try_into().map_err(bad)?;
+                let r: RawDma = read_workload(src, &span, table, &wkey)?;
                 let k = Kind::Dma {
                     device: r.device,
                     target: r.target,
@@ -308,7 +377,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 (r.name, k)
             }
             "cpu_stream" => {
-                let r: RawStream = value.try_into().map_err(bad)?;
+                let r: RawStream = read_workload(src, &span, table, &wkey)?;
                 let k = Kind::CpuStream {
                     host: r.host,
                     cpu_node: r.cpu_node,
@@ -319,7 +388,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 (r.name, k)
             }
             "ntb_copy" => {
-                let r: RawCopy = value.try_into().map_err(bad)?;
+                let r: RawCopy = read_workload(src, &span, table, &wkey)?;
                 let k = Kind::NtbCopy {
                     ntb: r.ntb,
                     source: r.source,
@@ -332,14 +401,14 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 (r.name, k)
             }
             "pingpong" => {
-                let r: RawPingPong = value.try_into().map_err(bad)?;
+                let r: RawPingPong = read_workload(src, &span, table, &wkey)?;
                 let ram = match (r.counters, r.ram) {
                     (Counters::HostRam, Some(ram)) => Some(ram),
                     (Counters::GpuMemory, None) => None,
                     (Counters::HostRam, None) => {
                         return Err(error(
                             src,
-                            span,
+                            value_span(src, &span, "counters"),
                             Some(&format!("workload.{}.ram", r.name)),
                             "counters in host RAM need `ram` = \"host.ram.nodeN\"",
                         ))
@@ -347,7 +416,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     (Counters::GpuMemory, Some(_)) => {
                         return Err(error(
                             src,
-                            span,
+                            value_span(src, &span, "ram"),
                             Some(&format!("workload.{}.ram", r.name)),
                             "`ram` is for counters = \"host_ram\"",
                         ))
@@ -365,8 +434,8 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
             other => {
                 return Err(error(
                     src,
-                    span,
-                    Some("workload.kind"),
+                    value_span(src, &span, "kind"),
+                    Some(&format!("{wkey}.kind")),
                     &format!(
                     "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong)"
                 ),
@@ -378,7 +447,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
             if ok {
                 Ok(())
             } else {
-                Err(error(src, span.clone(), Some(&key(f)), msg))
+                Err(error(src, value_span(src, &span, f), Some(&key(f)), msg))
             }
         };
         match &kind {
@@ -421,7 +490,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
         if workloads.iter().any(|w| w.name == name) {
             return Err(error(
                 src,
-                span,
+                value_span(src, &span, "name"),
                 Some(&key("name")),
                 &format!("two workloads are named `{name}`: names must be unique"),
             ));
@@ -429,7 +498,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
         if !fabric::scenario::valid_name(&name) {
             return Err(error(
                 src,
-                span,
+                value_span(src, &span, "name"),
                 Some(&key("name")),
                 "workload names use letters, digits, `_` and `-`",
             ));
@@ -492,18 +561,70 @@ duration = "1 ms"
 
     #[test]
     fn errors_are_located_and_named() {
-        let e = parse(&src(&OK.replace("outstanding = 32", "outstandin = 32"))).unwrap_err();
-        assert_eq!((e.line, e.key.as_deref()), (2, Some("workload.rx")));
-        assert!(e.message.contains("outstandin"), "{e}");
-        let e = parse(&src(&OK.replace("outstanding = 32", "outstanding = 0"))).unwrap_err();
-        assert_eq!(e.key.as_deref(), Some("workload.rx.outstanding"));
+        let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+        // An unknown key: at the key, named in its workload.
+        assert_eq!(
+            msg(&OK.replace("outstanding = 32", "outstandin = 32")),
+            "t.toml:9:1: unknown field `outstandin`, expected one of `name`, `kind`, `device`, \
+             `target`, `offset`, `op`, `transfer_bytes`, `outstanding` (key `workload.rx.outstandin`)"
+        );
+        // A missing key: at the table, named.
+        assert_eq!(
+            msg(&OK.replace("outstanding = 32\n", "")),
+            "t.toml:2:1: missing field `outstanding` (key `workload.rx.outstanding`)"
+        );
+        // Wrong types and overflow: at the value.
+        assert_eq!(
+            msg(&OK.replace("outstanding = 32", "outstanding = \"32\"")),
+            "t.toml:9:15: invalid type: string \"32\", expected u32 (key `workload.rx.outstanding`)"
+        );
+        assert_eq!(
+            msg(&OK.replace("misses_in_flight = 10", "misses_in_flight = 5000000000")),
+            "t.toml:18:20: invalid value: integer `5000000000`, expected u32 (key `workload.ant.misses_in_flight`)"
+        );
+        assert_eq!(
+            msg(&OK.replace("\"4 KiB\"", "\"4 KB\"")),
+            "t.toml:8:18: `4 KB` is ambiguous: write `4 KiB` (4 × 2^10 bytes) or `4000` \
+             (4 × 10^3 bytes) (key `workload.rx.transfer_bytes`)"
+        );
+        // Out of range: at the value.
+        assert_eq!(
+            msg(&OK.replace("outstanding = 32", "outstanding = 0")),
+            "t.toml:9:15: must be 1 .. 65536 requests in flight (key `workload.rx.outstanding`)"
+        );
         let e = parse(&src(&OK.replace("\"1 ms\"", "\"1 fortnight\""))).unwrap_err();
         assert_eq!(e.key.as_deref(), Some("measure.duration"));
         assert_eq!(e.line, 22);
-        let e = parse(&src(&OK.replace("name = \"ant\"", "name = \"rx\""))).unwrap_err();
-        assert!(e.message.contains("unique"), "{e}");
-        let e = parse(&src(&OK.replace("kind = \"dma\"", "kind = \"dmaa\""))).unwrap_err();
-        assert!(e.message.contains("unknown workload kind `dmaa`"), "{e}");
+        assert_eq!(
+            msg(&OK.replace("name = \"ant\"", "name = \"rx\"")),
+            "t.toml:12:8: two workloads are named `rx`: names must be unique (key `workload.rx.name`)"
+        );
+        assert_eq!(
+            msg(&OK.replace("kind = \"dma\"", "kind = \"dmaa\"")),
+            "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, pingpong) \
+             (key `workload.rx.kind`)"
+        );
+        // Without a name, a workload is named by its position.
+        assert_eq!(
+            msg(&OK.replace("kind = \"cpu_stream\"\n", "")),
+            "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\" or \
+             \"pingpong\" (key `workload.ant.kind`)"
+        );
+        assert_eq!(
+            msg(&OK.replace("name = \"rx\"\n", "")),
+            "t.toml:2:1: missing field `name` (key `workload[0].name`)"
+        );
+    }
+
+    #[test]
+    fn inline_workloads_are_located_too() {
+        let text = "workload = [{ name = \"rx\", kind = \"dma\", device = \"d\", target = \"t\", \
+                    op = \"read\", transfer_bytes = \"1 MB\", outstanding = 1 }]\n\
+                    [measure]\nwarmup = \"1 us\"\nduration = \"1 us\"\n";
+        let e = parse(&src(text)).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("workload.rx.transfer_bytes"), "{e}");
+        assert_eq!((e.line, e.col), (1, 100), "{e}");
+        assert!(e.message.starts_with("`1 MB` is ambiguous"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,81 @@
+//! `nudma reproduce` end to end where it is cheap: a study with nothing implemented lists
+//! its catalog experiments on stderr, in the JSON and in the report, each once.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn nudma(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nudma"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The catalog's rdma study, none of which is implemented yet.
+fn rdma() -> Vec<&'static studies::catalog::Entry> {
+    let entries: Vec<_> = studies::catalog::not_implemented()
+        .into_iter()
+        .filter(|e| e.id.starts_with("rdma."))
+        .collect();
+    assert!(entries.iter().any(|e| e.id == "rdma.latency"));
+    entries
+}
+
+#[test]
+fn a_study_without_experiments_lists_them_in_json_and_on_stderr() {
+    let (code, out, err) = nudma(&["reproduce", "rdma", "rdma", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["results"], serde_json::json!([]));
+    let listed: Vec<(&str, &str)> = v["not_implemented"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["id"].as_str().unwrap(), e["title"].as_str().unwrap()))
+        .collect();
+    let want: Vec<(&str, &str)> = rdma().iter().map(|e| (e.id, e.title)).collect();
+    assert_eq!(listed, want, "each once although the study was named twice");
+    for e in rdma() {
+        let line = format!(
+            "nudma reproduce: {} ({}) is not implemented yet\n",
+            e.id, e.title
+        );
+        assert_eq!(err.matches(&line).count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn the_report_has_a_not_implemented_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let (code, _, err) = nudma(&["reproduce", "rdma", "--out", out]);
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("\n## Not implemented yet\n"), "{md}");
+    for e in rdma() {
+        assert!(
+            md.contains(&format!("| {} | {} |\n", e.id, e.title)),
+            "{md}"
+        );
+    }
+    assert!(
+        !md.contains("| ioctopus."),
+        "only the study asked for: {md}"
+    );
+}
+
+#[test]
+fn an_unimplemented_experiment_by_id_is_an_error() {
+    let (code, _, err) = nudma(&["reproduce", "rdma.latency"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("experiment `rdma.latency` is in the catalog but not implemented yet (implemented: smartio.gpu_dma, smartio.ntb_dma,"),
+        "{err}"
+    );
+}
