@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use fabric::describe;
-use fabric::{Access, Fabric, Path, Request, Requester};
+use fabric::{Access, Fabric};
+use studies::path_query::{route_query, timed_query, PathAnswer};
 
 #[derive(clap::Subcommand)]
 pub enum TopoCommand {
@@ -110,14 +110,21 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                 AccessArg::Read => Access::Read,
                 AccessArg::Write => Access::Write,
             };
-            let (req, setup) = request_for(&mut f, &from, &to, offset, len, access)?;
-            let mut p = Path::default();
-            let r = f.route(&req, &mut p);
+            let PathAnswer {
+                request: req,
+                setup,
+                path: p,
+                result: r,
+            } = route_query(&mut f, &from, &to, offset, len, access)?;
             // With timing parameters, the zero-load time of this one request: a write until
             // it lands, a read until its data is back (requester overheads not included).
             let timed = match &r {
-                Ok(_) => timed_view(load(&scenario)?, &from, &to, offset, len, access),
-                Err(_) => None,
+                Ok(_) => timed_query(load(&scenario)?, &from, &to, offset, len, access),
+                Err(_) => Ok(None),
+            };
+            let (timed, timing_error) = match timed {
+                Ok(t) => (t.map(|t| (t.latency_ns, t.stream)), None),
+                Err(e) => (None, Some(e.to_string())),
             };
             let latency_ns = timed.as_ref().map(|t| t.0);
             let t = &f.topo;
@@ -135,6 +142,9 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                         if let Some((gbps, why)) = stream {
                             v["stream"] = serde_json::json!({ "gbps": gbps, "bottleneck": why });
                         }
+                    }
+                    if let Some(e) = &timing_error {
+                        v["timing_error"] = e.clone().into();
                     }
                     println!("{}", serde_json::to_string_pretty(&v)?);
                 }
@@ -177,6 +187,9 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                                     "  streaming such accesses: {gbps:.2} GB/s, bound by {why}"
                                 );
                             }
+                            if let Some(e) = &timing_error {
+                                println!("  no timing: {e}");
+                            }
                         }
                         Err(fault) => println!(
                             "  ✗ FAULT: {}\n  {} hop(s), {} root(s) before the fault",
@@ -195,149 +208,4 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             })
         }
     }
-}
-
-/// The request `topo path` examines: to a bus address as given, or to a named endpoint
-/// with what a driver would set up for it (listed).
-fn request_for(
-    f: &mut Fabric,
-    from: &str,
-    to: &str,
-    offset: u64,
-    len: u32,
-    access: Access,
-) -> anyhow::Result<(Request, Vec<String>)> {
-    let src = f.resolve(from)?;
-    match fabric::units::parse_size(to) {
-        Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
-            let requester = requester_of(f, src)?;
-            Ok((
-                Request {
-                    requester,
-                    addr: addr + offset,
-                    len,
-                    access,
-                },
-                vec![],
-            ))
-        }
-        _ => {
-            // What a driver would do: map the target for the requester through the host
-            // layer's DMA API, which programs windows, requester entries and IOMMU pages.
-            let requester = requester_of(f, src)?;
-            let (host, addr) = f.resolve_address(to, offset)?;
-            let m = host::Hosts::with(f, |h, f| {
-                h.dma_map_single(
-                    f,
-                    requester,
-                    host::PhysAddr { host, addr },
-                    len as u64,
-                    host::DmaDirection::Bidirectional,
-                )
-                .map(|m| (m, h.take_log()))
-            })
-            .with_context(|| format!("setting up an access from {from} to {to}"))?;
-            Ok((
-                Request {
-                    requester,
-                    addr: m.0.addr.0,
-                    len,
-                    access,
-                },
-                m.1,
-            ))
-        }
-    }
-}
-
-fn requester_of(f: &Fabric, e: fabric::Endpoint) -> anyhow::Result<Requester> {
-    Ok(match e {
-        fabric::Endpoint::Node(n) => match f.topo.node(n).kind {
-            fabric::NodeKind::Function { .. } | fabric::NodeKind::NtbFunction { .. } => {
-                Requester::Function(n)
-            }
-            _ => anyhow::bail!(
-                "`{}` is a switch or root complex, not a requester",
-                f.topo.node_label(n)
-            ),
-        },
-        fabric::Endpoint::Bar { node, .. } => Requester::Function(node),
-        fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
-        fabric::Endpoint::Ram { .. } => {
-            anyhow::bail!("RAM is not a requester: use `host.cpuN` or a device")
-        }
-    })
-}
-
-/// On a fresh timed copy of the scenario: the zero-load time of one request and, for a
-/// device, the flow model's rate and bottleneck for a stream of such requests (with its
-/// own `dma_max_reads`/`dma_mrrs_bytes`, or its NTB adapter's DMA engine's; no stream
-/// for a requester that states none). `None` when the scenario has no timing parameters.
-type TimedView = (f64, Option<(f64, String)>);
-
-fn timed_view(
-    f: Fabric,
-    from: &str,
-    to: &str,
-    offset: u64,
-    len: u32,
-    access: Access,
-) -> Option<TimedView> {
-    let mut tf = sim::timed::TimedFabric::new(f, 1).ok()?;
-    let (req, _) = request_for(&mut tf.fabric, from, to, offset, len, access).ok()?;
-    let op = if access == Access::Write {
-        devices::Op::Write { dst: req.addr }
-    } else {
-        devices::Op::Read { src: req.addr }
-    };
-    let latency = devices::single_access(&mut tf, req.requester, op, len)
-        .ok()?
-        .as_ns_f64();
-    let stream = match req.requester {
-        Requester::Function(n) => {
-            let (route, target) = tf.route(&req).ok()?;
-            let topo = &tf.fabric.topo;
-            let target_host = match target {
-                fabric::Target::Ram { host, .. } | fabric::Target::Interrupt { host, .. } => host,
-                fabric::Target::Bar { node, .. } => topo.node(node).host,
-            };
-            let mps = topo
-                .host(topo.node(n).host)
-                .mps
-                .min(topo.host(target_host).mps);
-            let dma = match topo.node(n).kind {
-                fabric::NodeKind::Function { device, .. } => {
-                    topo.devices[device as usize].timed.dma
-                }
-                fabric::NodeKind::NtbFunction { ntb } => {
-                    let a = &topo.ntbs[ntb as usize].adapter;
-                    match (
-                        a.timing_value("dma_max_reads"),
-                        a.timing_value("dma_mrrs_bytes"),
-                    ) {
-                        (Some(r), Some(m)) => Some(fabric::DmaTiming {
-                            max_reads: r as u32,
-                            mrrs_bytes: m as u32,
-                        }),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            // A stream of accesses of `len` bytes: each TLP carries at most that much.
-            let len = len.max(1);
-            let addr64 = req.addr >= 1 << 32;
-            let e = if access == Access::Write {
-                Some(tf.net.flow_write(route, mps.min(len), addr64))
-            } else {
-                dma.map(|d| {
-                    tf.net
-                        .flow_read(route, d.mrrs_bytes.min(len), d.max_reads, addr64)
-                })
-            };
-            e.map(|e| (e.gbps, e.bottleneck))
-        }
-        Requester::Cpu { .. } => None,
-    };
-    Some((latency, stream))
 }
