@@ -20,7 +20,7 @@ pub struct CalibrateArgs {
     /// Buffer per memory node in MiB (default: 256 or 8 x the LLC, the larger).
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=262_144))]
     pub size_mb: Option<u64>,
-    /// Repetitions of each measurement (median latency, best bandwidth).
+    /// Timed repetitions of each measurement, after an untimed warm-up (their median is reported).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub iterations: u32,
     /// Bandwidth threads per CPU node (default: one per CPU of the node).
