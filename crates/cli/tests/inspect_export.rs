@@ -548,3 +548,37 @@ const UNEVEN: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
   </object>
 </topology>
 "#;
+
+/// `topo path` on a scenario whose timing cannot be built says why, rather than
+/// printing the route as if the scenario had no timing.
+#[test]
+fn topo_path_says_why_it_has_no_timing() {
+    let m = inspect::import_hwloc_file(&fixtures().join("xml/32em64t-2n8c2t-pci-normalio.xml"))
+        .unwrap();
+    let e = inspect::export::scenario_toml(&m, None).unwrap();
+    // Interconnect links slower than the matrix's remote entries allow.
+    let at = e.toml.find("interconnect_latency_ns = { value = ").unwrap();
+    let line_end = at + e.toml[at..].find('\n').unwrap();
+    let toml = format!(
+        "{}interconnect_latency_ns = 500.0{}",
+        &e.toml[..at],
+        &e.toml[line_end..]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("slow.toml");
+    std::fs::write(&file, &toml).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nudma"))
+        .args(["topo", "path"])
+        .arg(&file)
+        .args(["--from", "conan.eth0", "--to", "conan.ram.node0"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("→ RAM of conan node 0"), "{text}");
+    assert!(
+        text.contains("no timing: timing conan.eth0 → conan.ram.node0: platform `imported`: memory.latency_ns"),
+        "{text}"
+    );
+    assert!(!text.contains("zero-load latency"), "{text}");
+}

@@ -140,14 +140,26 @@ pub fn scenario_toml(
             String::new()
         }
     );
-    let _ = writeln!(
-        out,
-        "threads_per_core = {}",
-        (threads / cores.max(1)).max(1)
-    );
+    // The fabric's ranges: up to 8 threads per core, clocks in (0, 100) GHz, up to 64
+    // LLC ways; a machine beyond them is written at the limit, saying so.
+    let tpc = (threads / cores.max(1)).max(1);
+    if tpc > 8 {
+        let _ = writeln!(
+            out,
+            "threads_per_core = 8   # assumption: {threads} hardware threads on {cores} cores; the fabric models at most 8 per core"
+        );
+    } else {
+        let _ = writeln!(out, "threads_per_core = {tpc}");
+    }
     match m.clock_ghz {
-        Some(c) => {
+        Some(c) if c > 0.0 && c < 100.0 => {
             let _ = writeln!(out, "clock_ghz = {}", format_float(c));
+        }
+        Some(c) => {
+            let _ = writeln!(
+                out,
+                "clock_ghz = 2.0   # assumption: the reported clock ({c} GHz) is not plausible"
+            );
         }
         None => {
             let _ = writeln!(out, "clock_ghz = 2.0   # assumption: clock not reported");
@@ -166,6 +178,13 @@ pub fn scenario_toml(
         }
     }
     let llc_ways = match llc.and_then(|c| c.ways) {
+        Some(w) if w > 64 => {
+            let _ = writeln!(
+                out,
+                "llc_ways = 64   # assumption: the LLC reports {w} ways; the fabric models at most 64"
+            );
+            64
+        }
         Some(w) => {
             let _ = writeln!(out, "llc_ways = {w}");
             w

@@ -91,6 +91,12 @@ impl Layout {
                     .to_string(),
             );
         }
+        if cpu_nodes.is_empty() {
+            return Err(InspectError::Invalid {
+                path: source_path(m),
+                message: "the machine has no NUMA node to export".to_string(),
+            });
+        }
         let home: BTreeMap<u32, CpuSet> = cpu_nodes.iter().map(|&n| (n, m.home_cpus(n))).collect();
         let packages: Vec<(u32, &CpuSet)> = m
             .packages
@@ -148,7 +154,8 @@ impl Layout {
         let mut groups: Vec<LayoutPackage> = groups.into_values().collect();
         groups.sort_by_key(|g| g.cpu_nodes.iter().min().copied());
 
-        let k = groups[0].cpu_nodes.len();
+        // Every group holds at least one CPU node, and there is one (checked above).
+        let k = groups.first().map_or(1, |g| g.cpu_nodes.len());
         let uniform = groups.iter().all(|g| g.cpu_nodes.len() == k);
         let shared: Vec<&LayoutPackage> = groups
             .iter()

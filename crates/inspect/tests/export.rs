@@ -418,3 +418,122 @@ fn devices_on_the_dgx2_take_gen3_links_as_an_assumption() {
     assert!(!s.contains("gen = 4"), "a Xeon Platinum 8174 runs Gen3");
     assert!(s.contains("link = { gen = 3, width = 16 }   # assumption: hwloc's 15.753846 GB/s fits Gen3 x16, Gen4 x8, Gen5 x4, Gen6 x2; Gen3 x16 taken as this platform's PCIe generation is Gen3 (documented for the CPU model \"Intel(R) Xeon(R) Platinum 8174 CPU @ 3.10GHz\")"));
 }
+
+#[test]
+fn values_beyond_the_fabrics_ranges_are_written_at_the_limit_as_assumptions() {
+    use inspect::model::{Cache, CacheKind, Core, NumaNode, Package, Source};
+    use inspect::CpuSet;
+    // One package, two cores of 16 threads, a 128-way LLC, a clock misread as MHz.
+    let mut m = Machine::empty(Source::Hwloc {
+        path: "odd.xml".into(),
+        major: 2,
+    });
+    let all = CpuSet::parse_list("0-31").unwrap();
+    m.cpus = all.clone();
+    m.packages.push(Package {
+        id: 0,
+        cpus: all.clone(),
+    });
+    for c in 0..2 {
+        m.cores.push(Core {
+            package: Some(0),
+            id: c,
+            cpus: CpuSet::from_iter(16 * c..16 * (c + 1)),
+        });
+    }
+    m.nodes.push(NumaNode::new(0, all.clone(), Some(1 << 30)));
+    m.caches.push(Cache {
+        level: 3,
+        kind: CacheKind::Unified,
+        size_bytes: 64 << 20,
+        ways: Some(128),
+        line_bytes: Some(64),
+        cpus: all,
+    });
+    m.clock_ghz = Some(3450.0);
+    let s = export(&m);
+    assert!(s.contains("threads_per_core = 8   # assumption: 32 hardware threads on 2 cores"));
+    assert!(s.contains("llc_ways = 64   # assumption: the LLC reports 128 ways"));
+    assert!(s.contains(
+        "clock_ghz = 2.0   # assumption: the reported clock (3450 GHz) is not plausible"
+    ));
+    fabric::scenario::load(
+        fabric::scenario::Source {
+            name: "odd".into(),
+            text: s.clone(),
+        },
+        &fabric::builtin::BuiltinResolver,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{s}"));
+}
+
+#[test]
+fn a_machine_without_nodes_is_an_error_not_a_panic() {
+    let m = Machine::empty(inspect::model::Source::Hwloc {
+        path: "empty.xml".into(),
+        major: 2,
+    });
+    let e = scenario_toml(&m, None).unwrap_err().to_string();
+    assert_eq!(e, "empty.xml: the machine has no NUMA node to export");
+}
+
+#[test]
+fn a_calibration_is_reordered_to_cpu_nodes_first() {
+    use inspect::model::{NumaNode, Package, Source};
+    use inspect::CpuSet;
+    // Nodes 0 and 2 have CPUs; node 1 (between them) is memory only.
+    let mut m = Machine::empty(Source::Hwloc {
+        path: "mid.xml".into(),
+        major: 2,
+    });
+    m.cpus = CpuSet::parse_list("0-3").unwrap();
+    for (id, cpus) in [(0, "0-1"), (1, ""), (2, "2-3")] {
+        m.nodes.push(NumaNode::new(
+            id,
+            CpuSet::parse_list(cpus).unwrap(),
+            Some(1 << 30),
+        ));
+    }
+    for (id, cpus) in [(0, "0-1"), (1, "2-3")] {
+        m.packages.push(Package {
+            id,
+            cpus: CpuSet::parse_list(cpus).unwrap(),
+        });
+    }
+    let text = "# node order: 0, 1, 2\n[platform.imported.memory]\nlatency_ns = [[80.0, 300.0, 150.0], [301.0, 302.0, 303.0], [151.0, 310.0, 81.0]]\nbandwidth_gbps = [[20.0, 5.0, 10.0], [1.0, 1.0, 1.0], [10.0, 6.0, 21.0]]\n";
+    let path = Path::new("cal.toml");
+    let params = MemoryParams::parse(text, path).unwrap();
+    let e = scenario_toml(
+        &m,
+        Some(Calibration {
+            params: &params,
+            path,
+        }),
+    )
+    .unwrap();
+    check_toml(&e.toml);
+    assert_eq!(e.node_ids, [0, 2, 1]);
+    // Rows: CPU nodes 0 and 2; columns: 0, 2, then the memory-only node 1. The row
+    // measured "from" node 1 (calibrate measures it from its nearest CPU node) is left out.
+    assert!(
+        e.toml
+            .contains("latency_ns = [[80.0, 150.0, 300.0], [151.0, 81.0, 310.0]]"),
+        "{}",
+        e.toml
+    );
+    assert!(e
+        .toml
+        .contains("bandwidth_gbps = [[20.0, 10.0, 5.0], [10.0, 21.0, 6.0]]"));
+    // Its bandwidth as a DMA target: the best of its column, measured.
+    assert!(e
+        .toml
+        .contains("gbps = { value = 6.00, basis = \"calibrated\""));
+    let _ = fabric::scenario::load(
+        fabric::scenario::Source {
+            name: "mid".into(),
+            text: e.toml.clone(),
+        },
+        &fabric::builtin::BuiltinResolver,
+    )
+    .unwrap_or_else(|err| panic!("{err}\n{}", e.toml));
+}

@@ -332,4 +332,11 @@ fn hbm_nodes_beside_dram_are_memory_only() {
     assert_eq!(m.nodes_of_cpus(&cluster), CpuSet::single(0));
     assert_eq!(m.node_containing(&cluster), Some(0));
     assert_eq!(m.home_cpus(7), CpuSet::new());
+    // The audit says so, in JSON and for people.
+    let a = audit(&m);
+    let n7 = a.nodes.iter().find(|n| n.id == 7).unwrap();
+    assert!(n7.memory_only && n7.kind.as_deref() == Some("HBM"));
+    assert!(!a.nodes[0].memory_only);
+    assert!(inspect::report::render_human(&a)
+        .contains("node 7: memory only (HBM), beside CPUs 0-3,16-19,32-35,48-51, 2.0 GiB"));
 }
