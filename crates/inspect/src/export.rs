@@ -1298,8 +1298,15 @@ impl<'a> PciExport<'a> {
         let mut names = Vec::new();
         let mut done_groups: BTreeSet<usize> = BTreeSet::new();
         let mut skipped = 0usize;
+        let mut memory_devices = Vec::new();
         for (i, d) in m.pci.iter().enumerate() {
             if !exported(d) {
+                // A CXL memory expander's memory is not reached through PCIe BARs; it
+                // becomes a NUMA node (and then a memory node here) once onlined.
+                if d.class_code.is_some_and(|c| c >> 16 == 0x05) && !d.is_bridge {
+                    memory_devices.push(d.label());
+                    continue;
+                }
                 skipped += 1;
                 continue;
             }
@@ -1382,6 +1389,14 @@ impl<'a> PciExport<'a> {
             let _ = writeln!(
                 out,
                 "# {skipped} bridge, chipset and SR-IOV virtual functions are not exported as devices."
+            );
+        }
+        if !memory_devices.is_empty() {
+            let _ = writeln!(
+                out,
+                "# {} memory controller function(s) ({}) are not exported as devices: CXL memory is reached by loads and stores, not through BARs; once onlined as a NUMA node (daxctl, cxl create-region) it is exported as a memory node.",
+                memory_devices.len(),
+                memory_devices.join(", ")
             );
         }
         (out, names)

@@ -537,3 +537,11 @@ fn a_calibration_is_reordered_to_cpu_nodes_first() {
     )
     .unwrap_or_else(|err| panic!("{err}\n{}", e.toml));
 }
+
+#[test]
+fn cxl_memory_expanders_are_named_not_exported_as_devices() {
+    let m = import_hwloc_file(&xml("cxlmem+dax.v3.xml")).unwrap();
+    let s = export(&m);
+    assert!(s.contains("# 4 memory controller function(s) (mem2 (0000:11:00.0), mem0 (0000:12:00.0), mem3 (0000:15:00.0), mem1 (0000:16:00.0)) are not exported as devices"), "{s}");
+    assert!(!s.contains("name = \"mem0\""));
+}
