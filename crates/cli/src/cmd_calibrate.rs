@@ -24,7 +24,7 @@ pub struct CalibrateArgs {
     /// The buffer in MiB (2^20 bytes) as a plain number, 1 to 262144.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=262_144))]
     pub size_mb: Option<u64>,
-    /// Repetitions of each measurement (median latency, best bandwidth).
+    /// Timed repetitions of each measurement, after an untimed warm-up (their median is reported).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub iterations: u32,
     /// Bandwidth threads per CPU node (default: one per CPU of the node).

@@ -100,9 +100,15 @@ pub fn execute(a: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         std::fs::write(path, &export.toml)
             .with_context(|| format!("writing the scenario to {}", path.display()))?;
         eprintln!(
-            "wrote scenario {} ({} device(s))",
+            "wrote scenario {} ({} device(s), {} NUMA node(s){})",
             path.display(),
-            export.device_names.len()
+            export.device_names.len(),
+            export.node_ids.len(),
+            if export.memory_only > 0 {
+                format!(", {} of them memory-only", export.memory_only)
+            } else {
+                String::new()
+            }
         );
     }
     Ok(result.exit_code(a.fail_on))

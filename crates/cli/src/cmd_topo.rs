@@ -3,10 +3,9 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use fabric::describe;
-use fabric::{Access, Fabric, Path, Request, Requester};
-use studies::harness;
+use fabric::{Access, Fabric};
+use studies::path_query::{has_timing, route_query, timed_request, PathAnswer};
 
 #[derive(clap::Subcommand)]
 pub enum TopoCommand {
@@ -130,27 +129,39 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             // One load: with timing parameters the query runs on the timed fabric (routing
             // is the same; loading a large cluster twice is not).
             let f = load(&scenario)?;
-            let timed_platforms = f.topo.platforms.iter().all(|p| p.timing.is_some());
-            let (mut plain, mut tf) = if timed_platforms {
+            let (mut plain, mut tf, mut timing_error) = if has_timing(&f) {
                 match sim::timed::TimedFabric::new(f, 1) {
-                    Ok(tf) => (None, Some(tf)),
-                    Err(_) => (Some(load(&scenario)?), None),
+                    Ok(tf) => (None, Some(tf), None),
+                    Err(e) => (
+                        Some(load(&scenario)?),
+                        None,
+                        Some(format!("timing {from} → {to}: {}", e.0)),
+                    ),
                 }
             } else {
-                (Some(f), None)
+                (Some(f), None, None)
             };
             let f = match (&mut plain, &mut tf) {
                 (Some(f), _) => f,
                 (None, Some(tf)) => &mut tf.fabric,
                 (None, None) => unreachable!("one of the two is made"),
             };
-            let (req, setup) = request_for(f, &from, &to, offset, len, access)?;
-            let mut p = Path::default();
-            let r = f.route(&req, &mut p);
+            let PathAnswer {
+                request: req,
+                setup,
+                path: p,
+                result: r,
+            } = route_query(f, &from, &to, offset, len, access)?;
             // With timing parameters, the zero-load time of this one request: a write until
             // it lands, a read until its data is back (requester overheads not included).
             let timed = match (&r, tf.as_mut()) {
-                (Ok(_), Some(tf)) => timed_view(tf, &req, len, access, outstanding),
+                (Ok(_), Some(tf)) => match timed_request(tf, &req, outstanding) {
+                    Ok(t) => Some((t.latency_ns, t.stream)),
+                    Err(e) => {
+                        timing_error = Some(format!("timing {from} → {to}: {e}"));
+                        None
+                    }
+                },
                 _ => None,
             };
             let latency_ns = timed.as_ref().map(|t| t.0);
@@ -173,6 +184,9 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                         if let Some((gbps, why)) = stream {
                             v["stream"] = serde_json::json!({ "gbps": gbps, "bottleneck": why });
                         }
+                    }
+                    if let Some(e) = &timing_error {
+                        v["timing_error"] = e.clone().into();
                     }
                     println!("{}", serde_json::to_string_pretty(&v)?);
                 }
@@ -215,6 +229,9 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                                     "  streaming such accesses: {gbps:.2} GB/s, bound by {why}"
                                 );
                             }
+                            if let Some(e) = &timing_error {
+                                println!("  no timing: {e}");
+                            }
                         }
                         Err(fault) => println!(
                             "  ✗ FAULT: {}\n  {} hop(s), {} root(s) before the fault",
@@ -233,133 +250,4 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             })
         }
     }
-}
-
-/// The request `topo path` examines: to a bus address as given, or to a named endpoint
-/// with what a driver would set up for it (listed).
-fn request_for(
-    f: &mut Fabric,
-    from: &str,
-    to: &str,
-    offset: u64,
-    len: u32,
-    access: Access,
-) -> anyhow::Result<(Request, Vec<String>)> {
-    let src = f.resolve(from)?;
-    match fabric::units::parse_size(to) {
-        Ok(addr) if to.starts_with("0x") || to.chars().all(|c| c.is_ascii_digit()) => {
-            let requester = requester_of(f, src)?;
-            Ok((
-                Request {
-                    requester,
-                    addr: addr + offset,
-                    len,
-                    access,
-                },
-                vec![],
-            ))
-        }
-        _ => {
-            // What a driver would do: map the target for the requester through the host
-            // layer's DMA API, which programs windows, requester entries and IOMMU pages.
-            let requester = requester_of(f, src)?;
-            let (host, addr) = f.resolve_address(to, offset)?;
-            let m = host::Hosts::with(f, |h, f| {
-                h.dma_map_single(
-                    f,
-                    requester,
-                    host::PhysAddr { host, addr },
-                    len as u64,
-                    host::DmaDirection::Bidirectional,
-                )
-                .map(|m| (m, h.take_log()))
-            })
-            .with_context(|| format!("setting up an access from {from} to {to}"))?;
-            Ok((
-                Request {
-                    requester,
-                    addr: m.0.addr.0,
-                    len,
-                    access,
-                },
-                m.1,
-            ))
-        }
-    }
-}
-
-fn requester_of(f: &Fabric, e: fabric::Endpoint) -> anyhow::Result<Requester> {
-    Ok(match e {
-        fabric::Endpoint::Node(n) => match f.topo.node(n).kind {
-            fabric::NodeKind::Function { .. } | fabric::NodeKind::NtbFunction { .. } => {
-                Requester::Function(n)
-            }
-            _ => anyhow::bail!(
-                "`{}` is a switch or root complex, not a requester",
-                f.topo.node_label(n)
-            ),
-        },
-        fabric::Endpoint::Bar { node, .. } => Requester::Function(node),
-        fabric::Endpoint::Cpu { host, package } => Requester::Cpu { host, package },
-        fabric::Endpoint::Ram { .. } => {
-            anyhow::bail!("RAM is not a requester: use `host.cpuN` or a device")
-        }
-    })
-}
-
-/// On the timed fabric the request was set up in: the zero-load time of one request and,
-/// for a device, the flow model's rate and bottleneck for a stream of such requests — the
-/// same stream a `dma` workload of `nudma run` with this length and `outstanding` runs
-/// (the device's `dma_max_reads`/`dma_mrrs_bytes`, or its NTB adapter's DMA engine's; no
-/// read stream for a requester that states none).
-type TimedView = (f64, Option<(f64, String)>);
-
-fn timed_view(
-    tf: &mut sim::timed::TimedFabric,
-    req: &Request,
-    len: u32,
-    access: Access,
-    outstanding: Option<u64>,
-) -> Option<TimedView> {
-    let req = *req;
-    let op = if access == Access::Write {
-        devices::Op::Write { dst: req.addr }
-    } else {
-        devices::Op::Read { src: req.addr }
-    };
-    let latency = devices::single_access(tf, req.requester, op, len)
-        .ok()?
-        .as_ns_f64();
-    let stream = match req.requester {
-        Requester::Function(n) => {
-            let (route, target) = tf.route(&req).ok()?;
-            let topo = &tf.fabric.topo;
-            let target_host = match target {
-                fabric::Target::Ram { host, .. } | fabric::Target::Interrupt { host, .. } => host,
-                fabric::Target::Bar { node, .. } => topo.node(node).host,
-            };
-            let mps = harness::mps_between(tf, topo.node(n).host, target_host);
-            let spec = match harness::device_spec(tf, req.requester, mps) {
-                Ok(spec) => Some(spec),
-                // Posted writes need no read behaviour: the link paces them.
-                Err(_) if access == Access::Write => {
-                    let link = topo.node(n).link?;
-                    Some(devices::DmaSpec {
-                        mps,
-                        mrrs: mps,
-                        max_reads: 1,
-                        issue_ps_per_kib: sim::pcie::ps_per_kib(link.gen, link.width),
-                    })
-                }
-                Err(_) => None,
-            };
-            spec.map(|spec| {
-                let stream = spec.stream(op, len.max(1) as u64, outstanding.unwrap_or(u64::MAX));
-                let e = tf.net.flow(route, &stream);
-                (e.gbps, e.bottleneck)
-            })
-        }
-        Requester::Cpu { .. } => None,
-    };
-    Some((latency, stream))
 }

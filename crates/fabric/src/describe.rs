@@ -252,7 +252,7 @@ pub fn path_json(t: &Topology, p: &Path, r: &Result<Target, Fault>) -> Value {
 
 fn platform_line(p: &Platform) -> String {
     format!(
-        "{}: {} package(s) × {} cores{}, {} NUMA node(s) × {} DRAM, LLC {} ({} ways, DDIO {})",
+        "{}: {} package(s) × {} cores{}, {} NUMA node(s) × {} DRAM{}, LLC {} ({} ways, DDIO {})",
         p.name,
         p.packages,
         p.cores_per_package,
@@ -261,8 +261,13 @@ fn platform_line(p: &Platform) -> String {
         } else {
             format!(" [{}]", p.cpu)
         },
-        p.numa_nodes(),
+        p.cpu_nodes(),
         fmt_size(p.dram_bytes_per_node),
+        if p.memory_nodes.is_empty() {
+            String::new()
+        } else {
+            format!(" + {} memory-only node(s)", p.memory_nodes.len())
+        },
         fmt_size(p.llc_bytes),
         p.llc_ways,
         p.ddio_ways
@@ -310,10 +315,13 @@ pub fn topology_text(f: &Fabric) -> String {
             if let Owner::Ram { node, .. } = r.owner {
                 let _ = writeln!(
                     out,
-                    "  RAM node{node} [{:#x}-{:#x}] {}",
+                    "  RAM node{node} [{:#x}-{:#x}] {}{}",
                     r.start,
                     r.end - 1,
-                    fmt_size(r.end - r.start)
+                    fmt_size(r.end - r.start),
+                    p.memory_node(node)
+                        .map(|m| format!(" ({}, memory only, served by pkg{})", m.kind, m.package))
+                        .unwrap_or_default()
                 );
             }
         }
@@ -537,6 +545,7 @@ pub fn topology_json(f: &Fabric) -> Value {
         }).collect();
         json!({
             "name": h.name, "platform": p.name, "packages": p.packages, "numa_nodes": p.numa_nodes(), "iommu": h.iommu,
+            "memory_nodes": p.memory_nodes.iter().enumerate().map(|(i, m)| json!({"node": p.cpu_nodes() + i as u32, "package": m.package, "kind": m.kind, "bytes": m.bytes, "gbps": m.gbps.as_ref().map(|g| g.0)})).collect::<Vec<_>>(),
             "ram": h.regions.iter().filter_map(|r| match r.owner { Owner::Ram { node, .. } => Some(json!({"node": node, "start": r.start, "end": r.end})), _ => None }).collect::<Vec<_>>(),
             "nodes": nodes,
         })

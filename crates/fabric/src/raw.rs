@@ -141,8 +141,25 @@ pub struct RawPlatform {
     pub interconnect: Vec<Spanned<RawInterconnect>>,
     #[serde(default)]
     pub ioh: Vec<Spanned<RawIoh>>,
+    /// NUMA nodes without CPUs (HBM, NVDIMM, CXL or GPU memory), numbered after the
+    /// packages' nodes.
+    #[serde(default)]
+    pub memory_node: Vec<Spanned<RawMemoryNode>>,
     /// Timing parameters for the timing layer (validated when the scenario loads).
     pub timing: Option<Spanned<RawTiming>>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawMemoryNode {
+    /// The package whose uncore serves the node (its home agent, or the root its
+    /// memory hangs under).
+    pub package: Spanned<u32>,
+    pub bytes: Spanned<Size>,
+    /// What memory it is: `dram`, `hbm`, `nvm`, `cxl`, `gpu` or `other`.
+    pub kind: Option<Spanned<String>>,
+    /// Bandwidth of the node's memory as a DMA target; absent: the platform's `dram_gbps`.
+    pub gbps: Option<Spanned<RawParam<f64>>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]

@@ -1110,7 +1110,77 @@ impl Builder {
                 weight: r.weight.as_ref().map(|w| *w.get_ref()).unwrap_or(1).max(1),
             });
         }
-        let nodes = packages * npp;
+        let mut memory_nodes = Vec::new();
+        for (i, mn) in p.memory_node.iter().enumerate() {
+            let r = mn.get_ref();
+            let k = format!("memory_node[{i}]");
+            let package = *r.package.get_ref();
+            if package >= packages {
+                return Err(self.err(
+                    file,
+                    r.package.span(),
+                    key(&format!("{k}.package")),
+                    &format!(
+                        "package must be one of this platform's packages 0..={}, not {package}",
+                        packages - 1
+                    ),
+                ));
+            }
+            let bytes = r.bytes.get_ref().0;
+            if bytes < MIB || bytes % MIB != 0 || bytes > (1 << 46) {
+                return Err(self.err(
+                    file,
+                    r.bytes.span(),
+                    key(&format!("{k}.bytes")),
+                    "bytes must be a whole number of MiB between 1 MiB and 64 TiB",
+                ));
+            }
+            let kind = match &r.kind {
+                Some(kd) if !MEMORY_NODE_KINDS.contains(&kd.get_ref().as_str()) => {
+                    return Err(self.err(
+                        file,
+                        kd.span(),
+                        key(&format!("{k}.kind")),
+                        &format!(
+                            "kind must be one of {}, not `{}`",
+                            MEMORY_NODE_KINDS.join(", "),
+                            kd.get_ref()
+                        ),
+                    ));
+                }
+                Some(kd) => kd.get_ref().clone(),
+                None => "other".to_string(),
+            };
+            let gbps = match &r.gbps {
+                Some(g) => {
+                    self.check_param(
+                        file,
+                        g,
+                        Rule::Bandwidth,
+                        &format!("platform.{name}.{k}.gbps"),
+                    )?;
+                    Some((g.get_ref().value, g.get_ref().basis.clone()))
+                }
+                None => None,
+            };
+            memory_nodes.push(MemoryNode {
+                package,
+                bytes,
+                kind,
+                gbps,
+            });
+        }
+        // Node numbers are u32 and every node gets a RAM range; keep both far from limits.
+        if memory_nodes.len() > 256 {
+            return Err(self.err(
+                file,
+                p.memory_node[256].span(),
+                key("memory_node"),
+                "a platform has at most 256 memory-only nodes",
+            ));
+        }
+        let cpu_nodes = packages * npp;
+        let nodes = cpu_nodes + memory_nodes.len() as u32;
         let matrix = |m: &Option<Spanned<RawMemory>>,
                       pick: fn(&RawMemory) -> &Option<Spanned<Matrix>>,
                       what: &str|
@@ -1119,13 +1189,22 @@ impl Builder {
             let Some(v) = pick(mem.get_ref()) else {
                 return Ok(None);
             };
-            let n = nodes as usize;
+            // Rows are the nodes CPUs run on; columns every node memory can be on.
+            let (rows_n, cols_n) = (cpu_nodes as usize, nodes as usize);
             let rows = match v.get_ref() {
-                Matrix::Scalar(x) => vec![vec![*x; n]; n],
+                Matrix::Scalar(x) => vec![vec![*x; cols_n]; rows_n],
                 Matrix::Rows(r) => r.clone(),
             };
-            if rows.len() != n || rows.iter().any(|r| r.len() != n) {
-                return Err(self.err(file, v.span(), key(&format!("memory.{what}")), &format!("{what} must be a {n} × {n} matrix (row = CPU node, column = memory node) or one number")));
+            if rows.len() != rows_n || rows.iter().any(|r| r.len() != cols_n) {
+                let shape = if rows_n == cols_n {
+                    format!("a {rows_n} × {cols_n} matrix")
+                } else {
+                    format!(
+                        "a {rows_n} × {cols_n} matrix ({rows_n} CPU node rows; columns for those and the {} memory-only node(s))",
+                        cols_n - rows_n
+                    )
+                };
+                return Err(self.err(file, v.span(), key(&format!("memory.{what}")), &format!("{what} must be {shape} (row = CPU node, column = memory node) or one number")));
             }
             let rule = if what == "latency_ns" {
                 Rule::Latency
@@ -1172,6 +1251,7 @@ impl Builder {
             bandwidth_gbps,
             interconnect,
             iohs,
+            memory_nodes,
             timing,
             uncore_paths: Vec::new(),
         };
@@ -1368,7 +1448,7 @@ impl Builder {
         let mut regions = Vec::new();
         let mut cursor = 0u64;
         for n in 0..platform.numa_nodes() {
-            let mut left = platform.dram_bytes_per_node;
+            let mut left = platform.node_bytes(n);
             let mut node_offset = 0;
             while left > 0 {
                 if cursor >= mmio32.0 && cursor < FOUR_GIB {

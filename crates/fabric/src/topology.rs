@@ -95,12 +95,31 @@ pub struct Platform {
     pub interconnect: Vec<InterconnectLink>,
     /// I/O hubs; when present they, not the packages, hold the root complexes.
     pub iohs: Vec<String>,
+    /// NUMA nodes without CPUs, numbered `packages × nodes_per_package` onwards.
+    pub memory_nodes: Vec<MemoryNode>,
     /// `[platform.X.timing]`, validated; `None` when the platform has no timing table.
     pub timing: Option<PlatformTiming>,
     /// Shortest interconnect paths, `uncore_paths[from * V + to]`: once per platform,
     /// shared by all its hosts.
     pub uncore_paths: Vec<Vec<UncoreHop>>,
 }
+
+/// A NUMA node without CPUs (`[[platform.X.memory_node]]`): HBM, NVDIMM, CXL or GPU
+/// memory the OS exposes as a node. Its latency is its column of the memory matrix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryNode {
+    /// The package whose uncore serves it.
+    pub package: u32,
+    pub bytes: u64,
+    /// `dram`, `hbm`, `nvm`, `cxl`, `gpu` or `other`.
+    pub kind: String,
+    /// Its bandwidth as a DMA target and the basis of that figure; `None`: the
+    /// platform's `dram_gbps`.
+    pub gbps: Option<(f64, Basis)>,
+}
+
+/// Kinds a memory node may have.
+pub const MEMORY_NODE_KINDS: [&str; 6] = ["dram", "hbm", "nvm", "cxl", "gpu", "other"];
 
 /// The basis of a parameter value as the file states it (DESIGN.md rule 5).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,8 +220,24 @@ pub struct DmaTiming {
 }
 
 impl Platform {
-    pub fn numa_nodes(&self) -> u32 {
+    /// NUMA nodes with CPUs: `nodes_per_package` per package, numbered package by package.
+    pub fn cpu_nodes(&self) -> u32 {
         self.packages * self.nodes_per_package
+    }
+    /// Every NUMA node: the CPU nodes, then the memory-only ones.
+    pub fn numa_nodes(&self) -> u32 {
+        self.cpu_nodes() + self.memory_nodes.len() as u32
+    }
+    /// The memory-only node `numa_node` is, if it is one.
+    pub fn memory_node(&self, numa_node: u32) -> Option<&MemoryNode> {
+        numa_node
+            .checked_sub(self.cpu_nodes())
+            .and_then(|i| self.memory_nodes.get(i as usize))
+    }
+    /// Bytes of RAM of a node.
+    pub fn node_bytes(&self, numa_node: u32) -> u64 {
+        self.memory_node(numa_node)
+            .map_or(self.dram_bytes_per_node, |m| m.bytes)
     }
     /// Uncore vertices: packages `0..packages`, then I/O hubs.
     pub fn uncore_vertices(&self) -> u32 {
@@ -215,8 +250,12 @@ impl Platform {
             self.iohs[(v - self.packages) as usize].clone()
         }
     }
+    /// The package whose uncore serves a node's memory.
     pub fn package_of_node(&self, numa_node: u32) -> u32 {
-        numa_node / self.nodes_per_package
+        match self.memory_node(numa_node) {
+            Some(m) => m.package,
+            None => numa_node / self.nodes_per_package,
+        }
     }
     /// The interconnect hops from uncore vertex `from` to `to` (none when equal).
     pub fn uncore_path(&self, from: u32, to: u32) -> &[UncoreHop] {

@@ -160,6 +160,14 @@ pub struct NodeReport {
     pub id: u32,
     pub cpus: String,
     pub memory_bytes: Option<u64>,
+    /// No CPU runs on the node (HBM, NVM, CXL or GPU memory; all its CPUs offline).
+    pub memory_only: bool,
+    /// What memory it is, as the machine says (`HBM`, `GPUMemory`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The PCI function whose memory it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -390,6 +398,9 @@ pub fn audit(m: &Machine) -> Audit {
             id: n.id,
             cpus: n.cpus.to_list_string(),
             memory_bytes: n.memory_bytes,
+            memory_only: m.is_memory_only(n.id),
+            kind: n.kind.clone(),
+            device: n.device.map(|b| b.to_string()),
         })
         .collect();
     let distances = m.numa_distances().and_then(|d| {

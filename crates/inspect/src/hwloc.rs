@@ -342,11 +342,18 @@ impl Importer {
                 if let Some(g) = gp {
                     self.gp_numa.insert(g, id);
                 }
-                self.machine.nodes.push(NumaNode {
+                let mut n = NumaNode::new(
                     id,
-                    cpus: cpuset.clone().unwrap_or_default(),
-                    memory_bytes: attr_u64(node, "local_memory"),
-                });
+                    cpuset.clone().unwrap_or_default(),
+                    attr_u64(node, "local_memory"),
+                );
+                // 2.x names the memory: DRAM, HBM, MCDRAM, NVM, SPM, GPUMemory, …
+                n.kind = node
+                    .attribute("subtype")
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_string);
+                self.machine.nodes.push(n);
             }
             "Core" => {
                 let id = os_index.unwrap_or(self.machine.cores.len() as u32);
@@ -763,11 +770,8 @@ impl Importer {
         let m = &mut self.machine;
         if m.nodes.is_empty() {
             // A machine without NUMA objects has one memory; say so rather than guess.
-            m.nodes.push(NumaNode {
-                id: 0,
-                cpus: m.cpus.clone(),
-                memory_bytes: m.total_memory_bytes,
-            });
+            m.nodes
+                .push(NumaNode::new(0, m.cpus.clone(), m.total_memory_bytes));
             m.note(
                 NoteLevel::Info,
                 self.path.display().to_string(),

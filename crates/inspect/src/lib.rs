@@ -5,7 +5,8 @@
 //!   processes given with `--pid`.
 //! - [`audit`] finds where I/O crosses NUMA nodes (NUDMA) and says how to fix it;
 //!   [`report`] renders the audit for people (JSON is its serde form).
-//! - [`export`] writes the machine as a scenario TOML for the simulator.
+//! - [`export`] writes the machine as a scenario TOML for the simulator, laid out by
+//!   [`layout`] (packages sharing nodes, memory-only nodes).
 //! - [`calibrate`] measures memory latency and bandwidth per (CPU node, memory node)
 //!   pair; [`platform_file`] writes and reads the parameter file it produces.
 //!
@@ -18,6 +19,7 @@ pub mod cpuset;
 pub mod error;
 pub mod export;
 pub mod hwloc;
+pub mod layout;
 pub mod model;
 pub mod pci;
 pub mod platform_file;

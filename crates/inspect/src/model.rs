@@ -42,13 +42,47 @@ pub struct Package {
     pub cpus: CpuSet,
 }
 
-/// A NUMA node. `cpus` is empty for memory-only nodes (CXL, PMEM, HBM).
+/// A NUMA node. `cpus` is empty for memory-only nodes in sysfs (CXL, PMEM, HBM, GPU
+/// memory); hwloc gives such nodes the CPUs of their locality instead and says what they
+/// are in `kind` (see [`Machine::is_memory_only`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NumaNode {
     pub id: u32,
     pub cpus: CpuSet,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// What memory the machine says it is: hwloc's subtype (`DRAM`, `HBM`, `MCDRAM`,
+    /// `NVM`, `SPM`, `GPUMemory`, `CXL-DRAM`, …), or `GPUMemory` for a GPU's memory the
+    /// NVIDIA driver onlined as a node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The PCI function whose memory the node is (a GPU's), when the machine says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<Bdf>,
+    /// The nodes the kernel names as this node's nearest initiators (ACPI HMAT,
+    /// `access1/initiators`, else `access0/initiators`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initiators: Option<CpuSet>,
+}
+
+impl NumaNode {
+    pub fn new(id: u32, cpus: CpuSet, memory_bytes: Option<u64>) -> Self {
+        NumaNode {
+            id,
+            cpus,
+            memory_bytes,
+            kind: None,
+            device: None,
+            initiators: None,
+        }
+    }
+
+    /// Whether the node's kind names memory other than a CPU's own DRAM.
+    pub fn is_special_memory(&self) -> bool {
+        self.kind
+            .as_deref()
+            .is_some_and(|k| !k.eq_ignore_ascii_case("DRAM"))
+    }
 }
 
 /// A physical core and its hardware threads.
@@ -408,37 +442,46 @@ impl Machine {
         self.nodes.iter().find(|n| n.id == id)
     }
 
-    /// The NUMA node a CPU belongs to.
+    /// The NUMA node a CPU runs on (its home): of the nodes whose CPU sets hold it
+    /// (hwloc also gives HBM, NVM or GPU memory nodes the CPUs of their locality), the
+    /// first whose memory is not of a special kind, else the first.
     pub fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
-        self.nodes
-            .iter()
-            .find(|n| n.cpus.contains(cpu))
-            .map(|n| n.id)
+        let mut holding = self.nodes.iter().filter(|n| n.cpus.contains(cpu));
+        let first = holding.clone().next()?;
+        Some(holding.find(|n| !n.is_special_memory()).unwrap_or(first).id)
     }
 
-    /// The nodes whose CPUs a set touches.
+    /// The CPUs whose home is `node` (empty for a memory-only node).
+    pub fn home_cpus(&self, node: u32) -> CpuSet {
+        self.node(node)
+            .map(|n| {
+                n.cpus
+                    .iter()
+                    .filter(|&c| self.node_of_cpu(c) == Some(node))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A node no CPU runs on: no CPUs at all (sysfs), or only CPUs whose home is
+    /// another node (hwloc's HBM, NVM, GPU memory beside a DRAM node).
+    pub fn is_memory_only(&self, node: u32) -> bool {
+        self.home_cpus(node).is_empty()
+    }
+
+    /// The nodes the CPUs of a set run on.
     pub fn nodes_of_cpus(&self, cpus: &CpuSet) -> CpuSet {
-        self.nodes
-            .iter()
-            .filter(|n| n.cpus.intersects(cpus))
-            .map(|n| n.id)
-            .collect()
+        cpus.iter().filter_map(|c| self.node_of_cpu(c)).collect()
     }
 
-    /// The single node whose CPUs contain all of `cpus`, if there is one.
+    /// The single node all of `cpus` run on, if there is one.
     pub fn node_containing(&self, cpus: &CpuSet) -> Option<u32> {
         if cpus.is_empty() {
             return None;
         }
-        let nodes = self.nodes_of_cpus(cpus);
-        if nodes.len() == 1 {
-            let id = nodes.first()?;
-            self.node(id)
-                .filter(|n| cpus.is_subset(&n.cpus))
-                .map(|n| n.id)
-        } else {
-            None
-        }
+        let mut homes = cpus.iter().map(|c| self.node_of_cpu(c));
+        let first = homes.next()??;
+        homes.all(|h| h == Some(first)).then_some(first)
     }
 
     /// The package holding a node's CPUs (the first one if it spans several).

@@ -291,6 +291,34 @@ pub fn estimate_gen_width(gbytes: f64) -> Option<(u8, u32)> {
     best.map(|(_, g, w)| (g, w))
 }
 
+/// Every (generation, width) that carries hwloc's link bandwidth in GB/s as well as the
+/// best does (within 0.01 % of each other; at most 2 % from the figure): Gen3 x16,
+/// Gen4 x8, Gen5 x4 and Gen6 x2 all carry 15.75 GB/s, so the figure alone cannot tell
+/// them apart.
+pub fn gen_width_candidates(gbytes: f64) -> Vec<(u8, u32)> {
+    if !(gbytes.is_finite() && gbytes > 0.0) {
+        return Vec::new();
+    }
+    let all: Vec<(f64, u8, u32)> = (1..=6u8)
+        .flat_map(|gen| [1u32, 2, 4, 8, 16, 32].map(|w| (gen, w)))
+        .map(|(gen, w)| {
+            (
+                (lane_gbytes(gen) * w as f64 - gbytes).abs() / gbytes,
+                gen,
+                w,
+            )
+        })
+        .filter(|(err, _, _)| *err <= 0.02)
+        .collect();
+    let Some(best) = all.iter().map(|x| x.0).min_by(f64::total_cmp) else {
+        return Vec::new();
+    };
+    all.into_iter()
+        .filter(|(err, _, _)| *err <= best + 1e-4)
+        .map(|(_, g, w)| (g, w))
+        .collect()
+}
+
 /// The state of a PCIe link as the importers could read it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LinkStatus {
@@ -315,7 +343,17 @@ impl LinkStatus {
         self.current_gts.is_some() || self.current_width.is_some() || self.gbytes_per_s.is_some()
     }
 
-    /// (generation, width) of the running link, if the importer could tell.
+    /// (generation, width) of the running link as the machine reports them (sysfs rate
+    /// and width), not recovered from a bandwidth.
+    pub fn reported_gen_width(&self) -> Option<(u8, u32)> {
+        match (self.current_gts.and_then(gen_from_gts), self.current_width) {
+            (Some(g), Some(w)) if w > 0 => Some((g, w)),
+            _ => None,
+        }
+    }
+
+    /// (generation, width) of the running link, if the importer could tell; from
+    /// hwloc's bandwidth alone a guess among equals (see [`gen_width_candidates`]).
     pub fn current_gen_width(&self) -> Option<(u8, u32)> {
         match (self.current_gts.and_then(gen_from_gts), self.current_width) {
             (Some(g), Some(w)) if w > 0 => Some((g, w)),
@@ -338,6 +376,21 @@ mod tests {
         assert!("0000:81:20.0".parse::<Bdf>().is_err());
         assert!("pci0000:00".parse::<Bdf>().is_err());
         assert_eq!(b.ident(), "0000_81_00_1");
+    }
+
+    #[test]
+    fn bandwidth_ties_are_all_candidates() {
+        // hwloc's figure for Gen3 x16 is carried as well by Gen4 x8, Gen5 x4, Gen6 x2.
+        assert_eq!(
+            gen_width_candidates(15.753846),
+            [(3, 16), (4, 8), (5, 4), (6, 2)]
+        );
+        // Gen3 x1 (0.985) is 1.5 % from Gen2 x2 (1.0): no tie, one candidate.
+        assert_eq!(gen_width_candidates(0.984615), [(3, 1)]);
+        assert_eq!(gen_width_candidates(0.25), [(1, 1)]);
+        assert_eq!(gen_width_candidates(0.5), [(1, 2), (2, 1)]);
+        assert!(gen_width_candidates(0.2).is_empty());
+        assert!(gen_width_candidates(f64::NAN).is_empty());
     }
 
     #[test]

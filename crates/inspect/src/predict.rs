@@ -95,7 +95,8 @@ pub fn annotate(audit: &mut Audit, m: &Machine, calibration: Option<Calibration>
     let Ok(f) = Fabric::from_scenario(s) else {
         return 0;
     };
-    let nodes = f.topo.platforms[0].numa_nodes();
+    // The other node is one CPUs run on: the finding is about CPUs away from the device.
+    let nodes = f.topo.platforms[0].cpu_nodes();
     let mut done = 0;
     for finding in audit.findings.iter_mut() {
         if !PLACEMENT_KINDS.contains(&finding.kind.as_str()) {
@@ -129,10 +130,14 @@ pub fn annotate(audit: &mut Audit, m: &Machine, calibration: Option<Calibration>
         ) {
             let gain = r.as_ps() as f64 / l.as_ps().max(1) as f64;
             finding.predicted_gain = Some((gain * 100.0).round() / 100.0);
+            // Scenario node numbers are the machine's in the export's order.
+            let id = |n: u32| export.node_ids.get(n as usize).copied().unwrap_or(n);
             finding.why.push_str(&format!(
-                " Predicted by nudma's model of this machine: {:.0} ns per 4 KiB I/O served from node {remote} vs {:.0} ns from node {local} (×{gain:.2}).",
+                " Predicted by nudma's model of this machine: {:.0} ns per 4 KiB I/O served from node {} vs {:.0} ns from node {} (×{gain:.2}).",
                 r.as_ns_f64(),
-                l.as_ns_f64()
+                id(remote),
+                l.as_ns_f64(),
+                id(local)
             ));
             done += 1;
         }

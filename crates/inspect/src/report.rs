@@ -33,10 +33,16 @@ pub fn render_human(audit: &Audit) -> String {
             .memory_bytes
             .map(|b| format!(", {}", human_bytes(b)))
             .unwrap_or_default();
-        let cpus = if n.cpus.is_empty() {
-            "no CPUs".to_string()
-        } else {
-            format!("CPUs {}", n.cpus)
+        let what = match (&n.kind, &n.device) {
+            (Some(k), Some(d)) => format!(" ({k} of {d})"),
+            (Some(k), None) => format!(" ({k})"),
+            (None, _) => String::new(),
+        };
+        // hwloc lists memory-only nodes with their neighbours' CPUs.
+        let cpus = match (n.cpus.is_empty(), n.memory_only) {
+            (true, _) => format!("no CPUs{what}"),
+            (false, true) => format!("memory only{what}, beside CPUs {}", n.cpus),
+            (false, false) => format!("CPUs {}{what}", n.cpus),
         };
         let _ = writeln!(out, "  node {}: {cpus}{mem}", n.id);
     }

@@ -2,6 +2,9 @@
 //! makes) from sysfs and procfs under a root directory:
 //!
 //! - `/sys/devices/system/node/node*/{cpulist (or cpumap),meminfo,distance}`: NUMA nodes;
+//!   `access1`/`access0` `initiators/`: each node's nearest initiators and their read
+//!   latency and bandwidth (ACPI HMAT), as hwloc's `Latency`/`Bandwidth` attributes;
+//! - `/proc/driver/nvidia/gpus/*/numa_status`: GPU memory onlined as a NUMA node;
 //! - `/sys/devices/system/cpu/cpu*/{topology,cache}` and `/proc/cpuinfo`: packages,
 //!   cores, threads, caches, CPU model and clock;
 //! - `/sys/bus/pci/devices/*/{class,vendor,device,numa_node,local_cpulist,
@@ -21,8 +24,8 @@ use std::path::{Path, PathBuf};
 use crate::cpuset::CpuSet;
 use crate::error::InspectError;
 use crate::model::{
-    Cache, CacheKind, Core, DistanceMatrix, Irq, Machine, NetInterface, NetQueue, NoteLevel,
-    NumaNode, Package, PciDevice, Source,
+    Cache, CacheKind, Core, DistanceMatrix, Initiator, Irq, Machine, MemAttrValue, MemoryAttribute,
+    NetInterface, NetQueue, NoteLevel, NumaNode, Package, PciDevice, Source,
 };
 use crate::pci::{parse_link_speed, Bdf, OsDevice, OsDeviceKind};
 
@@ -145,8 +148,15 @@ fn parse_cpuinfo(text: &str) -> Vec<CpuInfoEntry> {
         any = true;
         match k {
             "processor" => cur.processor = v.parse().ok(),
-            "vendor_id" => cur.vendor = Some(v.to_string()),
+            // x86 says vendor_id, ia64 vendor.
+            "vendor_id" | "vendor" => cur.vendor = Some(v.to_string()),
             "model name" => cur.model_name = Some(v.to_string()),
+            // POWER names the CPU in `cpu` ("POWER9, altivec supported") and gives its
+            // clock as `clock : 3450.000000MHz`.
+            "cpu" if cur.model_name.is_none() => {
+                cur.model_name = v.split(',').next().map(|m| m.trim().to_string())
+            }
+            "clock" => cur.mhz = v.trim_end_matches("MHz").trim().parse().ok(),
             "cpu MHz" => cur.mhz = v.parse().ok(),
             "physical id" => cur.physical_id = v.parse().ok(),
             "core id" => cur.core_id = v.parse().ok(),
@@ -250,6 +260,14 @@ pub(crate) fn serial_from_config(config: &[u8]) -> Option<String> {
         off = next;
     }
     None
+}
+
+/// One node's HMAT figures for its nearest initiators.
+struct HmatEntry {
+    target: u32,
+    initiators: CpuSet,
+    latency_ns: Option<u64>,
+    bandwidth_mib_s: Option<u64>,
 }
 
 /// (level, kind 0/1/2, shared CPUs, size, ways, line size): one cache instance.
@@ -490,6 +508,7 @@ impl SysfsReader {
             "no NUMA information: the machine is taken as a single node",
         );
         let mut rows: Vec<(u32, Option<Vec<f64>>)> = Vec::new();
+        let mut hmat = Vec::new();
         for name in names.unwrap_or_default() {
             let Some(id) = name
                 .strip_prefix("node")
@@ -530,21 +549,43 @@ impl SysfsReader {
                         .map(|v| v.parse::<f64>().ok())
                         .collect::<Option<Vec<f64>>>()
                 });
-            self.m.nodes.push(NumaNode {
-                id,
-                cpus,
-                memory_bytes,
-            });
+            // Some architectures keep offline CPUs in their node's list; nothing runs
+            // on them, so they do not count.
+            let cpus = if self.m.cpus.is_empty() || cpus.is_subset(&self.m.cpus) {
+                cpus
+            } else {
+                let online = cpus.intersection(&self.m.cpus);
+                let offline = cpus.difference(&self.m.cpus);
+                self.m.note(
+                    NoteLevel::Info,
+                    self.path(&format!("{dir}/{file}")).display().to_string(),
+                    format!(
+                        "CPUs {} of node {id} are offline and not counted{}",
+                        offline.to_list_string(),
+                        if online.is_empty() {
+                            "; the node is taken as memory only"
+                        } else {
+                            ""
+                        }
+                    ),
+                );
+                online
+            };
+            let mut node = NumaNode::new(id, cpus, memory_bytes);
+            node.initiators = self.hmat(&dir, id, &mut hmat);
+            self.m.nodes.push(node);
             rows.push((id, distance));
         }
         if self.m.nodes.is_empty() {
-            self.m.nodes.push(NumaNode {
-                id: 0,
-                cpus: self.m.cpus.clone(),
-                memory_bytes: self.m.total_memory_bytes,
-            });
+            self.m.nodes.push(NumaNode::new(
+                0,
+                self.m.cpus.clone(),
+                self.m.total_memory_bytes,
+            ));
             return;
         }
+        self.hmat_attributes(hmat);
+        self.read_gpu_memory_nodes();
         self.m.nodes.sort_by_key(|n| n.id);
         rows.sort_by_key(|r| r.0);
         let n = rows.len();
@@ -570,6 +611,127 @@ impl SysfsReader {
                 .nodes
                 .iter()
                 .fold(CpuSet::new(), |a, n| a.union(&n.cpus));
+        }
+    }
+
+    /// A node's nearest initiators and their access figures from the ACPI HMAT
+    /// (`access1/initiators`: CPUs only, else `access0/initiators`), pushing
+    /// (target, initiator nodes, read latency ns, read bandwidth MiB/s) onto `out`.
+    fn hmat(&self, dir: &str, id: u32, out: &mut Vec<HmatEntry>) -> Option<CpuSet> {
+        for class in ["access1", "access0"] {
+            let idir = self.path(&format!("{dir}/{class}/initiators"));
+            let Ok(rd) = fs::read_dir(&idir) else {
+                continue;
+            };
+            let initiators: CpuSet = rd
+                .filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()?
+                        .strip_prefix("node")?
+                        .parse::<u32>()
+                        .ok()
+                })
+                .collect();
+            if initiators.is_empty() {
+                continue;
+            }
+            // The kernel writes 0 for a figure the firmware did not give.
+            let figure = |f: &str| {
+                self.read(&idir.join(f))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .filter(|&v| v > 0)
+            };
+            out.push(HmatEntry {
+                target: id,
+                initiators: initiators.clone(),
+                latency_ns: figure("read_latency"),
+                bandwidth_mib_s: figure("read_bandwidth"),
+            });
+            return Some(initiators);
+        }
+        None
+    }
+
+    /// hwloc's `Latency` and `Bandwidth` memory attributes from the HMAT figures, with
+    /// the initiator nodes' CPUs as initiator (as hwloc itself builds them).
+    fn hmat_attributes(&mut self, entries: Vec<HmatEntry>) {
+        let mut latency = Vec::new();
+        let mut bandwidth = Vec::new();
+        for e in entries {
+            let cpus = e
+                .initiators
+                .iter()
+                .filter_map(|n| self.m.node(n))
+                .fold(CpuSet::new(), |a, n| a.union(&n.cpus));
+            if cpus.is_empty() {
+                continue;
+            }
+            for (list, value) in [
+                (&mut latency, e.latency_ns),
+                (&mut bandwidth, e.bandwidth_mib_s),
+            ] {
+                if let Some(v) = value {
+                    list.push(MemAttrValue {
+                        target_node: Some(e.target),
+                        target_type: "NUMANode".to_string(),
+                        target_gp_index: e.target as u64,
+                        initiator: Some(Initiator::Cpus(cpus.clone())),
+                        value: v,
+                    });
+                }
+            }
+        }
+        for (name, values) in [("Latency", latency), ("Bandwidth", bandwidth)] {
+            if !values.is_empty() {
+                self.m.memory_attributes.push(MemoryAttribute {
+                    name: name.to_string(),
+                    flags: 0,
+                    values,
+                });
+            }
+        }
+    }
+
+    /// GPU memory the NVIDIA driver onlined as a NUMA node:
+    /// `/proc/driver/nvidia/gpus/BDF/numa_status` names the node of each GPU.
+    fn read_gpu_memory_nodes(&mut self) {
+        let dir = self.path("proc/driver/nvidia/gpus");
+        let Ok(rd) = fs::read_dir(&dir) else {
+            return;
+        };
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            let Ok(bdf) = name.parse::<Bdf>() else {
+                continue;
+            };
+            let path = dir.join(&name).join("numa_status");
+            let Some(text) = self.read(&path) else {
+                continue;
+            };
+            let node = text.lines().find_map(|l| {
+                l.strip_prefix("Node:")
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+            });
+            // `Node: -1`: the GPU's memory is not onlined as a node.
+            let Some(n) = node.and_then(|n| u32::try_from(n).ok()) else {
+                continue;
+            };
+            match self.m.nodes.iter_mut().find(|x| x.id == n) {
+                Some(x) => {
+                    x.kind = Some("GPUMemory".to_string());
+                    x.device = Some(bdf);
+                }
+                None => self.m.note(
+                    NoteLevel::Info,
+                    path.display().to_string(),
+                    format!("names NUMA node {n}, which the machine does not list"),
+                ),
+            }
         }
     }
 

@@ -31,9 +31,27 @@ fn small_calibration_round_trips() {
     assert!(!messages.is_empty(), "progress is reported");
     assert!(r.notes.iter().any(|n| n.contains("less than 4 x the LLC")) || r.llc_bytes.is_none());
 
+    // Whether huge pages were granted is reported for every measured buffer, in the
+    // terminal table, the parameter file and the JSON.
+    assert_eq!(r.huge_pages.len(), n);
+    for h in &r.huge_pages {
+        assert_eq!(h.buffer_bytes, r.buffer_bytes);
+        assert!(r.nodes.contains(&h.node));
+        if cfg!(target_os = "linux") {
+            let t = h.transparent_bytes.expect("smaps is readable on Linux");
+            assert!(t <= h.buffer_bytes as u64);
+        }
+    }
+    assert!(r.render_human().contains("huge pages: "));
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["huge_pages"].as_array().unwrap().len(), n);
+    assert!(json["huge_pages"][0]["transparent_bytes"].is_u64() || !cfg!(target_os = "linux"));
+
     let params = r.to_params("imported");
     let text = params.to_fragment();
     assert!(text.contains("dependent pointer chase"));
+    assert!(text.contains("after an untimed one"));
+    assert!(text.contains("# huge pages: "), "{text}");
     if n == 1 {
         assert!(text.contains("no NUDMA is possible"));
         assert!(r

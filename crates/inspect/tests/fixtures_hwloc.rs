@@ -316,3 +316,27 @@ fn every_xml_fixture_audits_and_serialises() {
     // Every XML file of fixtures/hwloc/README.md's table: none may go missing unnoticed.
     assert_eq!(seen, 8);
 }
+
+#[test]
+fn hbm_nodes_beside_dram_are_memory_only() {
+    // hwloc gives each HBM node the CPUs of its DRAM neighbour; the CPUs run on the
+    // DRAM node, so a CPU set within one cluster is on one node, not two.
+    let m = load("64intel64-heteromem.xml");
+    assert_eq!(m.nodes.len(), 8);
+    assert_eq!(m.node(7).unwrap().kind.as_deref(), Some("HBM"));
+    assert_eq!(m.node(0).unwrap().kind.as_deref(), Some("DRAM"));
+    assert_eq!(m.node_of_cpu(0), Some(0));
+    assert!((4..8).all(|n| m.is_memory_only(n)));
+    assert!((0..4).all(|n| !m.is_memory_only(n)));
+    let cluster = CpuSet::parse_list("0-3,16-19").unwrap();
+    assert_eq!(m.nodes_of_cpus(&cluster), CpuSet::single(0));
+    assert_eq!(m.node_containing(&cluster), Some(0));
+    assert_eq!(m.home_cpus(7), CpuSet::new());
+    // The audit says so, in JSON and for people.
+    let a = audit(&m);
+    let n7 = a.nodes.iter().find(|n| n.id == 7).unwrap();
+    assert!(n7.memory_only && n7.kind.as_deref() == Some("HBM"));
+    assert!(!a.nodes[0].memory_only);
+    assert!(inspect::report::render_human(&a)
+        .contains("node 7: memory only (HBM), beside CPUs 0-3,16-19,32-35,48-51, 2.0 GiB"));
+}

@@ -236,3 +236,62 @@ fn four_nodes_with_unknown_pci_locality() {
     assert_eq!(a.exit_code(Some(Severity::Error)), 0);
     assert_eq!(a.exit_code(None), 0);
 }
+
+#[test]
+fn power9_with_gpu_memory_nodes_and_offline_threads() {
+    let (_tmp, root) = snapshot("nvidiagpunumanodes.tar.bz2", "nvidiagpunumanodes");
+    let m = import_sysfs(&root).unwrap();
+    assert_eq!(m.cpu_model.as_deref(), Some("POWER9"));
+    assert_eq!(m.clock_ghz, Some(3.45));
+    // The node lists hold offline SMT threads: only the online ones count.
+    assert_eq!(m.cpus, CpuSet::parse_list("0-15,88-103").unwrap());
+    assert_eq!(m.node(0).unwrap().cpus, CpuSet::parse_list("0-15").unwrap());
+    assert_eq!(
+        m.node(8).unwrap().cpus,
+        CpuSet::parse_list("88-103").unwrap()
+    );
+    assert!(m.notes.iter().any(|n| n
+        .message
+        .starts_with("CPUs 16-87 of node 0 are offline and not counted")));
+    // numa_status ties each GPU memory node to its GPU.
+    let n250 = m.node(250).unwrap();
+    assert_eq!(n250.kind.as_deref(), Some("GPUMemory"));
+    assert_eq!(n250.device, Some(bdf("0035:05:00.0")));
+    assert!(m.is_memory_only(250) && !m.is_memory_only(8));
+    assert_eq!(
+        (250..=255)
+            .filter(|&n| m.node(n).unwrap().device.is_some())
+            .count(),
+        6
+    );
+}
+
+#[test]
+fn memory_tiers_with_hmat_initiators() {
+    let (_tmp, root) = snapshot("fakeheteromemtiers.tar.bz2", "fakeheteromemtiers");
+    let m = import_sysfs(&root).unwrap();
+    let ids: Vec<u32> = m.nodes.iter().map(|n| n.id).collect();
+    assert_eq!(ids, [0, 1, 2, 4, 6, 8, 9]);
+    assert_eq!(
+        ids.iter().filter(|&&n| m.is_memory_only(n)).count(),
+        4,
+        "nodes 4, 6, 8, 9 have no CPUs"
+    );
+    assert_eq!(m.node(4).unwrap().initiators, Some(CpuSet::single(1)));
+    assert_eq!(m.node(8).unwrap().initiators, Some(CpuSet::single(0)));
+    // Read bandwidth in MiB/s from the initiator's CPUs; latencies of 0 are unknown.
+    assert!(m.memory_attributes.iter().all(|a| a.name != "Latency"));
+    let bw = m
+        .memory_attributes
+        .iter()
+        .find(|a| a.name == "Bandwidth")
+        .unwrap();
+    let n4 = bw.values.iter().find(|v| v.target_node == Some(4)).unwrap();
+    assert_eq!(n4.value, 10000);
+    assert_eq!(
+        n4.initiator,
+        Some(inspect::model::Initiator::Cpus(
+            CpuSet::parse_list("2-3").unwrap()
+        ))
+    );
+}

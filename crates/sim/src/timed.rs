@@ -10,7 +10,9 @@
 //! charge what they charge, node j's DRAM sink the smallest remainder over its column
 //! (normally the local access, so LLC and DDIO hits keep their own latency) and a
 //! `Hop::MemoryDelay` the rest. Bandwidth: CPU streams from i against j pass a pacer at
-//! `bandwidth_gbps[i][j]`; DMA keeps the node's `dram_gbps` sink.
+//! `bandwidth_gbps[i][j]`; DMA keeps the node's `dram_gbps` sink. Memory-only nodes
+//! (`[[platform.X.memory_node]]`) are columns without rows: no CPU runs there; their
+//! sink has the node's own `gbps` when given, and no DDIO share.
 
 use fabric::{
     Access, CableEnd, Fabric, Fault, NodeKind, Path, Platform, Request, Requester, Step, Target,
@@ -245,19 +247,30 @@ impl TimedFabric {
             ram_sinks.push(
                 (0..p.numa_nodes())
                     .map(|n| {
-                        // Writes that bypass DDIO land in DRAM; DDIO writes and read hits
-                        // are the LLC's (REFERENCE.md §1, DDIO).
+                        // A memory-only node (HBM, CXL, GPU memory) has its own bandwidth
+                        // when the platform states one.
+                        let mem = p.memory_node(n);
+                        let gbps = mem
+                            .and_then(|m| m.gbps.as_ref())
+                            .map_or(pt.dram_gbps, |g| g.0);
                         let sink = net.add_sink(
                             &format!("{} DRAM node{n}", h.name),
-                            pt.dram_gbps,
+                            gbps,
                             dram[n as usize],
                             dram[n as usize],
                             pt.rcb_bytes,
                         );
-                        let ddio_bytes = p.llc_bytes * p.ddio_ways as u64
-                            / p.llc_ways as u64
-                            / p.nodes_per_package as u64;
-                        net.set_llc(sink, ddio_bytes, ns(pt.llc_latency_ns));
+                        // Writes that bypass DDIO land in DRAM; DDIO writes and read hits
+                        // are the LLC's (REFERENCE.md §1, DDIO). The package's DDIO ways
+                        // are shared by its CPU nodes; memory-only nodes get none, so
+                        // their writes land in their memory (assumption: nothing documents
+                        // DDIO into HBM, CXL or GPU memory).
+                        if mem.is_none() {
+                            let ddio_bytes = p.llc_bytes * p.ddio_ways as u64
+                                / p.llc_ways as u64
+                                / p.nodes_per_package as u64;
+                            net.set_llc(sink, ddio_bytes, ns(pt.llc_latency_ns));
+                        }
                         sink
                     })
                     .collect::<Vec<_>>(),
@@ -409,10 +422,11 @@ impl TimedFabric {
         let h = topo.host(host);
         let p = topo.platform_of(host);
         let nodes = p.numa_nodes();
-        if cpu_node >= nodes || mem_node >= nodes {
+        if cpu_node >= p.cpu_nodes() || mem_node >= nodes {
             return Err(TimingError(format!(
-                "host {} has NUMA nodes 0..{nodes}; a CPU stream asked for cores on node {cpu_node} and memory on node {mem_node}",
-                h.name
+                "host {} has NUMA nodes 0..{nodes}, CPUs on nodes 0..{}; a CPU stream asked for cores on node {cpu_node} and memory on node {mem_node}",
+                h.name,
+                p.cpu_nodes()
             )));
         }
         if outstanding == 0 {
@@ -760,8 +774,9 @@ fn matrix_latency(
     wires: &[[u32; 2]],
     m: &[Vec<f64>],
 ) -> Result<(Vec<Time>, Vec<Vec<Time>>), TimingError> {
-    let n = p.numa_nodes() as usize;
-    let mut dram_part = vec![vec![Time::ZERO; n]; n];
+    // Rows: CPU nodes; columns: every node.
+    let (rows, n) = (p.cpu_nodes() as usize, p.numa_nodes() as usize);
+    let mut dram_part = vec![vec![Time::ZERO; n]; rows];
     for (i, row) in m.iter().enumerate() {
         for (j, &entry_ns) in row.iter().enumerate() {
             let (wire, links) = line_wire_time(net, p, wires, i as u32, j as u32);
@@ -777,7 +792,12 @@ fn matrix_latency(
         }
     }
     let dram: Vec<Time> = (0..n)
-        .map(|j| (0..n).map(|i| dram_part[i][j]).min().unwrap_or(Time::ZERO))
+        .map(|j| {
+            (0..rows)
+                .map(|i| dram_part[i][j])
+                .min()
+                .unwrap_or(Time::ZERO)
+        })
         .collect();
     let delay = dram_part
         .iter()
