@@ -1,21 +1,9 @@
 //! `nudma reproduce` end to end where it is cheap: a study with nothing implemented lists
 //! its catalog experiments on stderr, in the JSON and in the report, each once.
 
-use std::process::Command;
-
+mod common;
+use common::nudma;
 use serde_json::Value;
-
-fn nudma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nudma"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The catalog's rdma study, none of which is implemented yet.
 fn rdma() -> Vec<&'static studies::catalog::Entry> {

@@ -3,8 +3,9 @@
 //! exit status 2.
 
 use std::path::Path;
-use std::process::Command;
 
+mod common;
+use common::nudma;
 use serde_json::Value;
 
 fn example() -> String {
@@ -12,18 +13,6 @@ fn example() -> String {
         .join("../../examples/two_socket_server.toml")
         .display()
         .to_string()
-}
-
-fn nudma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nudma"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -3,19 +3,9 @@
 
 use std::process::Command;
 
+mod common;
+use common::nudma;
 use serde_json::Value;
-
-fn nudma(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_nudma"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn json(args: &[&str]) -> Value {
     let (code, out, err) = nudma(args);
