@@ -179,20 +179,30 @@ impl Net {
         addr64: bool,
         iotlb_miss: bool,
     ) -> Time {
-        let request = !completion && payload == 0;
         let mut t = Time::ZERO;
         for h in hops {
-            match *h {
-                Hop::Wire(w) => {
-                    t += Time::from_ps(self.tlp_ps(w, payload, completion, request, addr64) as u64)
-                        + self.wire(w).latency
-                }
-                Hop::Delay(d) | Hop::MemoryDelay(d) => t += d,
-                Hop::Iommu(i) => t += self.iotlb_cost(i, iotlb_miss),
-                Hop::RootSplit(_) | Hop::Pace(_) | Hop::Sink(..) => {}
-            }
+            t += match *h {
+                Hop::Iommu(i) => self.iotlb_cost(i, iotlb_miss),
+                _ => self.zero_load_hop(h, payload, completion, addr64),
+            };
         }
         t
+    }
+
+    /// What one hop charges a lone TLP of `payload` bytes (0: a read request) at zero
+    /// load: a wire its serialization and propagation, a delay its time, an IOMMU an
+    /// IOTLB hit; a root's splitter, a pacer and the sink nothing here.
+    pub fn zero_load_hop(&self, h: &Hop, payload: u32, completion: bool, addr64: bool) -> Time {
+        let request = !completion && payload == 0;
+        match *h {
+            Hop::Wire(w) => {
+                Time::from_ps(self.tlp_ps(w, payload, completion, request, addr64) as u64)
+                    + self.wire(w).latency
+            }
+            Hop::Delay(d) | Hop::MemoryDelay(d) => d,
+            Hop::Iommu(i) => self.iotlb_cost(i, false),
+            Hop::RootSplit(_) | Hop::Pace(_) | Hop::Sink(..) => Time::ZERO,
+        }
     }
 
     fn iotlb_cost(&self, i: u32, miss: bool) -> Time {
@@ -258,16 +268,15 @@ impl Net {
         let period = s.period();
         let total: f64 = period.iter().map(|&(n, _)| n as f64).sum();
         // A cyclic walk over more pages than the IOTLB holds misses on every new page
-        // (FIFO replacement); otherwise, once warm, it always hits.
+        // (FIFO replacement); otherwise, once warm, it always hits. Such a walk leaves the
+        // period's pages for new ones each time round, so the period's first TLP starts a
+        // new page too (a period inside one page — 512 B reads — misses once, not never).
         let thrash = fwd.iter().any(|h| match *h {
             Hop::Iommu(i) => s.region_pages() > self.iotlb_shape(i).2 as u64,
             _ => false,
         });
         let misses: Vec<bool> = (0..period.len())
-            .map(|k| {
-                let prev = period[(k + period.len() - 1) % period.len()].1;
-                thrash && (period[k].1 != prev || period.len() == 1)
-            })
+            .map(|k| thrash && (k == 0 || period[k].1 != period[k - 1].1))
             .collect();
         let (sink, rcb) = match fwd.last() {
             Some(Hop::Sink(x, _)) => (Some(*x), self.sink(*x).rcb),
@@ -335,11 +344,16 @@ impl Net {
                         if split_shape.map(|x| x.0) == Some(sp) {
                             for &p in &pieces_now {
                                 split_pieces += 1;
+                                // Out from the root to the sink, and back from the
+                                // sink to the root: the reverse route mirrors the
+                                // forward one hop for hop (without the sink), so the
+                                // root's own hop is back[len - 1 - i] and the way back
+                                // to it is what lies before.
                                 split_rtt_ps +=
                                     ps(self.one_way(&fwd[i + 1..], 0, false, s.addr64, false))
                                         + self.sink_read_ps(sink)
                                         + ps(self.one_way(
-                                            &back[back.len() - i..],
+                                            &back[..back.len() - 1 - i],
                                             p.min(rcb),
                                             true,
                                             s.addr64,
