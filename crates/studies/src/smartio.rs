@@ -28,8 +28,75 @@ pub fn cpu_store_oneway(tf: &mut TimedFabric, from: &str, to: &str) -> Result<Ti
     let (src, dst) = (host(from)?, host(to)?);
     let store = ns(tf.timing_of(src).cpu_mmio_write_ns);
     let poll = ns(tf.timing_of(dst).cpu_poll_ns);
-    let fly = one_way(tf, cpu, bus)?;
+    let fly = devices::single_access(tf, cpu, Op::Write { dst: bus }, STORE_BYTES)
+        .map_err(|f| fault_error(tf, f))?;
     Ok(store + fly + poll)
+}
+
+/// The part of `cpu_store_oneway`'s time spent from entering the near NTB adapter to
+/// leaving the far one, derived from the store's own route: the zero-load time of the
+/// steps that belong to the first NTB crossing's two adapters — each adapter's host link
+/// (the link above its chip, which an access staying in its host never crosses), the near
+/// adapter's address-LUT translation and requester-ID substitution, both chips — and
+/// what lies between them (the cable, or cables and a cluster switch). Zero when the
+/// store crosses no NTB.
+pub fn cpu_store_ntb_span(tf: &mut TimedFabric, from: &str, to: &str) -> Result<Time, RunError> {
+    let cpu = requester(tf, &format!("{from}.cpu"))?;
+    let bus = map_buffer(tf, cpu, &format!("{to}.ram"), 1 << 20, 64)?;
+    let req = fabric::Request {
+        requester: cpu,
+        addr: bus,
+        len: STORE_BYTES,
+        access: fabric::Access::Write,
+    };
+    let (path, times) = tf.step_times(&req).map_err(|f| fault_error(tf, f))?;
+    Ok(match ntb_span(&tf.fabric.topo, &path.steps) {
+        Some(r) => times[r].iter().fold(Time::ZERO, |a, &t| a + t),
+        None => Time::ZERO,
+    })
+}
+
+/// Bytes of the CPU store whose one-way latency `cpu_store_oneway` times.
+const STORE_BYTES: u32 = 4;
+
+/// The steps of a route's first NTB crossing that belong to its two adapters and lie
+/// between them (see `cpu_store_ntb_span`), or `None` when the route crosses no NTB.
+pub fn ntb_span(topo: &fabric::Topology, steps: &[fabric::Step]) -> Option<std::ops::Range<usize>> {
+    use fabric::{NodeKind, Step};
+    let belongs = |s: &Step, ntb: u32| {
+        let chip = topo.ntbs[ntb as usize].chip_node;
+        match *s {
+            Step::Link { node, .. } | Step::Switch { node } => node == chip,
+            Step::NtbWindow { ntb: x, .. } | Step::RidLut { ntb: x, .. } => x == ntb,
+            _ => false,
+        }
+    };
+    let (first, near) = steps.iter().enumerate().find_map(|(i, s)| match *s {
+        Step::NtbWindow { ntb, .. } => Some((i, ntb)),
+        _ => None,
+    })?;
+    let mut start = first;
+    while start > 0 && belongs(&steps[start - 1], near) {
+        start -= 1;
+    }
+    // The far adapter: the first adapter chip after the near one's.
+    let (far_at, far) = steps[first..]
+        .iter()
+        .enumerate()
+        .find_map(|(k, s)| match *s {
+            Step::Switch { node } => match topo.node(node).kind {
+                NodeKind::Switch {
+                    adapter: Some(a), ..
+                } if a != near => Some((first + k, a)),
+                _ => None,
+            },
+            _ => None,
+        })?;
+    let mut end = far_at + 1;
+    while end < steps.len() && belongs(&steps[end], far) {
+        end += 1;
+    }
+    Some(start..end)
 }
 
 /// The NTB adapter `engine`'s DMA engine copying `bytes` from `local` RAM to `remote`
