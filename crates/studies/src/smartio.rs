@@ -233,8 +233,15 @@ fn gpu_copy(
 
 use sim::timed::TimedFabric;
 
-/// Hops and roots of the A → B data path (through the user's RAM: A's write there plus
-/// B's read from there).
+/// Hops and roots of the A → B data path in the counting convention of the thesis's
+/// table of peer-to-peer scenarios (Paper IV, Table 1; REFERENCE.md §2): a hop is every
+/// switch chip (an adapter's or a cluster switch included) and every root complex the data
+/// passes through, one crossing at a time (a switch crossed up and back down counts
+/// twice); roots are the root complexes crossed, likewise. A write straight into B's
+/// memory is one route. Through the user's RAM the data path is A's write to the RAM
+/// joined to B's read of it at the RAM's root complex, which the data passes through
+/// once: it counts once as a root and once as a hop. (`topo path`'s `hops` counts switch
+/// chips only, and a root where an access ends is no hop there.)
 fn data_path(
     tf: &mut TimedFabric,
     a: Requester,
@@ -242,11 +249,11 @@ fn data_path(
     b_name: &str,
     via_ram: bool,
 ) -> Result<(usize, usize), RunError> {
-    let count = |tf: &mut TimedFabric,
+    let route = |tf: &mut TimedFabric,
                  who: Requester,
                  target: &str,
                  access: fabric::Access|
-     -> Result<(usize, usize), RunError> {
+     -> Result<fabric::Path, RunError> {
         let bus = map_buffer(tf, who, target, 0, 64)?;
         let mut p = fabric::Path::default();
         tf.fabric
@@ -260,15 +267,31 @@ fn data_path(
                 &mut p,
             )
             .map_err(|f| fault_error(tf, f))?;
-        Ok((p.hops(), p.roots()))
+        Ok(p)
     };
     if via_ram {
-        let (h1, r1) = count(tf, a, "user.ram", fabric::Access::Write)?;
-        let (h2, _) = count(tf, b, "user.ram", fabric::Access::Read)?;
-        Ok((h1 + h2, r1))
+        let to_ram = route(tf, a, "user.ram", fabric::Access::Write)?;
+        let from_ram = route(tf, b, "user.ram", fabric::Access::Read)?;
+        Ok(join_at_memory(&to_ram, &from_ram))
     } else {
-        count(tf, a, &format!("{b_name}.bar1"), fabric::Access::Write)
+        let p = route(tf, a, &format!("{b_name}.bar1"), fabric::Access::Write)?;
+        Ok((p.hops() + p.roots(), p.roots()))
     }
+}
+
+/// (hops, roots) of a data path that goes into memory by `to` and out of it by `from`
+/// (the reader's route to it): every chip and root of both, the memory's root once when
+/// both end at the same root complex.
+pub fn join_at_memory(to: &fabric::Path, from: &fabric::Path) -> (usize, usize) {
+    let last_root = |p: &fabric::Path| {
+        p.steps.iter().rev().find_map(|s| match *s {
+            fabric::Step::Root { node } => Some(node),
+            _ => None,
+        })
+    };
+    let shared = usize::from(last_root(to).is_some() && last_root(to) == last_root(from));
+    let roots = to.roots() + from.roots() - shared;
+    (to.hops() + from.hops() + roots, roots)
 }
 
 /// One copy of `bytes` from A to B plus the synchronising launch that ends it.

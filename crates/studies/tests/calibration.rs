@@ -1,6 +1,7 @@
 //! What the calibration rests on (REFERENCE.md §2, corrected): which published points
 //! parameters are fitted on, that the tables say so, that the P4000 has no published
-//! figure, and that `ntb_added_ns` comes from the route and not from a constant.
+//! figure, that `ntb_added_ns` comes from the route and not from a constant, and the
+//! counting convention of the peer-to-peer table.
 
 use devices::Op;
 use fabric::{Basis as ParamBasis, Topology};
@@ -300,6 +301,69 @@ fn sink_latency(tf: &mut TimedFabric, req: &fabric::Request) -> f64 {
     match tf.net.route_hops(route).last() {
         Some(&Hop::Sink(s, ddio)) => tf.net.sink_write_latency(s, ddio).as_ns_f64(),
         other => panic!("route ends in {other:?}"),
+    }
+}
+
+/// The thesis's table of roots and hops (Paper IV, Table 1; REFERENCE.md §2) beside what
+/// nudma counts under the convention of `smartio.p2p` (crates/studies/src/smartio.rs): the
+/// seventeen numbers it matches, and the five no single convention can.
+#[test]
+fn p2p_roots_and_hops_follow_the_tables_convention() {
+    // config, A, B, through the user's RAM, lender IOMMUs on, table (roots, hops),
+    // nudma (roots, hops) where the table cannot be matched.
+    type Row = (
+        &'static str,
+        &'static str,
+        &'static str,
+        bool,
+        bool,
+        (usize, usize),
+        Option<(usize, usize)>,
+    );
+    #[rustfmt::skip]
+    let rows: [Row; 11] = [
+        ("loc_p2p_sw", "user.gpu0", "user.gpu1", false, false, (0, 1), None),
+        ("loc_p2p_root", "user.gpu0", "user.gpu2", false, false, (1, 3), None),
+        ("loc_ram_root", "user.gpu0", "user.gpu2", true, false, (1, 3), None),
+        ("1l_p2p_sw", "lender1.gpu0", "lender1.gpu1", false, false, (0, 1), None),
+        ("1l_p2p_iommu", "lender1.gpu0", "lender1.gpu1", false, true, (1, 3), None),
+        ("2l_p2p_sw", "lender1.gpu0", "lender2.gpu0", false, false, (0, 4), None),
+        ("2l_p2p_iommu", "lender1.gpu0", "lender2.gpu0", false, true, (2, 8), None),
+        // Equal to 1l_ram_iommu in the table although the lender IOMMU is off.
+        ("1l_ram_sw", "lender1.gpu0", "lender1.gpu1", true, false, (3, 11), Some((1, 9))),
+        // Roots match; an IOMMU detour adds a switch and a root per GPU (2 hops each).
+        ("1l_ram_iommu", "lender1.gpu0", "lender1.gpu1", true, true, (3, 11), Some((3, 13))),
+        // Mirror-image halves: an even count contradicts loc_ram_root's odd 3.
+        ("2l_ram_sw", "lender1.gpu0", "lender2.gpu0", true, false, (1, 8), Some((1, 9))),
+        ("2l_ram_iommu", "lender1.gpu0", "lender2.gpu0", true, true, (3, 11), Some((3, 13))),
+    ];
+    for (config, a, b, via_ram, iommu, table, unmatched) in rows {
+        let mut tf = load(
+            "smartio_three_way",
+            &[("lender1", iommu), ("lender2", iommu)],
+        )
+        .unwrap();
+        let (hops, roots) = smartio::path_shape(&mut tf, a, b, via_ram).unwrap();
+        let want = unmatched.unwrap_or(table);
+        assert_eq!((roots, hops), want, "{config}: table {table:?}");
+    }
+    // The published predictions of smartio.p2p are exactly the matched numbers.
+    let published = refs("smartio.p2p");
+    assert_eq!(published.len(), 17);
+    assert!(published.iter().all(|r| r.basis == Basis::Prediction));
+    for r in &published {
+        let row = rows.iter().find(|x| Some(x.0) == r.config).unwrap();
+        let (roots, hops) = row.5;
+        let table = if r.metric == "roots" { roots } else { hops };
+        assert_eq!(r.value, table as f64, "{:?} {}", r.config, r.metric);
+        if let Some((nr, nh)) = row.6 {
+            let ours = if r.metric == "roots" { nr } else { nh };
+            assert_eq!(
+                ours, table,
+                "{:?} {} is published but unmatched",
+                r.config, r.metric
+            );
+        }
     }
 }
 
