@@ -32,6 +32,14 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
             e.id, e.title
         );
     }
+    for e in &experiments {
+        for c in &e.info.configs_not_implemented {
+            eprintln!(
+                "nudma reproduce: {} config `{c}` is not implemented yet",
+                e.info.id
+            );
+        }
+    }
     let mut runs = Vec::new();
     let n = experiments.len();
     for (i, e) in experiments.iter().enumerate() {

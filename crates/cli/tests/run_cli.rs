@@ -130,7 +130,7 @@ fn experiment_files_run_as_reproduce_runs_them_and_copies_take_other_hardware() 
         "--format",
         "json",
         "--set",
-        "platform.smartio_host.timing.cpu_mmio_write_ns=145",
+        "platform.smartio_host.timing.cpu_mmio_write_ns=178",
     ]);
     assert_eq!(code, 0, "{err}");
     let slow: Value = serde_json::from_str(&slow).unwrap();
@@ -143,6 +143,13 @@ fn experiment_files_run_as_reproduce_runs_them_and_copies_take_other_hardware() 
         let d = b["metrics"]["oneway_ns"].as_f64().unwrap()
             - a["metrics"]["oneway_ns"].as_f64().unwrap();
         assert!((d - 100.0).abs() < 1e-6, "{} +{d}", a["config"]);
+        // The NTB crossing is the route's share between the adapters: the core's cost
+        // is not in it.
+        assert_eq!(
+            a["metrics"]["ntb_added_ns"], b["metrics"]["ntb_added_ns"],
+            "{}",
+            a["config"]
+        );
     }
     let (code, _, err) = nudma(&[
         "run",

@@ -238,20 +238,30 @@ impl Net {
         addr64: bool,
         iotlb_miss: bool,
     ) -> Time {
-        let request = !completion && payload == 0;
         let mut t = Time::ZERO;
         for h in hops {
-            match *h {
-                Hop::Wire(w) => {
-                    t += Time::from_ps(self.tlp_ps(w, payload, completion, request, addr64) as u64)
-                        + self.wire(w).latency
-                }
-                Hop::Delay(d) | Hop::MemoryDelay(d) => t += d,
-                Hop::Iommu(i) => t += self.iotlb_cost(i, iotlb_miss),
-                Hop::RootSplit(_) | Hop::Pace(_) | Hop::Sink(..) => {}
-            }
+            t += match *h {
+                Hop::Iommu(i) => self.iotlb_cost(i, iotlb_miss),
+                _ => self.zero_load_hop(h, payload, completion, addr64),
+            };
         }
         t
+    }
+
+    /// What one hop charges a lone TLP of `payload` bytes (0: a read request) at zero
+    /// load: a wire its serialization and propagation, a delay its time, an IOMMU an
+    /// IOTLB hit; a root's splitter, a pacer and the sink nothing here.
+    pub fn zero_load_hop(&self, h: &Hop, payload: u32, completion: bool, addr64: bool) -> Time {
+        let request = !completion && payload == 0;
+        match *h {
+            Hop::Wire(w) => {
+                Time::from_ps(self.tlp_ps(w, payload, completion, request, addr64) as u64)
+                    + self.wire(w).latency
+            }
+            Hop::Delay(d) | Hop::MemoryDelay(d) => d,
+            Hop::Iommu(i) => self.iotlb_cost(i, false),
+            Hop::RootSplit(_) | Hop::Pace(_) | Hop::Sink(..) => Time::ZERO,
+        }
     }
 
     fn iotlb_cost(&self, i: u32, miss: bool) -> Time {
@@ -323,7 +333,9 @@ impl Net {
         let fwd = self.route_hops(route);
         let back = self.route_hops(self.reverse_route(route));
         // A cyclic walk over more pages than the IOTLB holds misses on every new page
-        // (FIFO replacement); otherwise, once warm, it always hits.
+        // (FIFO replacement); otherwise, once warm, it always hits. Such a walk leaves the
+        // period's pages for new ones each time round, so the period's first TLP starts a
+        // new page too (a period inside one page — 512 B reads — misses once, not never).
         let thrash = fwd.iter().any(|h| match *h {
             Hop::Iommu(i) => s.region_pages() > self.iotlb_shape(i).2 as u64,
             _ => false,
@@ -338,8 +350,7 @@ impl Net {
             ..Load::default()
         };
         for (k, &(n, page)) in period.iter().enumerate() {
-            let prev = period[(k + period.len() - 1) % period.len()].1;
-            let miss = thrash && (page != prev || period.len() == 1);
+            let miss = thrash && (k == 0 || page != period[k - 1].1);
             // The request (a write with its data, or a read request) down the route; for
             // a read, a splitting root turns it into sub-reads from there on.
             let mut pieces_now = vec![n];
@@ -373,11 +384,16 @@ impl Net {
                         if first.splitter == sp {
                             for &p in &pieces_now {
                                 first.pieces += 1;
+                                // Out from the root to the sink, and back from the
+                                // sink to the root: the reverse route mirrors the
+                                // forward one hop for hop (without the sink), so the
+                                // root's own hop is back[len - 1 - i] and the way back
+                                // to it is what lies before.
                                 first.rtt_ps +=
                                     ps(self.one_way(&fwd[i + 1..], 0, false, s.addr64, false))
                                         + sink.map_or(0.0, |x| ps(self.sink(x).read_latency))
                                         + ps(self.one_way(
-                                            &back[..back.len() - i],
+                                            &back[..back.len() - 1 - i],
                                             p.min(rcb),
                                             true,
                                             s.addr64,

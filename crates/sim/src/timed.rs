@@ -602,11 +602,52 @@ impl TimedFabric {
         });
     }
 
+    /// The fabric path of `req` and, per step, the time it charges one TLP of the
+    /// request's length at zero load (serialization and propagation of a link or cable,
+    /// a chip's or root's delay, an NTB translation, an IOTLB hit; nothing for a
+    /// requester-ID substitution). The sink's latency is not a step's: the steps sum to
+    /// the flow model's zero-load time until the TLP reaches its sink. Experiments derive
+    /// the share of a route's time spent in a part of it (e.g. between two NTB adapters)
+    /// from this, never from constants of their own.
+    pub fn step_times(&mut self, req: &Request) -> Result<(Path, Vec<Time>), Fault> {
+        let mut path = Path::with_capacity(32);
+        self.fabric.route(req, &mut path)?;
+        let mut hops = Vec::with_capacity(path.steps.len() + 2);
+        let mut step_of = Vec::with_capacity(path.steps.len() + 2);
+        self.hops_of_steps(&path, req.access, &mut hops, Some(&mut step_of));
+        let addr64 = req.addr >= 1 << 32;
+        // A write carries its bytes; a read's request carries none (its completions
+        // travel the reverse route).
+        let payload = match req.access {
+            Access::Write => req.len,
+            Access::Read => 0,
+        };
+        let mut times = vec![Time::ZERO; path.steps.len()];
+        for (h, &i) in hops.iter().zip(&step_of) {
+            times[i] += self.net.zero_load_hop(h, payload, false, addr64);
+        }
+        Ok((path, times))
+    }
+
     /// The timed hops of a path's steps (without the sink), appended to `hops`.
     fn hops_of(&self, path: &Path, access: Access, hops: &mut Vec<Hop>) {
+        self.hops_of_steps(path, access, hops, None)
+    }
+
+    /// As `hops_of`, also recording in `step_of` the index of the step each hop times.
+    fn hops_of_steps(
+        &self,
+        path: &Path,
+        access: Access,
+        hops: &mut Vec<Hop>,
+        mut step_of: Option<&mut Vec<usize>>,
+    ) {
         let topo = &self.fabric.topo;
         let mut cable_from = CableEnd::Ntb(0);
         for (i, s) in path.steps.iter().enumerate() {
+            if let Some(v) = step_of.as_deref_mut() {
+                v.resize(hops.len(), i.saturating_sub(1));
+            }
             match *s {
                 Step::Link { node, down } => {
                     hops.push(Hop::Wire(self.link_wires[node as usize][down as usize]))
@@ -656,6 +697,9 @@ impl TimedFabric {
                     hops.push(Hop::Delay(ns(topo.chip(chip).latency_ns)));
                 }
             }
+        }
+        if let Some(v) = step_of {
+            v.resize(hops.len(), path.steps.len().saturating_sub(1));
         }
     }
 

@@ -44,6 +44,9 @@ struct Meta {
     #[serde(default)]
     x_log2: bool,
     plot: Vec<String>,
+    /// Configs EXPERIMENTS.md lists that this file does not run yet (`reproduce` says so).
+    #[serde(default)]
+    not_implemented: Vec<String>,
 }
 
 /// Values of a swept parameter: a list, or powers of two from `from` to `to`.
@@ -159,6 +162,7 @@ struct MetricSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Probe {
     CpuStoreOneway,
+    CpuStoreNtbSpan,
     NtbCopy,
     GpuCopy,
     P2pCopy,
@@ -168,8 +172,9 @@ enum Probe {
 }
 
 impl Probe {
-    const ALL: [(&'static str, Probe); 7] = [
+    const ALL: [(&'static str, Probe); 8] = [
         ("cpu_store_oneway", Probe::CpuStoreOneway),
+        ("cpu_store_ntb_span", Probe::CpuStoreNtbSpan),
         ("ntb_copy", Probe::NtbCopy),
         ("gpu_copy", Probe::GpuCopy),
         ("p2p_copy", Probe::P2pCopy),
@@ -223,6 +228,7 @@ impl Experiment {
             x_log2: f.experiment.x_log2,
             plot_metrics: f.experiment.plot.into_iter().map(leak).collect(),
             window: leak(f.experiment.window),
+            configs_not_implemented: f.experiment.not_implemented.into_iter().map(leak).collect(),
         };
         let sweep = f
             .sweep
@@ -431,6 +437,10 @@ impl Experiment {
         Ok(match m.probe {
             Probe::CpuStoreOneway => {
                 let t = smartio::cpu_store_oneway(&mut tf, &arg("from")?, &arg("to")?)?;
+                (json!(t.as_ns_f64()), None)
+            }
+            Probe::CpuStoreNtbSpan => {
+                let t = smartio::cpu_store_ntb_span(&mut tf, &arg("from")?, &arg("to")?)?;
                 (json!(t.as_ns_f64()), None)
             }
             Probe::NtbCopy => {

@@ -28,8 +28,75 @@ pub fn cpu_store_oneway(tf: &mut TimedFabric, from: &str, to: &str) -> Result<Ti
     let (src, dst) = (host(from)?, host(to)?);
     let store = ns(tf.timing_of(src).cpu_mmio_write_ns);
     let poll = ns(tf.timing_of(dst).cpu_poll_ns);
-    let fly = one_way(tf, cpu, bus)?;
+    let fly = devices::single_access(tf, cpu, Op::Write { dst: bus }, STORE_BYTES)
+        .map_err(|f| fault_error(tf, f))?;
     Ok(store + fly + poll)
+}
+
+/// The part of `cpu_store_oneway`'s time spent from entering the near NTB adapter to
+/// leaving the far one, derived from the store's own route: the zero-load time of the
+/// steps that belong to the first NTB crossing's two adapters — each adapter's host link
+/// (the link above its chip, which an access staying in its host never crosses), the near
+/// adapter's address-LUT translation and requester-ID substitution, both chips — and
+/// what lies between them (the cable, or cables and a cluster switch). Zero when the
+/// store crosses no NTB.
+pub fn cpu_store_ntb_span(tf: &mut TimedFabric, from: &str, to: &str) -> Result<Time, RunError> {
+    let cpu = requester(tf, &format!("{from}.cpu"))?;
+    let bus = map_buffer(tf, cpu, &format!("{to}.ram"), 1 << 20, 64)?;
+    let req = fabric::Request {
+        requester: cpu,
+        addr: bus,
+        len: STORE_BYTES,
+        access: fabric::Access::Write,
+    };
+    let (path, times) = tf.step_times(&req).map_err(|f| fault_error(tf, f))?;
+    Ok(match ntb_span(&tf.fabric.topo, &path.steps) {
+        Some(r) => times[r].iter().fold(Time::ZERO, |a, &t| a + t),
+        None => Time::ZERO,
+    })
+}
+
+/// Bytes of the CPU store whose one-way latency `cpu_store_oneway` times.
+const STORE_BYTES: u32 = 4;
+
+/// The steps of a route's first NTB crossing that belong to its two adapters and lie
+/// between them (see `cpu_store_ntb_span`), or `None` when the route crosses no NTB.
+pub fn ntb_span(topo: &fabric::Topology, steps: &[fabric::Step]) -> Option<std::ops::Range<usize>> {
+    use fabric::{NodeKind, Step};
+    let belongs = |s: &Step, ntb: u32| {
+        let chip = topo.ntbs[ntb as usize].chip_node;
+        match *s {
+            Step::Link { node, .. } | Step::Switch { node } => node == chip,
+            Step::NtbWindow { ntb: x, .. } | Step::RidLut { ntb: x, .. } => x == ntb,
+            _ => false,
+        }
+    };
+    let (first, near) = steps.iter().enumerate().find_map(|(i, s)| match *s {
+        Step::NtbWindow { ntb, .. } => Some((i, ntb)),
+        _ => None,
+    })?;
+    let mut start = first;
+    while start > 0 && belongs(&steps[start - 1], near) {
+        start -= 1;
+    }
+    // The far adapter: the first adapter chip after the near one's.
+    let (far_at, far) = steps[first..]
+        .iter()
+        .enumerate()
+        .find_map(|(k, s)| match *s {
+            Step::Switch { node } => match topo.node(node).kind {
+                NodeKind::Switch {
+                    adapter: Some(a), ..
+                } if a != near => Some((first + k, a)),
+                _ => None,
+            },
+            _ => None,
+        })?;
+    let mut end = far_at + 1;
+    while end < steps.len() && belongs(&steps[end], far) {
+        end += 1;
+    }
+    Some(start..end)
 }
 
 /// The NTB adapter `engine`'s DMA engine copying `bytes` from `local` RAM to `remote`
@@ -166,8 +233,15 @@ fn gpu_copy(
 
 use sim::timed::TimedFabric;
 
-/// Hops and roots of the A → B data path (through the user's RAM: A's write there plus
-/// B's read from there).
+/// Hops and roots of the A → B data path in the counting convention of the thesis's
+/// table of peer-to-peer scenarios (Paper IV, Table 1; REFERENCE.md §2): a hop is every
+/// switch chip (an adapter's or a cluster switch included) and every root complex the data
+/// passes through, one crossing at a time (a switch crossed up and back down counts
+/// twice); roots are the root complexes crossed, likewise. A write straight into B's
+/// memory is one route. Through the user's RAM the data path is A's write to the RAM
+/// joined to B's read of it at the RAM's root complex, which the data passes through
+/// once: it counts once as a root and once as a hop. (`topo path`'s `hops` counts switch
+/// chips only, and a root where an access ends is no hop there.)
 fn data_path(
     tf: &mut TimedFabric,
     a: Requester,
@@ -175,11 +249,11 @@ fn data_path(
     b_name: &str,
     via_ram: bool,
 ) -> Result<(usize, usize), RunError> {
-    let count = |tf: &mut TimedFabric,
+    let route = |tf: &mut TimedFabric,
                  who: Requester,
                  target: &str,
                  access: fabric::Access|
-     -> Result<(usize, usize), RunError> {
+     -> Result<fabric::Path, RunError> {
         let bus = map_buffer(tf, who, target, 0, 64)?;
         let mut p = fabric::Path::default();
         tf.fabric
@@ -193,15 +267,31 @@ fn data_path(
                 &mut p,
             )
             .map_err(|f| fault_error(tf, f))?;
-        Ok((p.hops(), p.roots()))
+        Ok(p)
     };
     if via_ram {
-        let (h1, r1) = count(tf, a, "user.ram", fabric::Access::Write)?;
-        let (h2, _) = count(tf, b, "user.ram", fabric::Access::Read)?;
-        Ok((h1 + h2, r1))
+        let to_ram = route(tf, a, "user.ram", fabric::Access::Write)?;
+        let from_ram = route(tf, b, "user.ram", fabric::Access::Read)?;
+        Ok(join_at_memory(&to_ram, &from_ram))
     } else {
-        count(tf, a, &format!("{b_name}.bar1"), fabric::Access::Write)
+        let p = route(tf, a, &format!("{b_name}.bar1"), fabric::Access::Write)?;
+        Ok((p.hops() + p.roots(), p.roots()))
     }
+}
+
+/// (hops, roots) of a data path that goes into memory by `to` and out of it by `from`
+/// (the reader's route to it): every chip and root of both, the memory's root once when
+/// both end at the same root complex.
+pub fn join_at_memory(to: &fabric::Path, from: &fabric::Path) -> (usize, usize) {
+    let last_root = |p: &fabric::Path| {
+        p.steps.iter().rev().find_map(|s| match *s {
+            fabric::Step::Root { node } => Some(node),
+            _ => None,
+        })
+    };
+    let shared = usize::from(last_root(to).is_some() && last_root(to) == last_root(from));
+    let roots = to.roots() + from.roots() - shared;
+    (to.hops() + from.hops() + roots, roots)
 }
 
 /// One copy of `bytes` from A to B plus the synchronising launch that ends it.

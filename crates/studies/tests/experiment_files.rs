@@ -12,20 +12,21 @@ fn the_built_in_files_are_the_implemented_catalog() {
         ids,
         [
             "smartio.gpu_dma",
+            "smartio.mdev",
             "smartio.ntb_dma",
             "smartio.p2p",
             "smartio.ram_latency"
         ]
     );
     let refs: Vec<_> = builtin().iter().flat_map(|e| e.references.iter()).collect();
-    assert_eq!(refs.len(), 12);
+    assert_eq!(refs.len(), 26);
     let calibrated = refs
         .iter()
         .filter(|r| matches!(r.basis, Basis::Calibration(p) if !p.is_empty()))
         .count();
     assert_eq!(
         calibrated, 6,
-        "six points were fitted on, six are predicted"
+        "six points were fitted on, twenty are predicted"
     );
 }
 

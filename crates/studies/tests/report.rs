@@ -70,6 +70,7 @@ fn info(id: &'static str, x: Option<&'static str>, metrics: Vec<&'static str>) -
         x_log2: true,
         plot_metrics: metrics,
         window: "1,000 transfers after 100 warm-up",
+        configs_not_implemented: Vec::new(),
     }
 }
 
@@ -805,8 +806,12 @@ fn catalog_marks_the_fitted_points_as_calibration() {
         Basis::Calibration(&["rc_p2p_read_gap_ns"])
     );
     assert_eq!(
-        basis("smartio.gpu_dma", Some("lent_lender_iommu"), "read_gbps"),
+        basis("smartio.mdev", Some("bare_iommu_on"), "read_gbps"),
         Basis::Calibration(&["rc_p2p_read_tags"])
+    );
+    assert_eq!(
+        basis("smartio.mdev", Some("bare_iommu_off"), "read_gbps"),
+        Basis::Calibration(&["k40c dma_max_reads"])
     );
     assert_eq!(
         basis("smartio.ram_latency", Some("pxh830_b2b"), "oneway_ns"),
