@@ -303,6 +303,19 @@ pub fn summary_line(comparisons: &[Comparison]) -> String {
         predictions.len() - inside
     );
     line.push_str(&worst_text(&predictions));
+    // Root and hop counts come straight from the fabric's structure: say how many of the
+    // predictions they are, so that they do not pass for timing results.
+    let counts = predictions
+        .iter()
+        .filter(|c| matches!(c.metric.as_str(), "hops" | "roots"))
+        .count();
+    if counts > 0 {
+        let _ = write!(
+            line,
+            "; {counts} of the predictions are path counts (hops, roots), {} timing",
+            predictions.len() - counts
+        );
+    }
     if missing > 0 {
         let _ = write!(line, "; {missing} without a simulated value");
     }

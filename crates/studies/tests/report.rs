@@ -749,6 +749,23 @@ fn calibration_points_are_counted_apart_and_never_as_successes() {
         "2 published values: 2 calibration points (worst: e local fit_gbps -20.0 %), \
          0 predictions: 0 within ±10 %, 0 outside"
     );
+    // Path counts are predictions too, but said apart from timing ones.
+    let runs_with_hops = vec![run(
+        "e",
+        "local",
+        &[],
+        &[("good_gbps", json!(4.5)), ("hops", json!(4.0))],
+    )];
+    let refs_with_hops = vec![
+        reference("e", None, vec![], "good_gbps", 4.8, 4.8),
+        reference("e", None, vec![], "hops", 4.0, 4.0),
+    ];
+    assert!(
+        summary_line(&comparison_rows(&runs_with_hops, &refs_with_hops))
+            .ends_with("; 1 of the predictions are path counts (hops, roots), 1 timing"),
+        "{}",
+        summary_line(&comparison_rows(&runs_with_hops, &refs_with_hops))
+    );
 
     let t = table(&runs, &refs, &[info("e", None, vec![])]);
     let fit = line_with(&t, "fit_ns");
