@@ -6,17 +6,14 @@
 //! below what the interconnect alone takes is refused naming the pair. Bad matrices are
 //! refused when the scenario loads.
 
-use fabric::builtin::BuiltinResolver;
-use fabric::scenario::{load, Source};
-use fabric::{Access, Fabric, Request, Requester, ScenarioError};
-use sim::component::{Component, Sim};
-use sim::cpu_stream::{CpuStream, StreamOp, START};
-use sim::net::{ComponentId, Delivery, Event, Issue};
-use sim::timed::{TimedFabric, TimingError};
-use sim::Time;
+mod common;
 
-/// The local DRAM latency of the timing table: what the hops charge without a matrix.
-const DRAM_NS: f64 = 90.0;
+use common::{dma_route, one_dma, timed, try_load, try_timed, two_packages, DRAM_NS};
+use fabric::Access;
+use sim::component::Sim;
+use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::timed::TimedFabric;
+use sim::Time;
 
 /// Two packages, one node each, a device under each package's root; `memory` is the
 /// `[platform.two.memory]` body (empty: no matrix).
@@ -26,67 +23,7 @@ fn scenario(memory: &str, interconnect_latency_ns: f64) -> String {
     } else {
         format!("[platform.two.memory]\n{memory}\n")
     };
-    format!(
-        r#"[scenario]
-name = "matrix"
-
-[platform.two]
-cpu = "two test packages"
-packages = 2
-cores_per_package = 8
-clock_ghz = 2.0
-llc_bytes = "16 MiB"
-llc_ways = 16
-ddio_ways = 2
-dram_bytes_per_node = "1 GiB"
-
-[[platform.two.interconnect]]
-ends = ["pkg0", "pkg1"]
-kind = "upi"
-
-{memory}
-[platform.two.timing]
-dram_latency_ns = {DRAM_NS}
-dram_gbps = 100.0
-llc_latency_ns = 20.0
-rc_latency_ns = 50.0
-rc_p2p_latency_ns = 100.0
-rc_p2p_read_tags = 48
-rc_p2p_read_gap_ns = 32.0
-rcb_bytes = 64
-iotlb_hit_ns = 10.0
-iotlb_miss_ns = 300.0
-iotlb_entries = 64
-cpu_mmio_write_ns = 45.0
-cpu_poll_ns = 90.0
-interconnect_latency_ns = {interconnect_latency_ns}
-interconnect_gbps = 200.0
-pcie_link_ns = 20.0
-cable_ns = 10.0
-fc_update_ns = 2.0
-cpu_mmio_write_bytes = 64
-cpu_mmio_read_bytes = 64
-cpu_mmio_reads = 1
-
-[device_model.card]
-kind = "nic"
-link = {{ gen = 3, width = 16 }}
-bars = [{{ size = "1 MiB" }}]
-timing = {{ bar_gbps = 2.0, bar_latency_ns = 300.0, bar_rcb_bytes = 64, dma_max_reads = 16, dma_mrrs_bytes = 512 }}
-
-[[host]]
-name = "h"
-platform = "two"
-[[host.device]]
-name = "d0"
-device_model = "card"
-parent = "rc0"
-[[host.device]]
-name = "d1"
-device_model = "card"
-parent = "rc1"
-"#
-    )
+    two_packages("matrix", &memory, interconnect_latency_ns)
 }
 
 fn matrix(name: &str, m: [[f64; 2]; 2]) -> String {
@@ -96,79 +33,17 @@ fn matrix(name: &str, m: [[f64; 2]; 2]) -> String {
     )
 }
 
-fn try_load(text: &str) -> Result<fabric::scenario::Scenario, ScenarioError> {
-    load(
-        Source {
-            name: "my.toml".into(),
-            text: text.into(),
-        },
-        &BuiltinResolver,
-    )
-}
-
-fn try_timed(text: &str) -> Result<TimedFabric, TimingError> {
-    TimedFabric::new(Fabric::from_scenario(try_load(text).unwrap()).unwrap(), 1)
-}
-
-fn timed(text: &str) -> TimedFabric {
-    try_timed(text).unwrap()
-}
-
-/// Remembers when the last thing it heard of arrived.
-#[derive(Default)]
-struct Probe {
-    at: Option<Time>,
-}
-impl Component<TimedFabric> for Probe {
-    fn notify(&mut self, cx: &mut TimedFabric, _: ComponentId, e: Event) {
-        if let Event::Delivery(Delivery::ReadData { last: true, .. } | Delivery::WriteDone { .. }) =
-            e
-        {
-            self.at = Some(cx.net.now());
-        }
-    }
-}
-
-/// The route of device `d{dev}` reading or writing 64 B at node `node`'s RAM.
-fn dma_route(tf: &mut TimedFabric, dev: usize, node: u32, access: Access) -> u32 {
-    let topo = &tf.fabric.topo;
-    let f = topo.devices[dev].functions[0];
-    let addr = topo.host(0).ram_addr(node, 1 << 20).unwrap();
-    tf.route(&Request {
-        requester: Requester::Function(f),
-        addr,
-        len: 64,
-        access,
-    })
-    .unwrap()
-    .0
-}
-
 /// Simulated latency (ns) of one 64 B DMA read (to its data) or write (to its landing)
 /// of device `d{dev}` into node `node` on an idle fabric; checks the flow model's
 /// closed form agrees.
 fn dma_ns(text: &str, dev: usize, node: u32, access: Access) -> f64 {
     let mut tf = timed(text);
     let route = dma_route(&mut tf, dev, node, access);
-    let mut sim = Sim::new();
-    let me = sim.add(Probe::default());
-    // 64-bit addressing, as the flow model's closed form assumes.
-    let issue = Issue {
-        addr64: true,
-        ..Issue::new(route, me, 0, 64, 1 << 20)
-    };
     let flow = match access {
-        Access::Read => {
-            tf.net.send_read(issue, 0);
-            tf.net.zero_load_read(route, 64, true)
-        }
-        Access::Write => {
-            tf.net.send_write(issue);
-            tf.net.zero_load_write(route, 64, true)
-        }
+        Access::Read => tf.net.zero_load_read(route, 64, true),
+        Access::Write => tf.net.zero_load_write(route, 64, true),
     };
-    sim.run_until_idle(&mut tf);
-    let des = sim.get::<Probe>(me).unwrap().at.unwrap();
+    let des = one_dma(&mut tf, route, access);
     // The closed form leaves out a DRAM write's own service time (64 B at 100 GB/s);
     // otherwise the two agree to the picosecond.
     let slack = match access {

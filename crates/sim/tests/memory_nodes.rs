@@ -3,39 +3,23 @@
 //! own `gbps`, its writes are not kept in the LLC (no DDIO share), and CPU streams may
 //! target it but not run on it.
 
-use fabric::builtin::BuiltinResolver;
-use fabric::scenario::{load, Source};
-use fabric::{Access, Fabric, Request, Requester};
-use sim::component::{Component, Sim};
+mod common;
+
+use common::{dma_route, one_dma, two_packages, LLC_NS, OFFSET};
+use fabric::Access;
 use sim::cpu_stream::StreamOp;
-use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::timed::TimedFabric;
 use sim::Time;
 
 /// Row = CPU node 0, 1; columns: nodes 0, 1, the HBM node 2 (pkg1), the CXL node 3 (pkg0).
 const LAT: [[f64; 4]; 2] = [[80.0, 150.0, 260.0, 300.0], [170.0, 95.0, 120.0, 420.0]];
-const LLC_NS: f64 = 20.0;
 
+/// The test platform with an HBM node on package 1 (2 GB/s) and a CXL node on
+/// package 0, and the latency matrix `LAT`.
 fn scenario() -> String {
     let row = |r: &[f64; 4]| format!("[{:?}, {:?}, {:?}, {:?}]", r[0], r[1], r[2], r[3]);
-    format!(
-        r#"[scenario]
-name = "memnodes"
-
-[platform.two]
-packages = 2
-cores_per_package = 8
-clock_ghz = 2.0
-llc_bytes = "16 MiB"
-llc_ways = 16
-ddio_ways = 2
-dram_bytes_per_node = "1 GiB"
-
-[[platform.two.interconnect]]
-ends = ["pkg0", "pkg1"]
-kind = "upi"
-
-[[platform.two.memory_node]]
+    let extra = format!(
+        r#"[[platform.two.memory_node]]
 package = 1
 bytes = "1 GiB"
 kind = "hbm"
@@ -48,112 +32,22 @@ kind = "cxl"
 
 [platform.two.memory]
 latency_ns = [{}, {}]
-
-[platform.two.timing]
-dram_latency_ns = 90.0
-dram_gbps = 100.0
-llc_latency_ns = {LLC_NS}
-rc_latency_ns = 50.0
-rc_p2p_latency_ns = 100.0
-rc_p2p_read_tags = 48
-rc_p2p_read_gap_ns = 32.0
-rcb_bytes = 64
-iotlb_hit_ns = 10.0
-iotlb_miss_ns = 300.0
-iotlb_entries = 64
-cpu_mmio_write_ns = 45.0
-cpu_poll_ns = 90.0
-interconnect_latency_ns = 25.0
-interconnect_gbps = 200.0
-pcie_link_ns = 20.0
-cable_ns = 10.0
-fc_update_ns = 2.0
-cpu_mmio_write_bytes = 64
-cpu_mmio_read_bytes = 64
-cpu_mmio_reads = 1
-
-[device_model.card]
-kind = "nic"
-link = {{ gen = 3, width = 16 }}
-bars = [{{ size = "1 MiB" }}]
-timing = {{ bar_gbps = 2.0, bar_latency_ns = 300.0, bar_rcb_bytes = 64, dma_max_reads = 16, dma_mrrs_bytes = 512 }}
-
-[[host]]
-name = "h"
-platform = "two"
-[[host.device]]
-name = "d0"
-device_model = "card"
-parent = "rc0"
-[[host.device]]
-name = "d1"
-device_model = "card"
-parent = "rc1"
 "#,
         row(&LAT[0]),
         row(&LAT[1])
-    )
+    );
+    two_packages("memnodes", &extra, 25.0)
 }
 
 fn timed() -> TimedFabric {
-    let s = load(
-        Source {
-            name: "my.toml".into(),
-            text: scenario(),
-        },
-        &BuiltinResolver,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
-}
-
-#[derive(Default)]
-struct Probe {
-    at: Option<Time>,
-}
-impl Component<TimedFabric> for Probe {
-    fn notify(&mut self, cx: &mut TimedFabric, _: ComponentId, e: Event) {
-        if let Event::Delivery(Delivery::ReadData { last: true, .. } | Delivery::WriteDone { .. }) =
-            e
-        {
-            self.at = Some(cx.net.now());
-        }
-    }
-}
-
-const OFFSET: u64 = 1 << 20;
-
-fn dma_route(tf: &mut TimedFabric, dev: usize, node: u32, access: Access) -> u32 {
-    let topo = &tf.fabric.topo;
-    let f = topo.devices[dev].functions[0];
-    let addr = topo.host(0).ram_addr(node, OFFSET).unwrap();
-    tf.route(&Request {
-        requester: Requester::Function(f),
-        addr,
-        len: 64,
-        access,
-    })
-    .unwrap()
-    .0
+    common::timed(&scenario())
 }
 
 /// Simulated ns of one 64 B DMA of `d{dev}` into `node`, on `tf` (which keeps what
 /// the access left in the LLC).
 fn dma_ns(tf: &mut TimedFabric, dev: usize, node: u32, access: Access) -> f64 {
     let route = dma_route(tf, dev, node, access);
-    let mut sim = Sim::new();
-    let me = sim.add(Probe::default());
-    let issue = Issue {
-        addr64: true,
-        ..Issue::new(route, me, 0, 64, OFFSET)
-    };
-    match access {
-        Access::Read => tf.net.send_read(issue, 0),
-        Access::Write => tf.net.send_write(issue),
-    }
-    sim.run_until_idle(tf);
-    let t = sim.get::<Probe>(me).unwrap().at.unwrap();
-    (t - Time::ZERO).as_ns_f64()
+    (one_dma(tf, route, access) - Time::ZERO).as_ns_f64()
 }
 
 #[test]
