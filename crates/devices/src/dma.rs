@@ -33,27 +33,24 @@ pub struct DmaSpec {
 
 impl DmaSpec {
     /// The flow model's view of a job of `ops_in_flight` × `op_bytes` doing `op` at these
-    /// bus addresses: the same cutting, tags and pace, so that the closed form and
+    /// bus addresses (`None`: as many operations as it takes, over a buffer taken to fit
+    /// the IOTLB): the same cutting, tags and pace, so that the closed form and
     /// [`DmaJob`] answer the same question. A copy is described by its reads.
-    pub fn stream(&self, op: Op, op_bytes: u64, ops_in_flight: u64) -> sim::flow::Stream {
+    pub fn stream(&self, op: Op, op_bytes: u64, ops_in_flight: Option<u64>) -> sim::flow::Stream {
         let (write, addr) = match op {
             Op::Write { dst } => (true, dst),
             Op::Read { src } | Op::Copy { src, .. } => (false, src),
         };
-        // An unbounded stream names no buffer: taken to fit the IOTLB.
-        let region = match ops_in_flight {
-            u64::MAX => 0,
-            n => op_bytes.saturating_mul(n.max(1)),
-        };
+        let ops_in_flight = ops_in_flight.map(|n| n.max(1));
         sim::flow::Stream {
             write,
             op_bytes,
-            ops_in_flight: ops_in_flight.max(1),
+            ops_in_flight,
             max_payload: if write { self.mps } else { self.mrrs },
-            tags: self.max_reads,
+            tags: (!write).then_some(self.max_reads),
             issue_ps_per_kib: self.issue_ps_per_kib,
             addr64: addr >= 1 << 32,
-            region_bytes: region,
+            region_bytes: ops_in_flight.map_or(0, |n| op_bytes.saturating_mul(n)),
         }
     }
 }

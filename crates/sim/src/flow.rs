@@ -29,16 +29,17 @@ pub struct FlowEstimate {
 
 /// A single stream of DMA operations as a requester runs them (`devices::DmaJob`):
 /// operations of `op_bytes` at page-aligned buffer slots, at most `ops_in_flight` under
-/// way, each cut into TLPs of at most `max_payload` bytes (MPS for writes, MRRS for reads)
-/// that never cross a 4 KiB page; reads with at most `tags` requests outstanding; writes
-/// issued no faster than `issue_ps_per_kib` (0: no pace of their own).
+/// way (`None`: as many as it takes), each cut into TLPs of at most `max_payload` bytes
+/// (MPS for writes, MRRS for reads) that never cross a 4 KiB page; reads with at most
+/// `tags` requests outstanding (`None`: no window of their own); writes issued no faster
+/// than `issue_ps_per_kib` (0: no pace of their own).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stream {
     pub write: bool,
     pub op_bytes: u64,
-    pub ops_in_flight: u64,
+    pub ops_in_flight: Option<u64>,
     pub max_payload: u32,
-    pub tags: u32,
+    pub tags: Option<u32>,
     pub issue_ps_per_kib: u64,
     /// Whether addresses need a 4-DW request header (above 4 GiB).
     pub addr64: bool,
@@ -52,9 +53,9 @@ impl Stream {
         Stream {
             write: true,
             op_bytes: payload.max(1) as u64,
-            ops_in_flight: u64::MAX,
+            ops_in_flight: None,
             max_payload: payload.max(1),
-            tags: u32::MAX,
+            tags: None,
             issue_ps_per_kib: 0,
             addr64,
             region_bytes: 0,
@@ -66,9 +67,9 @@ impl Stream {
         Stream {
             write: false,
             op_bytes: size.max(1) as u64,
-            ops_in_flight: u64::MAX,
+            ops_in_flight: None,
             max_payload: size.max(1),
-            tags,
+            tags: Some(tags),
             issue_ps_per_kib: 0,
             addr64,
             region_bytes: 0,
@@ -79,7 +80,7 @@ impl Stream {
     /// page each starts in: enough operations for the page pattern to repeat.
     fn period(&self) -> Vec<(u32, u64)> {
         let op = self.op_bytes.max(1);
-        let slots = self.ops_in_flight.max(1);
+        let slots = self.ops_in_flight.unwrap_or(u64::MAX).max(1);
         let ops = (4096 / gcd(op, 4096)).clamp(1, 64).min(slots);
         let limit = self.max_payload.max(1) as u64;
         let mut v = Vec::new();
@@ -519,26 +520,28 @@ impl Net {
         let mut best = Best(pipe.clone());
         let rtt_avg = l.rtt_ps / period.len() as f64;
         let per_op = s.op_bytes.div_ceil(period[0].0.max(1) as u64).max(1) as f64;
-        let tags_bind = !s.write
-            && s.tags < u32::MAX
-            && (s.ops_in_flight == u64::MAX || (s.tags as f64) < s.ops_in_flight as f64 * per_op);
-        if tags_bind {
+        // The read tags bind unless the operations in flight hold fewer requests.
+        let tags = s.tags.filter(|&t| {
+            !s.write
+                && s.ops_in_flight
+                    .is_none_or(|n| (t as f64) < n as f64 * per_op)
+        });
+        if let Some(tags) = tags {
             // The tags' time over the period, averaged: a request that misses the IOTLB
             // holds its tag longer while the others go on. (With very few tags the pipe
             // idles during such a miss, which this average does not see: the packet
             // model runs a few per cent slower there.)
-            best.offer(l.total, l.rtt_ps / s.tags as f64, || {
+            best.offer(l.total, l.rtt_ps / tags as f64, || {
                 format!(
-                    "{} outstanding reads of {} B over a {:.0} ns round trip",
-                    s.tags,
+                    "{tags} outstanding reads of {} B over a {:.0} ns round trip",
                     period[0].0,
                     rtt_avg / 1000.0
                 )
             });
         }
-        if s.ops_in_flight == u64::MAX || !pipe.gbps.is_finite() {
+        let Some(ops_in_flight) = s.ops_in_flight.filter(|_| pipe.gbps.is_finite()) else {
             return best.0;
-        }
+        };
         // One operation alone: its last TLP leaves when the pipe (and, within the
         // operation, the tags) let it, then takes its own latency.
         let mut op_tlps = Vec::new();
@@ -558,7 +561,7 @@ impl Net {
         } else {
             // Tag-limited: the last request waits for whole waves of round trips, then
             // for its place in the last wave's train through the pipe.
-            let t = s.tags.max(1) as usize;
+            let t = s.tags.unwrap_or(u32::MAX).max(1) as usize;
             let waves = ((op_tlps.len() - 1) / t) as f64;
             let place = ((op_tlps.len() - 1) % t) as f64;
             let req = before / (op_tlps.len() - 1).max(1) as f64;
@@ -566,10 +569,9 @@ impl Net {
             ps(self.read_rtt(route, last, s.addr64, false))
         };
         let op_ps = ahead + last_lat;
-        best.offer(s.ops_in_flight as f64 * s.op_bytes as f64, op_ps, || {
+        best.offer(ops_in_flight as f64 * s.op_bytes as f64, op_ps, || {
             format!(
-                "{} operation(s) of {} B in flight over a {:.0} ns operation",
-                s.ops_in_flight,
+                "{ops_in_flight} operation(s) of {} B in flight over a {:.0} ns operation",
                 s.op_bytes,
                 op_ps / 1000.0
             )

@@ -141,7 +141,7 @@ pub fn timed_request(
                 Err(_) => None,
             };
             spec.map(|spec| {
-                let stream = spec.stream(op, len.max(1) as u64, outstanding.unwrap_or(u64::MAX));
+                let stream = spec.stream(op, len.max(1) as u64, outstanding);
                 let e = tf.net.flow(route, &stream);
                 (e.gbps, e.bottleneck)
             })

@@ -83,7 +83,7 @@ fn both(c: &Case) -> (f64, f64, String) {
     } else {
         Op::Read { src: bus }
     };
-    let stream = spec.stream(op, c.op_bytes, in_flight);
+    let stream = spec.stream(op, c.op_bytes, Some(in_flight));
     let (route, _) = tf
         .route(&fabric::Request {
             requester: dev,
