@@ -1438,7 +1438,11 @@ impl Builder {
                     root,
                     s.span(),
                     Some(key),
-                    &format!("unknown host `{}` (hosts: {})", s.get_ref(), name_list(names)),
+                    &format!(
+                        "unknown host `{}` (hosts: {})",
+                        s.get_ref(),
+                        name_list(names)
+                    ),
                 )
             })
         };
@@ -1456,8 +1460,11 @@ impl Builder {
                 .device_by_name(host, d)
                 .and_then(|id| pf.and_then(|pf| topo.devices[id as usize].functions.get(pf)));
             found.copied().ok_or_else(|| {
-                let names: Vec<&String> =
-                    h.devices.iter().map(|&d| &topo.devices[d as usize].name).collect();
+                let names: Vec<&String> = h
+                    .devices
+                    .iter()
+                    .map(|&d| &topo.devices[d as usize].name)
+                    .collect();
                 self.err(
                     root,
                     s.span(),
@@ -1518,7 +1525,12 @@ impl Builder {
             let key = format!("borrow[{i}].device");
             let dev = r.device.get_ref();
             let (lname, rest) = dev.split_once('.').ok_or_else(|| {
-                self.err(root, r.device.span(), Some(key.clone()), &format!("`{dev}` is not `lender.device`"))
+                self.err(
+                    root,
+                    r.device.span(),
+                    Some(key.clone()),
+                    &format!("`{dev}` is not `lender.device`"),
+                )
             })?;
             let lender = topo.host_by_name(lname).ok_or_else(|| {
                 self.err(
@@ -1542,7 +1554,10 @@ impl Builder {
                     root,
                     r.host.span(),
                     Some(format!("borrow[{i}].host")),
-                    &format!("host `{}` cannot borrow its own device `{dev}`", r.host.get_ref()),
+                    &format!(
+                        "host `{}` cannot borrow its own device `{dev}`",
+                        r.host.get_ref()
+                    ),
                 ));
             }
             borrows.push(BorrowDecl {

@@ -511,7 +511,6 @@ pub struct BorrowDecl {
     pub exclusive: bool,
 }
 
-
 impl Topology {
     pub fn host_by_name(&self, name: &str) -> Option<HostId> {
         self.host_ids.get(name).copied()

@@ -84,11 +84,17 @@ fn an_unknown_device_is_refused_where_it_is_written() {
     let e = err(extra);
     assert_eq!(e.key.as_deref(), Some("lend[0].device"));
     assert_eq!(e.line, line_of(extra, "device = \"nope\""));
-    assert!(e.message.contains("host `lender` has no device function `nope` (devices: gpu)"), "{e}");
+    assert!(
+        e.message
+            .contains("host `lender` has no device function `nope` (devices: gpu)"),
+        "{e}"
+    );
     let e = err("[[lend]]\nhost = \"nobody\"\ndevice = \"gpu\"\n");
     assert_eq!(e.key.as_deref(), Some("lend[0].host"));
     assert!(e.message.contains("unknown host `nobody`"), "{e}");
-    let extra = format!("{LEND}[[borrow]]\nhost = \"borrower\"\ndevice = \"lender.gpu.pf3\"\nname = \"x\"\n");
+    let extra = format!(
+        "{LEND}[[borrow]]\nhost = \"borrower\"\ndevice = \"lender.gpu.pf3\"\nname = \"x\"\n"
+    );
     assert!(err(&extra).message.contains("no device function `gpu.pf3`"));
 }
 
@@ -98,7 +104,11 @@ fn a_borrow_without_a_lend_is_refused() {
     let e = err(extra);
     assert_eq!(e.key.as_deref(), Some("borrow[0].device"));
     assert_eq!(e.line, line_of(extra, "device = \"lender.gpu\""));
-    assert!(e.message.contains("`lender.gpu` is borrowed but no [[lend]] lends it"), "{e}");
+    assert!(
+        e.message
+            .contains("`lender.gpu` is borrowed but no [[lend]] lends it"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -107,7 +117,11 @@ fn duplicate_names_lends_and_own_devices_are_refused() {
     let extra = format!("{LEND}{b}{b}");
     let e = err(&extra);
     assert_eq!(e.key.as_deref(), Some("borrow[1].name"));
-    assert!(e.message.contains("duplicate borrow name `g` (also borrow[0])"), "{e}");
+    assert!(
+        e.message
+            .contains("duplicate borrow name `g` (also borrow[0])"),
+        "{e}"
+    );
     assert!(e.line > line_of(&extra, "name = \"g\""));
     let e = err(&format!("{LEND}{LEND}"));
     assert_eq!(e.key.as_deref(), Some("lend[1].device"));
@@ -116,8 +130,13 @@ fn duplicate_names_lends_and_own_devices_are_refused() {
         "{LEND}[[borrow]]\nhost = \"lender\"\ndevice = \"lender.gpu\"\nname = \"g\"\n"
     ));
     assert!(e.message.contains("cannot borrow its own device"), "{e}");
-    let e = err("[[borrow]]\nhost = \"borrower\"\ndevice = \"lender.gpu\"\nname = \"g\"\nshared = true\n");
-    assert!(e.to_string().contains("shared"), "unknown keys are refused: {e}");
+    let e = err(
+        "[[borrow]]\nhost = \"borrower\"\ndevice = \"lender.gpu\"\nname = \"g\"\nshared = true\n",
+    );
+    assert!(
+        e.to_string().contains("shared"),
+        "unknown keys are refused: {e}"
+    );
 }
 
 #[test]
@@ -157,8 +176,12 @@ fn an_msi_write_through_an_ntb_window_is_an_interrupt_of_the_far_host() {
             "no DMA remapping of an interrupt (far IOMMU {far_iommu})"
         );
         assert_eq!(p.ntb_crossings(), 1);
-        f.store(Requester::Function(gpu), w.local_addr, &0x99u32.to_le_bytes())
-            .unwrap();
+        f.store(
+            Requester::Function(gpu),
+            w.local_addr,
+            &0x99u32.to_le_bytes(),
+        )
+        .unwrap();
         assert_eq!(
             f.interrupts(),
             &[Msi {

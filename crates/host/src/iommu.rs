@@ -164,7 +164,12 @@ impl IommuDriver {
     }
 
     /// The reservation of `rid` holding `[iova, iova+len)`, by its start.
-    fn reservation_of(&mut self, rid: Rid, iova: u64, len: u64) -> Result<(&mut Domain, u64), HostError> {
+    fn reservation_of(
+        &mut self,
+        rid: Rid,
+        iova: u64,
+        len: u64,
+    ) -> Result<(&mut Domain, u64), HostError> {
         let host = self.host;
         let d = self.domains.get_mut(&rid).ok_or_else(|| {
             HostError::Invalid(format!("requester {rid} has no domain on host {host}"))
@@ -206,25 +211,39 @@ impl IommuDriver {
     }
 
     /// Unmaps a span `map_at` mapped (exactly it).
-    pub(crate) fn unmap_at(&mut self, f: &mut Fabric, rid: Rid, iova: u64) -> Result<(), HostError> {
+    pub(crate) fn unmap_at(
+        &mut self,
+        f: &mut Fabric,
+        rid: Rid,
+        iova: u64,
+    ) -> Result<(), HostError> {
         let host = self.host;
         let (d, start) = self.reservation_of(rid, iova, 1)?;
         let spans = &mut d.reserved.get_mut(&start).expect("found above").1;
         let len = spans.remove(&iova).ok_or_else(|| {
-            HostError::Invalid(format!("nothing is mapped at IOVA {iova:#x} for requester {rid}"))
+            HostError::Invalid(format!(
+                "nothing is mapped at IOVA {iova:#x} for requester {rid}"
+            ))
         })?;
         f.iommu_unmap(host, d.id, iova, len)?;
         Ok(())
     }
 
     /// Gives a reservation back, unmapping what is still mapped in it.
-    pub(crate) fn unreserve(&mut self, f: &mut Fabric, rid: Rid, start: u64) -> Result<(), HostError> {
+    pub(crate) fn unreserve(
+        &mut self,
+        f: &mut Fabric,
+        rid: Rid,
+        start: u64,
+    ) -> Result<(), HostError> {
         let host = self.host;
         let d = self.domains.get_mut(&rid).ok_or_else(|| {
             HostError::Invalid(format!("requester {rid} has no domain on host {host}"))
         })?;
         let (len, spans) = d.reserved.remove(&start).ok_or_else(|| {
-            HostError::Invalid(format!("no IOVA range reserved at {start:#x} for requester {rid}"))
+            HostError::Invalid(format!(
+                "no IOVA range reserved at {start:#x} for requester {rid}"
+            ))
         })?;
         for (iova, l) in spans {
             f.iommu_unmap(host, d.id, iova, l)?;

@@ -41,7 +41,10 @@ pub struct RequesterEntry {
 impl RequesterEntry {
     /// The requester ID under which TLPs through this entry appear behind `far_ntb`.
     pub fn proxy_on(&self, f: &Fabric, far_ntb: NtbId) -> Rid {
-        proxy_rid(f.topo.node(f.topo.ntbs[far_ntb as usize].fn_node).rid, self.index)
+        proxy_rid(
+            f.topo.node(f.topo.ntbs[far_ntb as usize].fn_node).rid,
+            self.index,
+        )
     }
 }
 
@@ -181,7 +184,9 @@ impl Hosts {
         len: u64,
     ) -> Result<NtbWindow, HostError> {
         if len == 0 {
-            return Err(HostError::Invalid("an NTB window needs at least one byte".into()));
+            return Err(HostError::Invalid(
+                "an NTB window needs at least one byte".into(),
+            ));
         }
         let (local, first) =
             self.ntb[ntb as usize].acquire_window(f, ntb, dst_host, far, len, &mut self.log)?;

@@ -15,7 +15,9 @@ fn setup(lender_iommu: bool) -> (fabric::Fabric, Cluster, systems::smartio::Borr
     let nvme = c.fabric_device_id(&f, "lender.nvme").unwrap();
     c.lend(nvme).unwrap();
     let borrower = host(&f, "borrower");
-    let b = c.borrow(&mut f, borrower, nvme, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, nvme, BorrowOptions::exclusive())
+        .unwrap();
     (f, c, b)
 }
 
@@ -24,13 +26,31 @@ fn hints_place_a_submission_queue_near_the_device_and_a_completion_queue_near_th
     let (mut f, mut c, b) = setup(false);
     let (lender, borrower) = (host(&f, "lender"), host(&f, "borrower"));
     let sq = c
-        .create_device_segment(&mut f, b, 4096, AccessHints::DEVICE_READ | AccessHints::HOST_WRITE, None)
+        .create_device_segment(
+            &mut f,
+            b,
+            4096,
+            AccessHints::DEVICE_READ | AccessHints::HOST_WRITE,
+            None,
+        )
         .unwrap();
     let cq = c
-        .create_device_segment(&mut f, b, 4096, AccessHints::DEVICE_WRITE | AccessHints::HOST_READ, None)
+        .create_device_segment(
+            &mut f,
+            b,
+            4096,
+            AccessHints::DEVICE_WRITE | AccessHints::HOST_READ,
+            None,
+        )
         .unwrap();
-    assert_eq!(sq.phys.host, lender, "device-read, host-write: the lender's RAM");
-    assert_eq!(cq.phys.host, borrower, "device-write, host-read: the borrower's RAM");
+    assert_eq!(
+        sq.phys.host, lender,
+        "device-read, host-write: the lender's RAM"
+    );
+    assert_eq!(
+        cq.phys.host, borrower,
+        "device-write, host-read: the borrower's RAM"
+    );
     let forced = c
         .create_device_segment(
             &mut f,
@@ -42,24 +62,40 @@ fn hints_place_a_submission_queue_near_the_device_and_a_completion_queue_near_th
         .unwrap();
     assert_eq!(forced.phys.host, borrower, "an explicit placement wins");
     let pinned = c
-        .create_device_segment(&mut f, b, 4096, AccessHints::default(), Some(Near::Node(NumaNode { host: lender, node: 0 })))
+        .create_device_segment(
+            &mut f,
+            b,
+            4096,
+            AccessHints::default(),
+            Some(Near::Node(NumaNode {
+                host: lender,
+                node: 0,
+            })),
+        )
         .unwrap();
     assert_eq!(pinned.phys.host, lender);
     assert_eq!(sq.kind, SegmentKind::Ram);
 
     let dev = function(&f, "lender.nvme");
-    let cpu = Requester::Cpu { host: borrower, package: 0 };
+    let cpu = Requester::Cpu {
+        host: borrower,
+        package: 0,
+    };
     let messages = c.stats().total();
     // The host writes a command into the SQ through its NTB; the device reads it locally.
     let sq_cpu = c.map_segment_for_cpu(&mut f, borrower, &sq).unwrap();
     let sq_dev = c
         .map_segment_for_device(&mut f, b, &sq, DmaDirection::ToDevice)
         .unwrap();
-    assert_eq!(sq_dev.addr.0, sq.phys.addr, "lender RAM: the device's own bus address");
+    assert_eq!(
+        sq_dev.addr.0, sq.phys.addr,
+        "lender RAM: the device's own bus address"
+    );
     let cmd = bytes(64, 0x21);
     f.store(cpu, sq_cpu.addr + 128, &cmd).unwrap();
     let mut got = vec![0; 64];
-    f.load(Requester::Function(dev), sq_dev.addr.0 + 128, &mut got).unwrap();
+    f.load(Requester::Function(dev), sq_dev.addr.0 + 128, &mut got)
+        .unwrap();
     assert_eq!(got, cmd);
     // The device writes a completion into the CQ through its DMA window; the host reads it.
     let cq_cpu = c.map_segment_for_cpu(&mut f, borrower, &cq).unwrap();
@@ -70,7 +106,8 @@ fn hints_place_a_submission_queue_near_the_device_and_a_completion_queue_near_th
     let w = c.dma_window(&f, b).unwrap().unwrap();
     assert!((w.device_base..w.device_base + w.iova.len).contains(&cq_dev.addr.0));
     let cpl = bytes(16, 0x42);
-    f.store(Requester::Function(dev), cq_dev.addr.0 + 16, &cpl).unwrap();
+    f.store(Requester::Function(dev), cq_dev.addr.0 + 16, &cpl)
+        .unwrap();
     let mut got = vec![0; 16];
     f.load(cpu, cq_cpu.addr + 16, &mut got).unwrap();
     assert_eq!(got, cpl);
@@ -87,7 +124,13 @@ fn hints_place_a_submission_queue_near_the_device_and_a_completion_queue_near_th
 fn with_the_lender_iommu_a_lender_segment_costs_one_message() {
     let (mut f, mut c, b) = setup(true);
     let sq = c
-        .create_device_segment(&mut f, b, 8192, AccessHints::DEVICE_READ | AccessHints::HOST_WRITE, None)
+        .create_device_segment(
+            &mut f,
+            b,
+            8192,
+            AccessHints::DEVICE_READ | AccessHints::HOST_WRITE,
+            None,
+        )
         .unwrap();
     let before = c.stats().get(ControlKind::WindowSetup);
     let m = c
@@ -96,11 +139,22 @@ fn with_the_lender_iommu_a_lender_segment_costs_one_message() {
     assert_eq!(c.stats().get(ControlKind::WindowSetup), before + 1);
     let data = bytes(8192, 3);
     let lender = host(&f, "lender");
-    f.store(Requester::Cpu { host: lender, package: 0 }, sq.phys.addr, &data)
-        .unwrap();
+    f.store(
+        Requester::Cpu {
+            host: lender,
+            package: 0,
+        },
+        sq.phys.addr,
+        &data,
+    )
+    .unwrap();
     let mut got = vec![0; 8192];
-    f.load(Requester::Function(function(&f, "lender.nvme")), m.addr.0, &mut got)
-        .unwrap();
+    f.load(
+        Requester::Function(function(&f, "lender.nvme")),
+        m.addr.0,
+        &mut got,
+    )
+    .unwrap();
     assert_eq!(got, data);
 }
 
@@ -109,12 +163,25 @@ fn a_bar_segment_maps_for_the_borrower_s_cpu_as_the_shadow_bar() {
     let (mut f, mut c, b) = setup(false);
     let borrower = host(&f, "borrower");
     let seg = c.connect_device_segment(&f, b, 0).unwrap();
-    assert_eq!(seg.kind, SegmentKind::Bar { fdid: b.fdid, bar: 0 });
+    assert_eq!(
+        seg.kind,
+        SegmentKind::Bar {
+            fdid: b.fdid,
+            bar: 0
+        }
+    );
     let m = c.map_segment_for_cpu(&mut f, borrower, &seg).unwrap();
     assert_eq!(m.addr, c.shadow_bar(&f, b, 0).unwrap());
     // A doorbell write.
-    f.store(Requester::Cpu { host: borrower, package: 0 }, m.addr + 0x1000, &[1, 0, 0, 0])
-        .unwrap();
+    f.store(
+        Requester::Cpu {
+            host: borrower,
+            package: 0,
+        },
+        m.addr + 0x1000,
+        &[1, 0, 0, 0],
+    )
+    .unwrap();
     let mut got = [0u8; 4];
     f.peek_bar(function(&f, "lender.nvme"), 0, 0x1000, &mut got);
     assert_eq!(got, [1, 0, 0, 0]);
@@ -128,7 +195,10 @@ fn a_registered_requester_takes_one_requester_lut_entry() {
     let free = f.ntb_state(lntb).free_rids();
     let r = c.register_pcie_requester(&mut f, gpu).unwrap();
     assert_eq!(f.ntb_state(lntb).free_rids(), free - 1);
-    assert_eq!(f.ntb_state(lntb).rid_index(f.topo.node(gpu).rid), Some(r.index()));
+    assert_eq!(
+        f.ntb_state(lntb).rid_index(f.topo.node(gpu).rid),
+        Some(r.index())
+    );
     c.unregister_pcie_requester(&mut f, r).unwrap();
     assert_eq!(f.ntb_state(lntb).free_rids(), free);
     let list = c.device_list(&f);

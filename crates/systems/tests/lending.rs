@@ -8,7 +8,7 @@ use common::*;
 use fabric::{FaultKind, Msi, Requester};
 use host::{DmaDirection, Hosts};
 use systems::smartio::{
-    Availability, BorrowOptions, Cluster, ControlKind, LendError, Lease, CMD_INTX_DISABLE,
+    Availability, BorrowOptions, Cluster, ControlKind, Lease, LendError, CMD_INTX_DISABLE,
     DEVCTL_FLR, PCIE_DEVCTL,
 };
 
@@ -37,15 +37,27 @@ fn a_cpu_store_through_a_shadow_bar_lands_in_the_real_bar() {
     let mut f = fabric(false, true);
     let (mut c, gpu) = lent(&mut f, "lender.gpu");
     let borrower = host(&f, "borrower");
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     let bars = c.shadow_bars(&f, b).unwrap();
     assert_eq!(bars.len(), 3);
     let dev = function(&f, "lender.gpu");
     for s in &bars {
-        assert_ne!(s.bus, s.real, "the shadow is the borrower's NTB address, not the lender's");
+        assert_ne!(
+            s.bus, s.real,
+            "the shadow is the borrower's NTB address, not the lender's"
+        );
         let data = bytes(256, s.index);
-        f.store(Requester::Cpu { host: borrower, package: 0 }, s.bus + 0x1000, &data)
-            .unwrap();
+        f.store(
+            Requester::Cpu {
+                host: borrower,
+                package: 0,
+            },
+            s.bus + 0x1000,
+            &data,
+        )
+        .unwrap();
         let mut got = vec![0; 256];
         f.peek_bar(dev, s.index, 0x1000, &mut got);
         assert_eq!(got, data, "BAR{}", s.index);
@@ -58,8 +70,13 @@ fn device_dma_lands_in_the_borrower_buffer_and_faults_after_return() {
     let (mut c, gpu) = lent(&mut f, "lender.gpu");
     let borrower = host(&f, "borrower");
     let dev = function(&f, "lender.gpu");
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
-    let w = c.dma_window(&f, b).unwrap().expect("the borrower has an IOMMU");
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
+    let w = c
+        .dma_window(&f, b)
+        .unwrap()
+        .expect("the borrower has an IOMMU");
     let buf = ram(&f, "borrower.ram", (5 << 20) + 0x123);
     let m = c
         .map_for_device(&mut f, b, buf, 10_000, DmaDirection::Bidirectional)
@@ -73,7 +90,8 @@ fn device_dma_lands_in_the_borrower_buffer_and_faults_after_return() {
     f.store(Requester::Function(dev), m.addr.0, &data).unwrap();
     assert_eq!(peek(&f, buf, 10_000), data);
     let mut back = vec![0; 10_000];
-    f.load(Requester::Function(dev), m.addr.0, &mut back).unwrap();
+    f.load(Requester::Function(dev), m.addr.0, &mut back)
+        .unwrap();
     assert_eq!(back, data);
 
     c.return_device(&mut f, b).unwrap();
@@ -81,7 +99,10 @@ fn device_dma_lands_in_the_borrower_buffer_and_faults_after_return() {
         .store(Requester::Function(dev), m.addr.0, &[1, 2, 3, 4])
         .unwrap_err();
     assert!(
-        matches!(e.kind, FaultKind::NtbWindowUnmapped | FaultKind::NtbRequesterUnknown),
+        matches!(
+            e.kind,
+            FaultKind::NtbWindowUnmapped | FaultKind::NtbRequesterUnknown
+        ),
         "{e:?}"
     );
     assert_eq!(peek(&f, buf, 4), data[..4], "nothing landed after return");
@@ -94,7 +115,9 @@ fn a_thousand_map_dma_unmap_cycles_send_no_control_message() {
     let borrower = host(&f, "borrower");
     let dev = function(&f, "lender.gpu");
     let lntb = ntb(&f, "lender");
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     assert_eq!(c.stats().get(ControlKind::BorrowRequest), 1);
     assert_eq!(c.stats().get(ControlKind::BorrowGrant), 1);
     assert_eq!(c.stats().total(), 2, "{:?}", c.stats().by_kind());
@@ -108,12 +131,22 @@ fn a_thousand_map_dma_unmap_cycles_send_no_control_message() {
         let data = bytes(64, i as u8);
         f.store(Requester::Function(dev), m.addr.0, &data).unwrap();
         let mut back = vec![0; 64];
-        f.load(Requester::Function(dev), m.addr.0, &mut back).unwrap();
+        f.load(Requester::Function(dev), m.addr.0, &mut back)
+            .unwrap();
         assert_eq!(back, data);
         c.unmap_for_device(&mut f, &m).unwrap();
     }
-    assert_eq!(c.stats().total(), 2, "no message per I/O: {:?}", c.stats().by_kind());
-    assert_eq!(f.ntb_state(lntb).programmed_windows(), windows, "no NTB change");
+    assert_eq!(
+        c.stats().total(),
+        2,
+        "no message per I/O: {:?}",
+        c.stats().by_kind()
+    );
+    assert_eq!(
+        f.ntb_state(lntb).programmed_windows(),
+        windows,
+        "no NTB change"
+    );
     assert_eq!(f.ntb_state(lntb).free_rids(), rids);
     c.return_device(&mut f, b).unwrap();
     assert_eq!(c.stats().get(ControlKind::Return), 1);
@@ -128,7 +161,9 @@ fn without_a_borrower_iommu_each_mapping_is_a_lender_window_and_a_message() {
     let borrower = host(&f, "borrower");
     let dev = function(&f, "lender.gpu");
     let lntb = ntb(&f, "lender");
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     assert!(c.dma_window(&f, b).unwrap().is_none());
     let before = f.ntb_state(lntb).programmed_windows();
     let buf = ram(&f, "borrower.ram", 3 << 20);
@@ -156,14 +191,20 @@ fn configuration_through_the_shadow_is_the_real_device_s() {
     // The device's identity, as its firmware presents it at the lender.
     f.config_write(lender, 0, rid, 0, &[0xde, 0x10, 0x24, 0x10])
         .unwrap();
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     let mut id = [0u8; 4];
     c.config_read(&mut f, b, 0, &mut id).unwrap();
     assert_eq!(id, [0xde, 0x10, 0x24, 0x10], "vendor 0x10de, device 0x1024");
     let mut bar1 = [0u8; 8];
     c.config_read(&mut f, b, 0x14, &mut bar1).unwrap();
     let real = f.topo.node(dev).bar(1).unwrap().addr;
-    assert_eq!(u64::from_le_bytes(bar1) & !0xf, real, "BAR1 register as enumerated");
+    assert_eq!(
+        u64::from_le_bytes(bar1) & !0xf,
+        real,
+        "BAR1 register as enumerated"
+    );
     c.config_write(&mut f, b, 0x40, &[0xab]).unwrap();
     let mut x = [0u8; 1];
     f.config_read(lender, 0, rid, 0x40, &mut x).unwrap();
@@ -185,11 +226,17 @@ fn intx_is_masked_at_borrow_and_the_device_reset_at_return() {
         u16::from_le_bytes(v)
     };
     assert_eq!(read16(&mut f, 0x04) & CMD_INTX_DISABLE, 0);
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     assert_ne!(read16(&mut f, 0x04) & CMD_INTX_DISABLE, 0, "INTx disabled");
     assert_eq!(read16(&mut f, PCIE_DEVCTL) & DEVCTL_FLR, 0);
     c.return_device(&mut f, b).unwrap();
-    assert_ne!(read16(&mut f, PCIE_DEVCTL) & DEVCTL_FLR, 0, "FLR written at the lender");
+    assert_ne!(
+        read16(&mut f, PCIE_DEVCTL) & DEVCTL_FLR,
+        0,
+        "FLR written at the lender"
+    );
 }
 
 #[test]
@@ -200,10 +247,15 @@ fn an_msi_of_the_device_becomes_an_interrupt_at_the_borrower() {
         let borrower = host(&f, "borrower");
         let lender = host(&f, "lender");
         let dev = function(&f, "lender.gpu");
-        let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+        let b = c
+            .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+            .unwrap();
         let r = c.setup_msi(&mut f, b, 0x41, 3).unwrap();
         assert_eq!(c.stats().get(ControlKind::MsiSetup), 1);
-        assert!(!fabric::MSI_WINDOW.contains(&r.addr), "the device writes into the lender's NTB");
+        assert!(
+            !fabric::MSI_WINDOW.contains(&r.addr),
+            "the device writes into the lender's NTB"
+        );
         f.store(Requester::Function(dev), r.addr, &r.data.to_le_bytes())
             .unwrap();
         assert_eq!(
@@ -220,7 +272,10 @@ fn an_msi_of_the_device_becomes_an_interrupt_at_the_borrower() {
         let mut cap = [0u8; 12];
         f.config_read(lender, 0, f.topo.node(dev).rid, 0x54, &mut cap)
             .unwrap();
-        assert_eq!(u32::from_le_bytes(cap[0..4].try_into().unwrap()), r.addr as u32);
+        assert_eq!(
+            u32::from_le_bytes(cap[0..4].try_into().unwrap()),
+            r.addr as u32
+        );
         assert_eq!(u32::from_le_bytes(cap[8..12].try_into().unwrap()), 0x41);
     }
 }
@@ -231,8 +286,12 @@ fn shared_borrows_are_counted_and_exclusive_ones_refused_while_they_last() {
     let (mut c, gpu) = lent(&mut f, "lender.gpu");
     let borrower = host(&f, "borrower");
     let other = host(&f, "other");
-    let s1 = c.borrow(&mut f, borrower, gpu, BorrowOptions::shared()).unwrap();
-    let s2 = c.borrow(&mut f, other, gpu, BorrowOptions::shared()).unwrap();
+    let s1 = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::shared())
+        .unwrap();
+    let s2 = c
+        .borrow(&mut f, other, gpu, BorrowOptions::shared())
+        .unwrap();
     assert_eq!(c.device(gpu).unwrap().borrowers(), 2);
     assert!(matches!(c.device(gpu).unwrap().lease, Lease::Shared(ref v) if v.len() == 2));
     let e = c
@@ -243,7 +302,9 @@ fn shared_borrows_are_counted_and_exclusive_ones_refused_while_they_last() {
     c.return_device(&mut f, s1).unwrap();
     assert_eq!(c.device(gpu).unwrap().borrowers(), 1);
     c.return_device(&mut f, s2).unwrap();
-    let x = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let x = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     let e = c
         .borrow(&mut f, other, gpu, BorrowOptions::exclusive())
         .unwrap_err();
@@ -252,10 +313,14 @@ fn shared_borrows_are_counted_and_exclusive_ones_refused_while_they_last() {
             .contains("it is borrowed exclusively by host `borrower`"),
         "{e}"
     );
-    let e = c.borrow(&mut f, other, gpu, BorrowOptions::shared()).unwrap_err();
+    let e = c
+        .borrow(&mut f, other, gpu, BorrowOptions::shared())
+        .unwrap_err();
     assert!(matches!(e, LendError::ExclusiveHeld { .. }), "{e}");
     c.release_exclusive(&f, x).unwrap();
-    let y = c.borrow(&mut f, other, gpu, BorrowOptions::shared()).unwrap();
+    let y = c
+        .borrow(&mut f, other, gpu, BorrowOptions::shared())
+        .unwrap();
     assert_eq!(c.device(gpu).unwrap().borrowers(), 2);
     c.return_device(&mut f, x).unwrap();
     c.return_device(&mut f, y).unwrap();
@@ -268,7 +333,9 @@ fn handles_after_return_and_what_was_never_held_are_refused() {
     let (mut c, gpu) = lent(&mut f, "lender.gpu");
     let borrower = host(&f, "borrower");
     let other = host(&f, "other");
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     let forged = systems::smartio::Borrowed { host: other, ..b };
     let e = c.return_device(&mut f, forged).unwrap_err();
     assert!(
@@ -288,14 +355,21 @@ fn handles_after_return_and_what_was_never_held_are_refused() {
         assert!(matches!(e, LendError::NotHeld { .. }), "{e}");
     }
     let e = c
-        .borrow(&mut f, borrower, systems::smartio::Fdid(99), BorrowOptions::shared())
+        .borrow(
+            &mut f,
+            borrower,
+            systems::smartio::Fdid(99),
+            BorrowOptions::shared(),
+        )
         .unwrap_err();
     assert_eq!(
         e.to_string(),
         "unknown fabric device ID 99 (the pool has fdids 0..2)"
     );
     let nvme = c.fdid_by_name(&f, "lender.nvme").unwrap();
-    let e = c.borrow(&mut f, borrower, nvme, BorrowOptions::shared()).unwrap_err();
+    let e = c
+        .borrow(&mut f, borrower, nvme, BorrowOptions::shared())
+        .unwrap_err();
     assert!(matches!(e, LendError::NotLent { .. }), "{e}");
 }
 
@@ -307,7 +381,9 @@ fn a_vanished_borrower_has_everything_reclaimed() {
     let other = host(&f, "other");
     let lender = host(&f, "lender");
     let (lntb, bntb) = (ntb(&f, "lender"), ntb(&f, "borrower"));
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     let proxy = c.dma_window(&f, b).unwrap().unwrap().iova.rid;
     let buf = ram(&f, "borrower.ram", 1 << 20);
     c.map_for_device(&mut f, b, buf, 8192, DmaDirection::Bidirectional)
@@ -336,16 +412,24 @@ fn a_vanished_borrower_has_everything_reclaimed() {
         assert_eq!(h.ntb(lntb).unwrap().requesters_held(), 0);
         assert_eq!(h.ntb(bntb).unwrap().windows_held(), 0);
         assert_eq!(h.iommu(borrower).unwrap().reserved_pages_mapped(proxy), 0);
-        assert_eq!(h.live_mappings(), 1, "only the lender-side segment (the lender's RAM) stays");
+        assert_eq!(
+            h.live_mappings(),
+            1,
+            "only the lender-side segment (the lender's RAM) stays"
+        );
     });
     assert_eq!(f.ntb_state(lntb).programmed_windows(), 0);
     assert_eq!(f.ntb_state(lntb).free_rids(), 30);
     let _ = lender;
     assert_eq!(c.device(gpu).unwrap().lease, Lease::Free);
-    let again = c.borrow(&mut f, other, gpu, BorrowOptions::exclusive()).unwrap();
+    let again = c
+        .borrow(&mut f, other, gpu, BorrowOptions::exclusive())
+        .unwrap();
     assert_eq!(c.agent(other).peers().len(), 1);
     assert!(c.agent(borrower).peers().is_empty());
-    let e = c.borrow(&mut f, borrower, gpu, BorrowOptions::shared()).unwrap_err();
+    let e = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::shared())
+        .unwrap_err();
     assert_eq!(e, LendError::HostVanished("borrower".into()));
     c.return_device(&mut f, again).unwrap();
 }
@@ -356,12 +440,16 @@ fn a_vanished_lender_makes_its_devices_gone() {
     let (mut c, gpu) = lent(&mut f, "lender.gpu");
     let borrower = host(&f, "borrower");
     let other = host(&f, "other");
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::shared()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::shared())
+        .unwrap();
     let lender = host(&f, "lender");
     c.host_vanished(&mut f, lender).unwrap();
     assert_eq!(c.stats().get(ControlKind::DeviceGone), 1);
     assert_eq!(c.device(gpu).unwrap().availability, Availability::Gone);
-    let e = c.borrow(&mut f, other, gpu, BorrowOptions::shared()).unwrap_err();
+    let e = c
+        .borrow(&mut f, other, gpu, BorrowOptions::shared())
+        .unwrap_err();
     assert!(matches!(e, LendError::Gone { .. }), "{e}");
     assert!(e.to_string().contains("the device is gone"), "{e}");
     assert!(matches!(

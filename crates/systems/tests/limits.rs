@@ -66,7 +66,18 @@ fn the_31st_borrow_through_one_pxh830_finds_its_requester_lut_full() {
             Ok(b) => held.push(b),
             Err(e) => {
                 assert_eq!(i, 30, "only the 31st fails: {e}");
-                assert!(matches!(e, LendError::RequesterLutFull { used: 30, capacity: 32, reserved: 2, .. }), "{e}");
+                assert!(
+                    matches!(
+                        e,
+                        LendError::RequesterLutFull {
+                            used: 30,
+                            capacity: 32,
+                            reserved: 2,
+                            ..
+                        }
+                    ),
+                    "{e}"
+                );
                 assert_eq!(
                     e.to_string(),
                     "cannot lend fdid 30 (`lender.nvme30`) to host `borrower`: the requester-ID LUT of lender.ntb is full: 30 of 32 entries in use, 2 reserved for CPUs"
@@ -75,7 +86,11 @@ fn the_31st_borrow_through_one_pxh830_finds_its_requester_lut_full() {
         }
     }
     assert_eq!(held.len(), 30);
-    assert_eq!(c.borrows().len(), 30, "the failed borrow left nothing behind");
+    assert_eq!(
+        c.borrows().len(),
+        30,
+        "the failed borrow left nothing behind"
+    );
     // Returning one makes room for the 31st.
     c.return_device(&mut f, held[0]).unwrap();
     let last = c.fdid_by_name(&f, "lender.nvme30").unwrap();
@@ -91,7 +106,9 @@ fn per_mapping_windows_run_the_address_lut_out_with_its_named_error() {
     c.lend(gpu).unwrap();
     let borrower = host(&f, "borrower");
     let lntb = ntb(&f, "lender");
-    let b = c.borrow(&mut f, borrower, gpu, BorrowOptions::exclusive()).unwrap();
+    let b = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+        .unwrap();
     let free = f.ntb_state(lntb).free_windows();
     let ws = f.topo.ntbs[lntb as usize].window_size;
     let mut ok = 0;
@@ -104,9 +121,15 @@ fn per_mapping_windows_run_the_address_lut_out_with_its_named_error() {
         }
         assert!(ok <= 256, "the LUT has 256 entries");
     };
-    assert_eq!(ok, free, "every free address-LUT entry was used, one per mapping");
+    assert_eq!(
+        ok, free,
+        "every free address-LUT entry was used, one per mapping"
+    );
     assert_eq!(ok, 256);
-    assert!(matches!(err, LendError::AddressLutFull { capacity: 256, .. }), "{err}");
+    assert!(
+        matches!(err, LendError::AddressLutFull { capacity: 256, .. }),
+        "{err}"
+    );
     assert_eq!(
         err.to_string(),
         "fdid 0 (`lender.gpu`): the address LUT of lender.ntb is full: all 256 windows in use"
@@ -128,7 +151,10 @@ fn a_40_bit_device_behind_a_high_ntb_bar_needs_the_lender_iommu() {
             .bar(f.topo.ntbs[lntb as usize].window_bar)
             .unwrap()
             .addr;
-        assert!(bar >= 1 << 40, "the scenario puts the NTB BAR high: {bar:#x}");
+        assert!(
+            bar >= 1 << 40,
+            "the scenario puts the NTB BAR high: {bar:#x}"
+        );
         let dev = function(&f, "lender.gpu");
         assert_eq!(f.topo.node(dev).dma_mask_bits, 40);
         let mut c = Cluster::new(&f);
@@ -139,12 +165,17 @@ fn a_40_bit_device_behind_a_high_ntb_bar_needs_the_lender_iommu() {
         if !lender_iommu {
             let e = r.unwrap_err();
             assert!(
-                e.to_string().contains("has a 40-bit DMA mask and cannot reach bus address")
+                e.to_string()
+                    .contains("has a 40-bit DMA mask and cannot reach bus address")
                     && e.to_string().contains("no IOMMU to remap it"),
                 "{e}"
             );
             assert!(c.borrows().is_empty());
-            assert_eq!(f.ntb_state(lntb).programmed_windows(), 0, "nothing left programmed");
+            assert_eq!(
+                f.ntb_state(lntb).programmed_windows(),
+                0,
+                "nothing left programmed"
+            );
             continue;
         }
         let b = r.unwrap();

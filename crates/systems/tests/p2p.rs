@@ -100,13 +100,31 @@ fn two_gpus_in_one_lender_talk_under_its_switch_without_a_message() {
         .map_device_for_device(&mut f, a, PeerTarget::Borrowed(b1), 1, 0x2000, 4096)
         .unwrap();
     assert_eq!(m.case, P2pCase::SameLender);
-    assert_eq!(c.stats().total(), before, "the lender-local address needs nobody");
-    let b1_bar = f.topo.node(c.function(&f, b1).unwrap()).bar(1).unwrap().addr;
-    assert_eq!(m.mapping.addr.0, b1_bar + 0x2000, "the lender-local bus address");
+    assert_eq!(
+        c.stats().total(),
+        before,
+        "the lender-local address needs nobody"
+    );
+    let b1_bar = f
+        .topo
+        .node(c.function(&f, b1).unwrap())
+        .bar(1)
+        .unwrap()
+        .addr;
+    assert_eq!(
+        m.mapping.addr.0,
+        b1_bar + 0x2000,
+        "the lender-local bus address"
+    );
     let dev = c.function(&f, a).unwrap();
-    assert_eq!(route(&f, dev, m.mapping.addr.0), (1, 0, vec![]), "1L-P2P-SW: 0 roots, 1 hop");
+    assert_eq!(
+        route(&f, dev, m.mapping.addr.0),
+        (1, 0, vec![]),
+        "1L-P2P-SW: 0 roots, 1 hop"
+    );
     let data = [0x5au8; 64];
-    f.store(Requester::Function(dev), m.mapping.addr.0, &data).unwrap();
+    f.store(Requester::Function(dev), m.mapping.addr.0, &data)
+        .unwrap();
     let mut got = [0u8; 64];
     f.peek_bar(c.function(&f, b1).unwrap(), 1, 0x2000, &mut got);
     assert_eq!(got, data);
@@ -122,7 +140,11 @@ fn with_the_lender_iommu_on_the_same_pair_goes_up_to_its_root() {
         .map_device_for_device(&mut f, a, PeerTarget::Borrowed(b1), 1, 0, 4096)
         .unwrap();
     assert_eq!(m.case, P2pCase::SameLender);
-    assert_eq!(c.stats().get(ControlKind::WindowSetup), before + 1, "the lender maps its IOMMU");
+    assert_eq!(
+        c.stats().get(ControlKind::WindowSetup),
+        before + 1,
+        "the lender maps its IOMMU"
+    );
     let dev = c.function(&f, a).unwrap();
     // Switch up, the root (with the IOMMU), switch down.
     assert_eq!(route(&f, dev, m.mapping.addr.0), (2, 1, vec![]));
@@ -137,15 +159,33 @@ fn gpus_in_two_lenders_talk_through_both_adapters_and_no_root() {
         .map_device_for_device(&mut f, a, PeerTarget::Borrowed(b2), 1, 0x1000, 4096)
         .unwrap();
     assert_eq!(m.case, P2pCase::OtherLender);
-    let l1 = f.topo.ntb_by_name(f.topo.host_by_name("lender1").unwrap(), "ntb").unwrap();
-    let l2 = f.topo.ntb_by_name(f.topo.host_by_name("lender2").unwrap(), "ntb").unwrap();
-    assert_eq!(Some(m.way.clone()), f.topo.ntb_way(l1, l2), "the cached way is the fabric's");
+    let l1 = f
+        .topo
+        .ntb_by_name(f.topo.host_by_name("lender1").unwrap(), "ntb")
+        .unwrap();
+    let l2 = f
+        .topo
+        .ntb_by_name(f.topo.host_by_name("lender2").unwrap(), "ntb")
+        .unwrap();
+    assert_eq!(
+        Some(m.way.clone()),
+        f.topo.ntb_way(l1, l2),
+        "the cached way is the fabric's"
+    );
     let dev = c.function(&f, a).unwrap();
     let (hops, roots, cables) = route(&f, dev, m.mapping.addr.0);
-    assert_eq!((hops, roots), (4, 0), "2L-P2P-SW: switch, PXH830, PXH830, switch");
-    assert_eq!(cables, m.way, "the access takes the lender1–lender2 cable, not the user's");
+    assert_eq!(
+        (hops, roots),
+        (4, 0),
+        "2L-P2P-SW: switch, PXH830, PXH830, switch"
+    );
+    assert_eq!(
+        cables, m.way,
+        "the access takes the lender1–lender2 cable, not the user's"
+    );
     let data = [0xc3u8; 64];
-    f.store(Requester::Function(dev), m.mapping.addr.0, &data).unwrap();
+    f.store(Requester::Function(dev), m.mapping.addr.0, &data)
+        .unwrap();
     let mut got = [0u8; 64];
     f.peek_bar(c.function(&f, b2).unwrap(), 1, 0x1000, &mut got);
     assert_eq!(got, data);
@@ -165,7 +205,11 @@ fn a_gpu_of_the_borrower_is_reached_through_the_dma_window() {
         .map_device_for_device(&mut f, a, PeerTarget::Local(gpu2), 1, 0x3000, 4096)
         .unwrap();
     assert_eq!(m.case, P2pCase::BorrowerLocal);
-    assert_eq!(c.stats().total(), before, "inside the DMA window: no message");
+    assert_eq!(
+        c.stats().total(),
+        before,
+        "inside the DMA window: no message"
+    );
     let w = c.dma_window(&f, a).unwrap().unwrap();
     assert!((w.device_base..w.device_base + w.iova.len).contains(&m.mapping.addr.0));
     let dev = c.function(&f, a).unwrap();
@@ -175,7 +219,8 @@ fn a_gpu_of_the_borrower_is_reached_through_the_dma_window() {
     assert_eq!((hops, roots), (5, 1));
     assert_eq!(cables, m.way);
     let data = [0x77u8; 64];
-    f.store(Requester::Function(dev), m.mapping.addr.0, &data).unwrap();
+    f.store(Requester::Function(dev), m.mapping.addr.0, &data)
+        .unwrap();
     let mut got = [0u8; 64];
     f.peek_bar(gpu2, 1, 0x3000, &mut got);
     assert_eq!(got, data);

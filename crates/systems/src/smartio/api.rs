@@ -24,7 +24,9 @@
 //! memory near the CPU, the borrower's RAM; anything else → the borrower's RAM.
 
 use fabric::{Fabric, HostId, NodeId, NodeKind, Requester};
-use host::{Coherent, DmaDirection, DmaMapping, HostError, Hosts, NumaNode, PhysAddr, RequesterEntry};
+use host::{
+    Coherent, DmaDirection, DmaMapping, HostError, Hosts, NumaNode, PhysAddr, RequesterEntry,
+};
 
 use super::agent::ControlKind;
 use super::lending::{lender_reach, Borrowed, Cluster, DeviceMapping, MapHold};
@@ -161,9 +163,10 @@ impl Cluster {
         bar: u8,
     ) -> Result<Segment, LendError> {
         let x = self.live(f, b)?;
-        let info = f.topo.node(x.function).bar(bar).copied().ok_or_else(|| {
-            LendError::Invalid(format!("{} has no BAR{bar}", self.label(b.fdid)))
-        })?;
+        let info =
+            f.topo.node(x.function).bar(bar).copied().ok_or_else(|| {
+                LendError::Invalid(format!("{} has no BAR{bar}", self.label(b.fdid)))
+            })?;
         let s = Segment {
             id: SegmentId(self.next_segment),
             phys: PhysAddr {
@@ -241,7 +244,11 @@ impl Cluster {
         self.remove_segment_by_id(f, s.id)
     }
 
-    pub(crate) fn remove_segment_by_id(&mut self, f: &mut Fabric, id: SegmentId) -> Result<(), LendError> {
+    pub(crate) fn remove_segment_by_id(
+        &mut self,
+        f: &mut Fabric,
+        id: SegmentId,
+    ) -> Result<(), LendError> {
         let s = self
             .segments
             .remove(&id)
@@ -271,8 +278,10 @@ impl Cluster {
             return self.map_for_device(f, b, s.phys, s.size, dir);
         }
         if s.phys.host == lender && !f.topo.host(lender).iommu {
-            let (addr, _) = Hosts::with(f, |hs, f| lender_reach(hs, f, lender, function, s.phys.addr, s.size))
-                .map_err(|e| self.host_err(f, b.fdid, b.host, e))?;
+            let (addr, _) = Hosts::with(f, |hs, f| {
+                lender_reach(hs, f, lender, function, s.phys.addr, s.size)
+            })
+            .map_err(|e| self.host_err(f, b.fdid, b.host, e))?;
             return Ok(self.record(b, addr, s.size, MapHold::Direct));
         }
         self.post(ControlKind::WindowSetup);
@@ -329,7 +338,11 @@ impl Cluster {
         })
     }
 
-    pub fn unmap_segment_for_cpu(&mut self, f: &mut Fabric, m: &CpuMapping) -> Result<(), LendError> {
+    pub fn unmap_segment_for_cpu(
+        &mut self,
+        f: &mut Fabric,
+        m: &CpuMapping,
+    ) -> Result<(), LendError> {
         if let Some(d) = m.mapping {
             Hosts::with(f, |hs, f| hs.dma_unmap_single(f, &d))
                 .map_err(|e| LendError::Invalid(e.to_string()))?;
@@ -357,14 +370,18 @@ impl Cluster {
         }
         let (host, rid) = (node.host, node.rid);
         let ntb = *f.topo.host(host).ntbs.first().ok_or_else(|| {
-            LendError::Invalid(format!("host `{}` has no NTB adapter", f.topo.host(host).name))
+            LendError::Invalid(format!(
+                "host `{}` has no NTB adapter",
+                f.topo.host(host).name
+            ))
         })?;
-        let entry = Hosts::with(f, |hs, f| hs.ntb_acquire_requester(f, ntb, rid)).map_err(|e| {
-            match self.pool.fdid_of(function) {
-                Some(fdid) => self.host_err(f, fdid, host, e),
-                None => LendError::Invalid(e.to_string()),
-            }
-        })?;
+        let entry =
+            Hosts::with(f, |hs, f| hs.ntb_acquire_requester(f, ntb, rid)).map_err(
+                |e| match self.pool.fdid_of(function) {
+                    Some(fdid) => self.host_err(f, fdid, host, e),
+                    None => LendError::Invalid(e.to_string()),
+                },
+            )?;
         let r = RegisteredRequester {
             host,
             function,

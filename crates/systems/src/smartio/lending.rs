@@ -34,8 +34,8 @@ use fabric::iommu::{Perm, PAGE};
 use fabric::{Fabric, FabricError, HostId, NodeId, NtbId, Requester, MSI_WINDOW};
 use host::alloc::RangeAllocator;
 use host::{
-    ntb_pair, DmaAddr, DmaDirection, DmaMapping, HostError, Hosts, IovaRange, NtbWindow,
-    PhysAddr, RequesterEntry,
+    ntb_pair, DmaAddr, DmaDirection, DmaMapping, HostError, Hosts, IovaRange, NtbWindow, PhysAddr,
+    RequesterEntry,
 };
 
 use super::agent::{Agent, ControlKind, ControlStats, PeerEntry};
@@ -215,7 +215,10 @@ impl Cluster {
         let mut c = Cluster::new(f);
         let lends: Vec<NodeId> = f.topo.lends.iter().map(|l| l.function).collect();
         for function in lends {
-            let fdid = c.pool.fdid_of(function).expect("every function is registered");
+            let fdid = c
+                .pool
+                .fdid_of(function)
+                .expect("every function is registered");
             c.lend(fdid)?;
         }
         let borrows: Vec<(String, HostId, NodeId, bool)> = f
@@ -225,7 +228,10 @@ impl Cluster {
             .map(|b| (b.name.clone(), b.host, b.function, b.exclusive))
             .collect();
         for (name, host, function, exclusive) in borrows {
-            let fdid = c.pool.fdid_of(function).expect("every function is registered");
+            let fdid = c
+                .pool
+                .fdid_of(function)
+                .expect("every function is registered");
             let opts = BorrowOptions {
                 exclusive,
                 ..BorrowOptions::shared()
@@ -338,13 +344,7 @@ impl Cluster {
     }
 
     /// Names the exhausted tables of a host-layer error after the device and host.
-    pub(crate) fn host_err(
-        &self,
-        f: &Fabric,
-        fdid: Fdid,
-        host: HostId,
-        e: HostError,
-    ) -> LendError {
+    pub(crate) fn host_err(&self, f: &Fabric, fdid: Fdid, host: HostId, e: HostError) -> LendError {
         let dev = self.label(fdid);
         match &e {
             HostError::Fabric(FabricError::Exhausted { what, on, capacity })
@@ -414,7 +414,8 @@ impl Cluster {
                 .get(&id)
                 .map_or_else(|| "?".into(), |b| f.topo.host(b.borrower).name.clone())
         };
-        self.pool.check_borrow(fdid, opts.exclusive, &hname, holder)?;
+        self.pool
+            .check_borrow(fdid, opts.exclusive, &hname, holder)?;
         let (lender_ntb, borrower_ntb) =
             ntb_pair(f, d.host, host).ok_or_else(|| LendError::NoPath {
                 from: f.topo.host(d.host).name.clone(),
@@ -609,7 +610,9 @@ impl Cluster {
             )));
         }
         if len == 0 {
-            return Err(LendError::Invalid("a mapping needs at least one byte".into()));
+            return Err(LendError::Invalid(
+                "a mapping needs at least one byte".into(),
+            ));
         }
         let per_mapping = matches!(x.dma, Some(DmaPath::PerMapping));
         if per_mapping {
@@ -629,17 +632,21 @@ impl Cluster {
                 } => {
                     let off = buf.addr % PAGE;
                     let bytes = (off + len).div_ceil(PAGE) * PAGE;
-                    let iova = alloc.alloc(bytes, u64::MAX).ok_or_else(|| HostError::Exhausted {
-                        what: format!(
-                            "DMA window {:#x}..{:#x} of {}",
-                            range.start,
-                            range.end(),
-                            f.topo.node_label(function)
-                        ),
-                        len: bytes,
-                        below: "in the window".into(),
-                    })?;
-                    if let Err(e) = hs.iommu_map_at(f, range, iova + off, buf.addr, len, perm(dir)) {
+                    let iova =
+                        alloc
+                            .alloc(bytes, u64::MAX)
+                            .ok_or_else(|| HostError::Exhausted {
+                                what: format!(
+                                    "DMA window {:#x}..{:#x} of {}",
+                                    range.start,
+                                    range.end(),
+                                    f.topo.node_label(function)
+                                ),
+                                len: bytes,
+                                below: "in the window".into(),
+                            })?;
+                    if let Err(e) = hs.iommu_map_at(f, range, iova + off, buf.addr, len, perm(dir))
+                    {
                         alloc.free(iova, bytes);
                         return Err(e);
                     }
@@ -743,7 +750,8 @@ impl Cluster {
         apic: u8,
     ) -> Result<MsiRoute, LendError> {
         let x = self.live(f, b)?;
-        let (lender, borrower, lender_ntb, function) = (x.lender, x.borrower, x.lender_ntb, x.function);
+        let (lender, borrower, lender_ntb, function) =
+            (x.lender, x.borrower, x.lender_ntb, x.function);
         self.post(ControlKind::MsiSetup);
         let borrower_addr = MSI_WINDOW.start | (apic as u64) << 12;
         let data = vector;
@@ -814,7 +822,9 @@ fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result
         .map_err(|e| SetUpError::Lend(LendError::Invalid(format!("config read faulted: {e:?}"))))?;
     let v = u16::from_le_bytes(cmd) | CMD_INTX_DISABLE;
     f.config_write(b.lender, 0, rid, 0x04, &v.to_le_bytes())
-        .map_err(|e| SetUpError::Lend(LendError::Invalid(format!("config write faulted: {e:?}"))))?;
+        .map_err(|e| {
+            SetUpError::Lend(LendError::Invalid(format!("config write faulted: {e:?}")))
+        })?;
     if f.topo.host(b.borrower).iommu {
         let proxied = e.proxy_on(f, b.borrower_ntb);
         let ws = f.topo.ntbs[b.lender_ntb as usize].window_size;
@@ -826,14 +836,15 @@ fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result
                 return Err(e.into());
             }
         };
-        let (device_base, lender) = match lender_reach(hs, f, b.lender, b.function, w.local, range.len) {
-            Ok(x) => x,
-            Err(e) => {
-                hs.ntb_release_window(f, &w)?;
-                hs.iommu_unreserve(f, &range)?;
-                return Err(e.into());
-            }
-        };
+        let (device_base, lender) =
+            match lender_reach(hs, f, b.lender, b.function, w.local, range.len) {
+                Ok(x) => x,
+                Err(e) => {
+                    hs.ntb_release_window(f, &w)?;
+                    hs.iommu_unreserve(f, &range)?;
+                    return Err(e.into());
+                }
+            };
         b.dma = Some(DmaPath::Window {
             range,
             window: w,
@@ -904,7 +915,12 @@ pub(crate) fn lender_reach(
     }
 }
 
-fn unmap_hold(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, hold: MapHold) -> Result<(), HostError> {
+fn unmap_hold(
+    hs: &mut Hosts,
+    f: &mut Fabric,
+    b: &mut Borrow,
+    hold: MapHold,
+) -> Result<(), HostError> {
     match hold {
         MapHold::Window { iova, bytes } => {
             if let Some(DmaPath::Window { range, alloc, .. }) = &mut b.dma {

@@ -87,14 +87,12 @@ impl Cluster {
                 (case, lender, y.function)
             }
         };
-        let bar_info = f
-            .topo
-            .node(target_fn)
-            .bar(bar)
-            .copied()
-            .ok_or_else(|| {
-                LendError::Invalid(format!("`{}` has no BAR{bar}", f.topo.node_label(target_fn)))
-            })?;
+        let bar_info = f.topo.node(target_fn).bar(bar).copied().ok_or_else(|| {
+            LendError::Invalid(format!(
+                "`{}` has no BAR{bar}",
+                f.topo.node_label(target_fn)
+            ))
+        })?;
         if len == 0 || offset.checked_add(len).is_none_or(|e| e > bar_info.size) {
             return Err(LendError::Invalid(format!(
                 "{len:#x} bytes at {offset:#x} do not fit BAR{bar} of `{}` ({:#x} bytes)",
@@ -115,16 +113,18 @@ impl Cluster {
                 self.map_for_device(f, a, at, len, DmaDirection::Bidirectional)?
             }
             P2pCase::SameLender if !f.topo.host(a_lender).iommu => {
-                let (addr, _) = Hosts::with(f, |hs, f| lender_reach(hs, f, a_lender, a_fn, at.addr, len))
-                    .map_err(|e| self.host_err(f, a.fdid, a.host, e))?;
+                let (addr, _) =
+                    Hosts::with(f, |hs, f| lender_reach(hs, f, a_lender, a_fn, at.addr, len))
+                        .map_err(|e| self.host_err(f, a.fdid, a.host, e))?;
                 self.record(a, addr, len, MapHold::Direct)
             }
             P2pCase::SameLender | P2pCase::OtherLender => {
                 if case == P2pCase::OtherLender {
-                    let (s, d) = ntb_pair(f, a_lender, target_host).ok_or_else(|| LendError::NoPath {
-                        from: f.topo.host(a_lender).name.clone(),
-                        to: f.topo.host(target_host).name.clone(),
-                    })?;
+                    let (s, d) =
+                        ntb_pair(f, a_lender, target_host).ok_or_else(|| LendError::NoPath {
+                            from: f.topo.host(a_lender).name.clone(),
+                            to: f.topo.host(target_host).name.clone(),
+                        })?;
                     way = self.agents[a.host as usize]
                         .way_between(f, s, d)
                         .map(|w| w.to_vec())
@@ -132,7 +132,13 @@ impl Cluster {
                 }
                 self.post(ControlKind::WindowSetup);
                 let m = Hosts::with(f, |hs, f| -> Result<_, HostError> {
-                    hs.dma_map_single(f, Requester::Function(a_fn), at, len, DmaDirection::Bidirectional)
+                    hs.dma_map_single(
+                        f,
+                        Requester::Function(a_fn),
+                        at,
+                        len,
+                        DmaDirection::Bidirectional,
+                    )
                 })
                 .map_err(|e| self.host_err(f, a.fdid, a.host, e))?;
                 self.record(a, m.addr.0, len, MapHold::Host(m))
@@ -142,7 +148,13 @@ impl Cluster {
     }
 
     /// Keeps a mapping with its borrow (torn down with it).
-    pub(crate) fn record(&mut self, a: Borrowed, addr: u64, len: u64, hold: MapHold) -> DeviceMapping {
+    pub(crate) fn record(
+        &mut self,
+        a: Borrowed,
+        addr: u64,
+        len: u64,
+        hold: MapHold,
+    ) -> DeviceMapping {
         let id = self.next_map;
         self.next_map += 1;
         self.borrows

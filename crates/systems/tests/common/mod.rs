@@ -112,7 +112,12 @@ pub fn peek(f: &Fabric, at: PhysAddr, len: usize) -> Vec<u8> {
         panic!("not RAM")
     };
     let mut buf = vec![0; len];
-    f.peek_ram(at.host, node, node_offset + (at.addr - region.start), &mut buf);
+    f.peek_ram(
+        at.host,
+        node,
+        node_offset + (at.addr - region.start),
+        &mut buf,
+    );
     buf
 }
 
