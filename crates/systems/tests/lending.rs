@@ -456,6 +456,7 @@ fn a_vanished_lender_makes_its_devices_gone() {
         c.return_device(&mut f, b).unwrap_err(),
         LendError::NotHeld { .. }
     ));
+    assert_eq!(c.lend(gpu).unwrap_err().to_string(), "host `lender` has vanished");
     Hosts::with(&mut f, |h, f| {
         assert_eq!(h.ntb(ntb(f, "borrower")).unwrap().windows_held(), 0);
         assert_eq!(h.live_mappings(), 0);

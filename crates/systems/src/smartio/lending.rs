@@ -294,12 +294,11 @@ impl Cluster {
 
     /// Its host's agent offers `fdid` to the pool.
     pub fn lend(&mut self, fdid: Fdid) -> Result<(), LendError> {
-        let host = self.pool.get(fdid)?.host;
-        if self.agents[host as usize].vanished {
-            return Err(LendError::Gone {
-                dev: self.pool.get(fdid)?.label(),
-                host: format!("#{host}"),
-            });
+        let d = self.pool.get(fdid)?;
+        if self.agents[d.host as usize].vanished {
+            // Pool names start with the lender's name.
+            let lender = d.name.split('.').next().unwrap_or_default();
+            return Err(LendError::HostVanished(lender.to_string()));
         }
         let d = self.pool.get_mut(fdid)?;
         if d.availability == Availability::Registered {
