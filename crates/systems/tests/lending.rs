@@ -456,9 +456,80 @@ fn a_vanished_lender_makes_its_devices_gone() {
         c.return_device(&mut f, b).unwrap_err(),
         LendError::NotHeld { .. }
     ));
-    assert_eq!(c.lend(gpu).unwrap_err().to_string(), "host `lender` has vanished");
+    assert_eq!(
+        c.lend(gpu).unwrap_err().to_string(),
+        "host `lender` has vanished"
+    );
     Hosts::with(&mut f, |h, f| {
         assert_eq!(h.ntb(ntb(f, "borrower")).unwrap().windows_held(), 0);
         assert_eq!(h.live_mappings(), 0);
     });
+}
+
+#[test]
+fn two_shared_borrowers_each_get_their_own_window_and_bytes() {
+    let mut f = fabric(false, true);
+    let (mut c, gpu) = lent(&mut f, "lender.gpu");
+    let dev = function(&f, "lender.gpu");
+    let (borrower, other) = (host(&f, "borrower"), host(&f, "other"));
+    let b1 = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::shared())
+        .unwrap();
+    let b2 = c
+        .borrow(&mut f, other, gpu, BorrowOptions::shared())
+        .unwrap();
+    let (w1, w2) = (
+        c.dma_window(&f, b1).unwrap().unwrap(),
+        c.dma_window(&f, b2).unwrap().unwrap(),
+    );
+    assert!(
+        w1.device_base + w1.iova.len <= w2.device_base
+            || w2.device_base + w2.iova.len <= w1.device_base,
+        "the two windows do not overlap on the lender's bus"
+    );
+    let buf1 = ram(&f, "borrower.ram", 1 << 20);
+    let buf2 = ram(&f, "other.ram", 1 << 20);
+    let m1 = c
+        .map_for_device(&mut f, b1, buf1, 4096, DmaDirection::FromDevice)
+        .unwrap();
+    let m2 = c
+        .map_for_device(&mut f, b2, buf2, 4096, DmaDirection::FromDevice)
+        .unwrap();
+    f.store(Requester::Function(dev), m1.addr.0, &bytes(4096, 1))
+        .unwrap();
+    f.store(Requester::Function(dev), m2.addr.0, &bytes(4096, 2))
+        .unwrap();
+    assert_eq!(peek(&f, buf1, 4096), bytes(4096, 1));
+    assert_eq!(peek(&f, buf2, 4096), bytes(4096, 2));
+    // One borrower returning leaves the other's path intact.
+    c.return_device(&mut f, b1).unwrap();
+    f.store(Requester::Function(dev), m2.addr.0, &bytes(64, 3))
+        .unwrap();
+    assert_eq!(peek(&f, buf2, 64), bytes(64, 3));
+    assert!(f.store(Requester::Function(dev), m1.addr.0, &[0]).is_err());
+}
+
+#[test]
+fn the_same_scenario_gives_the_same_fdids_and_addresses() {
+    let run = || {
+        let mut f = fabric(true, true);
+        let (mut c, gpu) = lent(&mut f, "lender.gpu");
+        let borrower = host(&f, "borrower");
+        let b = c
+            .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
+            .unwrap();
+        let buf = ram(&f, "borrower.ram", 1 << 20);
+        let m = c
+            .map_for_device(&mut f, b, buf, 4096, DmaDirection::ToDevice)
+            .unwrap();
+        let msi = c.setup_msi(&mut f, b, 1, 2).unwrap();
+        (
+            c.device_list(&f),
+            c.shadow_bars(&f, b).unwrap(),
+            c.dma_window(&f, b).unwrap(),
+            m.addr,
+            msi,
+        )
+    };
+    assert_eq!(run(), run());
 }
