@@ -102,6 +102,12 @@ pub struct RawFile {
     pub cable: Vec<Spanned<RawCable>>,
     #[serde(default)]
     pub window: Vec<Spanned<RawWindow>>,
+    /// Devices a host lends to the cluster's pool, and borrows of them (SmartIO Device
+    /// Lending): carried as declarations; the systems layer performs them.
+    #[serde(default)]
+    pub lend: Vec<Spanned<RawLend>>,
+    #[serde(default)]
+    pub borrow: Vec<Spanned<RawBorrow>>,
     /// Workloads and the measurement window, for `nudma run`: read and checked by the
     /// layer that knows workload kinds (studies), carried here untouched.
     #[serde(default)]
@@ -438,6 +444,28 @@ pub struct RawCable {
 
 /// A static NTB window programmed from the scenario (before the SmartIO layer programs
 /// them through borrow/map calls).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLend {
+    /// The lending host.
+    pub host: Spanned<String>,
+    /// One of its devices: `device` or `device.pfN`.
+    pub device: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBorrow {
+    /// The borrowing host.
+    pub host: Spanned<String>,
+    /// The lent device, `lender.device[.pfN]`.
+    pub device: Spanned<String>,
+    #[serde(default)]
+    pub exclusive: bool,
+    /// The borrow's name, unique in the scenario (what workloads name it by).
+    pub name: Spanned<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWindow {

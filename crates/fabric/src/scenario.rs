@@ -59,7 +59,8 @@ pub struct StaticWindow {
     pub at: ScenarioError,
 }
 
-/// A loaded scenario: the topology plus what is to be programmed into it.
+/// A loaded scenario: the topology (with its lending declarations) plus what is to be
+/// programmed into it.
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub topology: Topology,
@@ -144,6 +145,8 @@ fn empty_raw() -> RawFile {
         cluster_switch: vec![],
         cable: vec![],
         window: vec![],
+        lend: vec![],
+        borrow: vec![],
         cluster: None,
         workload: vec![],
         measure: None,
@@ -1299,6 +1302,8 @@ impl Builder {
             cables: Vec::new(),
             switch_group: Vec::new(),
             host_ids: HashMap::new(),
+            lends: Vec::new(),
+            borrows: Vec::new(),
         };
         let cluster = match &raw.cluster {
             Some(c) => Some(self.cluster_plan(root, c)?),
@@ -1409,10 +1414,161 @@ impl Builder {
                 at: self.err(root, w.span(), Some(format!("window[{i}]")), ""),
             });
         }
+        let (lends, borrows) = self.lending(root, &raw, &topo)?;
+        topo.lends = lends;
+        topo.borrows = borrows;
         Ok(Scenario {
             topology: topo,
             windows,
         })
+    }
+
+    /// Checks `[[lend]]` and `[[borrow]]`: hosts and devices exist, a function is lent
+    /// once, a borrow names a lent function of another host, borrow names are unique.
+    fn lending(
+        &self,
+        root: usize,
+        raw: &RawFile,
+        topo: &Topology,
+    ) -> Result<(Vec<LendDecl>, Vec<BorrowDecl>), ScenarioError> {
+        let host_of = |s: &Spanned<String>, key: String| -> Result<HostId, ScenarioError> {
+            topo.host_by_name(s.get_ref()).ok_or_else(|| {
+                let names: Vec<&String> = topo.hosts.iter().map(|h| &h.name).collect();
+                self.err(
+                    root,
+                    s.span(),
+                    Some(key),
+                    &format!(
+                        "unknown host `{}` (hosts: {})",
+                        s.get_ref(),
+                        name_list(names)
+                    ),
+                )
+            })
+        };
+        let function_of = |host: HostId,
+                           dev: &str,
+                           s: &Spanned<String>,
+                           key: String|
+         -> Result<NodeId, ScenarioError> {
+            let (d, pf) = match dev.rsplit_once(".pf") {
+                Some((d, p)) => (d, p.parse::<usize>().ok()),
+                None => (dev, Some(0)),
+            };
+            let h = topo.host(host);
+            let found = topo
+                .device_by_name(host, d)
+                .and_then(|id| pf.and_then(|pf| topo.devices[id as usize].functions.get(pf)));
+            found.copied().ok_or_else(|| {
+                let names: Vec<&String> = h
+                    .devices
+                    .iter()
+                    .map(|&d| &topo.devices[d as usize].name)
+                    .collect();
+                self.err(
+                    root,
+                    s.span(),
+                    Some(key),
+                    &format!(
+                        "host `{}` has no device function `{dev}` (devices: {})",
+                        h.name,
+                        name_list(names)
+                    ),
+                )
+            })
+        };
+        let mut lends: Vec<LendDecl> = Vec::new();
+        for (i, l) in raw.lend.iter().enumerate() {
+            let r = l.get_ref();
+            let host = host_of(&r.host, format!("lend[{i}].host"))?;
+            let key = format!("lend[{i}].device");
+            let function = function_of(host, r.device.get_ref(), &r.device, key.clone())?;
+            if let Some(j) = lends.iter().position(|x| x.function == function) {
+                return Err(self.err(
+                    root,
+                    r.device.span(),
+                    Some(key),
+                    &format!(
+                        "`{}.{}` is already lent by lend[{j}]",
+                        r.host.get_ref(),
+                        r.device.get_ref()
+                    ),
+                ));
+            }
+            lends.push(LendDecl {
+                host,
+                function,
+                device: r.device.get_ref().clone(),
+            });
+        }
+        let mut borrows: Vec<BorrowDecl> = Vec::new();
+        for (i, b) in raw.borrow.iter().enumerate() {
+            let r = b.get_ref();
+            let host = host_of(&r.host, format!("borrow[{i}].host"))?;
+            let name = r.name.get_ref();
+            if !valid_name(name) {
+                return Err(self.err(
+                    root,
+                    r.name.span(),
+                    Some(format!("borrow[{i}].name")),
+                    "borrow names use letters, digits, `_` and `-`",
+                ));
+            }
+            if let Some(j) = borrows.iter().position(|x| &x.name == name) {
+                return Err(self.err(
+                    root,
+                    r.name.span(),
+                    Some(format!("borrow[{i}].name")),
+                    &format!("duplicate borrow name `{name}` (also borrow[{j}])"),
+                ));
+            }
+            let key = format!("borrow[{i}].device");
+            let dev = r.device.get_ref();
+            let (lname, rest) = dev.split_once('.').ok_or_else(|| {
+                self.err(
+                    root,
+                    r.device.span(),
+                    Some(key.clone()),
+                    &format!("`{dev}` is not `lender.device`"),
+                )
+            })?;
+            let lender = topo.host_by_name(lname).ok_or_else(|| {
+                self.err(
+                    root,
+                    r.device.span(),
+                    Some(key.clone()),
+                    &format!("`{dev}` names unknown host `{lname}`"),
+                )
+            })?;
+            let function = function_of(lender, rest, &r.device, key.clone())?;
+            if !lends.iter().any(|l| l.function == function) {
+                return Err(self.err(
+                    root,
+                    r.device.span(),
+                    Some(key),
+                    &format!("`{dev}` is borrowed but no [[lend]] lends it"),
+                ));
+            }
+            if lender == host {
+                return Err(self.err(
+                    root,
+                    r.host.span(),
+                    Some(format!("borrow[{i}].host")),
+                    &format!(
+                        "host `{}` cannot borrow its own device `{dev}`",
+                        r.host.get_ref()
+                    ),
+                ));
+            }
+            borrows.push(BorrowDecl {
+                name: name.clone(),
+                host,
+                function,
+                device: dev.clone(),
+                exclusive: r.exclusive,
+            });
+        }
+        Ok((lends, borrows))
     }
 
     /// Builds host `name` from `hr` (a `[[host]]`, or a cluster's template, whose keys

@@ -484,6 +484,31 @@ pub struct Topology {
     pub switch_group: Vec<u32>,
     /// Host names to ids.
     pub host_ids: HashMap<String, HostId>,
+    /// `[[lend]]` and `[[borrow]]` declarations, checked, in file order: plain data here
+    /// (performing them, and what lending means, is the systems layer's).
+    pub lends: Vec<LendDecl>,
+    pub borrows: Vec<BorrowDecl>,
+}
+
+/// A `[[lend]]`: `host` offers one function of one of its devices to the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LendDecl {
+    pub host: HostId,
+    /// The lent PCI function.
+    pub function: NodeId,
+    /// As written (`gpu`, `nvme.pf1`).
+    pub device: String,
+}
+
+/// A `[[borrow]]`: `host` borrows the function a `[[lend]]` offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BorrowDecl {
+    pub name: String,
+    pub host: HostId,
+    pub function: NodeId,
+    /// As written (`lender.gpu`).
+    pub device: String,
+    pub exclusive: bool,
 }
 
 impl Topology {

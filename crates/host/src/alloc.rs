@@ -74,6 +74,28 @@ impl RangeAllocator {
         Some(at)
     }
 
+    /// The highest `len` bytes free entirely below `limit` whose start is a multiple of
+    /// `align` (a power of two, at least a page): a range an NTB window can cover with
+    /// the fewest address-LUT entries.
+    pub fn alloc_aligned(&mut self, len: u64, limit: u64, align: u64) -> Option<u64> {
+        if len == 0 || !len.is_multiple_of(PAGE) || !align.is_power_of_two() || align < PAGE {
+            return None;
+        }
+        let (at, fs, fl) = self.free.range(..limit).rev().find_map(|(&fs, &fl)| {
+            let top = (fs + fl).min(limit);
+            let at = top.checked_sub(len)? & !(align - 1);
+            (at >= fs).then_some((at, fs, fl))
+        })?;
+        self.free.remove(&fs);
+        if at > fs {
+            self.free.insert(fs, at - fs);
+        }
+        if fs + fl > at + len {
+            self.free.insert(at + len, fs + fl - at - len);
+        }
+        Some(at)
+    }
+
     /// Returns `[at, at+len)`; it must have come from `alloc`.
     pub fn free(&mut self, at: u64, len: u64) {
         let (mut s, mut l) = (at, len);
@@ -113,6 +135,16 @@ mod tests {
         assert_eq!(a.free_bytes(), 0xf000);
         assert_eq!(a.alloc(0xf000, u64::MAX), Some(0x1000), "one extent again");
         assert_eq!(a.alloc(0x1000, u64::MAX), None);
+    }
+
+    #[test]
+    fn aligned_allocations_start_on_the_alignment() {
+        let mut a = RangeAllocator::new(0x1000, 0x100_0000);
+        let x = a.alloc_aligned(0x3000, u64::MAX, 0x10_0000).unwrap();
+        assert_eq!(x, 0xf0_0000);
+        let y = a.alloc_aligned(0x10_0000, u64::MAX, 0x10_0000).unwrap();
+        assert_eq!(y, 0xe0_0000, "the slack above the first stays free");
+        assert_eq!(a.alloc(0x1000, u64::MAX), Some(0xff_f000));
     }
 
     #[test]

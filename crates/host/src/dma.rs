@@ -95,13 +95,13 @@ enum Hold {
 /// RAM allocators, live mappings, and a log of what was programmed.
 #[derive(Clone, Debug)]
 pub struct Hosts {
-    iommu: Vec<IommuDriver>,
-    ntb: Vec<NtbDriver>,
+    pub(crate) iommu: Vec<IommuDriver>,
+    pub(crate) ntb: Vec<NtbDriver>,
     /// Per host, per NUMA node: one allocator per RAM region of the node, highest first.
     ram: Vec<Vec<Vec<RangeAllocator>>>,
     mappings: FxHashMap<MappingId, Vec<Hold>>,
     next_id: MappingId,
-    log: Vec<String>,
+    pub(crate) log: Vec<String>,
 }
 
 impl Hosts {

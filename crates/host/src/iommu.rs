@@ -31,6 +31,9 @@ struct Domain {
     iova: RangeAllocator,
     /// Identity-mapped pages (page number → mappings using it).
     identity: FxHashMap<u64, u32>,
+    /// IOVA ranges reserved whole for a caller that maps pages inside them itself (a
+    /// borrowed device's DMA window): start → (length, mapped spans start → length).
+    reserved: std::collections::BTreeMap<u64, (u64, std::collections::BTreeMap<u64, u64>)>,
 }
 
 /// What one mapping holds in a domain, to be given back on unmap.
@@ -126,10 +129,139 @@ impl IommuDriver {
                     id,
                     iova: new_space(self.iova_range),
                     identity: FxHashMap::default(),
+                    reserved: Default::default(),
                 },
             );
         }
         Ok(self.domains.get_mut(&rid).expect("inserted above"))
+    }
+
+    /// Reserves `len` bytes (a page multiple) of `rid`'s IOVA space below `limit`, aligned
+    /// to `align`, for the caller to map pages in with `map_at`. Counts as a live mapping
+    /// until `unreserve`.
+    pub(crate) fn reserve(
+        &mut self,
+        f: &mut Fabric,
+        rid: Rid,
+        len: u64,
+        limit: u64,
+        align: u64,
+    ) -> Result<u64, HostError> {
+        let hname = f.topo.host(self.host).name.clone();
+        let d = self.domain(f, rid)?;
+        let did = d.id;
+        let at = d
+            .iova
+            .alloc_aligned(len, limit, align)
+            .ok_or_else(|| HostError::Exhausted {
+                what: format!("IOVA space of {hname}'s IOMMU domain {did} (requester {rid})"),
+                len,
+                below: format!("below {limit:#x} aligned to {align:#x}"),
+            })?;
+        d.reserved.insert(at, (len, Default::default()));
+        self.live += 1;
+        Ok(at)
+    }
+
+    /// The reservation of `rid` holding `[iova, iova+len)`, by its start.
+    fn reservation_of(
+        &mut self,
+        rid: Rid,
+        iova: u64,
+        len: u64,
+    ) -> Result<(&mut Domain, u64), HostError> {
+        let host = self.host;
+        let d = self.domains.get_mut(&rid).ok_or_else(|| {
+            HostError::Invalid(format!("requester {rid} has no domain on host {host}"))
+        })?;
+        let start = d
+            .reserved
+            .range(..=iova)
+            .next_back()
+            .filter(|(&s, &(l, _))| iova + len <= s + l)
+            .map(|(&s, _)| s)
+            .ok_or_else(|| {
+                HostError::Invalid(format!(
+                    "IOVA {iova:#x} + {len:#x} is not inside a range reserved for requester {rid} on host {host}"
+                ))
+            })?;
+        Ok((d, start))
+    }
+
+    /// Maps `[iova, iova+len)` (inside a reservation of `rid`) onto bus address `phys`;
+    /// all three page-aligned.
+    pub(crate) fn map_at(
+        &mut self,
+        f: &mut Fabric,
+        rid: Rid,
+        iova: u64,
+        phys: u64,
+        len: u64,
+        perm: Perm,
+    ) -> Result<(), HostError> {
+        let host = self.host;
+        let (d, start) = self.reservation_of(rid, iova, len)?;
+        f.iommu_map(host, d.id, iova, phys, len, perm)?;
+        d.reserved
+            .get_mut(&start)
+            .expect("found above")
+            .1
+            .insert(iova, len);
+        Ok(())
+    }
+
+    /// Unmaps a span `map_at` mapped (exactly it).
+    pub(crate) fn unmap_at(
+        &mut self,
+        f: &mut Fabric,
+        rid: Rid,
+        iova: u64,
+    ) -> Result<(), HostError> {
+        let host = self.host;
+        let (d, start) = self.reservation_of(rid, iova, 1)?;
+        let spans = &mut d.reserved.get_mut(&start).expect("found above").1;
+        let len = spans.remove(&iova).ok_or_else(|| {
+            HostError::Invalid(format!(
+                "nothing is mapped at IOVA {iova:#x} for requester {rid}"
+            ))
+        })?;
+        f.iommu_unmap(host, d.id, iova, len)?;
+        Ok(())
+    }
+
+    /// Gives a reservation back, unmapping what is still mapped in it.
+    pub(crate) fn unreserve(
+        &mut self,
+        f: &mut Fabric,
+        rid: Rid,
+        start: u64,
+    ) -> Result<(), HostError> {
+        let host = self.host;
+        let d = self.domains.get_mut(&rid).ok_or_else(|| {
+            HostError::Invalid(format!("requester {rid} has no domain on host {host}"))
+        })?;
+        let (len, spans) = d.reserved.remove(&start).ok_or_else(|| {
+            HostError::Invalid(format!(
+                "no IOVA range reserved at {start:#x} for requester {rid}"
+            ))
+        })?;
+        for (iova, l) in spans {
+            f.iommu_unmap(host, d.id, iova, l)?;
+        }
+        d.iova.free(start, len);
+        self.live -= 1;
+        Ok(())
+    }
+
+    /// Pages mapped through `map_at` in `rid`'s reservations.
+    pub fn reserved_pages_mapped(&self, rid: Rid) -> u64 {
+        self.domains.get(&rid).map_or(0, |d| {
+            d.reserved
+                .values()
+                .flat_map(|(_, s)| s.values())
+                .map(|l| l / PAGE)
+                .sum()
+        })
     }
 
     /// Maps the pages under each bus span `(addr, len)` for `rid`; returns the DMA address

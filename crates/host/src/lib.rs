@@ -3,7 +3,9 @@
 //! per host (a domain per requester ID, an IOVA allocator per domain, identity or
 //! translated policy) and an NTB driver per adapter — the one place that programs
 //! address-LUT windows and requester-ID entries on a driver's behalf — plus per-core
-//! placement (which NUMA node a CPU is on). Mapping state lives here, kept with the
+//! placement (which NUMA node a CPU is on). `remote` gives systems that build their own
+//! cross-host DMA paths (Device Lending) reserved IOVA ranges, pages mapped at chosen
+//! IOVAs, and NTB windows and requester entries as handles. Mapping state lives here, kept with the
 //! fabric it programs (`Hosts::with`). Every change goes through the fabric's mutators,
 //! which bump its routing epoch, so timed routes that depended on it are dropped.
 //! Knows only the fabric: no time, no device behaviour, no experiments.
@@ -14,6 +16,7 @@ pub mod error;
 pub mod iommu;
 pub mod ntb;
 pub mod placement;
+pub mod remote;
 
 pub use dma::{
     Coherent, DmaAddr, DmaDirection, DmaMapping, Hosts, MappingId, NumaNode, PhysAddr, SgMapping,
@@ -22,3 +25,4 @@ pub use error::HostError;
 pub use iommu::{IommuDriver, IommuPolicy, DEFAULT_IOVA_RANGE};
 pub use ntb::NtbDriver;
 pub use placement::{Cpu, Placement};
+pub use remote::{ntb_pair, IovaRange, NtbWindow, RequesterEntry};
