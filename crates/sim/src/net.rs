@@ -493,6 +493,14 @@ impl Net {
     /// TLPs already on the wire arrive.
     pub fn set_wire_down(&mut self, wire: u32, down: bool) {
         self.wires[wire as usize].down = down;
+        if down {
+            // TLPs waiting at the port for credits meet the dead link now.
+            for class in 0..3 {
+                while let Some(t) = self.wires[wire as usize].queues[class].pop_front() {
+                    self.dead_wire(t);
+                }
+            }
+        }
     }
 
     pub fn set_completion_timeout(&mut self, t: Time) {
