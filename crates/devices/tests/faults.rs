@@ -15,7 +15,9 @@ const BYTES: u64 = 256 * 1024;
 const FAR_OFFSET: u64 = 0x100_0000;
 
 fn b2b() -> TimedFabric {
-    let s = builtin::load_builtin("smartio_pxh830_b2b").unwrap().unwrap();
+    let s = builtin::load_builtin("smartio_pxh830_b2b")
+        .unwrap()
+        .unwrap();
     TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
 }
 
@@ -26,10 +28,7 @@ fn engine_to_b(tf: &mut TimedFabric) -> (Requester, u64, u32, u64) {
         e => panic!("{e:?}"),
     };
     let who = Requester::Function(n);
-    let (host, addr) = tf
-        .fabric
-        .resolve_address("b.ram", FAR_OFFSET)
-        .unwrap();
+    let (host, addr) = tf.fabric.resolve_address("b.ram", FAR_OFFSET).unwrap();
     let m = host::Hosts::with(&mut tf.fabric, |h, f| {
         h.dma_map_single(
             f,
@@ -105,9 +104,16 @@ fn writes_that_meet_a_dead_cable_are_dropped_and_counted_and_the_rest_land() {
     let s = job.stats().clone();
     assert_eq!(log.len(), 2, "{log:?}");
     assert_eq!(log[0].0, Time::from_ps(5_000_000));
-    assert!(log[0].1.starts_with("link down: cable a.ntb — b.ntb"), "{}", log[0].1);
+    assert!(
+        log[0].1.starts_with("link down: cable a.ntb — b.ntb"),
+        "{}",
+        log[0].1
+    );
     assert_eq!(log[1].0, Time::from_ps(9_000_000));
-    assert!(job.outcome().end > Time::from_ps(9_000_000), "the stream outlives the flap");
+    assert!(
+        job.outcome().end > Time::from_ps(9_000_000),
+        "the stream outlives the flap"
+    );
     let mut far = vec![0u8; BYTES as usize];
     let off = match tf
         .fabric
@@ -141,12 +147,20 @@ fn writes_that_meet_a_dead_cable_are_dropped_and_counted_and_the_rest_land() {
         }
     }
     assert!(!dropped.is_empty(), "the flap dropped writes");
-    assert_eq!(s.writes_dropped, dropped.len() as u64, "one count per TLP that tried");
+    assert_eq!(
+        s.writes_dropped,
+        dropped.len() as u64,
+        "one count per TLP that tried"
+    );
     assert_eq!(s.faults, s.writes_dropped);
     // The writes issued in order: those that met the dead link are one run of TLPs,
     // with writes that landed before it and after it.
     let (first, last) = (dropped[0], *dropped.last().unwrap());
-    assert_eq!(last - first + 1, dropped.len(), "dropped TLPs are contiguous");
+    assert_eq!(
+        last - first + 1,
+        dropped.len(),
+        "dropped TLPs are contiguous"
+    );
     assert!(first > 0 && last < far.len() / 256 - 1);
     // Most drops happened at the cable's hop; the network counted them there.
     let hop = tf.net.failures().writes_dropped;
@@ -185,14 +199,20 @@ fn reads_across_a_flap_return_all_ones_exactly_where_they_failed() {
         }
     }
     assert!(ones > 0, "the flap failed reads");
-    assert_eq!(s.ur_completions, ones, "one UR per read answered with all-ones");
+    assert_eq!(
+        s.ur_completions, ones,
+        "one UR per read answered with all-ones"
+    );
     let f = tf.net.failures();
     assert!(f.reads_unsupported > 0, "requests met the dead link: {f:?}");
     // Each failed read met the dead link, lost its completions on it, or — its data
     // past the cable before the link died, arriving after — was refused by the route
     // when its bytes were taken (a TLP's flight time at the edge of the flap).
     let at_hop = f.reads_unsupported + f.reads_timed_out;
-    assert!(at_hop <= ones && ones - at_hop <= 4, "{f:?}, {ones} all-ones");
+    assert!(
+        at_hop <= ones && ones - at_hop <= 4,
+        "{f:?}, {ones} all-ones"
+    );
     assert_eq!(s.bytes, BYTES - 512 * ones);
 }
 
@@ -203,7 +223,11 @@ fn a_crashed_hosts_reads_complete_as_ur_after_the_completion_timeout_and_restart
     let data: Vec<u8> = (0..BYTES).map(|i| pattern_byte(5, i)).collect();
     tf.fabric.cpu_store(host, 0, phys, &data).unwrap();
     let timeout = tf.net.completion_timeout();
-    assert_eq!(timeout, Time::from_ps(50_000_000_000), "the platform's 50 ms");
+    assert_eq!(
+        timeout,
+        Time::from_ps(50_000_000_000),
+        "the platform's 50 ms"
+    );
     let job = DmaJob::ops(
         &mut tf,
         who,
@@ -229,14 +253,23 @@ fn a_crashed_hosts_reads_complete_as_ur_after_the_completion_timeout_and_restart
     assert!(log[0].1.starts_with("host `b` crashed"), "{}", log[0].1);
     let s = job.stats().clone();
     let f = tf.net.failures();
-    assert!(f.reads_timed_out > 0, "reads in flight lost their completions: {f:?}");
-    assert!(f.reads_unsupported > 0, "later reads met the dead adapter: {f:?}");
+    assert!(
+        f.reads_timed_out > 0,
+        "reads in flight lost their completions: {f:?}"
+    );
+    assert!(
+        f.reads_unsupported > 0,
+        "later reads met the dead adapter: {f:?}"
+    );
     assert!(s.ur_completions >= f.reads_timed_out + f.reads_unsupported);
     // Timed-out reads were issued before the crash and within a round trip of it; they
     // end exactly one completion timeout after their issue.
     let end = job.outcome().end;
     assert!(end <= crash_at + timeout, "{end:?}");
-    assert!(end >= crash_at + timeout - Time::from_ps(5_000_000), "{end:?}");
+    assert!(
+        end >= crash_at + timeout - Time::from_ps(5_000_000),
+        "{end:?}"
+    );
     let got = job.captured().unwrap();
     assert!(got.chunks(512).any(|c| c.iter().all(|&b| b == 0xFF)));
     assert_eq!(&got[..512], &data[..512], "reads before the crash got data");
@@ -264,12 +297,18 @@ fn a_crashed_hosts_reads_complete_as_ur_after_the_completion_timeout_and_restart
 fn a_cpu_load_over_a_dead_link_gets_all_ones_and_the_fault_names_the_cable() {
     let mut tf = b2b();
     let (_, _, host_b, phys) = engine_to_b(&mut tf);
-    let cpu = Requester::Cpu { host: 0, package: 0 };
+    let cpu = Requester::Cpu {
+        host: 0,
+        package: 0,
+    };
     let m = host::Hosts::with(&mut tf.fabric, |h, f| {
         h.dma_map_single(
             f,
             cpu,
-            host::PhysAddr { host: host_b, addr: phys },
+            host::PhysAddr {
+                host: host_b,
+                addr: phys,
+            },
             4096,
             host::DmaDirection::Bidirectional,
         )
@@ -301,7 +340,10 @@ fn a_random_campaign_is_the_same_for_a_seed_and_differs_for_another() {
     assert_eq!(one, sim::faults::campaign(&tf.fabric.topo, &c(42)).unwrap());
     assert_ne!(one, sim::faults::campaign(&tf.fabric.topo, &c(43)).unwrap());
     assert_eq!(one.len(), 12);
-    assert!(one.windows(2).all(|w| w[0].at_ps <= w[1].at_ps), "in time order");
+    assert!(
+        one.windows(2).all(|w| w[0].at_ps <= w[1].at_ps),
+        "in time order"
+    );
     assert!(one.iter().all(|f| f.at_ps < 1_000_000_000));
     assert!(one.iter().any(|f| f.action == FaultAction::LinkDown));
     assert!(sim::faults::campaign(
@@ -314,4 +356,3 @@ fn a_random_campaign_is_the_same_for_a_seed_and_differs_for_another() {
     .unwrap_err()
     .contains("nope.ntb"));
 }
-

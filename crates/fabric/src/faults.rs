@@ -268,6 +268,8 @@ mod tests {
         assert!(parse_time_ps("-1 ms").unwrap_err().contains("negative"));
         assert!(parse_time_ps("5 s").unwrap_err().contains("outside"));
         assert!(parse_time_ps("10").unwrap_err().contains("no unit"));
-        assert!(parse_time_ps("3 days").unwrap_err().contains("unknown time unit"));
+        assert!(parse_time_ps("3 days")
+            .unwrap_err()
+            .contains("unknown time unit"));
     }
 }

@@ -12,8 +12,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::component::Component;
 use crate::net::{ComponentId, Event};
-use crate::timed::TimedFabric;
 use crate::time::Time;
+use crate::timed::TimedFabric;
 
 /// One change of fabric state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1317,7 +1317,11 @@ impl Net {
             return;
         }
         self.free_tlps.push(t);
-        let failed = if tlp.ur { r.failed.max(FAILED_UR) } else { r.failed };
+        let failed = if tlp.ur {
+            r.failed.max(FAILED_UR)
+        } else {
+            r.failed
+        };
         self.reads[tlp.req as usize].failed = failed;
         if remaining == 0 && r.lost > 0 {
             // The last data to come; what was lost is given up at the timeout.

@@ -412,9 +412,10 @@ impl TimedFabric {
         let topo = &self.fabric.topo;
         let cables: Vec<u32> = (0..topo.cables.len() as u32)
             .filter(|&c| {
-                topo.cables[c as usize].ends.iter().any(
-                    |e| matches!(*e, CableEnd::Ntb(n) if topo.ntbs[n as usize].host == host),
-                )
+                topo.cables[c as usize]
+                    .ends
+                    .iter()
+                    .any(|e| matches!(*e, CableEnd::Ntb(n) if topo.ntbs[n as usize].host == host))
             })
             .collect();
         for c in cables {
