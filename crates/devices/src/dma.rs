@@ -647,6 +647,8 @@ impl DmaJob {
                 ((pos / self.op_bytes % self.slots) * self.op_bytes + pos % self.op_bytes) as usize;
             c[off..off + n].copy_from_slice(&buf);
         }
+        // A copy engine writes what its read returned: after a UR that is all-ones,
+        // counted in `ur_completions` (the driver's check), never passed off as data.
         if let Op::Copy { .. } = self.op {
             let mut data = self.pool.pop().unwrap_or_default();
             data.clear();
