@@ -196,8 +196,18 @@ pub struct DmaStats {
     pub ops: u64,
     /// Latency of completed operations (first TLP issued to last byte done).
     pub op_latency: Histogram,
-    /// Functional accesses that faulted (the fabric logs each).
+    /// Accesses that faulted: the writes dropped and the reads answered with all-ones
+    /// below, and any other fault the fabric logged when bytes moved.
     pub faults: u64,
+    /// Posted writes dropped: at a dead link on the way (the network's hop), or refused
+    /// by the fabric's route when they landed (a host crashed under them). The bytes are
+    /// not stored and not counted in `bytes`; the requester could not have known.
+    pub writes_dropped: u64,
+    /// Reads completed as Unsupported Request — at a dead link on the way, by the
+    /// completion timeout when their completions were lost, or because the fabric's
+    /// route faulted when the data came back: the requester got all-ones, as a driver
+    /// checking for `0xFF…` sees, and those bytes are not counted in `bytes`.
+    pub ur_completions: u64,
 }
 
 /// How many operations to run.
@@ -241,6 +251,8 @@ pub struct DmaJob {
     scratch: Vec<u8>,
     /// Kept read data (position → bytes) when capturing.
     capture: Option<Vec<u8>>,
+    /// Reads under way that a delivery already said failed (few: a split read's part).
+    failed_reads: Vec<(u64, u64)>,
     stats: DmaStats,
     total_done: u64,
     start: Time,
@@ -315,6 +327,7 @@ impl DmaJob {
             pacing: false,
             scratch: Vec::new(),
             capture: None,
+            failed_reads: Vec::new(),
             stats: DmaStats::default(),
             total_done: 0,
             start: Time::ZERO,
@@ -510,8 +523,8 @@ impl DmaJob {
     }
 
     /// `bytes` of the operation holding `pos` are done.
-    fn progress(&mut self, now: Time, pos: u64, bytes: u64) {
-        self.stats.bytes += bytes;
+    fn progress(&mut self, now: Time, pos: u64, bytes: u64, delivered: u64) {
+        self.stats.bytes += delivered;
         self.total_done += bytes;
         let total = self.total_bytes();
         if self.mid == Time::ZERO && self.total_done >= total / 2 {
@@ -554,11 +567,18 @@ impl DmaJob {
             return;
         };
         let addr = self.addr(dst, pos);
-        if tf.fabric.store(self.requester, addr, &data).is_err() {
+        // Dropped at a dead link on the way (seen at the hop, when the TLP would have
+        // crossed it): nothing lands. Otherwise the bytes land through the fabric's
+        // route now, which refuses them if the target died since (a crashed host).
+        let landed = tf.net.delivery_failure().is_none()
+            && tf.fabric.store(self.requester, addr, &data).is_ok();
+        if !landed {
             self.stats.faults += 1;
+            self.stats.writes_dropped += 1;
         }
         self.pool.push(data);
-        self.progress(tf.net.now(), pos, bytes as u64);
+        let delivered = if landed { bytes as u64 } else { 0 };
+        self.progress(tf.net.now(), pos, bytes as u64, delivered);
         if !self.pacing {
             self.issue_write(tf, me);
             // A copy's reads wait for nothing but tags; a write job's next op may start.
@@ -574,13 +594,14 @@ impl DmaJob {
         bytes: u32,
         last: bool,
     ) {
-        if matches!(self.op, Op::Read { .. }) {
-            self.progress(tf.net.now(), pos, bytes as u64);
+        // A read that any part of failed completes as UR (all-ones), whatever data came.
+        let failed = tf.net.delivery_failure().is_some();
+        if failed && !last {
+            match self.failed_reads.iter_mut().find(|r| r.0 == pos) {
+                Some(r) => r.1 += bytes as u64,
+                None => self.failed_reads.push((pos, bytes as u64)),
+            }
         }
-        if !last {
-            return;
-        }
-        self.reads_outstanding -= 1;
         let src = match self.op {
             Op::Read { src } | Op::Copy { src, .. } => src,
             Op::Write { .. } => return,
@@ -588,16 +609,46 @@ impl DmaJob {
         let addr = self.addr(src, pos);
         let n = chunk(addr, self.op_bytes - pos % self.op_bytes, self.spec.mrrs) as usize;
         let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.resize(n, 0);
-        if tf.fabric.load(self.requester, addr, &mut buf).is_err() {
+        // Bytes of this read's deliveries that said they failed (not counted as read).
+        let earlier = match self.failed_reads.iter().position(|r| r.0 == pos) {
+            Some(i) if last => Some(self.failed_reads.swap_remove(i).1),
+            _ => None,
+        };
+        let ur = last && {
+            buf.clear();
+            buf.resize(n, 0);
+            // The bytes are taken through the fabric's route when the data is back; a
+            // failed read gives all-ones without touching it.
+            failed || earlier.is_some() || tf.fabric.load(self.requester, addr, &mut buf).is_err()
+        };
+        if ur {
+            buf.fill(0xFF);
             self.stats.faults += 1;
+            self.stats.ur_completions += 1;
         }
+        if matches!(self.op, Op::Read { .. }) {
+            // Data that came back counts as it comes; a failure's bytes never do, and a
+            // read that ends as UR gives back what its data had counted.
+            let delivered = if failed { 0 } else { bytes as u64 };
+            self.progress(tf.net.now(), pos, bytes as u64, delivered);
+            if ur {
+                let not_counted = earlier.unwrap_or(0) + if failed { bytes as u64 } else { 0 };
+                let counted = (n as u64).saturating_sub(not_counted);
+                self.stats.bytes = self.stats.bytes.saturating_sub(counted);
+            }
+        }
+        if !last {
+            self.scratch = buf;
+            return;
+        }
+        self.reads_outstanding -= 1;
         if let Some(c) = self.capture.as_mut() {
             let off =
                 ((pos / self.op_bytes % self.slots) * self.op_bytes + pos % self.op_bytes) as usize;
             c[off..off + n].copy_from_slice(&buf);
         }
+        // A copy engine writes what its read returned: after a UR that is all-ones,
+        // counted in `ur_completions` (the driver's check), never passed off as data.
         if let Op::Copy { .. } = self.op {
             let mut data = self.pool.pop().unwrap_or_default();
             data.clear();

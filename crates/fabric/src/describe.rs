@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use crate::path::{Fault, Path, Step, Target};
+use crate::path::{Fault, FaultKind, Path, Step, Target};
 use crate::topology::*;
 use crate::units::fmt_size;
 use crate::Fabric;
@@ -228,7 +228,7 @@ pub fn target_json(t: &Topology, target: &Target) -> Value {
 pub fn fault_text(t: &Topology, f: &Fault) -> String {
     format!(
         "{} — {:?} by {} at {:#x} in host {}",
-        f.kind.describe(),
+        fault_kind_text(t, f.kind),
         f.access,
         f.requester,
         f.addr,
@@ -236,8 +236,28 @@ pub fn fault_text(t: &Topology, f: &Fault) -> String {
     )
 }
 
+/// What a fault kind says, in the fabric's words: a dead link or host is named
+/// ("link down: cable borrower.ntb — lender.ntb", "host `lender` is down").
+pub fn fault_kind_text(t: &Topology, k: FaultKind) -> String {
+    match k {
+        FaultKind::LinkDown { cable } => format!("link down: {}", cable_text(t, cable)),
+        FaultKind::HostDown { host } => format!("host `{}` is down", t.host(host).name),
+        _ => k.describe().to_string(),
+    }
+}
+
+/// A cable by its two ends: "cable borrower.ntb — lender.ntb".
+pub fn cable_text(t: &Topology, cable: CableId) -> String {
+    let c = &t.cables[cable as usize];
+    format!(
+        "cable {} — {}",
+        t.cable_end_label(c.ends[0]),
+        t.cable_end_label(c.ends[1])
+    )
+}
+
 pub fn fault_json(t: &Topology, f: &Fault) -> Value {
-    json!({ "kind": f.kind.name(), "what": f.kind.describe(), "host": t.host(f.host).name, "requester": f.requester.to_string(), "address": f.addr, "access": format!("{:?}", f.access).to_lowercase() })
+    json!({ "kind": f.kind.name(), "what": fault_kind_text(t, f.kind), "host": t.host(f.host).name, "requester": f.requester.to_string(), "address": f.addr, "access": format!("{:?}", f.access).to_lowercase() })
 }
 
 pub fn path_json(t: &Topology, p: &Path, r: &Result<Target, Fault>) -> Value {

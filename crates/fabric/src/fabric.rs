@@ -31,6 +31,8 @@ pub struct Fabric {
     ntb: Vec<NtbState>,
     iommu: Vec<Iommu>,
     cable_up: Vec<bool>,
+    /// Hosts that have not crashed (a crashed host answers nothing and issues nothing).
+    host_up: Vec<bool>,
     mem: Memory,
     faults: Vec<Fault>,
     /// Interrupt messages delivered, in order (the functional side of MSI/MSI-X).
@@ -64,11 +66,13 @@ impl Fabric {
             .collect();
         let iommu = vec![Iommu::default(); topo.hosts.len()];
         let cable_up = vec![true; topo.cables.len()];
+        let host_up = vec![true; topo.hosts.len()];
         Fabric {
             topo,
             ntb,
             iommu,
             cable_up,
+            host_up,
             mem: Memory::default(),
             faults: Vec::new(),
             interrupts: Vec::new(),
@@ -333,6 +337,55 @@ impl Fabric {
         self.cable_up[cable as usize] = up;
     }
 
+    /// Whether the cable itself is up (as last set; its end hosts aside).
+    pub fn cable_up(&self, cable: CableId) -> bool {
+        self.cable_up[cable as usize]
+    }
+
+    /// Why a TLP cannot cross `cable` now: the cable is down, or a host at one of its
+    /// ends has crashed (its adapter's link is down with it). `None`: it is live.
+    pub fn cable_fault(&self, cable: CableId) -> Option<FaultKind> {
+        let down_end = self.topo.cables[cable as usize]
+            .ends
+            .iter()
+            .find_map(|e| match *e {
+                CableEnd::Ntb(n) => {
+                    let h = self.topo.ntbs[n as usize].host;
+                    (!self.host_up[h as usize]).then_some(h)
+                }
+                CableEnd::ClusterSwitch(_) => None,
+            });
+        match down_end {
+            Some(host) => Some(FaultKind::HostDown { host }),
+            None if !self.cable_up[cable as usize] => Some(FaultKind::LinkDown { cable }),
+            None => None,
+        }
+    }
+
+    pub fn host_up(&self, host: HostId) -> bool {
+        self.host_up[host as usize]
+    }
+
+    /// A host crashes: from now on every route into or out of it faults with
+    /// `HostDown` naming it — its RAM, BARs and adapters answer nothing, its CPUs and
+    /// devices issue nothing, and its adapters' links are down.
+    pub fn crash_host(&mut self, host: HostId) {
+        self.routing_epoch += 1;
+        self.host_up[host as usize] = false;
+    }
+
+    /// A crashed host comes back, cold: what its RAM and its functions' BARs and config
+    /// spaces held is lost (they read as zeros, as memory never written). NTB LUTs and
+    /// IOMMU tables are left as they were: the host layer owns them, and what a rebooted
+    /// OS programs again is its business, not the hardware's.
+    pub fn restart_host(&mut self, host: HostId) {
+        self.routing_epoch += 1;
+        if !self.host_up[host as usize] {
+            self.mem.clear_host(host, &self.topo.host(host).nodes);
+        }
+        self.host_up[host as usize] = true;
+    }
+
     // ---- IOMMU ----------------------------------------------------------------------
 
     pub fn iommu_create_domain(&mut self, host: HostId) -> DomainId {
@@ -410,6 +463,9 @@ impl Fabric {
         };
         if addr % PAGE + len > PAGE {
             return Err(fault(FaultKind::CrossesPage, host, rid, addr));
+        }
+        if !self.host_up[host as usize] {
+            return Err(fault(FaultKind::HostDown { host }, host, rid, addr));
         }
         // Where the request currently is: a PCI function, or a CPU at an uncore vertex.
         let mut origin = match req.requester {
@@ -586,8 +642,8 @@ impl Fabric {
                 match *hop {
                     NtbHop::Cable(c) => {
                         path.steps.push(Step::Cable { cable: c });
-                        if !self.cable_up[c as usize] {
-                            return Err(fault(FaultKind::LinkDown, host, rid, addr));
+                        if let Some(k) = self.cable_fault(c) {
+                            return Err(fault(k, host, rid, addr));
                         }
                     }
                     NtbHop::ClusterSwitch(s) => path.steps.push(Step::ClusterSwitch { switch: s }),
@@ -669,6 +725,15 @@ impl Fabric {
     ) -> Result<NodeId, Fault> {
         path.steps.clear();
         let topo = &self.topo;
+        if !self.host_up[host as usize] {
+            return Err(Fault {
+                kind: FaultKind::HostDown { host },
+                host,
+                requester: self.requester_rid(Requester::Cpu { host, package }),
+                addr: rid.0 as u64,
+                access: if write { Access::Write } else { Access::Read },
+            });
+        }
         let h = topo.host(host);
         let node = h
             .nodes

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod describe;
 pub mod endpoint;
 pub mod error;
+pub mod faults;
 pub mod keypath;
 pub mod raw;
 pub mod scenario;

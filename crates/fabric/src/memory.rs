@@ -57,6 +57,12 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// Forgets every byte of `host`'s RAM and of the BARs of `nodes` (a cold restart).
+    pub fn clear_host(&mut self, host: HostId, nodes: &[NodeId]) {
+        self.ram.retain(|&(h, _), _| h != host);
+        self.bars.retain(|&(n, _), _| !nodes.contains(&n));
+    }
+
     pub fn ram(&mut self, host: HostId, node: u32) -> &mut ByteStore {
         self.ram.entry((host, node)).or_default()
     }

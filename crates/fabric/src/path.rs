@@ -151,7 +151,10 @@ pub enum FaultKind {
     /// The root complex does not forward peer-to-peer between its ports.
     P2pBlocked,
     /// A cable on the way is down (writes dropped, reads complete as UR with all-ones).
-    LinkDown,
+    LinkDown { cable: CableId },
+    /// A host on the way (the requester's, or one at either end of a cable crossed) has
+    /// crashed: its RAM, BARs and adapters answer nothing (Unsupported Request).
+    HostDown { host: HostId },
     /// More NTB crossings than a sane mapping makes (a window loop).
     TooManyCrossings,
     /// A function addressing its own BAR: the access never becomes a TLP (a switch or
@@ -173,7 +176,8 @@ impl FaultKind {
             FaultKind::NtbWindowUnmapped => "NTB address-LUT window not programmed",
             FaultKind::NtbRequesterUnknown => "requester not in the NTB's requester-ID LUT",
             FaultKind::P2pBlocked => "root complex does not forward peer-to-peer",
-            FaultKind::LinkDown => "link down on the way (Unsupported Request)",
+            FaultKind::LinkDown { .. } => "link down on the way (Unsupported Request)",
+            FaultKind::HostDown { .. } => "a host on the way is down (Unsupported Request)",
             FaultKind::TooManyCrossings => "too many NTB crossings (window loop)",
             FaultKind::OwnBar => {
                 "the function addresses its own BAR: the access stays inside the device (no PCIe route)"
@@ -192,7 +196,8 @@ impl FaultKind {
             FaultKind::NtbWindowUnmapped => "ntb_window_unmapped",
             FaultKind::NtbRequesterUnknown => "ntb_requester_unknown",
             FaultKind::P2pBlocked => "p2p_blocked",
-            FaultKind::LinkDown => "link_down",
+            FaultKind::LinkDown { .. } => "link_down",
+            FaultKind::HostDown { .. } => "host_down",
             FaultKind::TooManyCrossings => "too_many_crossings",
             FaultKind::OwnBar => "own_bar",
         }

@@ -108,6 +108,9 @@ pub struct RawFile {
     pub lend: Vec<Spanned<RawLend>>,
     #[serde(default)]
     pub borrow: Vec<Spanned<RawBorrow>>,
+    /// Faults injected at simulated times (`faults.rs`).
+    #[serde(default)]
+    pub fault: Vec<Spanned<RawFault>>,
     /// Workloads and the measurement window, for `nudma run`: read and checked by the
     /// layer that knows workload kinds (studies), carried here untouched.
     #[serde(default)]
@@ -476,4 +479,15 @@ pub struct RawWindow {
     #[serde(default)]
     pub offset: Size,
     pub size: Spanned<Size>,
+}
+
+/// One `[[fault]]` as written (see `faults.rs`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFault {
+    pub name: Option<Spanned<String>>,
+    pub at: Spanned<String>,
+    pub kind: Spanned<String>,
+    pub target: Spanned<String>,
+    pub duration: Option<Spanned<String>>,
 }

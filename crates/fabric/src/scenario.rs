@@ -65,6 +65,8 @@ pub struct StaticWindow {
 pub struct Scenario {
     pub topology: Topology,
     pub windows: Vec<StaticWindow>,
+    /// The fault schedule (`[[fault]]`), in file order.
+    pub faults: Vec<crate::faults::FaultSpec>,
 }
 
 /// Loads a scenario from a file on disk.
@@ -147,6 +149,7 @@ fn empty_raw() -> RawFile {
         window: vec![],
         lend: vec![],
         borrow: vec![],
+        fault: vec![],
         cluster: None,
         workload: vec![],
         measure: None,
@@ -213,6 +216,9 @@ enum Rule {
     Mrrs,
     /// A CPU access size: a power of two in 4..=4096.
     AccessBytes,
+    /// A PCIe completion timeout: 50 µs ..= 1 s (PCIe's ranges start at 50 µs; a
+    /// longer wait than a second is beyond any run).
+    CompletionTimeout,
 }
 
 const MAX_LATENCY_NS: f64 = 1e9;
@@ -232,6 +238,7 @@ impl Rule {
                 Rule::Rcb => x == 64.0 || x == 128.0,
                 Rule::Mrrs => pow2(128.0, 4096.0),
                 Rule::AccessBytes => pow2(4.0, 4096.0),
+                Rule::CompletionTimeout => (50e3..=MAX_LATENCY_NS).contains(&x),
             };
         if ok {
             return Ok(());
@@ -246,13 +253,15 @@ impl Rule {
                 Rule::Rcb => "64 or 128 (bytes)",
                 Rule::Mrrs => "a power of two in 128..=4096 (bytes)",
                 Rule::AccessBytes => "a power of two in 4..=4096 (bytes)",
+                Rule::CompletionTimeout =>
+                    "a completion timeout in 50000..=1e9 ns (50 µs, PCIe's shortest, to 1 s)",
             }
         ))
     }
 }
 
 /// `[platform.X.timing]`: every key required.
-pub const PLATFORM_TIMING_KEYS: [&str; 21] = [
+pub const PLATFORM_TIMING_KEYS: [&str; 22] = [
     "dram_latency_ns",
     "dram_gbps",
     "llc_latency_ns",
@@ -274,6 +283,7 @@ pub const PLATFORM_TIMING_KEYS: [&str; 21] = [
     "cpu_mmio_write_bytes",
     "cpu_mmio_read_bytes",
     "cpu_mmio_reads",
+    "completion_timeout_ns",
 ];
 
 fn platform_rule(key: &str) -> Option<Rule> {
@@ -283,6 +293,7 @@ fn platform_rule(key: &str) -> Option<Rule> {
         "rcb_bytes" => Rule::Rcb,
         "iotlb_entries" => Rule::Entries,
         "cpu_mmio_write_bytes" | "cpu_mmio_read_bytes" => Rule::AccessBytes,
+        "completion_timeout_ns" => Rule::CompletionTimeout,
         k if PLATFORM_TIMING_KEYS.contains(&k) => Rule::Latency,
         _ => return None,
     })
@@ -437,6 +448,8 @@ impl Builder {
             Some("[[cable]], [[cluster_switch]] or [[window]]")
         } else if !r.workload.is_empty() || r.measure.is_some() {
             Some("[[workload]] or [measure]")
+        } else if !r.fault.is_empty() {
+            Some("[[fault]]")
         } else {
             None
         };
@@ -941,6 +954,7 @@ impl Builder {
             cpu_mmio_write_bytes: n("cpu_mmio_write_bytes"),
             cpu_mmio_read_bytes: n("cpu_mmio_read_bytes"),
             cpu_mmio_reads: n("cpu_mmio_reads"),
+            completion_timeout_ns: f("completion_timeout_ns"),
             basis,
         })
     }
@@ -1417,9 +1431,11 @@ impl Builder {
         let (lends, borrows) = self.lending(root, &raw, &topo)?;
         topo.lends = lends;
         topo.borrows = borrows;
+        let faults = self.faults(root, &raw, &topo)?;
         Ok(Scenario {
             topology: topo,
             windows,
+            faults,
         })
     }
 
@@ -1569,6 +1585,42 @@ impl Builder {
             });
         }
         Ok((lends, borrows))
+    }
+
+    /// `[[fault]]`s, each checked against the topology; names unique.
+    fn faults(
+        &self,
+        root: usize,
+        raw: &RawFile,
+        topo: &Topology,
+    ) -> Result<Vec<crate::faults::FaultSpec>, ScenarioError> {
+        let mut out: Vec<crate::faults::FaultSpec> = Vec::with_capacity(raw.fault.len());
+        for (i, f) in raw.fault.iter().enumerate() {
+            let r = f.get_ref();
+            let spec = crate::faults::validate(topo, r).map_err(|(key, msg)| {
+                let span = match key {
+                    "kind" => r.kind.span(),
+                    "at" => r.at.span(),
+                    "target" => r.target.span(),
+                    _ => r.duration.as_ref().map_or(f.span(), |d| d.span()),
+                };
+                self.err(root, span, Some(format!("fault[{i}].{key}")), &msg)
+            })?;
+            if let (Some(n), Some(first)) = (
+                &r.name,
+                out.iter()
+                    .position(|o| o.name.is_some() && o.name == spec.name),
+            ) {
+                return Err(self.err(
+                    root,
+                    n.span(),
+                    Some(format!("fault[{i}].name")),
+                    &format!("duplicate fault name `{}` (fault[{first}])", n.get_ref()),
+                ));
+            }
+            out.push(spec);
+        }
+        Ok(out)
     }
 
     /// Builds host `name` from `hr` (a `[[host]]`, or a cluster's template, whose keys

@@ -189,6 +189,9 @@ pub struct PlatformTiming {
     pub cpu_mmio_read_bytes: u32,
     /// …with this many outstanding at a time.
     pub cpu_mmio_reads: u32,
+    /// A read whose completions never come back (the completer crashed, a cable died
+    /// under them) completes as Unsupported Request after this long from its issue.
+    pub completion_timeout_ns: f64,
     pub basis: Provenance,
 }
 

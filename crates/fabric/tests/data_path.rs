@@ -174,7 +174,7 @@ fn ntb_windows_requesters_and_dead_links_fault() {
     let mut r = [0u8; 4];
     assert_eq!(
         f.cpu_load(a, 0, w.local_addr, &mut r).unwrap_err().kind,
-        FaultKind::LinkDown
+        FaultKind::LinkDown { cable: 0 }
     );
     assert_eq!(r, [0xFF; 4]);
     // Nothing at an address no window claims.

@@ -201,7 +201,7 @@ fn every_built_in_value_states_its_basis() {
         };
         for p in &t.platforms {
             if let Some(pt) = &p.timing {
-                assert_eq!(pt.basis.len(), 21, "{name}: every key of {}", p.name);
+                assert_eq!(pt.basis.len(), 22, "{name}: every key of {}", p.name);
                 for (k, b) in &pt.basis {
                     check(format!("platform.{}.timing.{k}", p.name), b);
                 }

@@ -753,6 +753,11 @@ fn timing_section(mem: &MemoryMatrices, layout: &Layout, links: &[(usize, usize)
             "1",
             "a core's uncached MMIO loads are serialized",
         ),
+        (
+            "completion_timeout_ns",
+            "50000000.0",
+            "PCIe's default completion timeout range is 50 us - 50 ms; its top, as the built-in platforms",
+        ),
     ] {
         let _ = writeln!(out, "{}", assumed(key, value, why));
     }

@@ -22,6 +22,7 @@ pub use queue::Queue;
 pub use time::Time;
 pub mod component;
 pub mod cpu_stream;
+pub mod faults;
 pub mod flow;
 pub mod net;
 pub mod pcie;

@@ -79,6 +79,8 @@ pub struct Wire {
     pub bytes: u64,
     pub payload_bytes: u64,
     pub tlps: u64,
+    /// The link is down: a TLP that would start across it fails here (`TlpFailure`).
+    pub down: bool,
 }
 
 impl Wire {
@@ -266,6 +268,9 @@ struct Tlp {
     iotlb_key: u64,
     /// Address at the target (for cache lines in the LLC).
     target: u64,
+    /// An Unsupported Request completion: a header only, no data, though `payload`
+    /// counts the bytes of the request it completes.
+    ur: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -282,6 +287,46 @@ struct ReadReq {
     /// For a split sub-read: the request it was split from; NONE otherwise.
     parent: u32,
     addr64: bool,
+    /// When it was issued (its completion timeout runs from here).
+    issued: Time,
+    /// How it failed so far: `OK`, `FAILED_UR` or `FAILED_TIMEOUT` (the worst wins).
+    failed: u8,
+    /// Bytes whose completions were lost (they time out).
+    lost: u32,
+}
+
+const OK: u8 = 0;
+const FAILED_UR: u8 = 1;
+const FAILED_TIMEOUT: u8 = 2;
+
+/// How a TLP failed on a dead link (`Wire::down`), as its owner learns it from
+/// `Net::delivery_failure` while handling the delivery it stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlpFailure {
+    /// A posted write met a dead link and was dropped there. PCIe tells the requester
+    /// nothing; the `WriteDone` that carries this is the simulation's bookkeeping (the
+    /// write is over), and its bytes must not be stored.
+    Dropped,
+    /// A read request met a dead link: the port before it answered Unsupported Request,
+    /// a completion without data that travelled back from there. The requester fills
+    /// the read with all-ones.
+    Unsupported,
+    /// Completions of the read were lost on a dead link (the completer crashed, a cable
+    /// died under them): the requester gave up after its completion timeout and
+    /// completes the read as UR with all-ones.
+    CompletionTimeout,
+}
+
+/// TLPs that met dead links, over the whole run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FailureCounts {
+    pub writes_dropped: u64,
+    /// Read requests answered with Unsupported Request at a dead link.
+    pub reads_unsupported: u64,
+    /// Completion TLPs lost on a dead link.
+    pub completions_lost: u64,
+    /// Reads completed by their completion timeout.
+    pub reads_timed_out: u64,
 }
 
 /// One request to inject.
@@ -373,6 +418,8 @@ enum Ev {
     Hop(u32),
     Credit(u32, u8),
     Deliver(ComponentId, Delivery),
+    /// A delivery that stands for a failure (see `TlpFailure`).
+    DeliverFailed(ComponentId, Delivery, TlpFailure),
     Timer(ComponentId, u64),
     /// A splitter's issue gap has passed.
     Splitter(u32),
@@ -406,6 +453,11 @@ pub struct Net {
     free_reads: Vec<u32>,
     /// Credit update latency added to a wire's propagation for the UpdateFC DLLP.
     fc_extra: Time,
+    /// How long a requester waits for lost completions before giving a read up as UR.
+    completion_timeout: Time,
+    /// The failure the delivery being handed out stands for (`delivery_failure`).
+    failure: Option<TlpFailure>,
+    failures: FailureCounts,
 }
 
 impl Net {
@@ -423,11 +475,51 @@ impl Net {
             reads: Vec::new(),
             free_reads: Vec::new(),
             fc_extra: Time::from_ps(2_000),
+            // A bare net's stand-in; `TimedFabric` sets the platform's
+            // `completion_timeout_ns`.
+            completion_timeout: Time::from_ps(50_000_000_000),
+            failure: None,
+            failures: FailureCounts::default(),
         }
     }
 
     pub fn now(&self) -> Time {
         self.engine.now()
+    }
+
+    /// Takes a wire (one direction of a link) down or up. A TLP reaching a dead wire
+    /// fails there: a posted write is dropped, a read request is answered with
+    /// Unsupported Request from that point, a completion is lost (its read times out).
+    /// TLPs already on the wire arrive.
+    pub fn set_wire_down(&mut self, wire: u32, down: bool) {
+        self.wires[wire as usize].down = down;
+        if down {
+            // TLPs waiting at the port for credits meet the dead link now.
+            for class in 0..3 {
+                while let Some(t) = self.wires[wire as usize].queues[class].pop_front() {
+                    self.dead_wire(t);
+                }
+            }
+        }
+    }
+
+    pub fn set_completion_timeout(&mut self, t: Time) {
+        self.completion_timeout = t;
+    }
+
+    pub fn completion_timeout(&self) -> Time {
+        self.completion_timeout
+    }
+
+    /// While a component handles a delivery: the failure it stands for, `None` for a
+    /// write that landed or read data that arrived.
+    pub fn delivery_failure(&self) -> Option<TlpFailure> {
+        self.failure
+    }
+
+    /// TLPs that met dead links so far.
+    pub fn failures(&self) -> FailureCounts {
+        self.failures
     }
 
     /// Adds both directions of a link; returns (forward, reverse) wire ids.
@@ -454,6 +546,7 @@ impl Net {
                 bytes: 0,
                 payload_bytes: 0,
                 tlps: 0,
+                down: false,
             });
         }
         (a, a + 1)
@@ -668,6 +761,7 @@ impl Net {
             flow: i.flow,
             iotlb_key: i.iotlb_key,
             target: i.target,
+            ur: false,
         });
         self.hop(t);
     }
@@ -684,6 +778,9 @@ impl Net {
             splitter: NONE,
             parent: NONE,
             addr64: i.addr64,
+            issued: self.engine.now(),
+            failed: OK,
+            lost: 0,
         });
         let t = self.alloc_tlp(Tlp {
             kind: Kind::Read,
@@ -702,6 +799,7 @@ impl Net {
             flow: i.flow,
             iotlb_key: i.iotlb_key,
             target: i.target,
+            ur: false,
         });
         self.hop(t);
     }
@@ -759,7 +857,7 @@ impl Net {
         wire.free_at = end;
         wire.bytes += bytes as u64;
         wire.tlps += 1;
-        if tlp.kind != Kind::Read {
+        if tlp.kind != Kind::Read && !tlp.ur {
             wire.payload_bytes += tlp.payload as u64;
         }
         let arrive = end + wire.latency;
@@ -815,6 +913,10 @@ impl Net {
                     self.engine.schedule_at(at, Ev::Hop(t)).expect("future");
                     return;
                 }
+                Hop::Wire(w) if self.wires[w as usize].down => {
+                    self.dead_wire(t);
+                    return;
+                }
                 Hop::Wire(w) => {
                     let class = Self::class_of(tlp.kind);
                     let wire = &mut self.wires[w as usize];
@@ -854,6 +956,107 @@ impl Net {
                 }
             }
         }
+    }
+
+    /// A TLP whose next wire is down. Decided here, at the hop, because that is where
+    /// PCIe decides it: the port whose link is down drops a posted write, answers a
+    /// request with Unsupported Request, and a completion routed to it is lost.
+    fn dead_wire(&mut self, t: u32) {
+        let tlp = self.tlps[t as usize];
+        self.release_credit(tlp.held, Self::class_of(tlp.kind));
+        let now = self.now();
+        match tlp.kind {
+            Kind::Write => {
+                self.failures.writes_dropped += 1;
+                self.free_tlps.push(t);
+                let d = Delivery::WriteDone {
+                    flow: tlp.flow,
+                    bytes: tlp.payload,
+                };
+                self.engine
+                    .schedule_at(now, Ev::DeliverFailed(tlp.owner, d, TlpFailure::Dropped))
+                    .expect("now");
+            }
+            Kind::Read => {
+                self.failures.reads_unsupported += 1;
+                let r = self.reads[tlp.req as usize];
+                self.reads[tlp.req as usize].failed = r.failed.max(FAILED_UR);
+                let route = &self.routes[tlp.route as usize];
+                // Back over the hops already crossed: forward hop p is reverse n - 2 - p.
+                let pos = (route.hops.len() - 1 - tlp.pos as usize) as u16;
+                let rev = route.reverse;
+                self.tlps[t as usize] = Tlp {
+                    kind: Kind::Completion,
+                    payload: r.remaining,
+                    wire_bytes: pcie::wire_bytes(0, true, r.addr64),
+                    route: rev,
+                    pos,
+                    stop: if r.parent != NONE {
+                        r.rejoin - 1
+                    } else {
+                        u16::MAX
+                    },
+                    held: NONE,
+                    sample: false,
+                    parent: NONE,
+                    iotlb_key: 0,
+                    ur: true,
+                    ..tlp
+                };
+                self.engine.schedule_at(now, Ev::Hop(t)).expect("now");
+            }
+            Kind::Completion => {
+                self.failures.completions_lost += 1;
+                self.free_tlps.push(t);
+                self.lose(tlp.req, tlp.payload);
+            }
+        }
+    }
+
+    /// `bytes` of read `req`'s completions will never arrive: count them down through
+    /// the reads it was split from; the requester's read ends by its completion timeout.
+    fn lose(&mut self, req: u32, bytes: u32) {
+        let mut q = req;
+        loop {
+            let r = &mut self.reads[q as usize];
+            r.remaining -= bytes;
+            r.failed = FAILED_TIMEOUT;
+            if r.parent == NONE {
+                break;
+            }
+            let (parent, splitter, done) = (r.parent, r.splitter, r.remaining == 0);
+            if done {
+                self.free_reads.push(q);
+                self.splitters[splitter as usize].in_use -= 1;
+                self.pump_splitter(splitter);
+            }
+            q = parent;
+        }
+        self.reads[q as usize].lost += bytes;
+        if self.reads[q as usize].remaining == 0 {
+            self.time_out(q);
+        }
+    }
+
+    /// Read `q` has nothing more coming and lost part of it: its requester hears of it
+    /// when the completion timeout from its issue runs out.
+    fn time_out(&mut self, q: u32) {
+        let r = self.reads[q as usize];
+        self.free_reads.push(q);
+        self.failures.reads_timed_out += 1;
+        let at = self.now().max(r.issued + self.completion_timeout);
+        let d = Delivery::ReadData {
+            flow: r.flow,
+            tag: r.tag,
+            bytes: r.lost,
+            last: true,
+        };
+        self.engine
+            .schedule_at(
+                at,
+                Ev::DeliverFailed(r.owner, d, TlpFailure::CompletionTimeout),
+            )
+            .expect("future");
     }
 
     /// A read reaching a forwarding root: park it and issue sub-reads of `split` bytes,
@@ -927,6 +1130,9 @@ impl Net {
                 splitter: s,
                 parent,
                 addr64: p.addr64,
+                issued: p.issued,
+                failed: OK,
+                lost: 0,
             });
             self.tlps[sub as usize].req = req;
             self.hop(sub);
@@ -1059,6 +1265,7 @@ impl Net {
                         flow: tlp.flow,
                         iotlb_key: 0,
                         target: tlp.target,
+                        ur: false,
                     };
                     let id = if first {
                         first = false;
@@ -1110,6 +1317,26 @@ impl Net {
             return;
         }
         self.free_tlps.push(t);
+        let failed = if tlp.ur {
+            r.failed.max(FAILED_UR)
+        } else {
+            r.failed
+        };
+        self.reads[tlp.req as usize].failed = failed;
+        if remaining == 0 && r.lost > 0 {
+            // The last data to come; what was lost is given up at the timeout.
+            let d = Delivery::ReadData {
+                flow: r.flow,
+                tag: r.tag,
+                bytes: tlp.payload,
+                last: false,
+            };
+            self.engine
+                .schedule_at(self.now(), Ev::Deliver(r.owner, d))
+                .expect("now");
+            self.time_out(tlp.req);
+            return;
+        }
         if remaining == 0 {
             self.free_reads.push(tlp.req);
         }
@@ -1119,9 +1346,16 @@ impl Net {
             bytes: tlp.payload,
             last: remaining == 0,
         };
-        self.engine
-            .schedule_at(self.now(), Ev::Deliver(r.owner, d))
-            .expect("now");
+        let failure = match failed {
+            _ if tlp.ur => Some(TlpFailure::Unsupported),
+            FAILED_UR if remaining == 0 => Some(TlpFailure::Unsupported),
+            _ => None,
+        };
+        let ev = match failure {
+            Some(f) => Ev::DeliverFailed(r.owner, d, f),
+            None => Ev::Deliver(r.owner, d),
+        };
+        self.engine.schedule_at(self.now(), ev).expect("now");
     }
 
     /// Runs the network until something is for a component, a horizon is reached, or the
@@ -1143,8 +1377,18 @@ impl Net {
                         self.transmit(next, w);
                     }
                 }
-                Ev::Deliver(c, d) => return Some(Notice::To(c, Event::Delivery(d))),
-                Ev::Timer(c, token) => return Some(Notice::To(c, Event::Timer(token))),
+                Ev::Deliver(c, d) => {
+                    self.failure = None;
+                    return Some(Notice::To(c, Event::Delivery(d)));
+                }
+                Ev::DeliverFailed(c, d, f) => {
+                    self.failure = Some(f);
+                    return Some(Notice::To(c, Event::Delivery(d)));
+                }
+                Ev::Timer(c, token) => {
+                    self.failure = None;
+                    return Some(Notice::To(c, Event::Timer(token)));
+                }
                 Ev::Splitter(s) => {
                     self.splitters[s as usize].wake_pending = false;
                     self.pump_splitter(s);

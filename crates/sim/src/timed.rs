@@ -137,6 +137,22 @@ impl TimedFabric {
         if let Some(t) = platform.first() {
             net.set_fc_extra(ns(t.fc_update_ns));
         }
+        // Likewise one completion timeout (requesters of every host wait as long).
+        if let Some((a, b)) = platform
+            .iter()
+            .zip(&topo.platforms)
+            .find_map(|(t, p)| {
+                (t.completion_timeout_ns != platform[0].completion_timeout_ns).then_some(p)
+            })
+            .map(|p| (&topo.platforms[0].name, &p.name))
+        {
+            return Err(TimingError(format!(
+                "platforms `{a}` and `{b}` differ in `completion_timeout_ns`; one network has one completion timeout"
+            )));
+        }
+        if let Some(t) = platform.first() {
+            net.set_completion_timeout(ns(t.completion_timeout_ns));
+        }
         let timing_of_host = |h: u32| &platform[topo.host(h).platform as usize];
         let mut link_wires = vec![[NONE; 2]; topo.nodes.len()];
         for (i, n) in topo.nodes.iter().enumerate() {
@@ -369,6 +385,50 @@ impl TimedFabric {
             cpu_streams_made: 0,
             hop_scratch: Vec::new(),
         })
+    }
+
+    /// Takes a cable down or up, in the fabric (routes fault with `LinkDown`) and on
+    /// its wires at this simulated moment (TLPs about to cross fail there).
+    pub fn set_cable_up(&mut self, cable: fabric::CableId, up: bool) {
+        self.fabric.set_cable_up(cable, up);
+        self.sync_cable(cable);
+    }
+
+    /// A host crashes now: its routes fault with `HostDown` and its adapters' cables
+    /// go dead (in flight toward it, writes are dropped, reads answered UR; completions
+    /// coming out of it are lost and their reads time out).
+    pub fn crash_host(&mut self, host: u32) {
+        self.fabric.crash_host(host);
+        self.sync_host_cables(host);
+    }
+
+    /// A crashed host comes back now, cold (its memory is cleared).
+    pub fn restart_host(&mut self, host: u32) {
+        self.fabric.restart_host(host);
+        self.sync_host_cables(host);
+    }
+
+    fn sync_host_cables(&mut self, host: u32) {
+        let topo = &self.fabric.topo;
+        let cables: Vec<u32> = (0..topo.cables.len() as u32)
+            .filter(|&c| {
+                topo.cables[c as usize]
+                    .ends
+                    .iter()
+                    .any(|e| matches!(*e, CableEnd::Ntb(n) if topo.ntbs[n as usize].host == host))
+            })
+            .collect();
+        for c in cables {
+            self.sync_cable(c);
+        }
+    }
+
+    /// A cable's wires are dead while the fabric says it cannot be crossed.
+    fn sync_cable(&mut self, cable: fabric::CableId) {
+        let down = self.fabric.cable_fault(cable).is_some();
+        for w in self.cable_wires[cable as usize] {
+            self.net.set_wire_down(w, down);
+        }
     }
 
     /// Latency of a CPU core of `package` reading one cache line at `offset` in NUMA node

@@ -61,6 +61,7 @@ fc_update_ns = 2.0
 cpu_mmio_write_bytes = 64
 cpu_mmio_read_bytes = 64
 cpu_mmio_reads = 1
+completion_timeout_ns = 50000000.0
 
 [device_model.card]
 kind = "nic"

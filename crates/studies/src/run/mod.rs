@@ -16,6 +16,7 @@ use fabric::{builtin, Fabric, Requester};
 use serde_json::{json, Map, Value};
 use sim::component::Sim;
 use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::faults::FaultInjector;
 use sim::net::{ComponentId, Counters};
 use sim::stats::Histogram;
 use sim::timed::TimedFabric;
@@ -89,6 +90,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     let (scenario, src) = overrides::load(src, point).map_err(RunError)?;
     let spec = spec::parse(&src).map_err(|e| RunError(e.to_string()))?;
     let name = scenario.topology.name.clone();
+    let faults = scenario.faults.clone();
     let fabric = Fabric::from_scenario(scenario).map_err(|e| RunError(e.to_string()))?;
     let mut tf = TimedFabric::new(fabric, seed).map_err(RunError::from(&src.name))?;
     let mut sim: Sim<TimedFabric> = Sim::new();
@@ -96,6 +98,14 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     for w in &spec.workloads {
         handles.push(build(&mut tf, &mut sim, w).map_err(|e| located(&w.at, e.0))?);
     }
+    // Faults at their times, counted from the start of the run (warm-up included).
+    let injector = (!faults.is_empty()).then(|| {
+        let id = sim.add(FaultInjector::new(&faults));
+        sim.get::<FaultInjector>(id)
+            .expect("added")
+            .start(&mut tf, id);
+        id
+    });
     let window = measure(&mut tf, &mut sim, &handles, spec.measure);
     let params = overrides::params_of(point);
     let rows = spec
@@ -115,10 +125,15 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
             }
         })
         .collect();
-    Ok(PointResult {
-        rows,
-        counters: counters_json(&window),
-    })
+    let mut counters = counters_json(&window);
+    if let Some(id) = injector {
+        let log = sim.get::<FaultInjector>(id).expect("added").log();
+        counters["faults"] = json!(log
+            .iter()
+            .map(|(t, what)| json!({ "at_ns": round3(t.as_ns_f64()), "what": what }))
+            .collect::<Vec<_>>());
+    }
+    Ok(PointResult { rows, counters })
 }
 
 /// A message located where the workload was written.
@@ -307,7 +322,10 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Map<String, Valu
             m.insert("gbps".into(), json!(round3(s.bytes as f64 / secs / 1e9)));
             m.insert("ops_per_sec".into(), json!((s.ops as f64 / secs).round()));
             latency_metrics(&mut m, &s.op_latency);
+            // Accesses that faulted, reads answered with all-ones, writes dropped.
             m.insert("faults".into(), json!(s.faults));
+            m.insert("ur_completions".into(), json!(s.ur_completions));
+            m.insert("writes_dropped".into(), json!(s.writes_dropped));
         }
         Handle::Stream(id) => {
             let s = sim.get::<CpuStream>(id).expect("stream");
