@@ -4,7 +4,7 @@
 //! faults as Data Transfer Errors, invalid doorbells counted, timing relationships, and
 //! the same driver reaching a controller in another host through NTBs.
 
-use devices::nvme::command::{Command, IdentifyController, IdentifyNamespace, Status};
+use devices::nvme::command::{Command, Completion, IdentifyController, IdentifyNamespace, Status};
 use devices::nvme::queue::{Buffer, DriverLog, DriverStep, IoCmd, IoJob, QueueMemory};
 use devices::nvme::regs::{self, Cap};
 use devices::nvme::{NvmeController, NvmeDriver, NvmeDriverConfig, NvmeParams};
@@ -678,6 +678,180 @@ fn completions_interrupt_through_msix_unless_the_vector_is_masked() {
     let irqs = r.tf.fabric.interrupts();
     assert_eq!(irqs.len(), 3);
     assert!(irqs.iter().all(|m| m.data == 0x51 && m.apic == 2));
+}
+
+/// Stores `cmds` as SQ entries (command ID = index + 1) from slot 0 of the SQ at `sq_cpu`.
+fn place_sqes(r: &mut Rig, sq_cpu: u64, cmds: &[Command]) {
+    for (i, c) in cmds.iter().enumerate() {
+        let c = Command {
+            cid: i as u16 + 1,
+            ..*c
+        };
+        r.tf.fabric
+            .store(r.cpu, sq_cpu + 64 * i as u64, &c.to_bytes())
+            .unwrap();
+    }
+}
+
+fn cq_entry(r: &mut Rig, cq_cpu: u64, slot: u64) -> Completion {
+    let b = r.bytes(cq_cpu + 16 * slot, 16);
+    Completion::from_bytes(&b.try_into().unwrap())
+}
+
+#[test]
+fn a_full_completion_queue_makes_the_controller_wait_not_overwrite() {
+    let mut r = Rig::local(4096);
+    let mem = r.queue_memory();
+    r.run(vec![
+        DriverStep::Enable,
+        DriverStep::Admin(Command::create_io_cq(1, 4, mem.cq_dev, None)),
+        DriverStep::Admin(Command::create_io_sq(1, 16, mem.sq_dev, 1)),
+    ]);
+    // Six flushes in the SQ and its doorbell, with nobody consuming the CQ.
+    place_sqes(&mut r, mem.sq_cpu, &[Command::flush(1); 6]);
+    r.run(vec![DriverStep::Mmio {
+        offset: regs::doorbell(1, false, 0),
+        bytes: 4,
+        value: 6,
+    }]);
+    r.sim.run_until_idle(&mut r.tf);
+    let cids: Vec<u16> = (0..3)
+        .map(|s| cq_entry(&mut r, mem.cq_cpu, s).cid)
+        .collect();
+    assert_eq!(cids, vec![1, 2, 3]);
+    assert!((0..3).all(|s| cq_entry(&mut r, mem.cq_cpu, s).phase));
+    assert_eq!(
+        r.bytes(mem.cq_cpu + 48, 16),
+        vec![0; 16],
+        "the last slot stays free"
+    );
+    assert!(r.ctrl().stats().cq_full_waits >= 1);
+    // The host releases three entries: the rest are posted, the wrap flips the phase.
+    r.run(vec![DriverStep::Mmio {
+        offset: regs::doorbell(1, true, 0),
+        bytes: 4,
+        value: 3,
+    }]);
+    r.sim.run_until_idle(&mut r.tf);
+    let e3 = cq_entry(&mut r, mem.cq_cpu, 3);
+    let e0 = cq_entry(&mut r, mem.cq_cpu, 0);
+    let e1 = cq_entry(&mut r, mem.cq_cpu, 1);
+    assert_eq!((e3.cid, e3.phase), (4, true));
+    assert_eq!((e0.cid, e0.phase), (5, false));
+    assert_eq!((e1.cid, e1.phase), (6, false));
+    assert_eq!(
+        cq_entry(&mut r, mem.cq_cpu, 2).cid,
+        3,
+        "not overwritten: head is 3"
+    );
+}
+
+#[test]
+fn submission_queues_with_work_are_served_round_robin() {
+    let mut r = Rig::local(4096);
+    // 100 flushes in each of two SQs of 128 entries, one CQ of 256 for both.
+    let (sq1, sq2, cq) = (r.buffer(8192), r.buffer(8192), r.buffer(4096));
+    r.run(vec![
+        DriverStep::Enable,
+        DriverStep::Admin(Command::create_io_cq(1, 256, cq.dev, None)),
+        DriverStep::Admin(Command::create_io_sq(1, 128, sq1.dev, 1)),
+        DriverStep::Admin(Command::create_io_sq(2, 128, sq2.dev, 1)),
+    ]);
+    place_sqes(&mut r, sq1.cpu, &[Command::flush(1); 100]);
+    place_sqes(&mut r, sq2.cpu, &[Command::flush(1); 100]);
+    // SQ 1's doorbell lands first: the controller fetches from it alone until its read
+    // tags run out; once SQ 2's doorbell has landed, each freed tag goes to the next SQ
+    // with entries in turn (arbitration burst 1).
+    r.run(vec![
+        DriverStep::Mmio {
+            offset: regs::doorbell(1, false, 0),
+            bytes: 4,
+            value: 100,
+        },
+        DriverStep::Mmio {
+            offset: regs::doorbell(2, false, 0),
+            bytes: 4,
+            value: 100,
+        },
+    ]);
+    r.sim.run_until_idle(&mut r.tf);
+    let sqs: Vec<u16> = (0..200)
+        .map(|s| cq_entry(&mut r, cq.cpu, s).sq_id)
+        .collect();
+    let tags = r.ctrl().params().max_reads as usize;
+    assert!(sqs[..tags].iter().all(|&q| q == 1), "{sqs:?}");
+    let first2 = sqs.iter().position(|&q| q == 2).unwrap();
+    assert!(
+        sqs[first2..first2 + 60].windows(2).all(|w| w[0] != w[1]),
+        "alternating once both have work: {sqs:?}"
+    );
+    let s = r.ctrl().stats();
+    assert_eq!((s.per_sq[&1], s.per_sq[&2]), (100, 100));
+    assert_eq!(s.commands[&(false, 0x00)], 200, "flushes");
+}
+
+#[test]
+fn other_drives_are_their_own_device_models() {
+    let ram = LOCAL.replace("\"p4800x\"", "\"ramdisk_nvme\"");
+    let mut r = Rig::new(&ram, "h.nvme", "h", 4096);
+    assert!(r.ctrl().params().media.read < Time::from_us(2));
+    r.bring_up(16);
+    let data = r.buffer(4096);
+    let lists = r.buffer(4096);
+    let cmds = (0..20)
+        .map(|i| IoCmd {
+            write: false,
+            slba: i,
+            blocks: 1,
+            buf_offset: 0,
+        })
+        .collect();
+    let qd1 = r
+        .run(vec![job(1, 1, cmds, data, lists)])
+        .latency
+        .quantile_ns(0.5)
+        .unwrap();
+    assert!(qd1 < 5000.0, "RAM-disk QD1 {qd1} ns");
+    let o = Rig::new(
+        &LOCAL.replace("\"p4800x\"", "\"optane900p\""),
+        "h.nvme",
+        "h",
+        512,
+    );
+    assert_eq!(o.ctrl().params().media.read_gbps, 2.5);
+    assert!(o.ctrl().params().model.contains("900P"));
+}
+
+#[test]
+fn nvme_timing_keys_go_together_and_are_range_checked() {
+    let base = |timing: &str| {
+        format!(
+            "include = [\"platforms/smartio.toml\", \"platforms/devices.toml\"]\n[scenario]\nname = \"x\"\n[device_model.d]\nkind = \"nvme\"\nlink = {{ gen = 3, width = 4 }}\nbars = [{{ size = \"16 KiB\" }}]\n[device_model.d.timing]\nbar_gbps = 1.0\nbar_latency_ns = 200.0\nbar_rcb_bytes = 64\n{timing}\n[[host]]\nname = \"h\"\nplatform = \"smartio_host\"\n[[host.device]]\nname = \"n\"\ndevice_model = \"d\"\nparent = \"rc0\"\n"
+        )
+    };
+    let try_load = |t: String| {
+        load(
+            Source {
+                name: "x.toml".into(),
+                text: t,
+            },
+            &BuiltinResolver,
+        )
+    };
+    let e = try_load(base("nvme_read_ns = 5000.0"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nvme_write_ns") && e.contains("missing"), "{e}");
+    let e = try_load(base("nvme_queue_pairs = 1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2..=65536"), "{e}");
+    // Without the keys the scenario loads; the controller then names what it lacks.
+    let s = try_load(base("")).unwrap();
+    let tf = TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap();
+    let n = node(&tf, "h.n");
+    let e = NvmeParams::from_node(&tf, n, 4096, 16).unwrap_err();
+    assert!(e.0.contains("nvme_read_ns"), "{e}");
 }
 
 /// QD1 latency of 4 KiB reads, and 4 KiB read rate at QD32.

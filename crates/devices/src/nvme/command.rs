@@ -398,7 +398,7 @@ mod tests {
         assert_eq!(dw3 >> 16 & 1, 1);
         assert_eq!(dw3 >> 17 & 0xff, 0x01);
         assert_eq!(dw3 >> 25 & 7, 1);
-        assert_eq!(dw3 >> 30 & 1, 1);
+        assert_eq!(dw3 >> 31, 1, "DNR");
         let id = IdentifyController {
             vid: 0x8086,
             ssvid: 0x8086,

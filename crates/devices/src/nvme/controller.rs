@@ -489,8 +489,8 @@ impl NvmeController {
         if !self.cc.en {
             return;
         }
-        let sqs = (self.aqa & 0xfff) as u32 + 1;
-        let cqs = (self.aqa >> 16 & 0xfff) as u32 + 1;
+        let sqs = (self.aqa & 0xfff) + 1;
+        let cqs = (self.aqa >> 16 & 0xfff) + 1;
         let max = self.cap.mqes as u32 + 1;
         let ok = (2..=max.min(4096)).contains(&sqs)
             && (2..=max.min(4096)).contains(&cqs)
@@ -908,7 +908,7 @@ impl NvmeController {
         c: &Command,
     ) -> Option<(Status, u32)> {
         let qid = c.cdw10() as u16;
-        let qsize = (c.cdw10() >> 16) as u32 + 1;
+        let qsize = (c.cdw10() >> 16) + 1;
         let max_entries = self.cap.mqes as u32 + 1;
         let ok = Some((Status::SUCCESS, 0));
         match c.opcode {

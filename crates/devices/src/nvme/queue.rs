@@ -18,6 +18,8 @@ use sim::stats::Histogram;
 use sim::timed::{ns, sink_address, TimedFabric};
 use sim::Time;
 
+#[cfg(test)]
+use super::command::Status;
 use super::command::{Command, Completion, IdentifyNamespace, CNS_NAMESPACE};
 use super::regs::{self, Cap, Cc};
 
@@ -269,6 +271,69 @@ impl NvmeDriverConfig {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prps_follow_the_offset_rules_and_lists_chain_through_their_last_entry() {
+        // One page, with an offset.
+        assert_eq!(build_prps(0x1200, 0xe00, 4096, 0x9000), (0x1200, 0, vec![]));
+        // Two pages: PRP2 is the second page.
+        assert_eq!(
+            build_prps(0x1200, 0x1000, 4096, 0x9000),
+            (0x1200, 0x2000, vec![])
+        );
+        // Three pages: a list at PRP2.
+        assert_eq!(
+            build_prps(0x1000, 0x3000, 4096, 0x9000),
+            (0x1000, 0x9000, vec![0x2000, 0x3000])
+        );
+        // 64-byte pages hold 8 entries: the 8th points to the next list page.
+        let (p1, p2, l) = build_prps(0x0, 64 * 11, 64, 0x800);
+        assert_eq!((p1, p2), (0, 0x800));
+        assert_eq!(l.len(), 11);
+        assert_eq!(l[7], 0x840, "chain pointer");
+        let data: Vec<u64> = l.iter().copied().filter(|&e| e < 0x800).collect();
+        assert_eq!(data, (1..11).map(|i| i * 64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_queue_pair_takes_entries_by_phase_and_wraps() {
+        let mem = QueueMemory {
+            sq_cpu: 0,
+            sq_dev: 0,
+            cq_cpu: 0x100,
+            cq_dev: 0x100,
+        };
+        let mut q = QueuePair::new(1, 2, mem, 0x8000, 0);
+        assert_eq!(q.sq_doorbell().0, 0x8000 + 0x1008);
+        assert_eq!(q.cq_doorbell().0, 0x8000 + 0x100C);
+        let (_, _, cid) = q.submit(Command::flush(1), Time::ZERO);
+        assert!(q.is_full(), "one slot stays empty");
+        let e = |phase| Completion {
+            dw0: 0,
+            sq_head: 1,
+            sq_id: 1,
+            cid,
+            phase,
+            status: Status::SUCCESS,
+        };
+        assert!(q.take(&e(false).to_bytes()).is_none(), "old phase: not new");
+        assert!(q.take(&e(true).to_bytes()).is_some());
+        assert_eq!(q.cq_entry(), 0x110);
+        let (_, _, cid2) = q.submit(Command::flush(1), Time::ZERO);
+        let e2 = Completion {
+            cid: cid2,
+            phase: true,
+            ..e(true)
+        };
+        assert!(q.take(&e2.to_bytes()).is_some());
+        assert!(!q.phase(), "wrapped: the next new entries carry phase 0");
+        assert_eq!(q.cq_doorbell().1, 0);
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Micro {
     Write { off: u64, bytes: u8, value: u64 },
@@ -494,7 +559,7 @@ impl NvmeDriver {
             DriverStep::Admin(c) => m.push_back(Micro::Admin(c)),
             DriverStep::Identify { cns, nsid } => {
                 let s = self.cfg.scratch;
-                let prp2 = if s.dev % 4096 == 0 {
+                let prp2 = if s.dev.is_multiple_of(4096) {
                     0
                 } else {
                     (s.dev & !0xfff) + 4096
@@ -560,6 +625,11 @@ impl NvmeDriver {
                     return;
                 }
                 Micro::AdminQueue => {
+                    // Enabling follows a reset: every queue the controller had is gone.
+                    self.qps.clear();
+                    self.polling.clear();
+                    self.unrung.clear();
+                    self.sampled.clear();
                     let qp = QueuePair::new(
                         0,
                         self.cfg.admin_entries,
