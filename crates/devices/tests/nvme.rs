@@ -305,6 +305,20 @@ fn registers_read_back_by_cpu_loads_and_identify_gives_real_fields() {
         DriverStep::Identify { cns: 1, nsid: 0 },
     ]);
     assert_eq!(log.admin.last().unwrap().1.status, Status::SUCCESS);
+    // A normal shutdown notification (CC.SHN = 01b): CSTS.SHST says complete.
+    let cc = regs::Cc {
+        shn: 1,
+        ..regs::Cc::enable()
+    };
+    r.run(vec![DriverStep::Mmio {
+        offset: regs::CC,
+        bytes: 4,
+        value: cc.to_u32() as u64,
+    }]);
+    let v = r.bytes(bar0 + regs::CSTS, 4);
+    let csts = u32::from_le_bytes(v.try_into().unwrap());
+    assert_eq!(csts & regs::CSTS_SHST, regs::CSTS_SHST_COMPLETE);
+    assert_eq!(csts & regs::CSTS_RDY, 1);
 }
 
 #[test]
@@ -744,6 +758,50 @@ fn a_full_completion_queue_makes_the_controller_wait_not_overwrite() {
         3,
         "not overwritten: head is 3"
     );
+}
+
+#[test]
+fn deleting_an_sq_aborts_its_commands_before_the_deletion_completes() {
+    let mut r = Rig::local(4096);
+    let mem = r.queue_memory();
+    let data = r.buffer(3 * 4096);
+    r.run(vec![
+        DriverStep::Enable,
+        DriverStep::Admin(Command::create_io_cq(1, 4, mem.cq_dev, None)),
+        DriverStep::Admin(Command::create_io_sq(1, 16, mem.sq_dev, 1)),
+    ]);
+    let reads: Vec<Command> = (0..3)
+        .map(|i| Command::rw(false, 1, i, 1, data.dev + i * 4096, 0))
+        .collect();
+    place_sqes(&mut r, mem.sq_cpu, &reads);
+    // The reads are in the media (7.5 µs) when the deletion arrives.
+    let log = r.run(vec![
+        DriverStep::Mmio {
+            offset: regs::doorbell(1, false, 0),
+            bytes: 4,
+            value: 3,
+        },
+        DriverStep::Admin(Command::delete_io_sq(1)),
+        DriverStep::Admin(Command::delete_io_cq(1)),
+        DriverStep::Admin(Command::delete_io_sq(1)),
+    ]);
+    assert_eq!(
+        statuses(log)[2..],
+        [
+            Status::SUCCESS,
+            Status::SUCCESS,
+            Status::INVALID_QUEUE_IDENTIFIER
+        ]
+    );
+    r.sim.run_until_idle(&mut r.tf);
+    for slot in 0..3 {
+        let e = cq_entry(&mut r, mem.cq_cpu, slot);
+        assert_eq!(
+            (e.cid, e.status),
+            (slot as u16 + 1, Status::ABORTED_SQ_DELETION)
+        );
+    }
+    assert_eq!(r.ctrl().stats().errors[&Status::ABORTED_SQ_DELETION], 3);
 }
 
 #[test]

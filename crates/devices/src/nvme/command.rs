@@ -39,6 +39,7 @@ impl Status {
     pub const INVALID_OPCODE: Status = Status { sct: 0, sc: 0x01 };
     pub const INVALID_FIELD: Status = Status { sct: 0, sc: 0x02 };
     pub const DATA_TRANSFER_ERROR: Status = Status { sct: 0, sc: 0x04 };
+    pub const ABORTED_SQ_DELETION: Status = Status { sct: 0, sc: 0x08 };
     pub const INVALID_NAMESPACE: Status = Status { sct: 0, sc: 0x0B };
     pub const COMMAND_SEQUENCE_ERROR: Status = Status { sct: 0, sc: 0x0C };
     pub const INVALID_PRP_OFFSET: Status = Status { sct: 0, sc: 0x13 };

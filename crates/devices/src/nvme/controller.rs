@@ -152,6 +152,10 @@ struct Sq {
     head: u16,
     tail: u16,
     cqid: u16,
+    /// Entries fetched (or being fetched) and not completed yet.
+    inflight: u32,
+    /// Being deleted: the Delete I/O SQ command waiting for `inflight` to drain.
+    deleting: Option<u32>,
 }
 
 #[derive(Clone, Debug)]
@@ -445,6 +449,11 @@ impl NvmeController {
                 let new = Cc::from_u32(v32);
                 let was = self.cc.en;
                 self.cc = new;
+                // A shutdown notification: nothing is cached, so it is complete at once.
+                self.csts &= !regs::CSTS_SHST;
+                if new.shn != 0 {
+                    self.csts |= regs::CSTS_SHST_COMPLETE;
+                }
                 match (was, new.en) {
                     (false, true) => self.enable(tf, me),
                     (true, false) => self.reset(tf),
@@ -509,6 +518,8 @@ impl NvmeController {
                 head: 0,
                 tail: 0,
                 cqid: 0,
+                inflight: 0,
+                deleting: None,
             });
             self.cqs[0] = Some(Cq {
                 base: self.acq,
@@ -534,7 +545,7 @@ impl NvmeController {
         self.allocated = (qp, qp);
         self.read_wait.clear();
         self.cmds = Slab::default();
-        self.csts = 0;
+        self.csts &= regs::CSTS_SHST;
         self.rr_next = 0;
         self.media.reset(tf.net.now());
     }
@@ -655,7 +666,10 @@ impl NvmeController {
             return;
         }
         match r.what {
-            ReadFor::Fetch { .. } => self.stats.fetch_faults += 1,
+            ReadFor::Fetch { sqid } => {
+                self.stats.fetch_faults += 1;
+                self.retire(tf, me, sqid);
+            }
             ReadFor::List { cmd, .. } | ReadFor::Data { cmd, .. } => {
                 if let Some(c) = self.cmds.get_mut(cmd) {
                     c.failed = true;
@@ -845,7 +859,7 @@ impl NvmeController {
         while self.reads_out < self.params.max_reads && self.read_wait.is_empty() {
             let Some(q) = (0..n)
                 .map(|i| (self.rr_next + i) % n)
-                .find(|&q| self.sqs[q].is_some_and(|s| s.head != s.tail))
+                .find(|&q| self.sqs[q].is_some_and(|s| s.head != s.tail && s.deleting.is_none()))
             else {
                 return;
             };
@@ -853,6 +867,7 @@ impl NvmeController {
             let s = self.sqs[q].as_mut().expect("found");
             let addr = s.base + s.head as u64 * 64;
             s.head = (s.head + 1) % s.entries;
+            s.inflight += 1;
             self.read(tf, me, addr, 64, ReadFor::Fetch { sqid: q as u16 });
         }
     }
@@ -889,6 +904,12 @@ impl NvmeController {
             return;
         };
         let (sqid, sqe) = (c.sqid, c.sqe);
+        let deleting = self.sqs.get(sqid as usize).copied().flatten();
+        if deleting.is_some_and(|s| s.deleting.is_some()) {
+            // Fetched before its SQ's deletion: aborted without running.
+            self.complete(tf, me, slot, Status::ABORTED_SQ_DELETION, 0);
+            return;
+        }
         let outcome = if sqid == 0 {
             self.admin(tf, me, slot, &sqe)
         } else {
@@ -1012,13 +1033,24 @@ impl NvmeController {
                     head: 0,
                     tail: 0,
                     cqid,
+                    inflight: 0,
+                    deleting: None,
                 });
                 ok
             }
             admin::DELETE_IO_SQ => {
                 let qi = qid as usize;
-                if qid == 0 || self.sqs.get(qi).is_none_or(|q| q.is_none()) {
+                let Some(Some(sq)) = self.sqs.get_mut(qi) else {
                     return Some((Status::INVALID_QUEUE_IDENTIFIER, 0));
+                };
+                if qid == 0 || sq.deleting.is_some() {
+                    return Some((Status::INVALID_QUEUE_IDENTIFIER, 0));
+                }
+                if sq.inflight > 0 {
+                    // Commands still in progress are aborted; the deletion completes
+                    // after the last of them.
+                    sq.deleting = Some(slot);
+                    return None;
                 }
                 self.sqs[qi] = None;
                 ok
@@ -1283,26 +1315,43 @@ impl NvmeController {
         let Some(cmd) = self.cmds.remove(slot) else {
             return;
         };
+        let Some(sq) = self.sqs.get(cmd.sqid as usize).copied().flatten() else {
+            // Only after a reset, whose epoch drops such work before it gets here.
+            return;
+        };
+        // A command of an SQ being deleted is aborted.
+        let status = match sq.deleting {
+            Some(_) => Status::ABORTED_SQ_DELETION,
+            None => status,
+        };
         if !status.is_success() {
             *self.stats.errors.entry(status).or_default() += 1;
         }
-        let cqid = match self.sqs.get(cmd.sqid as usize).copied().flatten() {
-            Some(s) => s.cqid,
-            // The SQ was deleted meanwhile: its commands complete to the CQ it named.
-            None if cmd.sqid == 0 => 0,
-            None => return,
-        };
         let done = Done {
             sqid: cmd.sqid,
             cid: cmd.sqe.cid,
             dw0,
             status,
         };
-        let Some(cq) = self.cqs.get_mut(cqid as usize).and_then(Option::as_mut) else {
+        if let Some(cq) = self.cqs.get_mut(sq.cqid as usize).and_then(Option::as_mut) {
+            cq.waiting.push_back(done);
+            self.post_waiting(tf, me, sq.cqid);
+        }
+        self.retire(tf, me, cmd.sqid);
+    }
+
+    /// An entry fetched from SQ `sqid` is done with; a deletion waiting for it ends.
+    fn retire(&mut self, tf: &mut TimedFabric, me: ComponentId, sqid: u16) {
+        let Some(sq) = self.sqs.get_mut(sqid as usize).and_then(Option::as_mut) else {
             return;
         };
-        cq.waiting.push_back(done);
-        self.post_waiting(tf, me, cqid);
+        sq.inflight = sq.inflight.saturating_sub(1);
+        if sq.inflight == 0 {
+            if let Some(delete) = sq.deleting {
+                self.sqs[sqid as usize] = None;
+                self.complete(tf, me, delete, Status::SUCCESS, 0);
+            }
+        }
     }
 
     /// Posts waiting completions while the CQ has room (never overwriting an entry the

@@ -37,6 +37,9 @@ pub const CC_EN: u32 = 1;
 /// CSTS fields.
 pub const CSTS_RDY: u32 = 1;
 pub const CSTS_CFS: u32 = 1 << 1;
+/// CSTS.SHST (3:2) and its "shutdown processing complete" value.
+pub const CSTS_SHST: u32 = 3 << 2;
+pub const CSTS_SHST_COMPLETE: u32 = 2 << 2;
 
 /// The doorbell of queue `qid` (`cq`: the CQ head doorbell, else the SQ tail one) for a
 /// doorbell stride CAP.DSTRD: `0x1000 + (2 qid + cq) × (4 << DSTRD)`.
