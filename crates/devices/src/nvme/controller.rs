@@ -57,6 +57,27 @@ pub struct NvmeParams {
     /// Namespace 1: LBA size (512 or 4096) and blocks.
     pub lba_bytes: u64,
     pub blocks: u64,
+    /// A Controller Memory Buffer: the function's first memory BAR after BAR0, if its
+    /// device (model) gives it one (the P4800X has none, REFERENCE.md §2).
+    pub cmb: Option<Cmb>,
+}
+
+/// A Controller Memory Buffer holding submission queues (CMBSZ.SQS): the controller
+/// reads SQ entries there inside the device, without a PCIe read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cmb {
+    pub bar: u8,
+    /// Its bus address and size (the whole BAR, CMBLOC.OFST 0).
+    pub addr: u64,
+    pub bytes: u64,
+    /// One internal read of an SQ entry there (the device's `bar_latency_ns`).
+    pub access: Time,
+}
+
+impl Cmb {
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr && addr.saturating_add(len) <= self.addr + self.bytes
+    }
 }
 
 impl NvmeParams {
@@ -95,7 +116,8 @@ impl NvmeParams {
             },
             command: ns(p("nvme_command_ns")?),
             enable: ns(p("nvme_enable_ns")?),
-            queue_pairs: p("nvme_queue_pairs")?.min(65536.0) as u32 as u16,
+            // 65,535 I/O queues and the admin pair would be 65,536: a u16 holds one less.
+            queue_pairs: p("nvme_queue_pairs")?.min(65535.0) as u16,
             max_queue_entries: p("nvme_max_queue_entries")? as u32,
             max_reads: p("dma_max_reads")? as u32,
             mrrs: p("dma_mrrs_bytes")? as u32,
@@ -111,6 +133,15 @@ impl NvmeParams {
             },
             lba_bytes,
             blocks,
+            cmb: match topo.node(node).bars.iter().find(|b| b.index != 0) {
+                Some(b) => Some(Cmb {
+                    bar: b.index,
+                    addr: b.addr,
+                    bytes: b.size,
+                    access: ns(p("bar_latency_ns")?),
+                }),
+                None => None,
+            },
         })
     }
 }
@@ -138,6 +169,8 @@ pub struct NvmeStats {
     pub bytes_written: u64,
     /// Commands fetched per SQ (fairness).
     pub per_sq: BTreeMap<u16, u64>,
+    /// SQ entries read from the Controller Memory Buffer (no PCIe read).
+    pub cmb_fetches: u64,
     /// Times a completion waited for room in a full CQ.
     pub cq_full_waits: u64,
     /// MSI-X messages sent, and ones held back by a masked vector (pending bit set).
@@ -230,6 +263,7 @@ struct PendingWrite {
 const T_ENABLE: u64 = 1;
 const T_EXEC: u64 = 2;
 const T_MEDIA: u64 = 3;
+const T_CMB: u64 = 4;
 
 fn token(kind: u64, epoch: u32, slot: u32) -> u64 {
     kind << 56 | (epoch as u64 & 0xff_ffff) << 32 | slot as u64
@@ -299,6 +333,8 @@ pub struct NvmeController {
     reads: Slab<PendingRead>,
     writes: Slab<PendingWrite>,
     cmds: Slab<Cmd>,
+    /// SQ entries being read from the CMB: (SQ, offset in the CMB's BAR).
+    cmb_reads: Slab<(u16, u64)>,
     /// The controller's processor: when it is free.
     cpu_free: Time,
     namespace: Namespace,
@@ -326,6 +362,19 @@ impl NvmeController {
             return Err(NvmeError(format!(
                 "{who}: BAR0 of {} B cannot hold the registers, doorbells and MSI-X table ({need} B)",
                 bar0.size
+            )));
+        }
+        // This model's BAR0 layout: doorbells from 0x1000 up to the MSI-X table at
+        // 0x2000, one vector per queue pair, its pending bits at 0x3000.
+        let doorbells_end = regs::doorbell(params.queue_pairs, false, params.dstrd);
+        let vectors_end = regs::MSIX_TABLE + params.queue_pairs as u64 * regs::MSIX_ENTRY;
+        if doorbells_end > regs::MSIX_TABLE || vectors_end > regs::MSIX_PBA {
+            return Err(NvmeError(format!(
+                "{who}: {} queue pairs do not fit this model's BAR0 layout (doorbells below \
+                 {:#x}, one MSI-X vector each below {:#x}: at most 256 pairs)",
+                params.queue_pairs,
+                regs::MSIX_TABLE,
+                regs::MSIX_PBA
             )));
         }
         if params.queue_pairs < 2 || params.max_queue_entries < 2 {
@@ -363,6 +412,7 @@ impl NvmeController {
             reads: Slab::default(),
             writes: Slab::default(),
             cmds: Slab::default(),
+            cmb_reads: Slab::default(),
             cpu_free: Time::ZERO,
             namespace: Namespace::new(params.lba_bytes, params.blocks),
             media: Media::new(params.media.clone()),
@@ -429,6 +479,12 @@ impl NvmeController {
         r[0x24..0x28].copy_from_slice(&self.aqa.to_le_bytes());
         r[0x28..0x30].copy_from_slice(&self.asq.to_le_bytes());
         r[0x30..0x38].copy_from_slice(&self.acq.to_le_bytes());
+        if let Some(c) = self.params.cmb {
+            // CMBLOC: BIR, offset 0. CMBSZ: SQS, size in 4 KiB units (SZU 0).
+            r[0x38..0x3C].copy_from_slice(&(c.bar as u32 & 7).to_le_bytes());
+            let sz = ((c.bytes >> 12).min(0xf_ffff) as u32) << 12 | 1;
+            r[0x3C..0x40].copy_from_slice(&sz.to_le_bytes());
+        }
         tf.fabric.poke_bar(self.node, 0, 0, &r);
     }
 
@@ -545,6 +601,7 @@ impl NvmeController {
         self.allocated = (qp, qp);
         self.read_wait.clear();
         self.cmds = Slab::default();
+        self.cmb_reads = Slab::default();
         self.csts &= regs::CSTS_SHST;
         self.rr_next = 0;
         self.media.reset(tf.net.now());
@@ -868,8 +925,29 @@ impl NvmeController {
             let addr = s.base + s.head as u64 * 64;
             s.head = (s.head + 1) % s.entries;
             s.inflight += 1;
-            self.read(tf, me, addr, 64, ReadFor::Fetch { sqid: q as u16 });
+            match self.params.cmb {
+                Some(c) if c.contains(addr, 64) => {
+                    // In the CMB: read inside the controller, no tag, no TLP.
+                    let slot = self.cmb_reads.insert((q as u16, addr - c.addr));
+                    let at = tf.net.now() + c.access;
+                    tf.net.timer_at(at, me, token(T_CMB, self.epoch, slot));
+                }
+                _ => {
+                    self.read(tf, me, addr, 64, ReadFor::Fetch { sqid: q as u16 });
+                }
+            }
         }
+    }
+
+    fn cmb_fetched(&mut self, tf: &mut TimedFabric, me: ComponentId, slot: u32) {
+        let (Some((sqid, off)), Some(c)) = (self.cmb_reads.remove(slot), self.params.cmb) else {
+            return;
+        };
+        let mut b = [0u8; 64];
+        tf.fabric.peek_bar(self.node, c.bar, off, &mut b);
+        self.stats.cmb_fetches += 1;
+        self.fetched(tf, me, sqid, Command::from_bytes(&b));
+        self.fetch(tf, me);
     }
 
     fn fetched(&mut self, tf: &mut TimedFabric, me: ComponentId, sqid: u16, sqe: Command) {
@@ -995,6 +1073,10 @@ impl NvmeController {
                 if !pc || c.prp1 & 0xfff != 0 || c.prp1 == 0 {
                     return Some((Status::INVALID_FIELD, 0));
                 }
+                if self.params.cmb.is_some_and(|m| m.contains(c.prp1, 1)) {
+                    // CMBSZ.CQS is 0: completion queues cannot live in the CMB.
+                    return Some((Status::INVALID_FIELD, 0));
+                }
                 if ien && iv >= self.params.queue_pairs {
                     return Some((Status::INVALID_INTERRUPT_VECTOR, 0));
                 }
@@ -1025,6 +1107,10 @@ impl NvmeController {
                     return Some((Status::COMPLETION_QUEUE_INVALID, 0));
                 }
                 if c.cdw11() & 1 == 0 || c.prp1 & 0xfff != 0 || c.prp1 == 0 {
+                    return Some((Status::INVALID_FIELD, 0));
+                }
+                let in_cmb = self.params.cmb.filter(|m| m.contains(c.prp1, 1));
+                if in_cmb.is_some_and(|m| !m.contains(c.prp1, qsize as u64 * 64)) {
                     return Some((Status::INVALID_FIELD, 0));
                 }
                 self.sqs[qi] = Some(Sq {
@@ -1408,6 +1494,7 @@ impl Component<TimedFabric> for NvmeController {
                     T_ENABLE => self.enable_done(tf, me),
                     T_EXEC => self.execute(tf, me, slot),
                     T_MEDIA => self.media_done(tf, me, slot),
+                    T_CMB => self.cmb_fetched(tf, me, slot),
                     _ => {}
                 }
             }

@@ -10,7 +10,7 @@ pub mod queue;
 pub mod regs;
 
 pub use command::{Command, Completion, IdentifyController, IdentifyNamespace, Status};
-pub use controller::{NvmeController, NvmeError, NvmeParams, NvmeStats};
+pub use controller::{Cmb, NvmeController, NvmeError, NvmeParams, NvmeStats};
 pub use media::{Media, MediaTiming, Namespace};
 pub use queue::{
     build_prps, Buffer, DriverLog, DriverStep, IoCmd, IoJob, NvmeDriver, NvmeDriverConfig,

@@ -7,7 +7,9 @@
 //! lists are CPU stores (posted writes whose bytes land when they land), doorbells and
 //! registers are MMIO writes to BAR0 (through whatever window the caller's address goes),
 //! CSTS and the CQ are polled by CPU reads sampled when memory serves them, so the driver
-//! sees completions only through their bytes and phase tag.
+//! sees completions only through their bytes and phase tag. An SQ entry on the doorbell's
+//! own path (an SQ in the controller's CMB) is ordered before the doorbell by PCIe; one in
+//! RAM is waited for until it has landed before the doorbell goes.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -393,7 +395,8 @@ pub struct NvmeDriver {
     /// Queue pairs by qid (0 = admin).
     qps: BTreeMap<u16, QueuePair>,
     /// SQ entry and PRP list stores in flight, by flow: (CPU address, bytes, qid).
-    stores: BTreeMap<u32, (u64, Vec<u8>, u16)>,
+    /// (CPU address, bytes, qid, waited for before the doorbell).
+    stores: BTreeMap<u32, (u64, Vec<u8>, u16, bool)>,
     next_store: u32,
     /// Per queue: stores not landed yet, a doorbell owed.
     unlanded: BTreeMap<u16, u32>,
@@ -757,6 +760,11 @@ impl NvmeDriver {
         let now = tf.net.now();
         let qp = self.qps.get_mut(&qid).expect("queue exists");
         let (at, bytes, cid) = qp.submit(cmd, now);
+        let (db, _) = qp.sq_doorbell();
+        // Stores on the doorbell's own path are ordered before it by PCIe (posted writes
+        // do not pass each other): it need not wait for them. Stores elsewhere (RAM) are
+        // waited for, since the model's paths to RAM and to the BAR are independent.
+        let db_route = self.route(tf, me, db, 4, Access::Write, 0).map(|i| i.route);
         for (addr, data) in extra
             .into_iter()
             .chain(std::iter::once((at, bytes.to_vec())))
@@ -765,25 +773,32 @@ impl NvmeDriver {
             self.next_store = (self.next_store + 1) % FLOW_MMIO;
             match self.route(tf, me, addr, data.len() as u32, Access::Write, flow) {
                 Some(i) => {
-                    *self.unlanded.entry(qid).or_default() += 1;
-                    self.stores.insert(flow, (addr, data, qid));
+                    let ordered = Some(i.route) == db_route;
+                    if !ordered {
+                        *self.unlanded.entry(qid).or_default() += 1;
+                    }
+                    self.stores.insert(flow, (addr, data, qid, !ordered));
                     tf.net.send_write(i);
                 }
                 None => self.log.faults += 1,
             }
         }
         if self.unlanded.get(&qid).copied().unwrap_or(0) == 0 {
-            self.ring(tf, me, qid);
+            tf.net
+                .timer_at(now + self.cfg.mmio_write, me, T_DOORBELL | qid as u64);
         }
         cid
     }
 
     fn stored(&mut self, tf: &mut TimedFabric, me: ComponentId, flow: u32) {
-        let Some((addr, data, qid)) = self.stores.remove(&flow) else {
+        let Some((addr, data, qid, counted)) = self.stores.remove(&flow) else {
             return;
         };
         if tf.fabric.store(self.cfg.cpu, addr, &data).is_err() {
             self.log.faults += 1;
+        }
+        if !counted {
+            return;
         }
         let n = self.unlanded.entry(qid).or_default();
         *n -= 1;
