@@ -531,14 +531,16 @@ impl NvmeController {
                 }
                 return;
             }
-            o if o >= regs::DOORBELLS => {
+            o if (regs::DOORBELLS..regs::MSIX_TABLE).contains(&o) => {
+                // A write that is no doorbell, or one of a queue that does not exist, is
+                // the spec's invalid doorbell write: counted.
                 match regs::doorbell_at(o, self.cap.dstrd) {
                     Some((q, cq)) if bytes >= 4 => self.doorbell(tf, me, q, cq, v32),
                     _ => self.stats.doorbell_errors += 1,
                 }
                 return;
             }
-            // Read-only registers (CAP, VS, CSTS, CMB*) ignore writes.
+            // Read-only registers (CAP, VS, CSTS, CMB*, the PBA) ignore writes.
             _ => return,
         }
         self.sync_regs(tf);
