@@ -3,6 +3,7 @@
 
 pub mod dma;
 pub mod gpu;
+pub mod nvme;
 pub mod pingpong;
 
 pub use dma::{
@@ -10,4 +11,5 @@ pub use dma::{
     Op, Ops, PageRoutes, Payload,
 };
 pub use gpu::{pingpong, Counters, Gpu, GpuError};
+pub use nvme::{NvmeController, NvmeDriver, NvmeParams, NvmeStats, QueuePair};
 pub use pingpong::PingPong;

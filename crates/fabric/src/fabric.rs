@@ -1002,6 +1002,14 @@ impl Fabric {
     pub fn peek_bar(&self, node: NodeId, bar: u8, offset: u64, buf: &mut [u8]) {
         self.mem.peek_bar(node, bar, offset, buf)
     }
+
+    /// The device itself updating the bytes behind its own BAR (its registers: a status
+    /// bit, a queue's state, a table it keeps). Not an access: nothing is routed, timed or
+    /// logged, and only the model that owns the function's BAR sink may call it for its
+    /// own function. Every access by anyone else goes through `store`/`load`.
+    pub fn poke_bar(&mut self, node: NodeId, bar: u8, offset: u64, data: &[u8]) {
+        self.mem.bar(node, bar).write(offset, data)
+    }
 }
 
 /// A way between two adapters and how many programmed LUT entries use it.

@@ -219,6 +219,9 @@ enum Rule {
     /// A PCIe completion timeout: 50 µs ..= 1 s (PCIe's ranges start at 50 µs; a
     /// longer wait than a second is beyond any run).
     CompletionTimeout,
+    /// NVMe queues or queue entries: a whole number in 2..=65536 (16-bit queue IDs and
+    /// sizes, 0-based in the registers).
+    Queues,
 }
 
 const MAX_LATENCY_NS: f64 = 1e9;
@@ -239,6 +242,7 @@ impl Rule {
                 Rule::Mrrs => pow2(128.0, 4096.0),
                 Rule::AccessBytes => pow2(4.0, 4096.0),
                 Rule::CompletionTimeout => (50e3..=MAX_LATENCY_NS).contains(&x),
+                Rule::Queues => whole && (2.0..=65536.0).contains(&x),
             };
         if ok {
             return Ok(());
@@ -255,6 +259,7 @@ impl Rule {
                 Rule::AccessBytes => "a power of two in 4..=4096 (bytes)",
                 Rule::CompletionTimeout =>
                     "a completion timeout in 50000..=1e9 ns (50 µs, PCIe's shortest, to 1 s)",
+                Rule::Queues => "a whole number in 2..=65536 (NVMe queues or entries)",
             }
         ))
     }
@@ -300,7 +305,7 @@ fn platform_rule(key: &str) -> Option<Rule> {
 }
 
 /// A device's (or device model's) `timing` keys.
-pub const DEVICE_TIMING_KEYS: [&str; 7] = [
+pub const DEVICE_TIMING_KEYS: [&str; 16] = [
     "bar_gbps",
     "bar_latency_ns",
     "bar_rcb_bytes",
@@ -308,12 +313,41 @@ pub const DEVICE_TIMING_KEYS: [&str; 7] = [
     "dma_mrrs_bytes",
     "launch_ns",
     "poll_ns",
+    "nvme_read_ns",
+    "nvme_write_ns",
+    "nvme_read_gbps",
+    "nvme_write_gbps",
+    "nvme_channels",
+    "nvme_command_ns",
+    "nvme_enable_ns",
+    "nvme_queue_pairs",
+    "nvme_max_queue_entries",
+];
+
+/// The keys an NVMe controller model (`devices::nvme`) reads, all or none: media latency
+/// per read and write command, media bandwidth for reads and writes, parallel media
+/// channels, the controller's own per-command processing, the CC.EN → CSTS.RDY delay,
+/// queue pairs including the admin pair, and the largest queue (CAP.MQES + 1).
+pub const NVME_TIMING_KEYS: [&str; 9] = [
+    "nvme_read_ns",
+    "nvme_write_ns",
+    "nvme_read_gbps",
+    "nvme_write_gbps",
+    "nvme_channels",
+    "nvme_command_ns",
+    "nvme_enable_ns",
+    "nvme_queue_pairs",
+    "nvme_max_queue_entries",
 ];
 
 fn device_rule(key: &str) -> Option<Rule> {
     Some(match key {
         "bar_gbps" => Rule::Bandwidth,
         "bar_latency_ns" | "launch_ns" | "poll_ns" => Rule::Latency,
+        "nvme_read_ns" | "nvme_write_ns" | "nvme_command_ns" | "nvme_enable_ns" => Rule::Latency,
+        "nvme_read_gbps" | "nvme_write_gbps" => Rule::Bandwidth,
+        "nvme_channels" => Rule::Tags,
+        "nvme_queue_pairs" | "nvme_max_queue_entries" => Rule::Queues,
         "bar_rcb_bytes" => Rule::Rcb,
         "dma_max_reads" => Rule::Tags,
         "dma_mrrs_bytes" => Rule::Mrrs,
@@ -761,6 +795,12 @@ impl Builder {
             &["dma_max_reads", "dma_mrrs_bytes"],
             false,
             "a DMA requester states both its outstanding reads and its read request size",
+        )?;
+        group(
+            &NVME_TIMING_KEYS,
+            false,
+            "an NVMe controller model states its media, processing, enable delay and queue \
+             limits together",
         )?;
         let gpu = group(
             &["launch_ns", "poll_ns"],

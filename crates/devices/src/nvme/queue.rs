@@ -1,0 +1,998 @@
+//! The driver side: a queue pair's logic (`QueuePair`: SQ tail, CQ head and phase,
+//! command IDs, doorbells, PRP building) kept apart from the component that runs it
+//! (`NvmeDriver`: a CPU of one host resetting and enabling the controller, admin commands,
+//! creating I/O queue pairs and running closed loops of reads and writes).
+//!
+//! Everything goes through the fabric as a CPU of the host sees it: SQ entries and PRP
+//! lists are CPU stores (posted writes whose bytes land when they land), doorbells and
+//! registers are MMIO writes to BAR0 (through whatever window the caller's address goes),
+//! CSTS and the CQ are polled by CPU reads sampled when memory serves them, so the driver
+//! sees completions only through their bytes and phase tag. An SQ entry on the doorbell's
+//! own path (an SQ in the controller's CMB) is ordered before the doorbell by PCIe; one in
+//! RAM is waited for until it has landed before the doorbell goes.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use fabric::{Access, Request, Requester};
+use sim::component::Component;
+use sim::net::{ComponentId, Delivery, Event, Issue};
+use sim::stats::Histogram;
+use sim::timed::{ns, sink_address, TimedFabric};
+use sim::Time;
+
+#[cfg(test)]
+use super::command::Status;
+use super::command::{Command, Completion, IdentifyNamespace, CNS_NAMESPACE};
+use super::regs::{self, Cap, Cc};
+
+/// Where a queue pair's memory is: the CPU's addresses (to store SQ entries and poll the
+/// CQ) and the controller's (bus addresses from the DMA API, for Create I/O SQ/CQ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueMemory {
+    pub sq_cpu: u64,
+    pub sq_dev: u64,
+    pub cq_cpu: u64,
+    pub cq_dev: u64,
+}
+
+/// A buffer as the CPU and as the controller address it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Buffer {
+    pub cpu: u64,
+    pub dev: u64,
+    pub bytes: u64,
+}
+
+/// One queue pair's driver-side state.
+#[derive(Clone, Debug)]
+pub struct QueuePair {
+    pub qid: u16,
+    pub entries: u16,
+    pub mem: QueueMemory,
+    sq_tail: u16,
+    /// The controller's SQ head, as the last completion reported it.
+    sq_head: u16,
+    cq_head: u16,
+    phase: bool,
+    sq_doorbell: u64,
+    cq_doorbell: u64,
+    next_cid: u16,
+    /// Commands submitted and not yet completed, by command ID.
+    outstanding: BTreeMap<u16, Time>,
+}
+
+impl QueuePair {
+    /// A queue pair of `entries` (SQ and CQ alike) whose doorbells are in the BAR0 the CPU
+    /// reaches at `bar0`, with doorbell stride `dstrd` (CAP.DSTRD).
+    pub fn new(qid: u16, entries: u16, mem: QueueMemory, bar0: u64, dstrd: u8) -> QueuePair {
+        QueuePair {
+            qid,
+            entries,
+            mem,
+            sq_tail: 0,
+            sq_head: 0,
+            cq_head: 0,
+            phase: true,
+            sq_doorbell: bar0 + regs::doorbell(qid, false, dstrd),
+            cq_doorbell: bar0 + regs::doorbell(qid, true, dstrd),
+            next_cid: 0,
+            outstanding: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the SQ has no free slot (one is always left empty). Commands in flight
+    /// count too, so that the CQ (as large as the SQ) can never overflow.
+    pub fn is_full(&self) -> bool {
+        (self.sq_tail + 1) % self.entries == self.sq_head
+            || self.outstanding.len() + 1 >= self.entries as usize
+    }
+
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// Places `cmd` (its command ID set here) in the next SQ slot: the CPU address and
+    /// bytes to store there. Ring the doorbell with `sq_doorbell` once they have landed.
+    pub fn submit(&mut self, mut cmd: Command, now: Time) -> (u64, [u8; 64], u16) {
+        let cid = (0..=u16::MAX)
+            .map(|i| self.next_cid.wrapping_add(i))
+            .find(|c| !self.outstanding.contains_key(c))
+            .expect("fewer than 65536 outstanding");
+        self.next_cid = cid.wrapping_add(1);
+        cmd.cid = cid;
+        let at = self.mem.sq_cpu + self.sq_tail as u64 * 64;
+        self.sq_tail = (self.sq_tail + 1) % self.entries;
+        self.outstanding.insert(cid, now);
+        (at, cmd.to_bytes(), cid)
+    }
+
+    /// The SQ tail doorbell's CPU address and the value to write.
+    pub fn sq_doorbell(&self) -> (u64, u32) {
+        (self.sq_doorbell, self.sq_tail as u32)
+    }
+
+    /// The CQ head doorbell's CPU address and the value to write.
+    pub fn cq_doorbell(&self) -> (u64, u32) {
+        (self.cq_doorbell, self.cq_head as u32)
+    }
+
+    /// Where the next completion will appear (CPU address).
+    pub fn cq_entry(&self) -> u64 {
+        self.mem.cq_cpu + self.cq_head as u64 * 16
+    }
+
+    /// The phase tag a new entry at the head carries.
+    pub fn phase(&self) -> bool {
+        self.phase
+    }
+
+    /// Takes the entry at the CQ head if its phase tag says it is new: advances the head
+    /// (flipping the expected phase on a wrap) and gives the entry with its submit time.
+    pub fn take(&mut self, bytes: &[u8; 16]) -> Option<(Completion, Option<Time>)> {
+        let e = Completion::from_bytes(bytes);
+        if e.phase != self.phase {
+            return None;
+        }
+        self.cq_head = (self.cq_head + 1) % self.entries;
+        if self.cq_head == 0 {
+            self.phase = !self.phase;
+        }
+        self.sq_head = e.sq_head;
+        let at = self.outstanding.remove(&e.cid);
+        Some((e, at))
+    }
+}
+
+/// PRP1, PRP2 and the PRP list entries for `len` bytes at bus address `buf` with pages of
+/// `page` bytes; a list (when more than two pages are touched) goes in `list` (a page-
+/// aligned bus address with room for it), chained through its pages' last entries.
+/// Returns (prp1, prp2, list entries to store at `list`).
+pub fn build_prps(buf: u64, len: u64, page: u64, list: u64) -> (u64, u64, Vec<u64>) {
+    let first = len.min(page - buf % page);
+    let rest = len - first;
+    let next = buf + first;
+    if rest == 0 {
+        return (buf, 0, Vec::new());
+    }
+    if rest <= page {
+        return (buf, next, Vec::new());
+    }
+    let pages: Vec<u64> = (0..rest.div_ceil(page)).map(|i| next + i * page).collect();
+    let per = page / 8;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < pages.len() {
+        let left = pages.len() - i;
+        let slot_in_page = out.len() as u64 % per;
+        if left > 1 && slot_in_page == per - 1 {
+            // Last entry of a list page: points to the next list page.
+            out.push(list + (out.len() as u64 + 1) * 8);
+            continue;
+        }
+        out.push(pages[i]);
+        i += 1;
+    }
+    (buf, list, out)
+}
+
+/// One I/O command of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoCmd {
+    pub write: bool,
+    pub slba: u64,
+    pub blocks: u16,
+    /// Where its data is in the job's buffer.
+    pub buf_offset: u64,
+}
+
+/// A closed loop: `cmds` in order on I/O queue `qid`, at most `depth` outstanding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoJob {
+    pub qid: u16,
+    pub depth: u16,
+    pub nsid: u32,
+    pub cmds: Vec<IoCmd>,
+    pub data: Buffer,
+    /// PRP list pages, one 4 KiB page per outstanding command (`depth` pages).
+    pub prp_lists: Buffer,
+}
+
+/// What the driver does, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DriverStep {
+    /// Reset (CC.EN = 0, CSTS.RDY polled to 0), read CAP and VS, program AQA/ASQ/ACQ,
+    /// enable, poll CSTS.RDY to 1.
+    Enable,
+    /// CC.EN = 0 and CSTS.RDY polled to 0.
+    Reset,
+    /// An admin command, waited for.
+    Admin(Command),
+    /// Identify (CNS 0 namespace `nsid`, CNS 1 controller) into the scratch buffer; the
+    /// driver keeps the bytes (and the namespace's LBA size).
+    Identify {
+        cns: u8,
+        nsid: u32,
+    },
+    /// Create I/O CQ then I/O SQ `qid` (polled CQ when `vector` is `None`).
+    CreateQueuePair {
+        qid: u16,
+        entries: u16,
+        mem: QueueMemory,
+        vector: Option<u16>,
+    },
+    Io(IoJob),
+    /// A raw MMIO write to BAR0 (a register, a doorbell, an MSI-X entry).
+    Mmio {
+        offset: u64,
+        bytes: u8,
+        value: u64,
+    },
+}
+
+/// The driver's setting: which CPU, where BAR0 is for it, its admin queues and scratch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NvmeDriverConfig {
+    /// A CPU package of the host that drives (`Requester::Cpu`).
+    pub cpu: Requester,
+    /// BAR0 as this CPU addresses it (directly, or through an NTB window).
+    pub bar0: u64,
+    pub admin: QueueMemory,
+    pub admin_entries: u16,
+    /// 4 KiB for Identify data.
+    pub scratch: Buffer,
+    /// Between two CSTS reads while waiting for RDY (a driver's sleep).
+    pub register_poll: Time,
+    /// Between two CQ reads that found nothing.
+    pub cq_poll: Time,
+    /// The CPU's own cost of an MMIO write, before it enters the hierarchy.
+    pub mmio_write: Time,
+}
+
+impl NvmeDriverConfig {
+    /// A config with the CPU timing of `cpu`'s platform (`cpu_poll_ns`,
+    /// `cpu_mmio_write_ns`) and a register poll every 10 µs.
+    pub fn new(
+        tf: &TimedFabric,
+        cpu: Requester,
+        bar0: u64,
+        admin: QueueMemory,
+        admin_entries: u16,
+        scratch: Buffer,
+    ) -> NvmeDriverConfig {
+        let pt = tf.timing_of(tf.fabric.requester_host(cpu));
+        NvmeDriverConfig {
+            cpu,
+            bar0,
+            admin,
+            admin_entries,
+            scratch,
+            register_poll: Time::from_us(10),
+            cq_poll: ns(pt.cpu_poll_ns),
+            mmio_write: ns(pt.cpu_mmio_write_ns),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prps_follow_the_offset_rules_and_lists_chain_through_their_last_entry() {
+        // One page, with an offset.
+        assert_eq!(build_prps(0x1200, 0xe00, 4096, 0x9000), (0x1200, 0, vec![]));
+        // Two pages: PRP2 is the second page.
+        assert_eq!(
+            build_prps(0x1200, 0x1000, 4096, 0x9000),
+            (0x1200, 0x2000, vec![])
+        );
+        // Three pages: a list at PRP2.
+        assert_eq!(
+            build_prps(0x1000, 0x3000, 4096, 0x9000),
+            (0x1000, 0x9000, vec![0x2000, 0x3000])
+        );
+        // 64-byte pages hold 8 entries: the 8th points to the next list page.
+        let (p1, p2, l) = build_prps(0x0, 64 * 11, 64, 0x800);
+        assert_eq!((p1, p2), (0, 0x800));
+        assert_eq!(l.len(), 11);
+        assert_eq!(l[7], 0x840, "chain pointer");
+        let data: Vec<u64> = l.iter().copied().filter(|&e| e < 0x800).collect();
+        assert_eq!(data, (1..11).map(|i| i * 64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_queue_pair_takes_entries_by_phase_and_wraps() {
+        let mem = QueueMemory {
+            sq_cpu: 0,
+            sq_dev: 0,
+            cq_cpu: 0x100,
+            cq_dev: 0x100,
+        };
+        let mut q = QueuePair::new(1, 2, mem, 0x8000, 0);
+        assert_eq!(q.sq_doorbell().0, 0x8000 + 0x1008);
+        assert_eq!(q.cq_doorbell().0, 0x8000 + 0x100C);
+        let (_, _, cid) = q.submit(Command::flush(1), Time::ZERO);
+        assert!(q.is_full(), "one slot stays empty");
+        let e = |phase| Completion {
+            dw0: 0,
+            sq_head: 1,
+            sq_id: 1,
+            cid,
+            phase,
+            status: Status::SUCCESS,
+        };
+        assert!(q.take(&e(false).to_bytes()).is_none(), "old phase: not new");
+        assert!(q.take(&e(true).to_bytes()).is_some());
+        assert_eq!(q.cq_entry(), 0x110);
+        let (_, _, cid2) = q.submit(Command::flush(1), Time::ZERO);
+        let e2 = Completion {
+            cid: cid2,
+            phase: true,
+            ..e(true)
+        };
+        assert!(q.take(&e2.to_bytes()).is_some());
+        assert!(!q.phase(), "wrapped: the next new entries carry phase 0");
+        assert_eq!(q.cq_doorbell().1, 0);
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Micro {
+    Write { off: u64, bytes: u8, value: u64 },
+    Read { off: u64, bytes: u8 },
+    WaitCsts { mask: u32, want: u32 },
+    AdminQueue,
+    Admin(Command),
+    KeepIdentify { cns: u8 },
+    AddPair(u16, u16, QueueMemory),
+    Io(IoJob),
+}
+
+const FLOW_MMIO: u32 = 1 << 31;
+const FLOW_REG_READ: u64 = 1 << 40;
+const T_REPOLL: u64 = 1;
+const T_POLL: u64 = 2 << 32;
+const T_DOORBELL: u64 = 3 << 32;
+const T_START: u64 = 0;
+
+/// What the driver saw.
+#[derive(Clone, Debug, Default)]
+pub struct DriverLog {
+    pub cap: Option<u64>,
+    pub vs: Option<u32>,
+    /// CSTS as last read.
+    pub csts: Option<u32>,
+    /// When CSTS.RDY was first seen 1 after an enable.
+    pub ready_at: Option<Time>,
+    /// Controller fatal status seen while waiting for RDY.
+    pub fatal: bool,
+    /// Every admin command with its completion.
+    pub admin: Vec<(Command, Completion)>,
+    /// Every I/O command (by queue) with its completion.
+    pub io: Vec<(u16, IoCmd, Completion)>,
+    pub identify_controller: Option<Vec<u8>>,
+    pub identify_namespace: Option<Vec<u8>>,
+    /// Submit (SQ entry stored) to completion seen (its CQ entry read with the phase).
+    pub latency: Histogram,
+    /// I/O completions with an error status.
+    pub io_errors: u64,
+    /// Bytes of successful I/O, and when the current job started and ended.
+    pub io_bytes: u64,
+    pub io_start: Time,
+    pub io_end: Time,
+    /// Driver-side faults (a store or poll nothing claims).
+    pub faults: u64,
+}
+
+/// The queue-pair driver component.
+pub struct NvmeDriver {
+    cfg: NvmeDriverConfig,
+    steps: VecDeque<DriverStep>,
+    micros: VecDeque<Micro>,
+    current: Option<Micro>,
+    dstrd: u8,
+    lba_bytes: u64,
+    /// Queue pairs by qid (0 = admin).
+    qps: BTreeMap<u16, QueuePair>,
+    /// SQ entry and PRP list stores in flight, by flow: (CPU address, bytes, qid).
+    /// (CPU address, bytes, qid, waited for before the doorbell).
+    stores: BTreeMap<u32, (u64, Vec<u8>, u16, bool)>,
+    next_store: u32,
+    /// Per queue: stores not landed yet, a doorbell owed.
+    unlanded: BTreeMap<u16, u32>,
+    polling: BTreeMap<u16, bool>,
+    sampled: BTreeMap<u16, [u8; 16]>,
+    reg_sample: [u8; 8],
+    /// Per queue: completions taken since the CQ head doorbell was last rung.
+    unrung: BTreeMap<u16, u32>,
+    /// The running I/O job: next command to submit, commands by (qid, cid).
+    job: Option<IoJob>,
+    job_next: usize,
+    job_cmds: BTreeMap<u16, (IoCmd, usize)>,
+    /// PRP list pages free (index into the job's list area).
+    free_lists: Vec<usize>,
+    pub log: DriverLog,
+    done: bool,
+}
+
+impl NvmeDriver {
+    pub fn new(cfg: NvmeDriverConfig, steps: Vec<DriverStep>) -> NvmeDriver {
+        NvmeDriver {
+            cfg,
+            steps: steps.into(),
+            micros: VecDeque::new(),
+            current: None,
+            dstrd: 0,
+            lba_bytes: 512,
+            qps: BTreeMap::new(),
+            stores: BTreeMap::new(),
+            next_store: 0,
+            unlanded: BTreeMap::new(),
+            polling: BTreeMap::new(),
+            sampled: BTreeMap::new(),
+            reg_sample: [0; 8],
+            unrung: BTreeMap::new(),
+            job: None,
+            job_next: 0,
+            job_cmds: BTreeMap::new(),
+            free_lists: Vec::new(),
+            log: DriverLog::default(),
+            done: false,
+        }
+    }
+
+    /// Adds steps to run (after those left); start it again with a timer 0.
+    pub fn push(&mut self, step: DriverStep) {
+        self.steps.push_back(step);
+        self.done = false;
+    }
+
+    /// Starts counting afresh.
+    pub fn reset_stats(&mut self) {
+        self.log.latency.clear();
+        self.log.io_bytes = 0;
+    }
+
+    pub fn queue_pair(&self, qid: u16) -> Option<&QueuePair> {
+        self.qps.get(&qid)
+    }
+
+    fn route(
+        &self,
+        tf: &mut TimedFabric,
+        me: ComponentId,
+        addr: u64,
+        len: u32,
+        access: Access,
+        flow: u32,
+    ) -> Option<Issue> {
+        let req = Request {
+            requester: self.cfg.cpu,
+            addr,
+            len,
+            access,
+        };
+        let (r, t) = tf.route(&req).ok()?;
+        Some(Issue {
+            addr64: addr >= 1 << 32,
+            cpu: false,
+            ..Issue::new(r, me, flow, len, sink_address(&t))
+        })
+    }
+
+    fn mmio_write(
+        &mut self,
+        tf: &mut TimedFabric,
+        me: ComponentId,
+        addr: u64,
+        bytes: u8,
+        value: u64,
+        flow: u32,
+    ) {
+        match self.route(tf, me, addr, bytes as u32, Access::Write, flow) {
+            Some(i) => tf.net.send_write(Issue { data: value, ..i }),
+            None => {
+                self.log.faults += 1;
+                if flow == FLOW_MMIO {
+                    self.next(tf, me);
+                }
+            }
+        }
+    }
+
+    fn expand(&mut self, step: DriverStep) {
+        let m = &mut self.micros;
+        match step {
+            DriverStep::Enable => {
+                m.push_back(Micro::Write {
+                    off: regs::CC,
+                    bytes: 4,
+                    value: 0,
+                });
+                m.push_back(Micro::WaitCsts {
+                    mask: regs::CSTS_RDY,
+                    want: 0,
+                });
+                m.push_back(Micro::Read {
+                    off: regs::CAP,
+                    bytes: 8,
+                });
+                m.push_back(Micro::Read {
+                    off: regs::VS,
+                    bytes: 4,
+                });
+                let e = self.cfg.admin_entries;
+                m.push_back(Micro::Write {
+                    off: regs::AQA,
+                    bytes: 4,
+                    value: regs::aqa(e, e) as u64,
+                });
+                m.push_back(Micro::Write {
+                    off: regs::ASQ,
+                    bytes: 8,
+                    value: self.cfg.admin.sq_dev,
+                });
+                m.push_back(Micro::Write {
+                    off: regs::ACQ,
+                    bytes: 8,
+                    value: self.cfg.admin.cq_dev,
+                });
+                m.push_back(Micro::AdminQueue);
+                m.push_back(Micro::Write {
+                    off: regs::CC,
+                    bytes: 4,
+                    value: Cc::enable().to_u32() as u64,
+                });
+                m.push_back(Micro::WaitCsts {
+                    mask: regs::CSTS_RDY,
+                    want: regs::CSTS_RDY,
+                });
+            }
+            DriverStep::Reset => {
+                m.push_back(Micro::Write {
+                    off: regs::CC,
+                    bytes: 4,
+                    value: 0,
+                });
+                m.push_back(Micro::WaitCsts {
+                    mask: regs::CSTS_RDY,
+                    want: 0,
+                });
+            }
+            DriverStep::Admin(c) => m.push_back(Micro::Admin(c)),
+            DriverStep::Identify { cns, nsid } => {
+                let s = self.cfg.scratch;
+                let prp2 = if s.dev.is_multiple_of(4096) {
+                    0
+                } else {
+                    (s.dev & !0xfff) + 4096
+                };
+                m.push_back(Micro::Admin(Command::identify(cns, nsid, s.dev, prp2)));
+                m.push_back(Micro::KeepIdentify { cns });
+            }
+            DriverStep::CreateQueuePair {
+                qid,
+                entries,
+                mem,
+                vector,
+            } => {
+                m.push_back(Micro::Admin(Command::create_io_cq(
+                    qid, entries, mem.cq_dev, vector,
+                )));
+                m.push_back(Micro::Admin(Command::create_io_sq(
+                    qid, entries, mem.sq_dev, qid,
+                )));
+                m.push_back(Micro::AddPair(qid, entries, mem));
+            }
+            DriverStep::Io(job) => m.push_back(Micro::Io(job)),
+            DriverStep::Mmio {
+                offset,
+                bytes,
+                value,
+            } => m.push_back(Micro::Write {
+                off: offset,
+                bytes,
+                value,
+            }),
+        }
+    }
+
+    /// Runs the next micro-step.
+    fn next(&mut self, tf: &mut TimedFabric, me: ComponentId) {
+        loop {
+            if self.micros.is_empty() {
+                match self.steps.pop_front() {
+                    Some(s) => self.expand(s),
+                    None => {
+                        self.current = None;
+                        self.done = true;
+                        return;
+                    }
+                }
+                continue;
+            }
+            let m = self.micros.pop_front().expect("not empty");
+            self.current = Some(m.clone());
+            match m {
+                Micro::Write { off, bytes, value } => {
+                    let addr = self.cfg.bar0 + off;
+                    self.mmio_write(tf, me, addr, bytes, value, FLOW_MMIO);
+                    return;
+                }
+                Micro::Read { off, bytes } => {
+                    self.reg_read(tf, me, off, bytes);
+                    return;
+                }
+                Micro::WaitCsts { .. } => {
+                    self.reg_read(tf, me, regs::CSTS, 4);
+                    return;
+                }
+                Micro::AdminQueue => {
+                    // Enabling follows a reset: every queue the controller had is gone.
+                    self.qps.clear();
+                    self.polling.clear();
+                    self.unrung.clear();
+                    self.sampled.clear();
+                    let qp = QueuePair::new(
+                        0,
+                        self.cfg.admin_entries,
+                        self.cfg.admin,
+                        self.cfg.bar0,
+                        self.dstrd,
+                    );
+                    self.qps.insert(0, qp);
+                }
+                Micro::Admin(c) => {
+                    if !self.qps.contains_key(&0) {
+                        self.log.faults += 1;
+                        continue;
+                    }
+                    self.submit(tf, me, 0, c, Vec::new());
+                    return;
+                }
+                Micro::KeepIdentify { cns } => {
+                    let ok = self
+                        .log
+                        .admin
+                        .last()
+                        .is_some_and(|(_, e)| e.status.is_success());
+                    if ok {
+                        let mut b = vec![0u8; 4096];
+                        if tf
+                            .fabric
+                            .load(self.cfg.cpu, self.cfg.scratch.cpu, &mut b)
+                            .is_err()
+                        {
+                            self.log.faults += 1;
+                        }
+                        if cns == CNS_NAMESPACE {
+                            self.lba_bytes = IdentifyNamespace::from_bytes(&b).lba_bytes();
+                            self.log.identify_namespace = Some(b);
+                        } else {
+                            self.log.identify_controller = Some(b);
+                        }
+                    }
+                }
+                Micro::AddPair(qid, entries, mem) => {
+                    let n = self.log.admin.len();
+                    let ok = n >= 2
+                        && self.log.admin[n - 2..]
+                            .iter()
+                            .all(|(_, e)| e.status.is_success());
+                    if ok {
+                        let qp = QueuePair::new(qid, entries, mem, self.cfg.bar0, self.dstrd);
+                        self.qps.insert(qid, qp);
+                    }
+                }
+                Micro::Io(job) => {
+                    if !self.qps.contains_key(&job.qid) {
+                        self.log.faults += 1;
+                        continue;
+                    }
+                    self.log.io_start = tf.net.now();
+                    self.free_lists = (0..job.depth as usize).rev().collect();
+                    self.job_next = 0;
+                    self.job_cmds.clear();
+                    self.job = Some(job);
+                    self.fill(tf, me);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn reg_read(&mut self, tf: &mut TimedFabric, me: ComponentId, off: u64, bytes: u8) {
+        match self.route(tf, me, self.cfg.bar0 + off, bytes as u32, Access::Read, 0) {
+            Some(i) => tf
+                .net
+                .send_read(Issue { sample: true, ..i }, FLOW_REG_READ | off),
+            None => {
+                self.log.faults += 1;
+                self.next(tf, me);
+            }
+        }
+    }
+
+    fn reg_arrived(&mut self, tf: &mut TimedFabric, me: ComponentId) {
+        let v = u64::from_le_bytes(self.reg_sample);
+        match self.current.clone() {
+            Some(Micro::Read { off, .. }) => {
+                if off == regs::CAP {
+                    self.log.cap = Some(v);
+                    self.dstrd = Cap::from_u64(v).dstrd;
+                } else if off == regs::VS {
+                    self.log.vs = Some(v as u32);
+                }
+                self.next(tf, me);
+            }
+            Some(Micro::WaitCsts { mask, want }) => {
+                let csts = v as u32;
+                self.log.csts = Some(csts);
+                if csts & regs::CSTS_CFS != 0 && want != 0 {
+                    self.log.fatal = true;
+                    self.micros.clear();
+                    self.steps.clear();
+                    self.next(tf, me);
+                } else if csts & mask == want {
+                    if want & regs::CSTS_RDY != 0 {
+                        self.log.ready_at = Some(tf.net.now());
+                    }
+                    self.next(tf, me);
+                } else {
+                    let at = tf.net.now() + self.cfg.register_poll;
+                    tf.net.timer_at(at, me, T_REPOLL);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Submits `cmd` on queue `qid`, with `extra` stores (a PRP list) before it; returns
+    /// its command ID.
+    fn submit(
+        &mut self,
+        tf: &mut TimedFabric,
+        me: ComponentId,
+        qid: u16,
+        cmd: Command,
+        extra: Vec<(u64, Vec<u8>)>,
+    ) -> u16 {
+        let now = tf.net.now();
+        let qp = self.qps.get_mut(&qid).expect("queue exists");
+        let (at, bytes, cid) = qp.submit(cmd, now);
+        let (db, _) = qp.sq_doorbell();
+        // Stores on the doorbell's own path are ordered before it by PCIe (posted writes
+        // do not pass each other): it need not wait for them. Stores elsewhere (RAM) are
+        // waited for, since the model's paths to RAM and to the BAR are independent.
+        let db_route = self.route(tf, me, db, 4, Access::Write, 0).map(|i| i.route);
+        for (addr, data) in extra
+            .into_iter()
+            .chain(std::iter::once((at, bytes.to_vec())))
+        {
+            let flow = self.next_store;
+            self.next_store = (self.next_store + 1) % FLOW_MMIO;
+            match self.route(tf, me, addr, data.len() as u32, Access::Write, flow) {
+                Some(i) => {
+                    let ordered = Some(i.route) == db_route;
+                    if !ordered {
+                        *self.unlanded.entry(qid).or_default() += 1;
+                    }
+                    self.stores.insert(flow, (addr, data, qid, !ordered));
+                    tf.net.send_write(i);
+                }
+                None => self.log.faults += 1,
+            }
+        }
+        if self.unlanded.get(&qid).copied().unwrap_or(0) == 0 {
+            tf.net
+                .timer_at(now + self.cfg.mmio_write, me, T_DOORBELL | qid as u64);
+        }
+        cid
+    }
+
+    fn stored(&mut self, tf: &mut TimedFabric, me: ComponentId, flow: u32) {
+        let Some((addr, data, qid, counted)) = self.stores.remove(&flow) else {
+            return;
+        };
+        if tf.fabric.store(self.cfg.cpu, addr, &data).is_err() {
+            self.log.faults += 1;
+        }
+        if !counted {
+            return;
+        }
+        let n = self.unlanded.entry(qid).or_default();
+        *n -= 1;
+        if *n == 0 {
+            // Every SQ entry written so far is in memory: the doorbell may go.
+            let at = tf.net.now() + self.cfg.mmio_write;
+            tf.net.timer_at(at, me, T_DOORBELL | qid as u64);
+        }
+    }
+
+    fn ring(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16) {
+        if self.unlanded.get(&qid).copied().unwrap_or(0) > 0 {
+            // Entries still on their way to memory: their landing rings.
+            return;
+        }
+        let Some(qp) = self.qps.get(&qid) else { return };
+        let (addr, v) = qp.sq_doorbell();
+        self.mmio_write(tf, me, addr, 4, v as u64, FLOW_MMIO | 1);
+        if !self.polling.get(&qid).copied().unwrap_or(false) {
+            self.polling.insert(qid, true);
+            self.poll(tf, me, qid);
+        }
+    }
+
+    fn poll(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16) {
+        let Some(qp) = self.qps.get(&qid) else { return };
+        let addr = qp.cq_entry();
+        match self.route(tf, me, addr, 16, Access::Read, 0) {
+            Some(i) => tf.net.send_read(Issue { sample: true, ..i }, qid as u64),
+            None => {
+                self.log.faults += 1;
+                self.polling.insert(qid, false);
+            }
+        }
+    }
+
+    fn poll_served(&mut self, tf: &mut TimedFabric, qid: u16) {
+        let Some(qp) = self.qps.get(&qid) else { return };
+        let mut b = [0u8; 16];
+        if tf.fabric.load(self.cfg.cpu, qp.cq_entry(), &mut b).is_err() {
+            self.log.faults += 1;
+        }
+        self.sampled.insert(qid, b);
+    }
+
+    fn poll_arrived(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16) {
+        let b = self.sampled.get(&qid).copied().unwrap_or([0; 16]);
+        let now = tf.net.now();
+        let Some(qp) = self.qps.get_mut(&qid) else {
+            return;
+        };
+        match qp.take(&b) {
+            Some((e, at)) => {
+                *self.unrung.entry(qid).or_default() += 1;
+                if let Some(t) = at {
+                    self.log.latency.record(now - t);
+                }
+                let half = (qp.entries / 2).max(1) as u32;
+                if self.unrung[&qid] >= half {
+                    self.ring_cq(tf, me, qid);
+                }
+                self.completed(tf, me, qid, e);
+                // More may be there: read the next entry at once.
+                self.poll(tf, me, qid);
+            }
+            None => {
+                if self.unrung.get(&qid).copied().unwrap_or(0) > 0 {
+                    self.ring_cq(tf, me, qid);
+                }
+                let busy = self.qps.get(&qid).is_some_and(|q| q.outstanding() > 0);
+                if busy {
+                    tf.net
+                        .timer_at(now + self.cfg.cq_poll, me, T_POLL | qid as u64);
+                } else {
+                    self.polling.insert(qid, false);
+                }
+            }
+        }
+    }
+
+    fn ring_cq(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16) {
+        self.unrung.insert(qid, 0);
+        let Some(qp) = self.qps.get(&qid) else { return };
+        let (addr, v) = qp.cq_doorbell();
+        self.mmio_write(tf, me, addr, 4, v as u64, FLOW_MMIO | 1);
+    }
+
+    fn completed(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16, e: Completion) {
+        if qid == 0 {
+            if let Some(Micro::Admin(c)) = self.current.clone() {
+                self.log.admin.push((Command { cid: e.cid, ..c }, e));
+                self.next(tf, me);
+            }
+            return;
+        }
+        let Some((cmd, list)) = self.job_cmds.remove(&e.cid) else {
+            return;
+        };
+        self.free_lists.push(list);
+        if e.status.is_success() {
+            self.log.io_bytes += cmd.blocks as u64 * self.lba_bytes;
+        } else {
+            self.log.io_errors += 1;
+        }
+        self.log.io.push((qid, cmd, e));
+        self.fill(tf, me);
+    }
+
+    /// Keeps the job's queue depth: submits commands while slots are free; ends the job
+    /// when all have completed.
+    fn fill(&mut self, tf: &mut TimedFabric, me: ComponentId) {
+        let Some(job) = self.job.take() else { return };
+        while self.job_next < job.cmds.len()
+            && self.job_cmds.len() < job.depth as usize
+            && !self.qps[&job.qid].is_full()
+        {
+            let c = job.cmds[self.job_next];
+            self.job_next += 1;
+            let list_slot = self.free_lists.pop().expect("one per outstanding command");
+            let len = c.blocks as u64 * self.lba_bytes;
+            let list_dev = job.prp_lists.dev + list_slot as u64 * 4096;
+            let (prp1, prp2, entries) =
+                build_prps(job.data.dev + c.buf_offset, len, 4096, list_dev);
+            let extra = if entries.is_empty() {
+                Vec::new()
+            } else {
+                let bytes: Vec<u8> = entries.iter().flat_map(|e| e.to_le_bytes()).collect();
+                vec![(job.prp_lists.cpu + list_slot as u64 * 4096, bytes)]
+            };
+            let cmd = Command::rw(c.write, job.nsid, c.slba, c.blocks, prp1, prp2);
+            let cid = self.submit(tf, me, job.qid, cmd, extra);
+            self.job_cmds.insert(cid, (c, list_slot));
+        }
+        let finished = self.job_next >= job.cmds.len() && self.job_cmds.is_empty();
+        if finished {
+            self.log.io_end = tf.net.now();
+            self.next(tf, me);
+        } else {
+            self.job = Some(job);
+        }
+    }
+}
+
+impl Component<TimedFabric> for NvmeDriver {
+    fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
+        match ev {
+            Event::Timer(T_START) => {
+                if self.current.is_none() {
+                    self.next(tf, me);
+                }
+            }
+            Event::Timer(T_REPOLL) => self.reg_read(tf, me, regs::CSTS, 4),
+            Event::Timer(t) if t & !0xffff_ffff == T_POLL => self.poll(tf, me, t as u16),
+            Event::Timer(t) if t & !0xffff_ffff == T_DOORBELL => self.ring(tf, me, t as u16),
+            Event::Timer(_) => {}
+            Event::Delivery(Delivery::WriteDone { flow, .. }) => {
+                if flow == FLOW_MMIO {
+                    // A register write landed: the next step may read what it did.
+                    self.next(tf, me);
+                } else if flow & FLOW_MMIO == 0 {
+                    self.stored(tf, me, flow);
+                }
+            }
+            Event::Delivery(Delivery::ReadServed { tag, .. }) => {
+                if tag & FLOW_REG_READ != 0 {
+                    let off = tag & !FLOW_REG_READ;
+                    let mut b = [0u8; 8];
+                    let n = if off == regs::CAP { 8 } else { 4 };
+                    if tf
+                        .fabric
+                        .load(self.cfg.cpu, self.cfg.bar0 + off, &mut b[..n])
+                        .is_err()
+                    {
+                        self.log.faults += 1;
+                    }
+                    self.reg_sample = b;
+                } else {
+                    self.poll_served(tf, tag as u16);
+                }
+            }
+            Event::Delivery(Delivery::ReadData {
+                tag, last: true, ..
+            }) => {
+                if tag & FLOW_REG_READ != 0 {
+                    self.reg_arrived(tf, me);
+                } else {
+                    self.poll_arrived(tf, me, tag as u16);
+                }
+            }
+            Event::Delivery(_) => {}
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.done
+    }
+}
