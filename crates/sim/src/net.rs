@@ -115,6 +115,18 @@ pub struct Sink {
     pub llc: Option<Llc>,
     /// The component told of every write landing here (a device's registers); NONE: none.
     owner: ComponentId,
+    /// One-shot watches on byte ranges (`Net::watch`): a core spinning on a cached line
+    /// learns of the write that invalidates it. Few at a time, so a plain list.
+    watches: Vec<Watch>,
+}
+
+/// A range of a sink someone waits on: (offset, end, component, timer token).
+#[derive(Clone, Copy, Debug)]
+struct Watch {
+    start: u64,
+    end: u64,
+    component: ComponentId,
+    token: u64,
 }
 
 /// The part of an LLC that DMA sees: lines DDIO allocated (limited to the DDIO ways) or
@@ -577,6 +589,7 @@ impl Net {
             bytes_written: 0,
             llc: None,
             owner: NONE,
+            watches: Vec::new(),
         });
         self.sinks.len() as u32 - 1
     }
@@ -595,6 +608,19 @@ impl Net {
     }
 
     /// Makes `component` hear of every write that lands in `sink` (its registers).
+    /// Tells `component` (a timer with `token`, once) when a write lands on any byte of
+    /// `[offset, offset + bytes)` of `sink` — what a core spinning on a line in its own
+    /// cache sees: nothing until a write invalidates the line. The caller then reads the
+    /// line (the miss) as any poll does.
+    pub fn watch(&mut self, sink: u32, offset: u64, bytes: u64, component: ComponentId, token: u64) {
+        self.sinks[sink as usize].watches.push(Watch {
+            start: offset,
+            end: offset.saturating_add(bytes),
+            component,
+            token,
+        });
+    }
+
     pub fn set_sink_owner(&mut self, sink: u32, component: ComponentId) {
         self.sinks[sink as usize].owner = component;
     }
@@ -1213,6 +1239,21 @@ impl Net {
                     self.engine
                         .schedule_at(at, Ev::Deliver(owner, mmio))
                         .expect("future");
+                }
+                if !sink.watches.is_empty() {
+                    let (lo, hi) = (tlp.target, tlp.target + tlp.payload as u64);
+                    let mut k = 0;
+                    while k < sink.watches.len() {
+                        let w = sink.watches[k];
+                        if w.start < hi && lo < w.end {
+                            sink.watches.swap_remove(k);
+                            self.engine
+                                .schedule_at(at, Ev::Timer(w.component, w.token))
+                                .expect("future");
+                        } else {
+                            k += 1;
+                        }
+                    }
                 }
                 let done = Delivery::WriteDone {
                     flow: tlp.flow,

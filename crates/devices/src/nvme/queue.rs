@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use fabric::{Access, Request, Requester};
 use sim::component::Component;
-use sim::net::{ComponentId, Delivery, Event, Issue};
+use sim::net::{ComponentId, Delivery, Event, Hop, Issue};
 use sim::stats::Histogram;
 use sim::timed::{ns, sink_address, TimedFabric};
 use sim::Time;
@@ -221,6 +221,16 @@ pub enum DriverStep {
         vector: Option<u16>,
     },
     Io(IoJob),
+    /// Adopts I/O queue pair `qid` that another driver created on this controller (the
+    /// distributed driver's manager, through its admin queue): no admin command, only the
+    /// doorbell stride and the namespace's LBA size the manager learnt.
+    AttachQueuePair {
+        qid: u16,
+        entries: u16,
+        mem: QueueMemory,
+        dstrd: u8,
+        lba_bytes: u64,
+    },
     /// A raw MMIO write to BAR0 (a register, a doorbell, an MSI-X entry).
     Mmio {
         offset: u64,
@@ -246,6 +256,14 @@ pub struct NvmeDriverConfig {
     pub cq_poll: Time,
     /// The CPU's own cost of an MMIO write, before it enters the hierarchy.
     pub mmio_write: Time,
+    /// Spin on the CQ line in the core's cache (woken by the write that invalidates it,
+    /// then one miss to read it), instead of re-reading it from memory every `cq_poll`.
+    /// Both give the same completion times to within a poll; spinning costs the
+    /// simulation one event per completion instead of one read per `cq_poll`.
+    pub spin_in_cache: bool,
+    /// Ring an SQ doorbell only once the SQ entries stored to RAM have landed (a
+    /// conservative driver; real ones rely on `wmb()` and PCIe ordering and do not wait).
+    pub wait_for_sq_stores: bool,
 }
 
 impl NvmeDriverConfig {
@@ -269,6 +287,8 @@ impl NvmeDriverConfig {
             register_poll: Time::from_us(10),
             cq_poll: ns(pt.cpu_poll_ns),
             mmio_write: ns(pt.cpu_mmio_write_ns),
+            wait_for_sq_stores: false,
+            spin_in_cache: true,
         }
     }
 }
@@ -345,6 +365,7 @@ enum Micro {
     Admin(Command),
     KeepIdentify { cns: u8 },
     AddPair(u16, u16, QueueMemory),
+    Attach(u16, u16, QueueMemory),
     Io(IoJob),
 }
 
@@ -352,6 +373,8 @@ const FLOW_MMIO: u32 = 1 << 31;
 const FLOW_REG_READ: u64 = 1 << 40;
 const T_REPOLL: u64 = 1;
 const T_POLL: u64 = 2 << 32;
+/// A write landed on a CQ line the core spins on (`Net::watch`).
+const T_WAKE: u64 = 4 << 32;
 const T_DOORBELL: u64 = 3 << 32;
 const T_START: u64 = 0;
 
@@ -402,6 +425,8 @@ pub struct NvmeDriver {
     unlanded: BTreeMap<u16, u32>,
     polling: BTreeMap<u16, bool>,
     sampled: BTreeMap<u16, [u8; 16]>,
+    /// Per queue: (a poll read in flight, a watch set, woken while a read was in flight).
+    spin: BTreeMap<u16, (bool, bool, bool)>,
     reg_sample: [u8; 8],
     /// Per queue: completions taken since the CQ head doorbell was last rung.
     unrung: BTreeMap<u16, u32>,
@@ -430,6 +455,7 @@ impl NvmeDriver {
             unlanded: BTreeMap::new(),
             polling: BTreeMap::new(),
             sampled: BTreeMap::new(),
+            spin: BTreeMap::new(),
             reg_sample: [0; 8],
             unrung: BTreeMap::new(),
             job: None,
@@ -451,6 +477,16 @@ impl NvmeDriver {
     pub fn reset_stats(&mut self) {
         self.log.latency.clear();
         self.log.io_bytes = 0;
+    }
+
+    /// CAP.DSTRD as read at the last enable (0 before).
+    pub fn dstrd(&self) -> u8 {
+        self.dstrd
+    }
+
+    /// The namespace's LBA size as the last Identify Namespace gave it (512 before).
+    pub fn lba_bytes(&self) -> u64 {
+        self.lba_bytes
     }
 
     pub fn queue_pair(&self, qid: u16) -> Option<&QueuePair> {
@@ -585,6 +621,17 @@ impl NvmeDriver {
                 m.push_back(Micro::AddPair(qid, entries, mem));
             }
             DriverStep::Io(job) => m.push_back(Micro::Io(job)),
+            DriverStep::AttachQueuePair {
+                qid,
+                entries,
+                mem,
+                dstrd,
+                lba_bytes,
+            } => {
+                self.dstrd = dstrd;
+                self.lba_bytes = lba_bytes;
+                m.push_back(Micro::Attach(qid, entries, mem));
+            }
             DriverStep::Mmio {
                 offset,
                 bytes,
@@ -684,6 +731,10 @@ impl NvmeDriver {
                         self.qps.insert(qid, qp);
                     }
                 }
+                Micro::Attach(qid, entries, mem) => {
+                    let qp = QueuePair::new(qid, entries, mem, self.cfg.bar0, self.dstrd);
+                    self.qps.insert(qid, qp);
+                }
                 Micro::Io(job) => {
                     if !self.qps.contains_key(&job.qid) {
                         self.log.faults += 1;
@@ -763,7 +814,12 @@ impl NvmeDriver {
         let (db, _) = qp.sq_doorbell();
         // Stores on the doorbell's own path are ordered before it by PCIe (posted writes
         // do not pass each other): it need not wait for them. Stores elsewhere (RAM) are
-        // waited for, since the model's paths to RAM and to the BAR are independent.
+        // waited for only when `wait_for_sq_stores` says so; otherwise the doorbell goes
+        // after the CPU's own MMIO cost, as a core's `wmb(); writel()` does: a store to
+        // its own RAM is visible to a snooped fetch at once, and one through an NTB
+        // travels ahead of the doorbell on their common prefix and ahead of the fetch
+        // after it (FIFO wires), so the controller never reads a stale entry — which the
+        // read-back tests would show as a wrong command.
         let db_route = self.route(tf, me, db, 4, Access::Write, 0).map(|i| i.route);
         for (addr, data) in extra
             .into_iter()
@@ -773,7 +829,7 @@ impl NvmeDriver {
             self.next_store = (self.next_store + 1) % FLOW_MMIO;
             match self.route(tf, me, addr, data.len() as u32, Access::Write, flow) {
                 Some(i) => {
-                    let ordered = Some(i.route) == db_route;
+                    let ordered = !self.cfg.wait_for_sq_stores || Some(i.route) == db_route;
                     if !ordered {
                         *self.unlanded.entry(qid).or_default() += 1;
                     }
@@ -827,7 +883,10 @@ impl NvmeDriver {
         let Some(qp) = self.qps.get(&qid) else { return };
         let addr = qp.cq_entry();
         match self.route(tf, me, addr, 16, Access::Read, 0) {
-            Some(i) => tf.net.send_read(Issue { sample: true, ..i }, qid as u64),
+            Some(i) => {
+                self.spin.entry(qid).or_default().0 = true;
+                tf.net.send_read(Issue { sample: true, ..i }, qid as u64)
+            }
             None => {
                 self.log.faults += 1;
                 self.polling.insert(qid, false);
@@ -835,16 +894,42 @@ impl NvmeDriver {
         }
     }
 
-    fn poll_served(&mut self, tf: &mut TimedFabric, qid: u16) {
+    fn poll_served(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16) {
         let Some(qp) = self.qps.get(&qid) else { return };
         let mut b = [0u8; 16];
         if tf.fabric.load(self.cfg.cpu, qp.cq_entry(), &mut b).is_err() {
             self.log.faults += 1;
         }
         self.sampled.insert(qid, b);
+        // Nothing new: the core keeps the line and spins on it until a write lands there,
+        // watched from this very moment so that no write slips between.
+        let new = Completion::from_bytes(&b).phase == qp.phase();
+        if self.cfg.spin_in_cache && !new {
+            if let Some(i) = self.route(tf, me, qp.cq_entry(), 16, Access::Read, 0) {
+                if let Some(&Hop::Sink(sink, _)) = tf.net.route_hops(i.route).last() {
+                    tf.net.watch(sink, i.target, 16, me, T_WAKE | qid as u64);
+                    self.spin.entry(qid).or_default().1 = true;
+                }
+            }
+        }
+    }
+
+    /// A write landed on the CQ line being spun on: read it (the miss), unless a read is
+    /// still on its way, whose arrival then reads again.
+    fn woken(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16) {
+        let st = self.spin.entry(qid).or_default();
+        st.1 = false;
+        if st.0 {
+            st.2 = true;
+            return;
+        }
+        self.poll(tf, me, qid);
     }
 
     fn poll_arrived(&mut self, tf: &mut TimedFabric, me: ComponentId, qid: u16) {
+        let st = self.spin.entry(qid).or_default();
+        st.0 = false;
+        let (watching, rewoken) = (st.1, std::mem::take(&mut st.2));
         let b = self.sampled.get(&qid).copied().unwrap_or([0; 16]);
         let now = tf.net.now();
         let Some(qp) = self.qps.get_mut(&qid) else {
@@ -869,7 +954,11 @@ impl NvmeDriver {
                     self.ring_cq(tf, me, qid);
                 }
                 let busy = self.qps.get(&qid).is_some_and(|q| q.outstanding() > 0);
-                if busy {
+                if busy && rewoken {
+                    self.poll(tf, me, qid);
+                } else if busy && watching {
+                    // The watch wakes the core.
+                } else if busy {
                     tf.net
                         .timer_at(now + self.cfg.cq_poll, me, T_POLL | qid as u64);
                 } else {
@@ -952,6 +1041,7 @@ impl Component<TimedFabric> for NvmeDriver {
             }
             Event::Timer(T_REPOLL) => self.reg_read(tf, me, regs::CSTS, 4),
             Event::Timer(t) if t & !0xffff_ffff == T_POLL => self.poll(tf, me, t as u16),
+            Event::Timer(t) if t & !0xffff_ffff == T_WAKE => self.woken(tf, me, t as u16),
             Event::Timer(t) if t & !0xffff_ffff == T_DOORBELL => self.ring(tf, me, t as u16),
             Event::Timer(_) => {}
             Event::Delivery(Delivery::WriteDone { flow, .. }) => {
@@ -976,7 +1066,7 @@ impl Component<TimedFabric> for NvmeDriver {
                     }
                     self.reg_sample = b;
                 } else {
-                    self.poll_served(tf, tag as u16);
+                    self.poll_served(tf, me, tag as u16);
                 }
             }
             Event::Delivery(Delivery::ReadData {

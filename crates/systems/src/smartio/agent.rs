@@ -33,10 +33,18 @@ pub enum ControlKind {
     Reclaim,
     /// A borrower is told its lender vanished.
     DeviceGone,
+    /// A client of the distributed NVMe driver asks the manager for an admin command
+    /// (queue creation, Identify): a request in the manager's mailbox segment and a data
+    /// interrupt (`SCITriggerDataInterrupt`).
+    AdminRpc,
+    /// The manager's answer: the completion in the client's mailbox and an interrupt.
+    AdminRpcReply,
 }
 
+const KINDS: usize = 14;
+
 impl ControlKind {
-    pub const ALL: [ControlKind; 12] = [
+    pub const ALL: [ControlKind; KINDS] = [
         ControlKind::BorrowRequest,
         ControlKind::BorrowGrant,
         ControlKind::Return,
@@ -49,6 +57,8 @@ impl ControlKind {
         ControlKind::ReleaseExclusive,
         ControlKind::Reclaim,
         ControlKind::DeviceGone,
+        ControlKind::AdminRpc,
+        ControlKind::AdminRpcReply,
     ];
 
     fn index(self) -> usize {
@@ -62,7 +72,7 @@ impl ControlKind {
 /// Control messages sent, by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControlStats {
-    counts: [u64; 12],
+    counts: [u64; KINDS],
 }
 
 impl ControlStats {

@@ -408,7 +408,8 @@ impl Cluster {
 }
 
 /// The NUMA node a function's root complex is on (its package's first node).
-fn node_of(f: &Fabric, function: NodeId) -> u32 {
+/// The NUMA node of the root a function hangs off (its "device node").
+pub(crate) fn node_of(f: &Fabric, function: NodeId) -> u32 {
     let rc = f.topo.node(f.topo.node(function).root);
     let p = f.topo.platform_of(rc.host);
     match rc.kind {

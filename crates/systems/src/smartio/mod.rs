@@ -39,6 +39,8 @@
 pub mod agent;
 pub mod api;
 pub mod lending;
+pub mod nvme_bench;
+pub mod nvme_dist;
 pub mod p2p;
 pub mod pool;
 

@@ -1,0 +1,169 @@
+//! The distributed user-space NVMe driver: a manager on the lender, clients on other hosts
+//! with their own queue pairs, bytes written and read back by each, the controller's queue
+//! limit refusing the client past it, no control message per I/O, and the SQ's place
+//! deciding the fetch path (REFERENCE.md §2's hop counts).
+
+use devices::nvme::queue::{Buffer, DriverLog, IoCmd, IoJob};
+use devices::nvme::NvmeDriver;
+use devices::pattern_byte;
+use fabric::{builtin, Fabric, Requester};
+use sim::component::Sim;
+use sim::timed::TimedFabric;
+use systems::smartio::nvme_dist::{CqPlacement, DistError, Manager, QueueRequest, SqPlacement};
+use systems::smartio::Cluster;
+
+const BLOCKS: u64 = 1 << 20;
+
+fn rig(name: &str, borrower_iommu: Option<&str>) -> (TimedFabric, Sim<TimedFabric>, Cluster) {
+    let mut s = builtin::load_builtin(name).unwrap().unwrap();
+    if let Some(h) = borrower_iommu {
+        let id = s.topology.host_by_name(h).unwrap();
+        s.topology.hosts[id as usize].iommu = true;
+    }
+    let mut f = Fabric::from_scenario(s).unwrap();
+    let mut cl = Cluster::new(&f);
+    for d in cl.device_list(&f) {
+        cl.lend(d.fdid).unwrap();
+    }
+    let _ = &mut f;
+    let tf = TimedFabric::new(f, 1).unwrap();
+    (tf, Sim::new(), cl)
+}
+
+fn log(sim: &Sim<TimedFabric>, id: sim::net::ComponentId) -> &DriverLog {
+    &sim.get::<NvmeDriver>(id).unwrap().log
+}
+
+fn job(cmds: Vec<IoCmd>, depth: u16) -> IoJob {
+    let none = Buffer {
+        cpu: 0,
+        dev: 0,
+        bytes: 0,
+    };
+    IoJob {
+        qid: 0,
+        depth,
+        nsid: 1,
+        cmds,
+        data: none,
+        prp_lists: none,
+    }
+}
+
+/// Writes `blocks` 4 KiB blocks from the client's buffer at LBAs `base + 8 i`, clears the
+/// buffer, reads them back and compares.
+fn write_read_back(
+    sim: &mut Sim<TimedFabric>,
+    tf: &mut TimedFabric,
+    q: &systems::smartio::nvme_dist::ClientQueue,
+    base: u64,
+    seed: u8,
+) {
+    let cpu = Requester::Cpu {
+        host: q.host,
+        package: 0,
+    };
+    let n = q.data.bytes / 4096;
+    let data: Vec<u8> = (0..q.data.bytes).map(|i| pattern_byte(seed, i)).collect();
+    tf.fabric.store(cpu, q.data.cpu, &data).unwrap();
+    let cmds = |write| {
+        (0..n)
+            .map(|i| IoCmd {
+                write,
+                slba: base + 8 * i,
+                blocks: 8,
+                buf_offset: i * 4096,
+            })
+            .collect::<Vec<_>>()
+    };
+    q.start_io(sim, tf, job(cmds(true), 4));
+    sim.run_until_finished(tf);
+    tf.fabric
+        .store(cpu, q.data.cpu, &vec![0u8; q.data.bytes as usize])
+        .unwrap();
+    q.start_io(sim, tf, job(cmds(false), 4));
+    sim.run_until_finished(tf);
+    let mut back = vec![0u8; q.data.bytes as usize];
+    tf.fabric.load(cpu, q.data.cpu, &mut back).unwrap();
+    assert_eq!(log(sim, q.driver).io_errors, 0);
+    assert!(back == data, "client on host {} read back other bytes", q.host);
+}
+
+#[test]
+fn a_client_reads_back_what_it_wrote_through_a_borrowed_controller_with_no_message_per_io() {
+    let (mut tf, mut sim, mut cl) = rig("smartio_chassis_mxs824", Some("borrower"));
+    let mut m = Manager::start(&mut sim, &mut tf, &mut cl, "lender", "lender.nvme", BLOCKS).unwrap();
+    assert_eq!(m.io_pairs(), 31, "P4800X: 32 pairs including the admin pair");
+    let req = QueueRequest::by_hints(64, 16 * 4096, 4);
+    let q = m
+        .create_queue_pair(&mut sim, &mut tf, &mut cl, "borrower", &req)
+        .unwrap();
+    let before = cl.stats().total();
+    write_read_back(&mut sim, &mut tf, &q, 0, 7);
+    let ios = log(&sim, q.driver).io.len();
+    assert_eq!(ios, 32);
+    assert_eq!(
+        cl.stats().total(),
+        before,
+        "no control message during {ios} I/Os"
+    );
+}
+
+#[test]
+fn the_sq_placement_decides_the_fetch_path() {
+    // REFERENCE.md §2: borrower RAM 4 hops, lender RAM 3, the P4000's memory 1.
+    let cases = [
+        (SqPlacement::NearCpu, 4),
+        (SqPlacement::NearDevice, 3),
+        (
+            SqPlacement::DeviceMemory {
+                device: "lender.gpu".into(),
+                bar: 1,
+            },
+            1,
+        ),
+    ];
+    for (sq, hops) in cases {
+        let (mut tf, mut sim, mut cl) = rig("smartio_chassis_mxs824", Some("borrower"));
+        let mut m =
+            Manager::start(&mut sim, &mut tf, &mut cl, "lender", "lender.nvme", BLOCKS).unwrap();
+        let req = QueueRequest {
+            sq: sq.clone(),
+            cq: CqPlacement::NearCpu,
+            ..QueueRequest::by_hints(64, 8 * 4096, 1)
+        };
+        let q = m
+            .create_queue_pair(&mut sim, &mut tf, &mut cl, "borrower", &req)
+            .unwrap();
+        let (h, _) = q.sq_fetch_path(&tf.fabric, m.device).unwrap();
+        assert_eq!(h, hops, "{sq:?}");
+        write_read_back(&mut sim, &mut tf, &q, 64, 3);
+    }
+}
+
+#[test]
+fn thirty_one_clients_get_queue_pairs_and_the_thirty_second_is_refused() {
+    let (mut tf, mut sim, mut cl) = rig("smartio_cluster60", Some("h01"));
+    let mut m = Manager::start(&mut sim, &mut tf, &mut cl, "h00", "h00.nvme", BLOCKS).unwrap();
+    let mut qs = Vec::new();
+    for i in 1..=32 {
+        let host = format!("h{i:02}");
+        let req = QueueRequest::by_hints(16, 2 * 4096, 1);
+        let r = m.create_queue_pair(&mut sim, &mut tf, &mut cl, &host, &req);
+        if i <= 31 {
+            qs.push(r.unwrap_or_else(|e| panic!("{host}: {e}")));
+        } else {
+            let e = r.unwrap_err();
+            assert!(matches!(e, DistError::Refused { .. }));
+            let text = e.to_string();
+            assert!(
+                text.contains("Invalid Queue Identifier") && text.contains("31 I/O queue pairs"),
+                "{text}"
+            );
+        }
+    }
+    // Each client's blocks are its own.
+    for (i, q) in qs.iter().enumerate().step_by(6) {
+        write_read_back(&mut sim, &mut tf, q, 1000 * i as u64, i as u8);
+    }
+}
