@@ -86,20 +86,41 @@ pub trait DeviceAccess {
     /// device must send (written into its MSI-X table by the driver).
     fn msi(&mut self, f: &mut Fabric, vector: u32, apic: u8) -> Result<MsiMessage, AccessError>;
     /// `dma_alloc_coherent`: `bytes` of RAM on the CPU's NUMA node `node`, mapped for the device.
-    fn alloc_coherent(&mut self, f: &mut Fabric, node: u32, bytes: u64) -> Result<CoherentBuf, AccessError>;
+    fn alloc_coherent(
+        &mut self,
+        f: &mut Fabric,
+        node: u32,
+        bytes: u64,
+    ) -> Result<CoherentBuf, AccessError>;
     fn free_coherent(&mut self, f: &mut Fabric, c: &CoherentBuf) -> Result<(), AccessError>;
     /// `dma_map_single`: `len` bytes of the CPU's memory at `buf` for the device.
-    fn map(&mut self, f: &mut Fabric, buf: u64, len: u64, dir: DmaDirection) -> Result<DevMapping, AccessError>;
+    fn map(
+        &mut self,
+        f: &mut Fabric,
+        buf: u64,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<DevMapping, AccessError>;
     /// `dma_unmap_single`.
     fn unmap(&mut self, f: &mut Fabric, m: &DevMapping) -> Result<(), AccessError>;
 }
 
 /// RAM on `node` of `host` for the CPU alone (page-cache pages, not mapped for any
 /// device): the host layer's allocator, through a CPU "mapping" that programs nothing.
-pub fn alloc_ram(f: &mut Fabric, host: HostId, node: u32, bytes: u64) -> Result<Coherent, HostError> {
+pub fn alloc_ram(
+    f: &mut Fabric,
+    host: HostId,
+    node: u32,
+    bytes: u64,
+) -> Result<Coherent, HostError> {
     let pkg = f.topo.platform_of(host).package_of_node(node);
     Hosts::with(f, |h, f| {
-        h.dma_alloc_coherent(f, Requester::Cpu { host, package: pkg }, NumaNode { host, node }, bytes)
+        h.dma_alloc_coherent(
+            f,
+            Requester::Cpu { host, package: pkg },
+            NumaNode { host, node },
+            bytes,
+        )
     })
 }
 
@@ -122,7 +143,13 @@ impl Local {
                 f.topo.host(f.requester_host(cpu)).name
             )));
         }
-        Ok(Local { cpu, function, coherent: Vec::new(), maps: Vec::new(), next: 1 })
+        Ok(Local {
+            cpu,
+            function,
+            coherent: Vec::new(),
+            maps: Vec::new(),
+            next: 1,
+        })
     }
 
     fn host(&self, f: &Fabric) -> HostId {
@@ -142,7 +169,12 @@ impl DeviceAccess for Local {
             .node(self.function)
             .bar(index)
             .map(|b| b.addr)
-            .ok_or_else(|| AccessError::Other(format!("{} has no BAR{index}", f.topo.node_label(self.function))))
+            .ok_or_else(|| {
+                AccessError::Other(format!(
+                    "{} has no BAR{index}",
+                    f.topo.node_label(self.function)
+                ))
+            })
     }
     fn config_read(&mut self, f: &mut Fabric, reg: u64, buf: &mut [u8]) -> Result<(), AccessError> {
         let (host, rid) = (self.host(f), f.topo.node(self.function).rid);
@@ -155,34 +187,63 @@ impl DeviceAccess for Local {
             .map_err(|e| AccessError::Other(format!("config write faulted: {e:?}")))
     }
     fn msi(&mut self, _f: &mut Fabric, vector: u32, apic: u8) -> Result<MsiMessage, AccessError> {
-        Ok(MsiMessage { addr: MSI_WINDOW.start | (apic as u64) << 12, data: vector })
+        Ok(MsiMessage {
+            addr: MSI_WINDOW.start | (apic as u64) << 12,
+            data: vector,
+        })
     }
-    fn alloc_coherent(&mut self, f: &mut Fabric, node: u32, bytes: u64) -> Result<CoherentBuf, AccessError> {
+    fn alloc_coherent(
+        &mut self,
+        f: &mut Fabric,
+        node: u32,
+        bytes: u64,
+    ) -> Result<CoherentBuf, AccessError> {
         let host = self.host(f);
         let dev = Requester::Function(self.function);
-        let c = Hosts::with(f, |h, f| h.dma_alloc_coherent(f, dev, NumaNode { host, node }, bytes))?;
+        let c = Hosts::with(f, |h, f| {
+            h.dma_alloc_coherent(f, dev, NumaNode { host, node }, bytes)
+        })?;
         let handle = self.next;
         self.next += 1;
         self.coherent.push((handle, c));
-        Ok(CoherentBuf { cpu: c.phys.addr, dev: c.mapping.addr.0, bytes, handle })
+        Ok(CoherentBuf {
+            cpu: c.phys.addr,
+            dev: c.mapping.addr.0,
+            bytes,
+            handle,
+        })
     }
     fn free_coherent(&mut self, f: &mut Fabric, c: &CoherentBuf) -> Result<(), AccessError> {
         let i = self
             .coherent
             .iter()
             .position(|x| x.0 == c.handle)
-            .ok_or_else(|| AccessError::Other(format!("coherent buffer {} is not allocated", c.handle)))?;
+            .ok_or_else(|| {
+                AccessError::Other(format!("coherent buffer {} is not allocated", c.handle))
+            })?;
         let (_, x) = self.coherent.remove(i);
         Ok(Hosts::with(f, |h, f| h.dma_free_coherent(f, &x))?)
     }
-    fn map(&mut self, f: &mut Fabric, buf: u64, len: u64, dir: DmaDirection) -> Result<DevMapping, AccessError> {
+    fn map(
+        &mut self,
+        f: &mut Fabric,
+        buf: u64,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<DevMapping, AccessError> {
         let host = self.host(f);
         let dev = Requester::Function(self.function);
-        let m = Hosts::with(f, |h, f| h.dma_map_single(f, dev, PhysAddr { host, addr: buf }, len, dir))?;
+        let m = Hosts::with(f, |h, f| {
+            h.dma_map_single(f, dev, PhysAddr { host, addr: buf }, len, dir)
+        })?;
         let handle = self.next;
         self.next += 1;
         self.maps.push((handle, m));
-        Ok(DevMapping { dev: m.addr.0, len, handle })
+        Ok(DevMapping {
+            dev: m.addr.0,
+            len,
+            handle,
+        })
     }
     fn unmap(&mut self, f: &mut Fabric, m: &DevMapping) -> Result<(), AccessError> {
         let i = self
@@ -223,7 +284,15 @@ impl Borrowed {
             )));
         }
         let function = cluster.borrow().function(f, b)?;
-        Ok(Borrowed { cluster, borrow: b, cpu, function, coherent: Vec::new(), maps: Vec::new(), next: 1 })
+        Ok(Borrowed {
+            cluster,
+            borrow: b,
+            cpu,
+            function,
+            coherent: Vec::new(),
+            maps: Vec::new(),
+            next: 1,
+        })
     }
 
     pub fn handle(&self) -> smartio::Borrowed {
@@ -242,19 +311,42 @@ impl DeviceAccess for Borrowed {
         Ok(self.cluster.borrow().shadow_bar(f, self.borrow, index)?)
     }
     fn config_read(&mut self, f: &mut Fabric, reg: u64, buf: &mut [u8]) -> Result<(), AccessError> {
-        Ok(self.cluster.borrow_mut().config_read(f, self.borrow, reg, buf)?)
+        Ok(self
+            .cluster
+            .borrow_mut()
+            .config_read(f, self.borrow, reg, buf)?)
     }
     fn config_write(&mut self, f: &mut Fabric, reg: u64, data: &[u8]) -> Result<(), AccessError> {
-        Ok(self.cluster.borrow_mut().config_write(f, self.borrow, reg, data)?)
+        Ok(self
+            .cluster
+            .borrow_mut()
+            .config_write(f, self.borrow, reg, data)?)
     }
     fn msi(&mut self, f: &mut Fabric, vector: u32, apic: u8) -> Result<MsiMessage, AccessError> {
-        let r = self.cluster.borrow_mut().setup_msi(f, self.borrow, vector, apic)?;
-        Ok(MsiMessage { addr: r.addr, data: r.data })
+        let r = self
+            .cluster
+            .borrow_mut()
+            .setup_msi(f, self.borrow, vector, apic)?;
+        Ok(MsiMessage {
+            addr: r.addr,
+            data: r.data,
+        })
     }
-    fn alloc_coherent(&mut self, f: &mut Fabric, node: u32, bytes: u64) -> Result<CoherentBuf, AccessError> {
+    fn alloc_coherent(
+        &mut self,
+        f: &mut Fabric,
+        node: u32,
+        bytes: u64,
+    ) -> Result<CoherentBuf, AccessError> {
         // RAM of the borrower's node, then mapped for the device in its DMA window.
         let c = alloc_ram(f, self.borrow.host, node, bytes)?;
-        let m = match self.cluster.borrow_mut().map_for_device(f, self.borrow, c.phys, bytes, DmaDirection::Bidirectional) {
+        let m = match self.cluster.borrow_mut().map_for_device(
+            f,
+            self.borrow,
+            c.phys,
+            bytes,
+            DmaDirection::Bidirectional,
+        ) {
             Ok(m) => m,
             Err(e) => {
                 Hosts::with(f, |h, f| h.dma_free_coherent(f, &c))?;
@@ -264,14 +356,21 @@ impl DeviceAccess for Borrowed {
         let handle = self.next;
         self.next += 1;
         self.coherent.push((handle, c, m));
-        Ok(CoherentBuf { cpu: c.phys.addr, dev: m.addr.0, bytes, handle })
+        Ok(CoherentBuf {
+            cpu: c.phys.addr,
+            dev: m.addr.0,
+            bytes,
+            handle,
+        })
     }
     fn free_coherent(&mut self, f: &mut Fabric, c: &CoherentBuf) -> Result<(), AccessError> {
         let i = self
             .coherent
             .iter()
             .position(|x| x.0 == c.handle)
-            .ok_or_else(|| AccessError::Other(format!("coherent buffer {} is not allocated", c.handle)))?;
+            .ok_or_else(|| {
+                AccessError::Other(format!("coherent buffer {} is not allocated", c.handle))
+            })?;
         let (_, x, m) = self.coherent.remove(i);
         // After a return the borrow's mappings are gone with it: only the RAM is left.
         let r = self.cluster.borrow_mut().unmap_for_device(f, &m);
@@ -281,13 +380,29 @@ impl DeviceAccess for Borrowed {
             Err(e) => Err(e.into()),
         }
     }
-    fn map(&mut self, f: &mut Fabric, buf: u64, len: u64, dir: DmaDirection) -> Result<DevMapping, AccessError> {
-        let phys = PhysAddr { host: self.borrow.host, addr: buf };
-        let m = self.cluster.borrow_mut().map_for_device(f, self.borrow, phys, len, dir)?;
+    fn map(
+        &mut self,
+        f: &mut Fabric,
+        buf: u64,
+        len: u64,
+        dir: DmaDirection,
+    ) -> Result<DevMapping, AccessError> {
+        let phys = PhysAddr {
+            host: self.borrow.host,
+            addr: buf,
+        };
+        let m = self
+            .cluster
+            .borrow_mut()
+            .map_for_device(f, self.borrow, phys, len, dir)?;
         let handle = self.next;
         self.next += 1;
         self.maps.push((handle, m));
-        Ok(DevMapping { dev: m.addr.0, len, handle })
+        Ok(DevMapping {
+            dev: m.addr.0,
+            len,
+            handle,
+        })
     }
     fn unmap(&mut self, f: &mut Fabric, m: &DevMapping) -> Result<(), AccessError> {
         let i = self

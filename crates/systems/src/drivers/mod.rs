@@ -21,6 +21,5 @@ pub mod nvme_blk;
 
 pub use access::{AccessError, Borrowed, CoherentBuf, DevMapping, DeviceAccess, Local, MsiMessage};
 pub use nvme_blk::{
-    block_bytes, nvme_qd1_latency, BlkConfig, BlkError, BlkLog, BlkRequest, LatencyResult,
-    NvmeBlk,
+    block_bytes, nvme_qd1_latency, BlkConfig, BlkError, BlkLog, BlkRequest, LatencyResult, NvmeBlk,
 };

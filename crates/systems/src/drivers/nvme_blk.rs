@@ -38,7 +38,9 @@ use sim::stats::Histogram;
 use sim::timed::TimedFabric;
 use sim::Time;
 
-use super::access::{alloc_ram, AccessError, Borrowed, CoherentBuf, DevMapping, DeviceAccess, Local};
+use super::access::{
+    alloc_ram, AccessError, Borrowed, CoherentBuf, DevMapping, DeviceAccess, Local,
+};
 use crate::smartio::{BorrowOptions, Cluster, LendError};
 
 /// Block size of the requests (4 KiB, one page: PRP1 only).
@@ -153,6 +155,7 @@ pub struct NvmeBlk {
     written: BTreeMap<u64, u64>,
     next_tag: u64,
     cpu: Requester,
+    bar0: u64,
     pub log: BlkLog,
 }
 
@@ -192,7 +195,9 @@ impl NvmeBlk {
         let mut id = [0u8; 4];
         access.config_read(f, 0, &mut id)?;
         if id == [0xff; 4] {
-            return Err(BlkError::Probe("no function answers at the device's requester ID".into()));
+            return Err(BlkError::Probe(
+                "no function answers at the device's requester ID".into(),
+            ));
         }
         let mut cmd = [0u8; 2];
         access.config_read(f, 4, &mut cmd)?;
@@ -215,7 +220,12 @@ impl NvmeBlk {
                 .map_err(|e| BlkError::Probe(e.to_string()))?
                 .phys
                 .addr;
-            cpus.push(PerCpu { sq, cq, lists, page });
+            cpus.push(PerCpu {
+                sq,
+                cq,
+                lists,
+                page,
+            });
         }
         let n = cpus.len() as u16;
         let mut steps = vec![
@@ -229,9 +239,21 @@ impl NvmeBlk {
             let vector = if cfg.interrupts {
                 let m = access.msi(f, qid as u32, 0)?;
                 let entry = regs::MSIX_TABLE + qid as u64 * regs::MSIX_ENTRY;
-                steps.push(DriverStep::Mmio { offset: entry, bytes: 8, value: m.addr });
-                steps.push(DriverStep::Mmio { offset: entry + 8, bytes: 4, value: m.data as u64 });
-                steps.push(DriverStep::Mmio { offset: entry + 12, bytes: 4, value: 0 });
+                steps.push(DriverStep::Mmio {
+                    offset: entry,
+                    bytes: 8,
+                    value: m.addr,
+                });
+                steps.push(DriverStep::Mmio {
+                    offset: entry + 8,
+                    bytes: 4,
+                    value: m.data as u64,
+                });
+                steps.push(DriverStep::Mmio {
+                    offset: entry + 12,
+                    bytes: 4,
+                    value: 0,
+                });
                 Some(qid)
             } else {
                 None
@@ -239,12 +261,26 @@ impl NvmeBlk {
             steps.push(DriverStep::CreateQueuePair {
                 qid,
                 entries: cfg.queue_entries,
-                mem: QueueMemory { sq_cpu: c.sq.cpu, sq_dev: c.sq.dev, cq_cpu: c.cq.cpu, cq_dev: c.cq.dev },
+                mem: QueueMemory {
+                    sq_cpu: c.sq.cpu,
+                    sq_dev: c.sq.dev,
+                    cq_cpu: c.cq.cpu,
+                    cq_dev: c.cq.dev,
+                },
                 vector,
             });
         }
-        let admin = QueueMemory { sq_cpu: asq.cpu, sq_dev: asq.dev, cq_cpu: acq.cpu, cq_dev: acq.dev };
-        let scratch = Buffer { cpu: scratch.cpu, dev: scratch.dev, bytes: 4096 };
+        let admin = QueueMemory {
+            sq_cpu: asq.cpu,
+            sq_dev: asq.dev,
+            cq_cpu: acq.cpu,
+            cq_dev: acq.dev,
+        };
+        let scratch = Buffer {
+            cpu: scratch.cpu,
+            dev: scratch.dev,
+            bytes: 4096,
+        };
         let dcfg = NvmeDriverConfig::new(tf, cpu, bar0, admin, cfg.admin_entries, scratch);
         Ok(NvmeBlk {
             access,
@@ -256,6 +292,7 @@ impl NvmeBlk {
             written: BTreeMap::new(),
             next_tag: 1,
             cpu,
+            bar0,
             log: BlkLog::default(),
         })
     }
@@ -263,6 +300,11 @@ impl NvmeBlk {
     /// Queues requests; start them with a timer `T_START`.
     pub fn push(&mut self, reqs: impl IntoIterator<Item = BlkRequest>) {
         self.queue.extend(reqs);
+    }
+
+    /// BAR0 as the driver's CPU addresses it.
+    pub fn bar0(&self) -> u64 {
+        self.bar0
     }
 
     /// Whether probing succeeded and no I/O failed.
@@ -294,7 +336,9 @@ impl NvmeBlk {
     fn probed(&mut self) {
         let l = &self.inner.log;
         if l.fatal {
-            return self.fail(BlkError::Probe("controller fatal status while enabling".into()));
+            return self.fail(BlkError::Probe(
+                "controller fatal status while enabling".into(),
+            ));
         }
         if l.ready_at.is_none() {
             return self.fail(BlkError::Probe("the controller never became ready".into()));
@@ -309,7 +353,9 @@ impl NvmeBlk {
         if self.inner.queue_pair(n as u16).is_none() || l.admin.len() < 3 + 2 * n {
             return self.fail(BlkError::Probe(format!(
                 "{} of {n} I/O queue pairs created ({} driver faults)",
-                (1..=n as u16).filter(|&q| self.inner.queue_pair(q).is_some()).count(),
+                (1..=n as u16)
+                    .filter(|&q| self.inner.queue_pair(q).is_some())
+                    .count(),
                 l.faults
             )));
         }
@@ -333,7 +379,9 @@ impl NvmeBlk {
         if self.state != State::Idle {
             return;
         }
-        let Some(r) = self.queue.pop_front() else { return };
+        let Some(r) = self.queue.pop_front() else {
+            return;
+        };
         if r.cpu >= self.cpus.len() || r.lba >= self.log.nsze {
             return self.fail(BlkError::Io(format!(
                 "request for CPU {} at 4 KiB block {} (the driver has {} CPUs, the namespace {} blocks)",
@@ -348,13 +396,21 @@ impl NvmeBlk {
             // The page cache's content, there before the request.
             let tag = self.next_tag;
             self.next_tag += 1;
-            if tf.fabric.store(self.cpu, page, &block_bytes(tag, BLOCK)).is_err() {
+            if tf
+                .fabric
+                .store(self.cpu, page, &block_bytes(tag, BLOCK))
+                .is_err()
+            {
                 return self.fail(BlkError::Io("the CPU could not fill its data page".into()));
             }
             self.written.insert(r.lba, tag);
         }
         let t0 = tf.net.now();
-        let dir = if r.write { DmaDirection::ToDevice } else { DmaDirection::FromDevice };
+        let dir = if r.write {
+            DmaDirection::ToDevice
+        } else {
+            DmaDirection::FromDevice
+        };
         match self.access.map(&mut tf.fabric, page, BLOCK, dir) {
             Ok(m) => {
                 self.log.maps += 1;
@@ -365,21 +421,39 @@ impl NvmeBlk {
                     tf.net.timer_at(t0 + self.cfg.map_cost, me, T_MAPPED);
                 }
             }
-            Err(e) => self.fail(BlkError::Io(format!("mapping the buffer of block {}: {e}", r.lba))),
+            Err(e) => self.fail(BlkError::Io(format!(
+                "mapping the buffer of block {}: {e}",
+                r.lba
+            ))),
         }
     }
 
     fn submit(&mut self, tf: &mut TimedFabric, me: ComponentId) {
-        let State::Mapping(r, m, t0) = self.state else { return };
+        let State::Mapping(r, m, t0) = self.state else {
+            return;
+        };
         let c = &self.cpus[r.cpu];
         let blocks = (BLOCK / self.log.lba_bytes) as u16;
         let job = IoJob {
             qid: r.cpu as u16 + 1,
             depth: 1,
             nsid: 1,
-            cmds: vec![IoCmd { write: r.write, slba: r.lba * blocks as u64, blocks, buf_offset: 0 }],
-            data: Buffer { cpu: c.page, dev: m.dev, bytes: BLOCK },
-            prp_lists: Buffer { cpu: c.lists.cpu, dev: c.lists.dev, bytes: 4096 },
+            cmds: vec![IoCmd {
+                write: r.write,
+                slba: r.lba * blocks as u64,
+                blocks,
+                buf_offset: 0,
+            }],
+            data: Buffer {
+                cpu: c.page,
+                dev: m.dev,
+                bytes: BLOCK,
+            },
+            prp_lists: Buffer {
+                cpu: c.lists.cpu,
+                dev: c.lists.dev,
+                bytes: 4096,
+            },
         };
         self.state = State::InFlight(r, m, t0, self.inner.log.io.len());
         self.inner.push(DriverStep::Io(job));
@@ -407,10 +481,16 @@ impl NvmeBlk {
                     )));
                 };
                 if e.status != Status::SUCCESS {
-                    return self.fail(BlkError::Io(format!("block {}: status {:?}", r.lba, e.status)));
+                    return self.fail(BlkError::Io(format!(
+                        "block {}: status {:?}",
+                        r.lba, e.status
+                    )));
                 }
                 if let Err(e) = unmapped {
-                    return self.fail(BlkError::Io(format!("unmapping the buffer of block {}: {e}", r.lba)));
+                    return self.fail(BlkError::Io(format!(
+                        "unmapping the buffer of block {}: {e}",
+                        r.lba
+                    )));
                 }
                 let now = tf.net.now();
                 let lat = now + self.cfg.unmap_cost - t0;
@@ -420,7 +500,10 @@ impl NvmeBlk {
                     self.log.read_latency.record(lat);
                     if let Some(&tag) = self.written.get(&r.lba) {
                         let mut b = vec![0u8; BLOCK as usize];
-                        let ok = tf.fabric.load(self.cpu, self.cpus[r.cpu].page, &mut b).is_ok();
+                        let ok = tf
+                            .fabric
+                            .load(self.cpu, self.cpus[r.cpu].page, &mut b)
+                            .is_ok();
                         if ok && b == block_bytes(tag, BLOCK) {
                             self.log.verified_bytes += BLOCK;
                         } else {
@@ -482,7 +565,13 @@ impl BlkRun {
     /// The controller of `device` (`lender.nvme`; 4 KiB LBAs, `NAMESPACE_BLOCKS`) and the
     /// block driver on CPU package 0 of `host` with one CPU (node 0), probed. `borrowed`:
     /// `host` borrows the device (exclusively) through SmartIO first.
-    pub fn new(tf: &mut TimedFabric, host: &str, device: &str, borrowed: bool, cfg: BlkConfig) -> Result<BlkRun, BlkError> {
+    pub fn new(
+        tf: &mut TimedFabric,
+        host: &str,
+        device: &str,
+        borrowed: bool,
+        cfg: BlkConfig,
+    ) -> Result<BlkRun, BlkError> {
         let function = match tf.fabric.resolve(device) {
             Ok(Endpoint::Node(n)) => n,
             _ => return Err(BlkError::Setup(format!("no device `{device}`"))),
@@ -492,8 +581,12 @@ impl BlkRun {
             .topo
             .host_by_name(host)
             .ok_or_else(|| BlkError::Setup(format!("no host `{host}`")))?;
-        let cpu = Requester::Cpu { host: h, package: 0 };
-        let params = NvmeParams::from_node(tf, function, BLOCK, NAMESPACE_BLOCKS).map_err(|e| BlkError::Setup(e.0))?;
+        let cpu = Requester::Cpu {
+            host: h,
+            package: 0,
+        };
+        let params = NvmeParams::from_node(tf, function, BLOCK, NAMESPACE_BLOCKS)
+            .map_err(|e| BlkError::Setup(e.0))?;
         let ctrl = NvmeController::new(tf, function, params).map_err(|e| BlkError::Setup(e.0))?;
         let mut sim = Sim::new();
         let ctrl = sim.add(ctrl);
@@ -511,18 +604,36 @@ impl BlkRun {
             let a = Borrowed::new(&tf.fabric, c.clone(), b, cpu)?;
             (Box::new(a), Some(c), Some(b), msgs)
         } else {
-            (Box::new(Local::new(&tf.fabric, cpu, function)?), None, None, 0)
+            (
+                Box::new(Local::new(&tf.fabric, cpu, function)?),
+                None,
+                None,
+                0,
+            )
         };
         let blk = NvmeBlk::probe(tf, access, &[0], cfg)?;
         let blk = sim.add(blk);
-        let mut run = BlkRun { sim, ctrl, blk, function, cluster, borrow, borrow_msgs, probe_msgs: 0 };
+        let mut run = BlkRun {
+            sim,
+            ctrl,
+            blk,
+            function,
+            cluster,
+            borrow,
+            borrow_msgs,
+            probe_msgs: 0,
+        };
         let now = tf.net.now();
         tf.net.timer_at(now, blk, 0);
         run.sim.run_until_finished(tf);
         run.probe_msgs = run.control_msgs() - borrow_msgs;
         let b = run.driver();
         if !b.ready() {
-            return Err(b.log.error.clone().unwrap_or_else(|| BlkError::Probe("did not finish".into())));
+            return Err(b
+                .log
+                .error
+                .clone()
+                .unwrap_or_else(|| BlkError::Probe("did not finish".into())));
         }
         Ok(run)
     }
@@ -537,14 +648,21 @@ impl BlkRun {
 
     /// Control messages counted so far (0 when local).
     pub fn control_msgs(&self) -> u64 {
-        self.cluster.as_ref().map_or(0, |c| c.borrow().stats().total())
+        self.cluster
+            .as_ref()
+            .map_or(0, |c| c.borrow().stats().total())
     }
 
     /// Runs `reqs` at QD1 to the end; an error if the driver stopped at one.
-    pub fn run(&mut self, tf: &mut TimedFabric, reqs: Vec<BlkRequest>) -> Result<&BlkLog, BlkError> {
+    pub fn run(
+        &mut self,
+        tf: &mut TimedFabric,
+        reqs: Vec<BlkRequest>,
+    ) -> Result<&BlkLog, BlkError> {
         let n = reqs.len() as u64;
         let before = self.driver().log.completed;
-        self.sim.with(tf, self.blk, |b: &mut NvmeBlk, _| b.push(reqs));
+        self.sim
+            .with(tf, self.blk, |b: &mut NvmeBlk, _| b.push(reqs));
         let now = tf.net.now();
         tf.net.timer_at(now, self.blk, T_START);
         self.sim.run_until_finished(tf);
@@ -574,12 +692,19 @@ impl BlkRun {
     /// (which the host layer counts as one reservation).
     pub fn live_mappings(&self, tf: &mut TimedFabric) -> u64 {
         let rid = match (&self.cluster, self.borrow) {
-            (Some(c), Some(b)) => c.borrow().dma_window(&tf.fabric, b).ok().flatten().map(|w| (b.host, w.iova.rid)),
+            (Some(c), Some(b)) => c
+                .borrow()
+                .dma_window(&tf.fabric, b)
+                .ok()
+                .flatten()
+                .map(|w| (b.host, w.iova.rid)),
             _ => None,
         };
         Hosts::with(&mut tf.fabric, |h, _| {
             h.live_mappings() as u64
-                + rid.map_or(0, |(host, rid)| h.iommu(host).map_or(0, |i| i.reserved_pages_mapped(rid)))
+                + rid.map_or(0, |(host, rid)| {
+                    h.iommu(host).map_or(0, |i| i.reserved_pages_mapped(rid))
+                })
         })
     }
 }
@@ -629,7 +754,9 @@ pub fn nvme_qd1_latency(
     let req = |write, lba| BlkRequest { write, lba, cpu: 0 };
     let before = run.control_msgs();
     run.run(tf, lbas.iter().map(|&l| req(true, l)).collect())?;
-    let log = run.run(tf, order.iter().map(|&l| req(false, l)).collect())?.clone();
+    let log = run
+        .run(tf, order.iter().map(|&l| req(false, l)).collect())?
+        .clone();
     let msgs = run.control_msgs() - before;
     let q = |h: &Histogram, p| h.quantile_ns(p).unwrap_or(f64::NAN) / 1000.0;
     Ok(LatencyResult {
