@@ -612,7 +612,14 @@ impl Net {
     /// `[offset, offset + bytes)` of `sink` — what a core spinning on a line in its own
     /// cache sees: nothing until a write invalidates the line. The caller then reads the
     /// line (the miss) as any poll does.
-    pub fn watch(&mut self, sink: u32, offset: u64, bytes: u64, component: ComponentId, token: u64) {
+    pub fn watch(
+        &mut self,
+        sink: u32,
+        offset: u64,
+        bytes: u64,
+        component: ComponentId,
+        token: u64,
+    ) {
         self.sinks[sink as usize].watches.push(Watch {
             start: offset,
             end: offset.saturating_add(bytes),

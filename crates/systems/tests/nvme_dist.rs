@@ -86,14 +86,23 @@ fn write_read_back(
     let mut back = vec![0u8; q.data.bytes as usize];
     tf.fabric.load(cpu, q.data.cpu, &mut back).unwrap();
     assert_eq!(log(sim, q.driver).io_errors, 0);
-    assert!(back == data, "client on host {} read back other bytes", q.host);
+    assert!(
+        back == data,
+        "client on host {} read back other bytes",
+        q.host
+    );
 }
 
 #[test]
 fn a_client_reads_back_what_it_wrote_through_a_borrowed_controller_with_no_message_per_io() {
     let (mut tf, mut sim, mut cl) = rig("smartio_chassis_mxs824", Some("borrower"));
-    let mut m = Manager::start(&mut sim, &mut tf, &mut cl, "lender", "lender.nvme", BLOCKS).unwrap();
-    assert_eq!(m.io_pairs(), 31, "P4800X: 32 pairs including the admin pair");
+    let mut m =
+        Manager::start(&mut sim, &mut tf, &mut cl, "lender", "lender.nvme", BLOCKS).unwrap();
+    assert_eq!(
+        m.io_pairs(),
+        31,
+        "P4800X: 32 pairs including the admin pair"
+    );
     let req = QueueRequest::by_hints(64, 16 * 4096, 4);
     let q = m
         .create_queue_pair(&mut sim, &mut tf, &mut cl, "borrower", &req)

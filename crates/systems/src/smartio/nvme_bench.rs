@@ -10,7 +10,9 @@ use sim::timed::TimedFabric;
 use sim::Time;
 
 use super::lending::Cluster;
-use super::nvme_dist::{io_job, random_reads, CqPlacement, DistError, Manager, QueueRequest, SqPlacement};
+use super::nvme_dist::{
+    io_job, random_reads, CqPlacement, DistError, Manager, QueueRequest, SqPlacement,
+};
 
 /// LBAs the random reads spread over (1 GiB of 512 B blocks: past any cache, well inside
 /// the drive).
@@ -52,7 +54,12 @@ pub fn qd1_reads(
 ) -> Result<Qd1Result, DistError> {
     let mut cl = cluster_lending_all(&tf.fabric)?;
     let mut sim = Sim::new();
-    let lender = tf.fabric.topo.host(node_host(&tf.fabric, device)?).name.clone();
+    let lender = tf
+        .fabric
+        .topo
+        .host(node_host(&tf.fabric, device)?)
+        .name
+        .clone();
     let mut m = Manager::start(&mut sim, tf, &mut cl, &lender, device, NAMESPACE_BLOCKS)?;
     let req = QueueRequest {
         sq,
@@ -66,7 +73,9 @@ pub fn qd1_reads(
     q.start_io(&mut sim, tf, io_job(cmds, 1));
     sim.run_until_finished(tf);
     let msgs = cl.stats().total();
-    sim.with(tf, q.driver, |d: &mut devices::nvme::NvmeDriver, _| d.reset_stats());
+    sim.with(tf, q.driver, |d: &mut devices::nvme::NvmeDriver, _| {
+        d.reset_stats()
+    });
     q.start_io(&mut sim, tf, io_job(measured, 1));
     sim.run_until_finished(tf);
     let log = &sim
@@ -93,7 +102,9 @@ pub fn qd1_reads(
 fn node_host(f: &Fabric, device: &str) -> Result<u32, DistError> {
     match f.resolve(device) {
         Ok(fabric::Endpoint::Node(n)) => Ok(f.topo.node(n).host),
-        _ => Err(DistError::Setup(format!("`{device}` is not a device function"))),
+        _ => Err(DistError::Setup(format!(
+            "`{device}` is not a device function"
+        ))),
     }
 }
 
@@ -157,7 +168,9 @@ pub fn sharing(
     }
     sim.run_for(tf, warmup);
     for q in &qs {
-        sim.with(tf, q.driver, |d: &mut devices::nvme::NvmeDriver, _| d.reset_stats());
+        sim.with(tf, q.driver, |d: &mut devices::nvme::NvmeDriver, _| {
+            d.reset_stats()
+        });
     }
     let msgs = cl.stats().total();
     sim.run_for(tf, window);
@@ -178,7 +191,11 @@ pub fn sharing(
     Ok(SharingResult {
         clients_ok: qs.len() as u64,
         total_kiops: total,
-        min_client_kiops: kiops.iter().copied().fold(f64::INFINITY, f64::min).min(total),
+        min_client_kiops: kiops
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+            .min(total),
         jain_fairness: if sq > 0.0 {
             total * total / (kiops.len() as f64 * sq)
         } else {

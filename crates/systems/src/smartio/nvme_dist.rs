@@ -136,7 +136,9 @@ impl QueueRequest {
 fn function_of(f: &Fabric, name: &str) -> Result<NodeId, DistError> {
     match f.resolve(name) {
         Ok(Endpoint::Node(n)) => Ok(n),
-        Ok(_) => Err(DistError::Setup(format!("`{name}` is not a device function"))),
+        Ok(_) => Err(DistError::Setup(format!(
+            "`{name}` is not a device function"
+        ))),
         Err(e) => Err(DistError::Setup(format!("{name}: {e}"))),
     }
 }
@@ -226,7 +228,8 @@ impl Manager {
         let fdid = cl.fdid_by_name(&tf.fabric, device)?;
         let params = NvmeParams::from_node(tf, node, 512, blocks)
             .map_err(|e| DistError::Setup(e.to_string()))?;
-        let ctrl = NvmeController::new(tf, node, params).map_err(|e| DistError::Setup(e.to_string()))?;
+        let ctrl =
+            NvmeController::new(tf, node, params).map_err(|e| DistError::Setup(e.to_string()))?;
         let controller = sim.add(ctrl);
         sim.get::<NvmeController>(controller)
             .expect("just added")
@@ -284,7 +287,10 @@ impl Manager {
             .ok_or_else(|| DistError::Setup(format!("{label}: no admin completion")))?;
         if !set.status.is_success() {
             return Err(DistError::Refused {
-                what: format!("Set Features (Number of Queues, opcode {:#04x})", cmd.opcode),
+                what: format!(
+                    "Set Features (Number of Queues, opcode {:#04x})",
+                    cmd.opcode
+                ),
                 device: label,
                 status: status_text(set.status),
             });
@@ -569,7 +575,11 @@ impl ClientQueue {
     }
 
     /// The path of the controller's fetch of this queue's SQ entries: (hops, roots).
-    pub fn sq_fetch_path(&self, f: &Fabric, controller: NodeId) -> Result<(usize, usize), DistError> {
+    pub fn sq_fetch_path(
+        &self,
+        f: &Fabric,
+        controller: NodeId,
+    ) -> Result<(usize, usize), DistError> {
         let mut p = Path::with_capacity(32);
         f.route(
             &Request {
