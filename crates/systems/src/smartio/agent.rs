@@ -33,10 +33,13 @@ pub enum ControlKind {
     Reclaim,
     /// A borrower is told its lender vanished.
     DeviceGone,
+    /// A lent device's legacy INTx assertion, relayed by the lender's agent to the
+    /// borrower (MDEV: a VM may use INTx; bare-metal lending masks it).
+    IntxRelay,
 }
 
 impl ControlKind {
-    pub const ALL: [ControlKind; 12] = [
+    pub const ALL: [ControlKind; 13] = [
         ControlKind::BorrowRequest,
         ControlKind::BorrowGrant,
         ControlKind::Return,
@@ -49,6 +52,7 @@ impl ControlKind {
         ControlKind::ReleaseExclusive,
         ControlKind::Reclaim,
         ControlKind::DeviceGone,
+        ControlKind::IntxRelay,
     ];
 
     fn index(self) -> usize {
@@ -62,7 +66,7 @@ impl ControlKind {
 /// Control messages sent, by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ControlStats {
-    counts: [u64; 12],
+    counts: [u64; ControlKind::ALL.len()],
 }
 
 impl ControlStats {
