@@ -96,9 +96,40 @@ impl RangeAllocator {
         Some(at)
     }
 
-    /// Returns `[at, at+len)`; it must have come from `alloc`.
+    /// Takes `[start, start+len)` (clipped to the managed range) out of the free space if
+    /// all of it is free, and says whether it did (nothing is taken otherwise): a range a
+    /// caller must have at a fixed place (a guest's physical addresses mirrored as IOVAs).
+    pub fn take(&mut self, start: u64, len: u64) -> bool {
+        let s = start.max(self.start);
+        let e = start.saturating_add(len).min(self.end);
+        if s >= e {
+            return true;
+        }
+        let Some((&fs, &fl)) = self.free.range(..=s).next_back() else {
+            return false;
+        };
+        if fs + fl < e {
+            return false;
+        }
+        self.free.remove(&fs);
+        if s > fs {
+            self.free.insert(fs, s - fs);
+        }
+        if fs + fl > e {
+            self.free.insert(e, fs + fl - e);
+        }
+        true
+    }
+
+    /// Returns `[at, at+len)`; it must have come from `alloc` or `take` (what lies outside
+    /// the managed range is ignored, so `take` of a range reaching below it gives back
+    /// only what it took).
     pub fn free(&mut self, at: u64, len: u64) {
-        let (mut s, mut l) = (at, len);
+        let (s0, e0) = (at.max(self.start), at.saturating_add(len).min(self.end));
+        if s0 >= e0 {
+            return;
+        }
+        let (mut s, mut l) = (s0, e0 - s0);
         if let Some((&ps, &pl)) = self.free.range(..s).next_back() {
             if ps + pl == s {
                 self.free.remove(&ps);
@@ -145,6 +176,21 @@ mod tests {
         let y = a.alloc_aligned(0x10_0000, u64::MAX, 0x10_0000).unwrap();
         assert_eq!(y, 0xe0_0000, "the slack above the first stays free");
         assert_eq!(a.alloc(0x1000, u64::MAX), Some(0xff_f000));
+    }
+
+    #[test]
+    fn a_fixed_range_is_taken_only_when_free_and_given_back_clipped() {
+        let mut a = RangeAllocator::new(0x1000, 0x10000);
+        assert!(
+            a.take(0, 0x3000),
+            "the page below the managed range is not the allocator's"
+        );
+        assert!(!a.take(0x2000, 0x2000), "0x2000 was taken");
+        assert!(a.take(0x8000, 0x1000));
+        a.free(0, 0x3000);
+        a.free(0x8000, 0x1000);
+        assert_eq!(a.free_bytes(), 0xf000, "page 0 never enters the free space");
+        assert_eq!(a.alloc(0xf000, u64::MAX), Some(0x1000));
     }
 
     #[test]

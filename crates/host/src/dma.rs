@@ -98,7 +98,7 @@ pub struct Hosts {
     pub(crate) iommu: Vec<IommuDriver>,
     pub(crate) ntb: Vec<NtbDriver>,
     /// Per host, per NUMA node: one allocator per RAM region of the node, highest first.
-    ram: Vec<Vec<Vec<RangeAllocator>>>,
+    pub(crate) ram: Vec<Vec<Vec<RangeAllocator>>>,
     mappings: FxHashMap<MappingId, Vec<Hold>>,
     next_id: MappingId,
     pub(crate) log: Vec<String>,

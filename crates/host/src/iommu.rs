@@ -163,6 +163,40 @@ impl IommuDriver {
         Ok(at)
     }
 
+    /// Reserves exactly `[start, start+len)` (page multiples) of `rid`'s IOVA space, for a
+    /// caller that must have IOVAs at fixed places (MDEV mirroring guest-physical
+    /// addresses). Refused if any of it is allocated or reserved. Counts as a live mapping
+    /// until `unreserve`.
+    pub(crate) fn reserve_at(
+        &mut self,
+        f: &mut Fabric,
+        rid: Rid,
+        start: u64,
+        len: u64,
+    ) -> Result<(), HostError> {
+        let hname = f.topo.host(self.host).name.clone();
+        let d = self.domain(f, rid)?;
+        let did = d.id;
+        let end = start
+            .checked_add(len)
+            .ok_or_else(|| HostError::Invalid(format!("IOVA {start:#x} + {len:#x} overflows")))?;
+        let overlaps = d
+            .reserved
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&s, &(l, _))| s + l > start);
+        if overlaps || !d.iova.take(start, len) {
+            return Err(HostError::Exhausted {
+                what: format!("IOVA space of {hname}'s IOMMU domain {did} (requester {rid})"),
+                len,
+                below: format!("at {start:#x}..{end:#x}: part of it is in use"),
+            });
+        }
+        d.reserved.insert(start, (len, Default::default()));
+        self.live += 1;
+        Ok(())
+    }
+
     /// The reservation of `rid` holding `[iova, iova+len)`, by its start.
     fn reservation_of(
         &mut self,

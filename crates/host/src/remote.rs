@@ -9,7 +9,7 @@ use fabric::iommu::{Perm, PAGE};
 use fabric::ntb::proxy_rid;
 use fabric::{CableEnd, Fabric, HostId, NtbId, Rid};
 
-use crate::dma::Hosts;
+use crate::dma::{Hosts, NumaNode, PhysAddr};
 use crate::error::HostError;
 
 /// An IOVA range reserved whole in `rid`'s domain of `host`'s IOMMU.
@@ -105,6 +105,105 @@ impl Hosts {
             start,
             len,
         })
+    }
+
+    /// Reserves exactly `[start, start+len)` (page-aligned) in `rid`'s domain of `host`'s
+    /// IOMMU: IOVAs at fixed places, as MDEV mirrors a guest's physical addresses. Refused
+    /// (`Exhausted`) when any of it is taken; unreserved like `iommu_reserve`'s ranges.
+    pub fn iommu_reserve_at(
+        &mut self,
+        f: &mut Fabric,
+        host: HostId,
+        rid: Rid,
+        start: u64,
+        len: u64,
+    ) -> Result<IovaRange, HostError> {
+        if !f.topo.hosts.get(host as usize).is_some_and(|h| h.iommu) {
+            return Err(HostError::Invalid(format!(
+                "host {host} has no IOMMU to reserve IOVA space in"
+            )));
+        }
+        if !start.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) || len == 0 {
+            return Err(HostError::Invalid(format!(
+                "a fixed IOVA range needs page-aligned start and length (got {start:#x} + {len:#x})"
+            )));
+        }
+        self.iommu[host as usize].reserve_at(f, rid, start, len)?;
+        self.log.push(format!(
+            "reserved IOVA {start:#x}..{:#x} in {}'s IOMMU for requester {rid}",
+            start + len,
+            f.topo.host(host).name
+        ));
+        Ok(IovaRange {
+            host,
+            rid,
+            start,
+            len,
+        })
+    }
+
+    /// Allocates `len` bytes (page-rounded) of RAM on `node`, aligned to `align` (a power
+    /// of two, at least a page), mapped for no one: memory a hypervisor backs a guest with.
+    /// Top down, as `dma_alloc_coherent`'s. Give it back with `ram_free`.
+    pub fn ram_alloc(
+        &mut self,
+        f: &Fabric,
+        node: NumaNode,
+        len: u64,
+        align: u64,
+    ) -> Result<PhysAddr, HostError> {
+        let name = f
+            .topo
+            .hosts
+            .get(node.host as usize)
+            .map(|h| h.name.clone())
+            .ok_or_else(|| HostError::Invalid(format!("no host {}", node.host)))?;
+        let allocs = self.ram[node.host as usize]
+            .get_mut(node.node as usize)
+            .ok_or_else(|| {
+                HostError::Invalid(format!("host `{name}` has no NUMA node {}", node.node))
+            })?;
+        if len == 0 || !align.is_power_of_two() || align < PAGE {
+            return Err(HostError::Invalid(format!(
+                "RAM allocation of {len:#x} bytes aligned to {align:#x}: needs a byte and a power-of-two alignment of at least a page"
+            )));
+        }
+        let bytes = len.div_ceil(PAGE) * PAGE;
+        let at = allocs
+            .iter_mut()
+            .find_map(|a| a.alloc_aligned(bytes, u64::MAX, align))
+            .ok_or_else(|| HostError::Exhausted {
+                what: format!("RAM of {name} node {}", node.node),
+                len: bytes,
+                below: format!("aligned to {align:#x} in any of its regions"),
+            })?;
+        Ok(PhysAddr {
+            host: node.host,
+            addr: at,
+        })
+    }
+
+    /// Gives back what `ram_alloc` allocated (`len` as asked).
+    pub fn ram_free(&mut self, at: PhysAddr, len: u64) -> Result<(), HostError> {
+        let bytes = len.div_ceil(PAGE) * PAGE;
+        let a = self
+            .ram
+            .get_mut(at.host as usize)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|a| {
+                let (s, e) = a.range();
+                s <= at.addr && at.addr + bytes <= e
+            })
+            .ok_or_else(|| {
+                HostError::Invalid(format!(
+                    "{:#x} + {bytes:#x} is in no RAM region of host {}",
+                    at.addr, at.host
+                ))
+            })?;
+        a.free(at.addr, bytes);
+        Ok(())
     }
 
     /// Maps `len` bytes at `iova` (inside `r`) onto `phys`, page by page: `iova` and

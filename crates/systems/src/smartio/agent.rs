@@ -39,9 +39,12 @@ pub enum ControlKind {
     AdminRpc,
     /// The manager's answer: the completion in the client's mailbox and an interrupt.
     AdminRpcReply,
+    /// A lent device's legacy INTx assertion, relayed by the lender's agent to the
+    /// borrower (MDEV: a VM may use INTx; bare-metal lending masks it).
+    IntxRelay,
 }
 
-const KINDS: usize = 14;
+const KINDS: usize = 15;
 
 impl ControlKind {
     pub const ALL: [ControlKind; KINDS] = [
@@ -59,6 +62,7 @@ impl ControlKind {
         ControlKind::DeviceGone,
         ControlKind::AdminRpc,
         ControlKind::AdminRpcReply,
+        ControlKind::IntxRelay,
     ];
 
     fn index(self) -> usize {

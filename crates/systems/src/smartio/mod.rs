@@ -30,6 +30,11 @@
 //!   domain there, mapping a range below the device's DMA mask onto the NTB BAR.
 //! * `p2p`: `map_device_for_device` for a peer local to the borrower, in the same lender
 //!   or in another lender.
+//! * `mdev`: a lent device passed through to a VM (Paper III) — guest memory with x86's
+//!   low/high split on scattered host pages, borrow at the guest's reset, guest memory
+//!   probed and mapped at Bus Master Enable through two DMA windows with the lender IOMMU
+//!   mirroring guest-physical addresses, MSI and INTx relayed into the VM, return at
+//!   shutdown, cold migration.
 //! * `api`: the SISCI-shaped calls (segments with access hints, mapping for a device or
 //!   a CPU, requester registration), with the SISCI name of each.
 //!
@@ -41,6 +46,7 @@ pub mod api;
 pub mod lending;
 pub mod nvme_bench;
 pub mod nvme_dist;
+pub mod mdev;
 pub mod p2p;
 pub mod pool;
 
@@ -52,6 +58,11 @@ pub use api::{
 pub use lending::{
     BorrowOptions, Borrowed, Cluster, DeviceMapping, DmaWindowInfo, MsiRoute, ShadowBar,
     CMD_INTX_DISABLE, DEFAULT_DMA_WINDOW, DEVCTL_FLR, PCIE_DEVCTL,
+};
+pub use mdev::{
+    guest_layout, setup_guest_dma, GuestExtent, HostPage, Hypervisor, MdevDmaSetup, MdevError,
+    MdevId, MdevStats, MdevWindow, Vm, VmConfig, VmId, VmInterrupt, CMD_BUS_MASTER, CMD_MEMORY,
+    HIGH_MEM_BASE, LOW_MEM_TOP,
 };
 pub use p2p::{P2pCase, P2pMapping, PeerTarget};
 pub use pool::{Availability, BorrowId, Fdid, Lease, Pool, PoolDevice};
