@@ -14,18 +14,20 @@ use fabric::scenario::Source;
 use fabric::units::Size;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use toml::Spanned;
 
 use crate::harness::{self, RunError};
+use crate::probes::{Fields, Probe, ProbeCx, PROBES};
+use crate::report::is_size_param;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
-use crate::smartio;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     experiment: Meta,
     #[serde(default)]
-    sweep: BTreeMap<String, Sweep>,
+    sweep: BTreeMap<String, Spanned<toml::Value>>,
     config: Vec<Config>,
     metric: Vec<Metric>,
     #[serde(default)]
@@ -49,50 +51,10 @@ struct Meta {
     not_implemented: Vec<String>,
 }
 
-/// Values of a swept parameter: a list, or powers of two from `from` to `to`.
-enum Sweep {
-    List(Vec<Size>),
-    Powers { from: Size, to: Size },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Powers {
-    from: Size,
-    to: Size,
-}
-
-// By hand rather than `untagged`, so that a bad value inside is reported as itself (with
-// its place) instead of "did not match any variant".
-impl<'de> Deserialize<'de> for Sweep {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Sweep;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of sizes, or { from = SIZE, to = SIZE } (powers of two)")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Sweep, A::Error> {
-                Vec::<Size>::deserialize(serde::de::value::SeqAccessDeserializer::new(a))
-                    .map(Sweep::List)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Sweep, A::Error> {
-                Powers::deserialize(serde::de::value::MapAccessDeserializer::new(a)).map(|p| {
-                    Sweep::Powers {
-                        from: p.from,
-                        to: p.to,
-                    }
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 #[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct Config {
-    name: String,
+    name: Spanned<String>,
     /// A built-in scenario name or a file.
     scenario: String,
     /// Scenario keys to override, as `--set` takes them (`"host.lender.iommu" = true`).
@@ -106,13 +68,20 @@ struct Config {
 #[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct Metric {
-    name: String,
-    probe: String,
+    name: Spanned<String>,
+    probe: Spanned<String>,
+    /// Which of the probe's fields this metric reports (the only one when omitted).
+    field: Option<Spanned<String>>,
     #[serde(default)]
-    args: BTreeMap<String, String>,
+    args: BTreeMap<String, Spanned<String>>,
     /// Measured once per config (it does not depend on the sweep).
     #[serde(default)]
     once: bool,
+    /// Other hardware than the config's for this metric: a scenario in place of the
+    /// config's (whose `set` then does not apply), and overrides after the config's.
+    scenario: Option<String>,
+    #[serde(default)]
+    set: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -137,6 +106,8 @@ struct Published {
 pub struct Experiment {
     pub info: ExperimentInfo,
     pub references: Vec<Reference>,
+    /// Swept parameters in name order, each with its values; the points are their
+    /// product (the first name varies slowest).
     sweep: Vec<(String, Vec<u64>)>,
     configs: Vec<ConfigSpec>,
     metrics: Vec<MetricSpec>,
@@ -153,35 +124,30 @@ struct ConfigSpec {
 #[derive(Clone, Debug)]
 struct MetricSpec {
     name: String,
-    probe: Probe,
+    probe: &'static Probe,
+    field: String,
     args: BTreeMap<String, String>,
     once: bool,
+    scenario: Option<String>,
+    set: Vec<(String, toml::Value)>,
 }
 
-/// The measurements a metric can name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Probe {
-    CpuStoreOneway,
-    CpuStoreNtbSpan,
-    NtbCopy,
-    GpuCopy,
-    P2pCopy,
-    PingPong,
-    PathHops,
-    PathRoots,
-}
+/// One sweep point: a value per swept parameter.
+type SweepPoint = Vec<(String, u64)>;
 
-impl Probe {
-    const ALL: [(&'static str, Probe); 8] = [
-        ("cpu_store_oneway", Probe::CpuStoreOneway),
-        ("cpu_store_ntb_span", Probe::CpuStoreNtbSpan),
-        ("ntb_copy", Probe::NtbCopy),
-        ("gpu_copy", Probe::GpuCopy),
-        ("p2p_copy", Probe::P2pCopy),
-        ("pingpong", Probe::PingPong),
-        ("path_hops", Probe::PathHops),
-        ("path_roots", Probe::PathRoots),
-    ];
+/// What identifies one probe run within a config: the probe, the metric's hardware, the
+/// resolved arguments and the sweep point (none for `once` metrics).
+type RunKey = (
+    &'static str,
+    String,
+    Vec<(String, String)>,
+    Option<SweepPoint>,
+);
+
+/// One probe run: its fields and the hardware counters it left.
+struct Outcome {
+    fields: Fields,
+    counters: Option<Value>,
 }
 
 /// The report types borrow `'static` text: an experiment file is read once per process.
@@ -199,27 +165,103 @@ fn powers(from: u64, to: u64) -> Vec<u64> {
     v
 }
 
+/// `file:line:col` of a span of `src`.
+fn place(src: &Source, span: std::ops::Range<usize>) -> String {
+    let start = span.start.min(src.text.len());
+    let before = src.text.get(..start).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("{}:{line}:{col}", src.name)
+}
+
+/// The `{name}` placeholders of an argument, in order.
+fn placeholders(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('{') {
+        let after = &rest[i + 1..];
+        match after.find('}') {
+            Some(j) => {
+                out.push(&after[..j]);
+                rest = &after[j + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// The values of one swept parameter: a list, or powers of two `{ from, to }`. `bytes`
+/// and `*_bytes` take sizes (`"4 KiB"`, integers of bytes); any other name plain
+/// non-negative integers.
+fn sweep_values(name: &str, v: &toml::Value) -> Result<Vec<u64>, String> {
+    let sizes = is_size_param(name);
+    let one = |x: &toml::Value| -> Result<u64, String> {
+        match x {
+            toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+            toml::Value::Integer(i) => Err(format!("{i} is negative")),
+            toml::Value::String(s) if sizes => fabric::units::parse_size(s),
+            toml::Value::String(s) => Err(format!(
+                "\"{s}\" is not a plain integer (sizes are for `bytes` and `*_bytes`)"
+            )),
+            other => Err(format!(
+                "{other} is not {}",
+                if sizes { "a size" } else { "a plain integer" }
+            )),
+        }
+    };
+    match v {
+        toml::Value::Array(list) => {
+            if list.is_empty() {
+                return Err("an empty list".into());
+            }
+            list.iter().map(one).collect()
+        }
+        toml::Value::Table(t) => {
+            let get = |k: &str| -> Result<u64, String> {
+                one(t
+                    .get(k)
+                    .ok_or_else(|| format!("`{{ from, to }}` needs `{k}`"))?)
+            };
+            if let Some(k) = t.keys().find(|k| !matches!(k.as_str(), "from" | "to")) {
+                return Err(format!("unknown key `{k}` (use `{{ from, to }}`)"));
+            }
+            Ok(powers(get("from")?, get("to")?))
+        }
+        other => Err(format!(
+            "{other}: expected a list of {}, or {{ from, to }} (powers of two)",
+            if sizes { "sizes" } else { "integers" }
+        )),
+    }
+}
+
 impl Experiment {
-    /// Parses an experiment file; errors name the file and what is wrong.
+    /// Parses an experiment file with the built-in probes; errors name the file, the
+    /// line and what is wrong.
     pub fn parse(src: &Source) -> Result<Experiment, RunError> {
+        Experiment::parse_with(src, PROBES)
+    }
+
+    /// Parses an experiment file whose metrics name probes of `registry`.
+    pub fn parse_with(src: &Source, registry: &'static [Probe]) -> Result<Experiment, RunError> {
         let f: File = toml::from_str(&src.text).map_err(|e| {
             let message = e.message().trim();
             let (at, key) = match e.span() {
                 Some(s) => {
                     let start = s.start.min(src.text.len());
-                    let before = src.text.get(..start).unwrap_or("");
-                    let line = before.matches('\n').count() + 1;
-                    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
                     let key = fabric::keypath::key_of_error(&src.text, start, message)
                         .map(|k| format!(" (key `{k}`)"))
                         .unwrap_or_default();
-                    (format!(":{line}:{col}"), key)
+                    (place(src, s)[src.name.len()..].to_string(), key)
                 }
                 None => (String::new(), String::new()),
             };
             RunError(format!("{}{at}: {message}{key}", src.name))
         })?;
         let bad = |m: String| RunError(format!("{}: {m}", src.name));
+        let at = |span: std::ops::Range<usize>, m: String| {
+            RunError(format!("{}: {m}", place(src, span)))
+        };
         let id = leak(f.experiment.id);
         let info = ExperimentInfo {
             id,
@@ -230,55 +272,127 @@ impl Experiment {
             window: leak(f.experiment.window),
             configs_not_implemented: f.experiment.not_implemented.into_iter().map(leak).collect(),
         };
-        let sweep = f
-            .sweep
-            .into_iter()
-            .map(|(k, s)| {
-                let v = match s {
-                    Sweep::List(l) => l.into_iter().map(|x| x.0).collect(),
-                    Sweep::Powers { from, to } => powers(from.0, to.0),
-                };
-                (k, v)
-            })
-            .collect::<Vec<_>>();
-        if sweep.len() > 1 {
-            return Err(bad("one swept parameter at most".into()));
+        let mut sweep = Vec::new();
+        for (k, v) in f.sweep {
+            let span = v.span();
+            let values =
+                sweep_values(&k, v.get_ref()).map_err(|e| at(span, format!("sweep `{k}`: {e}")))?;
+            sweep.push((k, values));
         }
-        let metrics = f
-            .metric
-            .into_iter()
-            .map(|m| {
-                let probe = Probe::ALL
-                    .iter()
-                    .find(|(n, _)| *n == m.probe)
-                    .map(|x| x.1)
-                    .ok_or_else(|| {
-                        let known: Vec<&str> = Probe::ALL.iter().map(|x| x.0).collect();
-                        bad(format!(
-                            "metric `{}`: unknown probe `{}` (known: {})",
-                            m.name,
-                            m.probe,
-                            known.join(", ")
-                        ))
-                    })?;
-                Ok(MetricSpec {
-                    name: m.name,
-                    probe,
-                    args: m.args,
-                    once: m.once,
-                })
-            })
-            .collect::<Result<Vec<_>, RunError>>()?;
+        let swept: Vec<&str> = sweep.iter().map(|(k, _)| k.as_str()).collect();
         let configs: Vec<ConfigSpec> = f
             .config
             .into_iter()
-            .map(|c| ConfigSpec {
-                name: c.name,
-                scenario: c.scenario,
-                set: c.set.into_iter().collect(),
-                vars: c.vars,
+            .map(|c| {
+                if let Some(v) = c.vars.keys().find(|v| swept.contains(&v.as_str())) {
+                    return Err(at(
+                        c.name.span(),
+                        format!(
+                            "config `{}`: var `{v}` is also a swept parameter: `{{{v}}}` would mean either",
+                            c.name.get_ref()
+                        ),
+                    ));
+                }
+                Ok(ConfigSpec {
+                    name: c.name.into_inner(),
+                    scenario: c.scenario,
+                    set: c.set.into_iter().collect(),
+                    vars: c.vars,
+                })
             })
-            .collect();
+            .collect::<Result<_, RunError>>()?;
+        let mut metrics: Vec<MetricSpec> = Vec::new();
+        for m in f.metric {
+            let name = m.name.get_ref().clone();
+            if metrics.iter().any(|x| x.name == name) {
+                return Err(at(
+                    m.name.span(),
+                    format!("metric `{name}` is defined twice"),
+                ));
+            }
+            let probe = Probe::find(registry, m.probe.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = registry.iter().map(|p| p.name).collect();
+                at(
+                    m.probe.span(),
+                    format!(
+                        "metric `{name}`: unknown probe `{}` (known: {})",
+                        m.probe.get_ref(),
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            let field = match (&m.field, probe.fields) {
+                (Some(fld), fields) if fields.contains(&fld.get_ref().as_str()) => {
+                    fld.get_ref().clone()
+                }
+                (Some(fld), fields) => {
+                    return Err(at(
+                        fld.span(),
+                        format!(
+                            "metric `{name}`: probe `{}` has no field `{}` (its fields: {})",
+                            probe.name,
+                            fld.get_ref(),
+                            fields.join(", ")
+                        ),
+                    ))
+                }
+                (None, [only]) => only.to_string(),
+                (None, fields) => {
+                    return Err(at(
+                        m.name.span(),
+                        format!(
+                            "metric `{name}`: probe `{}` gives several fields ({}): name one with `field = \"…\"`",
+                            probe.name,
+                            fields.join(", ")
+                        ),
+                    ))
+                }
+            };
+            for (k, v) in &m.args {
+                for p in placeholders(v.get_ref()) {
+                    if swept.contains(&p) {
+                        if m.once {
+                            return Err(at(
+                                v.span(),
+                                format!(
+                                    "metric `{name}`, argument `{k}`: a `once` metric is measured once per config and cannot use the swept `{{{p}}}`"
+                                ),
+                            ));
+                        }
+                        continue;
+                    }
+                    if let Some(c) = configs.iter().find(|c| !c.vars.contains_key(p)) {
+                        let swept_text = if swept.is_empty() {
+                            "nothing is swept".to_string()
+                        } else {
+                            format!("swept: {}", swept.join(", "))
+                        };
+                        let vars: Vec<&str> = c.vars.keys().map(String::as_str).collect();
+                        return Err(at(
+                            v.span(),
+                            format!(
+                                "metric `{name}`, argument `{k}`: `{{{p}}}` is neither a swept parameter ({swept_text}) nor a var of config `{}` (its vars: {})",
+                                c.name,
+                                if vars.is_empty() { "none".to_string() } else { vars.join(", ") }
+                            ),
+                        ));
+                    }
+                }
+            }
+            metrics.push(MetricSpec {
+                name,
+                probe,
+                field,
+                args: m
+                    .args
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_inner()))
+                    .collect(),
+                once: m.once,
+                scenario: m.scenario,
+                set: m.set.into_iter().collect(),
+            });
+        }
         let mut references = Vec::new();
         for p in f.published {
             if let Some(c) = &p.config {
@@ -335,40 +449,72 @@ impl Experiment {
         })
     }
 
+    /// Every point of the sweep: the product of the swept parameters' values (the first
+    /// name varies slowest); one empty point when nothing is swept.
+    fn points(&self) -> Vec<SweepPoint> {
+        let mut pts: Vec<SweepPoint> = vec![Vec::new()];
+        for (k, vs) in &self.sweep {
+            pts = pts
+                .into_iter()
+                .flat_map(|p| {
+                    vs.iter().map(move |&v| {
+                        let mut q = p.clone();
+                        q.push((k.clone(), v));
+                        q
+                    })
+                })
+                .collect();
+        }
+        pts
+    }
+
     /// Runs every config, sweep point and metric; `sets` override scenario keys of every
-    /// config (after the config's own).
+    /// config (after the config's own and the metric's). A probe runs once per (config,
+    /// sweep point, probe, resolved arguments, metric hardware): metrics naming the same
+    /// run take their fields from it; a `once` metric's run serves every point.
     pub fn run(&self, sets: &[Override]) -> Result<Vec<Run>, RunError> {
         let mut out = Vec::new();
-        let points: Vec<Option<(String, u64)>> = match self.sweep.first() {
-            Some((k, vs)) => vs.iter().map(|&v| Some((k.clone(), v))).collect(),
-            None => vec![None],
-        };
+        let points = self.points();
         let user: Point = overrides::points(sets)
             .into_iter()
             .next()
             .unwrap_or_default();
         for c in &self.configs {
-            let mut once: BTreeMap<String, Value> = BTreeMap::new();
+            let mut cache: BTreeMap<RunKey, Outcome> = BTreeMap::new();
             for point in &points {
                 let mut metrics = Map::new();
                 let mut counters = Map::new();
                 for m in &self.metrics {
-                    if let Some(v) = once.get(&m.name) {
-                        metrics.insert(m.name.clone(), v.clone());
-                        continue;
+                    let args = resolve_args(c, m, point);
+                    let key: RunKey = (
+                        m.probe.name,
+                        format!("{:?} {:?}", m.scenario, m.set),
+                        args.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        (!m.once).then(|| point.clone()),
+                    );
+                    if !cache.contains_key(&key) {
+                        let outcome = self.measure(c, m, &args, point, &user)?;
+                        cache.insert(key.clone(), outcome);
                     }
-                    let bytes = point.as_ref().map(|p| p.1);
-                    let (value, counted) = self.measure(c, m, bytes, &user)?;
-                    if m.once {
-                        once.insert(m.name.clone(), value.clone());
-                    }
+                    let outcome = &cache[&key];
+                    let value = outcome.fields.get(&m.field).cloned().ok_or_else(|| {
+                        RunError(format!(
+                            "{}, config `{}`: metric `{}`: probe `{}` gave no field `{}` (it gave: {})",
+                            self.info.id,
+                            c.name,
+                            m.name,
+                            m.probe.name,
+                            m.field,
+                            outcome.fields.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ))
+                    })?;
                     metrics.insert(m.name.clone(), value);
-                    if let Some(cn) = counted {
-                        counters.insert(m.name.clone(), cn);
+                    if let Some(cn) = &outcome.counters {
+                        counters.insert(m.name.clone(), cn.clone());
                     }
                 }
                 let mut params = Map::new();
-                if let Some((k, v)) = point {
+                for (k, v) in point {
                     params.insert(k.clone(), json!(v));
                 }
                 params.extend(overrides::params_of(&user));
@@ -384,117 +530,65 @@ impl Experiment {
         Ok(out)
     }
 
-    /// One probe on a fresh copy of the config's hardware.
+    /// One probe run on a fresh copy of the metric's hardware.
     fn measure(
         &self,
         c: &ConfigSpec,
         m: &MetricSpec,
-        bytes: Option<u64>,
+        args: &BTreeMap<String, String>,
+        point: &[(String, u64)],
         user: &Point,
-    ) -> Result<(Value, Option<Value>), RunError> {
-        let mut point: Point = c
-            .set
+    ) -> Result<Outcome, RunError> {
+        let what = format!(
+            "{}, config `{}`: metric `{}` (probe `{}`)",
+            self.info.id, c.name, m.name, m.probe.name
+        );
+        let (scenario, config_set) = match &m.scenario {
+            Some(s) => (s, &[][..]),
+            None => (&c.scenario, &c.set[..]),
+        };
+        let mut hw: Point = config_set
             .iter()
+            .chain(&m.set)
             .map(|(k, v)| (k.clone(), toml_to_edit(v)))
             .collect();
-        point.extend(user.iter().cloned());
-        let src = crate::run::source(&c.scenario)?;
-        let (scenario, src) = overrides::load(&src, &point).map_err(RunError)?;
+        hw.extend(user.iter().cloned());
+        let src = crate::run::source(scenario)?;
+        let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
         let mut tf = harness::timed(scenario, &src.name)?;
-        let arg = |k: &str| -> Result<String, RunError> {
-            let raw = m.args.get(k).ok_or_else(|| {
-                RunError(format!(
-                    "{}: metric `{}` (probe {:?}) needs argument `{k}`",
-                    self.info.id, m.name, m.probe
-                ))
-            })?;
+        let mut cx = ProbeCx::new(&mut tf, args, point, what.clone());
+        let fields = (m.probe.run)(&mut cx).map_err(|e| {
+            if e.0.starts_with(&what) {
+                e
+            } else {
+                RunError(format!("{what}: {}", e.0))
+            }
+        })?;
+        let counters = cx.take_counters();
+        Ok(Outcome { fields, counters })
+    }
+}
+
+/// A metric's arguments with the config's vars and the point's swept values substituted
+/// for `{name}` (the file was checked: every placeholder is one or the other).
+fn resolve_args(
+    c: &ConfigSpec,
+    m: &MetricSpec,
+    point: &[(String, u64)],
+) -> BTreeMap<String, String> {
+    m.args
+        .iter()
+        .map(|(k, raw)| {
             let mut s = raw.clone();
             for (var, val) in &c.vars {
                 s = s.replace(&format!("{{{var}}}"), val);
             }
-            Ok(s)
-        };
-        let need_bytes = || {
-            bytes.ok_or_else(|| {
-                RunError(format!(
-                    "{}: metric `{}` needs a swept `bytes`",
-                    self.info.id, m.name
-                ))
-            })
-        };
-        let via_ram = |s: String| match s.as_str() {
-            "ram" => Ok(true),
-            "p2p" => Ok(false),
-            other => Err(RunError(format!("via = `{other}`: use \"p2p\" or \"ram\""))),
-        };
-        let write = |s: String| match s.as_str() {
-            "write" => Ok(true),
-            "read" => Ok(false),
-            other => Err(RunError(format!(
-                "op = `{other}`: use \"write\" or \"read\""
-            ))),
-        };
-        Ok(match m.probe {
-            Probe::CpuStoreOneway => {
-                let t = smartio::cpu_store_oneway(&mut tf, &arg("from")?, &arg("to")?)?;
-                (json!(t.as_ns_f64()), None)
+            for (var, val) in point {
+                s = s.replace(&format!("{{{var}}}"), &val.to_string());
             }
-            Probe::CpuStoreNtbSpan => {
-                let t = smartio::cpu_store_ntb_span(&mut tf, &arg("from")?, &arg("to")?)?;
-                (json!(t.as_ns_f64()), None)
-            }
-            Probe::NtbCopy => {
-                let b = need_bytes()?;
-                let t = smartio::ntb_copy(
-                    &mut tf,
-                    &arg("engine")?,
-                    &arg("local")?,
-                    &arg("remote")?,
-                    b,
-                    write(arg("op")?)?,
-                )?;
-                (
-                    json!(harness::gbps(b, t)),
-                    Some(harness::counters_json(&tf, b)),
-                )
-            }
-            Probe::GpuCopy => {
-                let b = need_bytes()?;
-                let t = smartio::gpu_copy_probe(
-                    &mut tf,
-                    &arg("gpu")?,
-                    &arg("user")?,
-                    b,
-                    write(arg("op")?)?,
-                )?;
-                (
-                    json!(harness::gbps(b, t)),
-                    Some(harness::counters_json(&tf, b)),
-                )
-            }
-            Probe::P2pCopy => {
-                let b = need_bytes()?;
-                let t =
-                    smartio::p2p_copy(&mut tf, &arg("a")?, &arg("b")?, via_ram(arg("via")?)?, b)?;
-                (json!(harness::gbps(b, t)), None)
-            }
-            Probe::PingPong => {
-                let t =
-                    smartio::gpu_pingpong(&mut tf, &arg("a")?, &arg("b")?, via_ram(arg("via")?)?)?;
-                (json!(t.as_ns_f64()), None)
-            }
-            Probe::PathHops | Probe::PathRoots => {
-                let (hops, roots) =
-                    smartio::path_shape(&mut tf, &arg("a")?, &arg("b")?, via_ram(arg("via")?)?)?;
-                let v = if m.probe == Probe::PathHops {
-                    hops
-                } else {
-                    roots
-                };
-                (json!(v), None)
-            }
+            (k.clone(), s)
         })
-    }
+        .collect()
 }
 
 fn toml_to_edit(v: &toml::Value) -> toml_edit::Value {
