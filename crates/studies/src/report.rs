@@ -267,7 +267,12 @@ fn run_metric_rows(run: &Run, refs: &[Reference]) -> Vec<Comparison> {
                     c
                 };
                 if applying.is_empty() {
-                    rows.push(with_text(Comparison::new(run, name.clone(), f64::NAN, None)));
+                    rows.push(with_text(Comparison::new(
+                        run,
+                        name.clone(),
+                        f64::NAN,
+                        None,
+                    )));
                 }
                 for r in &applying {
                     rows.push(with_text(Comparison::new(
