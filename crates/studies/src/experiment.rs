@@ -27,11 +27,52 @@ use crate::run::overrides::{self, Override, Point};
 struct File {
     experiment: Meta,
     #[serde(default)]
-    sweep: BTreeMap<String, Spanned<toml::Value>>,
+    sweep: BTreeMap<String, Spanned<SweepRaw>>,
     config: Vec<Config>,
     metric: Vec<Metric>,
     #[serde(default)]
     published: Vec<Published>,
+}
+
+/// Values of a swept parameter as written: a list, or powers of two from `from` to `to`;
+/// each value keeps its place for errors.
+enum SweepRaw {
+    List(Vec<Spanned<toml::Value>>),
+    Powers(PowersRaw),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PowersRaw {
+    from: Spanned<toml::Value>,
+    to: Spanned<toml::Value>,
+}
+
+// By hand rather than `untagged`, so that a bad value inside is reported as itself (with
+// its place) instead of "did not match any variant".
+impl<'de> Deserialize<'de> for SweepRaw {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SweepRaw;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a list of values (sizes for `bytes`, integers otherwise), or { from, to } (powers of two)",
+                )
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<SweepRaw, A::Error> {
+                Vec::<Spanned<toml::Value>>::deserialize(
+                    serde::de::value::SeqAccessDeserializer::new(a),
+                )
+                .map(SweepRaw::List)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<SweepRaw, A::Error> {
+                PowersRaw::deserialize(serde::de::value::MapAccessDeserializer::new(a))
+                    .map(SweepRaw::Powers)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -191,13 +232,13 @@ fn placeholders(s: &str) -> Vec<&str> {
     out
 }
 
-/// The values of one swept parameter: a list, or powers of two `{ from, to }`. `bytes`
-/// and `*_bytes` take sizes (`"4 KiB"`, integers of bytes); any other name plain
-/// non-negative integers.
-fn sweep_values(name: &str, v: &toml::Value) -> Result<Vec<u64>, String> {
+/// The values of one swept parameter (`sweep.NAME`): a list, or powers of two
+/// `{ from, to }`. `bytes` and `*_bytes` take sizes (`"4 KiB"`, integers of bytes); any
+/// other name plain non-negative integers. Errors are located at the value, with its key.
+fn sweep_values(src: &Source, name: &str, raw: &Spanned<SweepRaw>) -> Result<Vec<u64>, RunError> {
     let sizes = is_size_param(name);
-    let one = |x: &toml::Value| -> Result<u64, String> {
-        match x {
+    let one = |x: &Spanned<toml::Value>, key: String| -> Result<u64, RunError> {
+        let r = match x.get_ref() {
             toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
             toml::Value::Integer(i) => Err(format!("{i} is negative")),
             toml::Value::String(s) if sizes => fabric::units::parse_size(s),
@@ -208,29 +249,22 @@ fn sweep_values(name: &str, v: &toml::Value) -> Result<Vec<u64>, String> {
                 "{other} is not {}",
                 if sizes { "a size" } else { "a plain integer" }
             )),
-        }
+        };
+        r.map_err(|m| RunError(format!("{}: {m} (key `{key}`)", place(src, x.span()))))
     };
-    match v {
-        toml::Value::Array(list) => {
-            if list.is_empty() {
-                return Err("an empty list".into());
-            }
-            list.iter().map(one).collect()
-        }
-        toml::Value::Table(t) => {
-            let get = |k: &str| -> Result<u64, String> {
-                one(t
-                    .get(k)
-                    .ok_or_else(|| format!("`{{ from, to }}` needs `{k}`"))?)
-            };
-            if let Some(k) = t.keys().find(|k| !matches!(k.as_str(), "from" | "to")) {
-                return Err(format!("unknown key `{k}` (use `{{ from, to }}`)"));
-            }
-            Ok(powers(get("from")?, get("to")?))
-        }
-        other => Err(format!(
-            "{other}: expected a list of {}, or {{ from, to }} (powers of two)",
-            if sizes { "sizes" } else { "integers" }
+    match raw.get_ref() {
+        SweepRaw::List(list) if list.is_empty() => Err(RunError(format!(
+            "{}: sweep `{name}` has no values (key `sweep.{name}`)",
+            place(src, raw.span())
+        ))),
+        SweepRaw::List(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, x)| one(x, format!("sweep.{name}[{i}]")))
+            .collect(),
+        SweepRaw::Powers(p) => Ok(powers(
+            one(&p.from, format!("sweep.{name}.from"))?,
+            one(&p.to, format!("sweep.{name}.to"))?,
         )),
     }
 }
@@ -274,9 +308,7 @@ impl Experiment {
         };
         let mut sweep = Vec::new();
         for (k, v) in f.sweep {
-            let span = v.span();
-            let values =
-                sweep_values(&k, v.get_ref()).map_err(|e| at(span, format!("sweep `{k}`: {e}")))?;
+            let values = sweep_values(src, &k, &v)?;
             sweep.push((k, values));
         }
         let swept: Vec<&str> = sweep.iter().map(|(k, _)| k.as_str()).collect();
@@ -810,8 +842,9 @@ once = true
             e.starts_with(&format!("x.toml:{}:", line_of(&t, "clients ="))),
             "{e}"
         );
-        assert!(e.contains("sweep `clients`: \"4 KiB\" is not a plain integer (sizes are for `bytes` and `*_bytes`)"), "{e}");
-        assert!(err(&file("[sweep]\nhosts = [-2]", TWO)).contains("sweep `hosts`: -2 is negative"));
+        assert!(e.ends_with("\"4 KiB\" is not a plain integer (sizes are for `bytes` and `*_bytes`) (key `sweep.clients[1]`)"), "{e}");
+        assert!(err(&file("[sweep]\nhosts = [-2]", TWO))
+            .ends_with("-2 is negative (key `sweep.hosts[0]`)"));
         // An unknown probe, located and listing the known ones.
         let t = file("[sweep]\nclients = [1]", TWO).replacen(
             "probe = \"pair\"",
