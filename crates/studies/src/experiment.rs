@@ -1,12 +1,28 @@
 //! Catalog experiments as files (`scenarios/experiments/*.toml`, embedded): which hardware
-//! (a scenario and `--set`-style overrides per config), which parameter sweep, which
-//! measurements (probes, with their arguments) give which metric, and the published values
-//! with their basis. `nudma reproduce` runs the built-in files; `nudma run FILE` runs any
-//! such file, so a user copies an experiment, changes the hardware, and runs it.
+//! (a scenario and `--set`-style overrides per config, or per metric), which parameter
+//! sweep, which measurements (probes, with their arguments and the field each metric
+//! takes) give which metric, and the published values with their basis. `nudma reproduce`
+//! runs the built-in files; `nudma run FILE` runs any such file, so a user copies an
+//! experiment, changes the hardware, and runs it.
 //!
-//! A probe is one measurement the SmartIO study makes on an idle fabric: a CPU store's
-//! one-way latency, an NTB engine's or a GPU's copy from launch to completion, a GPU
-//! peer-to-peer copy, a counter ping-pong, the hops or roots of a data path.
+//! ```toml
+//! [sweep]
+//! clients = [1, 8, 16, 30, 31, 32]   # plain integers; `bytes` takes sizes or { from, to }
+//!
+//! [[metric]]
+//! name = "total_kiops"
+//! probe = "nvme_sharing"             # an entry of crate::probes::PROBES
+//! field = "total_kiops"              # one of its fields (optional when it has one)
+//! args = { clients = "{clients}", disk = "{disk}" }   # swept values and config vars
+//! once = false                       # true: measured once per config
+//! scenario = "other"                 # optional: other hardware for this metric…
+//! set = { "host.lender.iommu" = true }   # …and overrides after the config's
+//! ```
+//!
+//! Each probe runs once per (config, sweep point, probe, resolved arguments, metric
+//! hardware); every metric naming that run takes its field from it. Values may be numbers,
+//! strings, booleans or null. Swept parameters appear in each row's `params` under their
+//! names, as numbers; several are swept as their product.
 
 use std::collections::BTreeMap;
 

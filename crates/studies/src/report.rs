@@ -345,16 +345,32 @@ pub fn summary_line(comparisons: &[Comparison]) -> String {
     line.push_str(&worst_text(&predictions));
     // Root and hop counts come straight from the fabric's structure: say how many of the
     // predictions they are, so that they do not pass for timing results.
+    // Table sizes found by filling a table until it refuses (smartio.limits) are not
+    // timing either.
     let counts = predictions
         .iter()
         .filter(|c| matches!(c.metric.as_str(), "hops" | "roots"))
         .count();
-    if counts > 0 {
-        let _ = write!(
-            line,
-            "; {counts} of the predictions are path counts (hops, roots), {} timing",
-            predictions.len() - counts
-        );
+    let tables = predictions
+        .iter()
+        .filter(|c| matches!(c.metric.as_str(), "max_borrowed" | "max_windows"))
+        .count();
+    let timing = predictions.len() - counts - tables;
+    match (counts, tables) {
+        (0, 0) => {}
+        (_, 0) => {
+            let _ = write!(
+                line,
+                "; {counts} of the predictions are path counts (hops, roots), {timing} timing"
+            );
+        }
+        _ => {
+            let _ = write!(
+                line,
+                "; of the predictions {counts} are path counts (hops, roots), {tables} table \
+                 sizes (max_borrowed, max_windows), {timing} timing"
+            );
+        }
     }
     if missing > 0 {
         let _ = write!(line, "; {missing} without a simulated value");

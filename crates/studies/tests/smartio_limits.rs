@@ -67,6 +67,11 @@ fn max_borrowed_is_a_prediction_checked_against_30() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].metric, "max_borrowed");
     assert_eq!(rows[0].verdict(), "✓");
+    let summary = studies::report::summary_line(&rows);
+    assert!(
+        summary.ends_with("; of the predictions 0 are path counts (hops, roots), 1 table sizes (max_borrowed, max_windows), 0 timing"),
+        "a table size is not a timing result: {summary}"
+    );
     // The table prints the string and boolean metrics as written.
     let infos: Vec<_> = studies::catalog::implemented()
         .into_iter()
