@@ -303,7 +303,11 @@ mod tests {
         unique.sort_unstable();
         unique.dedup();
         assert_eq!(ids.len(), unique.len(), "{ids:?}");
-        assert!(ids.contains(&"smartio.limits"), "{ids:?}");
+        assert!(
+            !ids.is_empty(),
+            "some smartio experiments are still missing"
+        );
+        assert!(!ids.contains(&"smartio.limits"), "implemented: {ids:?}");
         assert!(ids.iter().all(|id| id.starts_with("smartio.")), "{ids:?}");
         assert!(runs.iter().all(|e| e.info.id.starts_with("smartio.")));
         // Nothing named: every study's missing experiments, as not_implemented() says.
@@ -318,7 +322,7 @@ mod tests {
 
     #[test]
     fn unknown_targets_name_the_choices_once() {
-        let e = select(&["smartio.limits".into()]).err().unwrap();
+        let e = select(&["ioctopus.tcp_rx_1core".into()]).err().unwrap();
         assert!(e.contains("in the catalog but not implemented yet"), "{e}");
         let e = select(&["nope".into()]).err().unwrap();
         assert!(

@@ -1,12 +1,28 @@
 //! Catalog experiments as files (`scenarios/experiments/*.toml`, embedded): which hardware
-//! (a scenario and `--set`-style overrides per config), which parameter sweep, which
-//! measurements (probes, with their arguments) give which metric, and the published values
-//! with their basis. `nudma reproduce` runs the built-in files; `nudma run FILE` runs any
-//! such file, so a user copies an experiment, changes the hardware, and runs it.
+//! (a scenario and `--set`-style overrides per config, or per metric), which parameter
+//! sweep, which measurements (probes, with their arguments and the field each metric
+//! takes) give which metric, and the published values with their basis. `nudma reproduce`
+//! runs the built-in files; `nudma run FILE` runs any such file, so a user copies an
+//! experiment, changes the hardware, and runs it.
 //!
-//! A probe is one measurement the SmartIO study makes on an idle fabric: a CPU store's
-//! one-way latency, an NTB engine's or a GPU's copy from launch to completion, a GPU
-//! peer-to-peer copy, a counter ping-pong, the hops or roots of a data path.
+//! ```toml
+//! [sweep]
+//! clients = [1, 8, 16, 30, 31, 32]   # plain integers; `bytes` takes sizes or { from, to }
+//!
+//! [[metric]]
+//! name = "total_kiops"
+//! probe = "nvme_sharing"             # an entry of crate::probes::PROBES
+//! field = "total_kiops"              # one of its fields (optional when it has one)
+//! args = { clients = "{clients}", disk = "{disk}" }   # swept values and config vars
+//! once = false                       # true: measured once per config
+//! scenario = "other"                 # optional: other hardware for this metric…
+//! set = { "host.lender.iommu" = true }   # …and overrides after the config's
+//! ```
+//!
+//! Each probe runs once per (config, sweep point, probe, resolved arguments, metric
+//! hardware); every metric naming that run takes its field from it. Values may be numbers,
+//! strings, booleans or null. Swept parameters appear in each row's `params` under their
+//! names, as numbers; several are swept as their product.
 
 use std::collections::BTreeMap;
 
@@ -14,22 +30,65 @@ use fabric::scenario::Source;
 use fabric::units::Size;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use toml::Spanned;
 
 use crate::harness::{self, RunError};
+use crate::probes::{Fields, Probe, ProbeCx, PROBES};
+use crate::report::is_size_param;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
-use crate::smartio;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     experiment: Meta,
     #[serde(default)]
-    sweep: BTreeMap<String, Sweep>,
+    sweep: BTreeMap<String, Spanned<SweepRaw>>,
     config: Vec<Config>,
     metric: Vec<Metric>,
     #[serde(default)]
     published: Vec<Published>,
+}
+
+/// Values of a swept parameter as written: a list, or powers of two from `from` to `to`;
+/// each value keeps its place for errors.
+enum SweepRaw {
+    List(Vec<Spanned<toml::Value>>),
+    Powers(PowersRaw),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PowersRaw {
+    from: Spanned<toml::Value>,
+    to: Spanned<toml::Value>,
+}
+
+// By hand rather than `untagged`, so that a bad value inside is reported as itself (with
+// its place) instead of "did not match any variant".
+impl<'de> Deserialize<'de> for SweepRaw {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SweepRaw;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a list of values (sizes for `bytes`, integers otherwise), or { from, to } (powers of two)",
+                )
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<SweepRaw, A::Error> {
+                Vec::<Spanned<toml::Value>>::deserialize(
+                    serde::de::value::SeqAccessDeserializer::new(a),
+                )
+                .map(SweepRaw::List)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<SweepRaw, A::Error> {
+                PowersRaw::deserialize(serde::de::value::MapAccessDeserializer::new(a))
+                    .map(SweepRaw::Powers)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -49,50 +108,10 @@ struct Meta {
     not_implemented: Vec<String>,
 }
 
-/// Values of a swept parameter: a list, or powers of two from `from` to `to`.
-enum Sweep {
-    List(Vec<Size>),
-    Powers { from: Size, to: Size },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Powers {
-    from: Size,
-    to: Size,
-}
-
-// By hand rather than `untagged`, so that a bad value inside is reported as itself (with
-// its place) instead of "did not match any variant".
-impl<'de> Deserialize<'de> for Sweep {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Sweep;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of sizes, or { from = SIZE, to = SIZE } (powers of two)")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Sweep, A::Error> {
-                Vec::<Size>::deserialize(serde::de::value::SeqAccessDeserializer::new(a))
-                    .map(Sweep::List)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Sweep, A::Error> {
-                Powers::deserialize(serde::de::value::MapAccessDeserializer::new(a)).map(|p| {
-                    Sweep::Powers {
-                        from: p.from,
-                        to: p.to,
-                    }
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
 #[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct Config {
-    name: String,
+    name: Spanned<String>,
     /// A built-in scenario name or a file.
     scenario: String,
     /// Scenario keys to override, as `--set` takes them (`"host.lender.iommu" = true`).
@@ -106,13 +125,20 @@ struct Config {
 #[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct Metric {
-    name: String,
-    probe: String,
+    name: Spanned<String>,
+    probe: Spanned<String>,
+    /// Which of the probe's fields this metric reports (the only one when omitted).
+    field: Option<Spanned<String>>,
     #[serde(default)]
-    args: BTreeMap<String, String>,
+    args: BTreeMap<String, Spanned<String>>,
     /// Measured once per config (it does not depend on the sweep).
     #[serde(default)]
     once: bool,
+    /// Other hardware than the config's for this metric: a scenario in place of the
+    /// config's (whose `set` then does not apply), and overrides after the config's.
+    scenario: Option<String>,
+    #[serde(default)]
+    set: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -137,6 +163,8 @@ struct Published {
 pub struct Experiment {
     pub info: ExperimentInfo,
     pub references: Vec<Reference>,
+    /// Swept parameters in name order, each with its values; the points are their
+    /// product (the first name varies slowest).
     sweep: Vec<(String, Vec<u64>)>,
     configs: Vec<ConfigSpec>,
     metrics: Vec<MetricSpec>,
@@ -153,35 +181,30 @@ struct ConfigSpec {
 #[derive(Clone, Debug)]
 struct MetricSpec {
     name: String,
-    probe: Probe,
+    probe: &'static Probe,
+    field: String,
     args: BTreeMap<String, String>,
     once: bool,
+    scenario: Option<String>,
+    set: Vec<(String, toml::Value)>,
 }
 
-/// The measurements a metric can name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Probe {
-    CpuStoreOneway,
-    CpuStoreNtbSpan,
-    NtbCopy,
-    GpuCopy,
-    P2pCopy,
-    PingPong,
-    PathHops,
-    PathRoots,
-}
+/// One sweep point: a value per swept parameter.
+type SweepPoint = Vec<(String, u64)>;
 
-impl Probe {
-    const ALL: [(&'static str, Probe); 8] = [
-        ("cpu_store_oneway", Probe::CpuStoreOneway),
-        ("cpu_store_ntb_span", Probe::CpuStoreNtbSpan),
-        ("ntb_copy", Probe::NtbCopy),
-        ("gpu_copy", Probe::GpuCopy),
-        ("p2p_copy", Probe::P2pCopy),
-        ("pingpong", Probe::PingPong),
-        ("path_hops", Probe::PathHops),
-        ("path_roots", Probe::PathRoots),
-    ];
+/// What identifies one probe run within a config: the probe, the metric's hardware, the
+/// resolved arguments and the sweep point (none for `once` metrics).
+type RunKey = (
+    &'static str,
+    String,
+    Vec<(String, String)>,
+    Option<SweepPoint>,
+);
+
+/// One probe run: its fields and the hardware counters it left.
+struct Outcome {
+    fields: Fields,
+    counters: Option<Value>,
 }
 
 /// The report types borrow `'static` text: an experiment file is read once per process.
@@ -199,27 +222,96 @@ fn powers(from: u64, to: u64) -> Vec<u64> {
     v
 }
 
+/// `file:line:col` of a span of `src`.
+fn place(src: &Source, span: std::ops::Range<usize>) -> String {
+    let start = span.start.min(src.text.len());
+    let before = src.text.get(..start).unwrap_or("");
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("{}:{line}:{col}", src.name)
+}
+
+/// The `{name}` placeholders of an argument, in order.
+fn placeholders(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('{') {
+        let after = &rest[i + 1..];
+        match after.find('}') {
+            Some(j) => {
+                out.push(&after[..j]);
+                rest = &after[j + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// The values of one swept parameter (`sweep.NAME`): a list, or powers of two
+/// `{ from, to }`. `bytes` and `*_bytes` take sizes (`"4 KiB"`, integers of bytes); any
+/// other name plain non-negative integers. Errors are located at the value, with its key.
+fn sweep_values(src: &Source, name: &str, raw: &Spanned<SweepRaw>) -> Result<Vec<u64>, RunError> {
+    let sizes = is_size_param(name);
+    let one = |x: &Spanned<toml::Value>, key: String| -> Result<u64, RunError> {
+        let r = match x.get_ref() {
+            toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+            toml::Value::Integer(i) => Err(format!("{i} is negative")),
+            toml::Value::String(s) if sizes => fabric::units::parse_size(s),
+            toml::Value::String(s) => Err(format!(
+                "\"{s}\" is not a plain integer (sizes are for `bytes` and `*_bytes`)"
+            )),
+            other => Err(format!(
+                "{other} is not {}",
+                if sizes { "a size" } else { "a plain integer" }
+            )),
+        };
+        r.map_err(|m| RunError(format!("{}: {m} (key `{key}`)", place(src, x.span()))))
+    };
+    match raw.get_ref() {
+        SweepRaw::List(list) if list.is_empty() => Err(RunError(format!(
+            "{}: sweep `{name}` has no values (key `sweep.{name}`)",
+            place(src, raw.span())
+        ))),
+        SweepRaw::List(list) => list
+            .iter()
+            .enumerate()
+            .map(|(i, x)| one(x, format!("sweep.{name}[{i}]")))
+            .collect(),
+        SweepRaw::Powers(p) => Ok(powers(
+            one(&p.from, format!("sweep.{name}.from"))?,
+            one(&p.to, format!("sweep.{name}.to"))?,
+        )),
+    }
+}
+
 impl Experiment {
-    /// Parses an experiment file; errors name the file and what is wrong.
+    /// Parses an experiment file with the built-in probes; errors name the file, the
+    /// line and what is wrong.
     pub fn parse(src: &Source) -> Result<Experiment, RunError> {
+        Experiment::parse_with(src, PROBES)
+    }
+
+    /// Parses an experiment file whose metrics name probes of `registry`.
+    pub fn parse_with(src: &Source, registry: &'static [Probe]) -> Result<Experiment, RunError> {
         let f: File = toml::from_str(&src.text).map_err(|e| {
             let message = e.message().trim();
             let (at, key) = match e.span() {
                 Some(s) => {
                     let start = s.start.min(src.text.len());
-                    let before = src.text.get(..start).unwrap_or("");
-                    let line = before.matches('\n').count() + 1;
-                    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
                     let key = fabric::keypath::key_of_error(&src.text, start, message)
                         .map(|k| format!(" (key `{k}`)"))
                         .unwrap_or_default();
-                    (format!(":{line}:{col}"), key)
+                    (place(src, s)[src.name.len()..].to_string(), key)
                 }
                 None => (String::new(), String::new()),
             };
             RunError(format!("{}{at}: {message}{key}", src.name))
         })?;
         let bad = |m: String| RunError(format!("{}: {m}", src.name));
+        let at = |span: std::ops::Range<usize>, m: String| {
+            RunError(format!("{}: {m}", place(src, span)))
+        };
         let id = leak(f.experiment.id);
         let info = ExperimentInfo {
             id,
@@ -230,55 +322,125 @@ impl Experiment {
             window: leak(f.experiment.window),
             configs_not_implemented: f.experiment.not_implemented.into_iter().map(leak).collect(),
         };
-        let sweep = f
-            .sweep
-            .into_iter()
-            .map(|(k, s)| {
-                let v = match s {
-                    Sweep::List(l) => l.into_iter().map(|x| x.0).collect(),
-                    Sweep::Powers { from, to } => powers(from.0, to.0),
-                };
-                (k, v)
-            })
-            .collect::<Vec<_>>();
-        if sweep.len() > 1 {
-            return Err(bad("one swept parameter at most".into()));
+        let mut sweep = Vec::new();
+        for (k, v) in f.sweep {
+            let values = sweep_values(src, &k, &v)?;
+            sweep.push((k, values));
         }
-        let metrics = f
-            .metric
-            .into_iter()
-            .map(|m| {
-                let probe = Probe::ALL
-                    .iter()
-                    .find(|(n, _)| *n == m.probe)
-                    .map(|x| x.1)
-                    .ok_or_else(|| {
-                        let known: Vec<&str> = Probe::ALL.iter().map(|x| x.0).collect();
-                        bad(format!(
-                            "metric `{}`: unknown probe `{}` (known: {})",
-                            m.name,
-                            m.probe,
-                            known.join(", ")
-                        ))
-                    })?;
-                Ok(MetricSpec {
-                    name: m.name,
-                    probe,
-                    args: m.args,
-                    once: m.once,
-                })
-            })
-            .collect::<Result<Vec<_>, RunError>>()?;
+        let swept: Vec<&str> = sweep.iter().map(|(k, _)| k.as_str()).collect();
         let configs: Vec<ConfigSpec> = f
             .config
             .into_iter()
-            .map(|c| ConfigSpec {
-                name: c.name,
-                scenario: c.scenario,
-                set: c.set.into_iter().collect(),
-                vars: c.vars,
+            .map(|c| {
+                if let Some(v) = c.vars.keys().find(|v| swept.contains(&v.as_str())) {
+                    return Err(at(
+                        c.name.span(),
+                        format!(
+                            "config `{}`: var `{v}` is also a swept parameter: `{{{v}}}` would mean either",
+                            c.name.get_ref()
+                        ),
+                    ));
+                }
+                Ok(ConfigSpec {
+                    name: c.name.into_inner(),
+                    scenario: c.scenario,
+                    set: c.set.into_iter().collect(),
+                    vars: c.vars,
+                })
             })
-            .collect();
+            .collect::<Result<_, RunError>>()?;
+        let mut metrics: Vec<MetricSpec> = Vec::new();
+        for m in f.metric {
+            let name = m.name.get_ref().clone();
+            if metrics.iter().any(|x| x.name == name) {
+                return Err(at(
+                    m.name.span(),
+                    format!("metric `{name}` is defined twice"),
+                ));
+            }
+            let probe = Probe::find(registry, m.probe.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = registry.iter().map(|p| p.name).collect();
+                at(
+                    m.probe.span(),
+                    format!(
+                        "metric `{name}`: unknown probe `{}` (known: {})",
+                        m.probe.get_ref(),
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            let field = match (&m.field, probe.fields) {
+                (Some(fld), fields) if fields.contains(&fld.get_ref().as_str()) => {
+                    fld.get_ref().clone()
+                }
+                (Some(fld), fields) => {
+                    return Err(at(
+                        fld.span(),
+                        format!(
+                            "metric `{name}`: probe `{}` has no field `{}` (its fields: {})",
+                            probe.name,
+                            fld.get_ref(),
+                            fields.join(", ")
+                        ),
+                    ))
+                }
+                (None, [only]) => only.to_string(),
+                (None, fields) => {
+                    return Err(at(
+                        m.name.span(),
+                        format!(
+                            "metric `{name}`: probe `{}` gives several fields ({}): name one with `field = \"…\"`",
+                            probe.name,
+                            fields.join(", ")
+                        ),
+                    ))
+                }
+            };
+            for (k, v) in &m.args {
+                for p in placeholders(v.get_ref()) {
+                    if swept.contains(&p) {
+                        if m.once {
+                            return Err(at(
+                                v.span(),
+                                format!(
+                                    "metric `{name}`, argument `{k}`: a `once` metric is measured once per config and cannot use the swept `{{{p}}}`"
+                                ),
+                            ));
+                        }
+                        continue;
+                    }
+                    if let Some(c) = configs.iter().find(|c| !c.vars.contains_key(p)) {
+                        let swept_text = if swept.is_empty() {
+                            "nothing is swept".to_string()
+                        } else {
+                            format!("swept: {}", swept.join(", "))
+                        };
+                        let vars: Vec<&str> = c.vars.keys().map(String::as_str).collect();
+                        return Err(at(
+                            v.span(),
+                            format!(
+                                "metric `{name}`, argument `{k}`: `{{{p}}}` is neither a swept parameter ({swept_text}) nor a var of config `{}` (its vars: {})",
+                                c.name,
+                                if vars.is_empty() { "none".to_string() } else { vars.join(", ") }
+                            ),
+                        ));
+                    }
+                }
+            }
+            metrics.push(MetricSpec {
+                name,
+                probe,
+                field,
+                args: m
+                    .args
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_inner()))
+                    .collect(),
+                once: m.once,
+                scenario: m.scenario,
+                set: m.set.into_iter().collect(),
+            });
+        }
         let mut references = Vec::new();
         for p in f.published {
             if let Some(c) = &p.config {
@@ -335,40 +497,72 @@ impl Experiment {
         })
     }
 
+    /// Every point of the sweep: the product of the swept parameters' values (the first
+    /// name varies slowest); one empty point when nothing is swept.
+    fn points(&self) -> Vec<SweepPoint> {
+        let mut pts: Vec<SweepPoint> = vec![Vec::new()];
+        for (k, vs) in &self.sweep {
+            pts = pts
+                .into_iter()
+                .flat_map(|p| {
+                    vs.iter().map(move |&v| {
+                        let mut q = p.clone();
+                        q.push((k.clone(), v));
+                        q
+                    })
+                })
+                .collect();
+        }
+        pts
+    }
+
     /// Runs every config, sweep point and metric; `sets` override scenario keys of every
-    /// config (after the config's own).
+    /// config (after the config's own and the metric's). A probe runs once per (config,
+    /// sweep point, probe, resolved arguments, metric hardware): metrics naming the same
+    /// run take their fields from it; a `once` metric's run serves every point.
     pub fn run(&self, sets: &[Override]) -> Result<Vec<Run>, RunError> {
         let mut out = Vec::new();
-        let points: Vec<Option<(String, u64)>> = match self.sweep.first() {
-            Some((k, vs)) => vs.iter().map(|&v| Some((k.clone(), v))).collect(),
-            None => vec![None],
-        };
+        let points = self.points();
         let user: Point = overrides::points(sets)
             .into_iter()
             .next()
             .unwrap_or_default();
         for c in &self.configs {
-            let mut once: BTreeMap<String, Value> = BTreeMap::new();
+            let mut cache: BTreeMap<RunKey, Outcome> = BTreeMap::new();
             for point in &points {
                 let mut metrics = Map::new();
                 let mut counters = Map::new();
                 for m in &self.metrics {
-                    if let Some(v) = once.get(&m.name) {
-                        metrics.insert(m.name.clone(), v.clone());
-                        continue;
+                    let args = resolve_args(c, m, point);
+                    let key: RunKey = (
+                        m.probe.name,
+                        format!("{:?} {:?}", m.scenario, m.set),
+                        args.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        (!m.once).then(|| point.clone()),
+                    );
+                    if !cache.contains_key(&key) {
+                        let outcome = self.measure(c, m, &args, point, &user)?;
+                        cache.insert(key.clone(), outcome);
                     }
-                    let bytes = point.as_ref().map(|p| p.1);
-                    let (value, counted) = self.measure(c, m, bytes, &user)?;
-                    if m.once {
-                        once.insert(m.name.clone(), value.clone());
-                    }
+                    let outcome = &cache[&key];
+                    let value = outcome.fields.get(&m.field).cloned().ok_or_else(|| {
+                        RunError(format!(
+                            "{}, config `{}`: metric `{}`: probe `{}` gave no field `{}` (it gave: {})",
+                            self.info.id,
+                            c.name,
+                            m.name,
+                            m.probe.name,
+                            m.field,
+                            outcome.fields.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ))
+                    })?;
                     metrics.insert(m.name.clone(), value);
-                    if let Some(cn) = counted {
-                        counters.insert(m.name.clone(), cn);
+                    if let Some(cn) = &outcome.counters {
+                        counters.insert(m.name.clone(), cn.clone());
                     }
                 }
                 let mut params = Map::new();
-                if let Some((k, v)) = point {
+                for (k, v) in point {
                     params.insert(k.clone(), json!(v));
                 }
                 params.extend(overrides::params_of(&user));
@@ -384,117 +578,65 @@ impl Experiment {
         Ok(out)
     }
 
-    /// One probe on a fresh copy of the config's hardware.
+    /// One probe run on a fresh copy of the metric's hardware.
     fn measure(
         &self,
         c: &ConfigSpec,
         m: &MetricSpec,
-        bytes: Option<u64>,
+        args: &BTreeMap<String, String>,
+        point: &[(String, u64)],
         user: &Point,
-    ) -> Result<(Value, Option<Value>), RunError> {
-        let mut point: Point = c
-            .set
+    ) -> Result<Outcome, RunError> {
+        let what = format!(
+            "{}, config `{}`: metric `{}` (probe `{}`)",
+            self.info.id, c.name, m.name, m.probe.name
+        );
+        let (scenario, config_set) = match &m.scenario {
+            Some(s) => (s, &[][..]),
+            None => (&c.scenario, &c.set[..]),
+        };
+        let mut hw: Point = config_set
             .iter()
+            .chain(&m.set)
             .map(|(k, v)| (k.clone(), toml_to_edit(v)))
             .collect();
-        point.extend(user.iter().cloned());
-        let src = crate::run::source(&c.scenario)?;
-        let (scenario, src) = overrides::load(&src, &point).map_err(RunError)?;
+        hw.extend(user.iter().cloned());
+        let src = crate::run::source(scenario)?;
+        let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
         let mut tf = harness::timed(scenario, &src.name)?;
-        let arg = |k: &str| -> Result<String, RunError> {
-            let raw = m.args.get(k).ok_or_else(|| {
-                RunError(format!(
-                    "{}: metric `{}` (probe {:?}) needs argument `{k}`",
-                    self.info.id, m.name, m.probe
-                ))
-            })?;
+        let mut cx = ProbeCx::new(&mut tf, args, point, what.clone());
+        let fields = (m.probe.run)(&mut cx).map_err(|e| {
+            if e.0.starts_with(&what) {
+                e
+            } else {
+                RunError(format!("{what}: {}", e.0))
+            }
+        })?;
+        let counters = cx.take_counters();
+        Ok(Outcome { fields, counters })
+    }
+}
+
+/// A metric's arguments with the config's vars and the point's swept values substituted
+/// for `{name}` (the file was checked: every placeholder is one or the other).
+fn resolve_args(
+    c: &ConfigSpec,
+    m: &MetricSpec,
+    point: &[(String, u64)],
+) -> BTreeMap<String, String> {
+    m.args
+        .iter()
+        .map(|(k, raw)| {
             let mut s = raw.clone();
             for (var, val) in &c.vars {
                 s = s.replace(&format!("{{{var}}}"), val);
             }
-            Ok(s)
-        };
-        let need_bytes = || {
-            bytes.ok_or_else(|| {
-                RunError(format!(
-                    "{}: metric `{}` needs a swept `bytes`",
-                    self.info.id, m.name
-                ))
-            })
-        };
-        let via_ram = |s: String| match s.as_str() {
-            "ram" => Ok(true),
-            "p2p" => Ok(false),
-            other => Err(RunError(format!("via = `{other}`: use \"p2p\" or \"ram\""))),
-        };
-        let write = |s: String| match s.as_str() {
-            "write" => Ok(true),
-            "read" => Ok(false),
-            other => Err(RunError(format!(
-                "op = `{other}`: use \"write\" or \"read\""
-            ))),
-        };
-        Ok(match m.probe {
-            Probe::CpuStoreOneway => {
-                let t = smartio::cpu_store_oneway(&mut tf, &arg("from")?, &arg("to")?)?;
-                (json!(t.as_ns_f64()), None)
+            for (var, val) in point {
+                s = s.replace(&format!("{{{var}}}"), &val.to_string());
             }
-            Probe::CpuStoreNtbSpan => {
-                let t = smartio::cpu_store_ntb_span(&mut tf, &arg("from")?, &arg("to")?)?;
-                (json!(t.as_ns_f64()), None)
-            }
-            Probe::NtbCopy => {
-                let b = need_bytes()?;
-                let t = smartio::ntb_copy(
-                    &mut tf,
-                    &arg("engine")?,
-                    &arg("local")?,
-                    &arg("remote")?,
-                    b,
-                    write(arg("op")?)?,
-                )?;
-                (
-                    json!(harness::gbps(b, t)),
-                    Some(harness::counters_json(&tf, b)),
-                )
-            }
-            Probe::GpuCopy => {
-                let b = need_bytes()?;
-                let t = smartio::gpu_copy_probe(
-                    &mut tf,
-                    &arg("gpu")?,
-                    &arg("user")?,
-                    b,
-                    write(arg("op")?)?,
-                )?;
-                (
-                    json!(harness::gbps(b, t)),
-                    Some(harness::counters_json(&tf, b)),
-                )
-            }
-            Probe::P2pCopy => {
-                let b = need_bytes()?;
-                let t =
-                    smartio::p2p_copy(&mut tf, &arg("a")?, &arg("b")?, via_ram(arg("via")?)?, b)?;
-                (json!(harness::gbps(b, t)), None)
-            }
-            Probe::PingPong => {
-                let t =
-                    smartio::gpu_pingpong(&mut tf, &arg("a")?, &arg("b")?, via_ram(arg("via")?)?)?;
-                (json!(t.as_ns_f64()), None)
-            }
-            Probe::PathHops | Probe::PathRoots => {
-                let (hops, roots) =
-                    smartio::path_shape(&mut tf, &arg("a")?, &arg("b")?, via_ram(arg("via")?)?)?;
-                let v = if m.probe == Probe::PathHops {
-                    hops
-                } else {
-                    roots
-                };
-                (json!(v), None)
-            }
+            (k.clone(), s)
         })
-    }
+        .collect()
 }
 
 fn toml_to_edit(v: &toml::Value) -> toml_edit::Value {
@@ -518,4 +660,245 @@ pub fn is_experiment(src: &Source) -> bool {
     src.text
         .lines()
         .any(|l| l.trim_start().starts_with("[experiment]"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::Experiment;
+    use crate::harness::RunError;
+    use crate::probes::{Fields, Probe, ProbeCx};
+
+    thread_local! {
+        /// Runs of the `pair` probe on this test's thread.
+        static CALLS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Two fields from one run: the swept `clients` (if any) and the argument `tag`.
+    fn pair(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+        CALLS.with(|c| c.set(c.get() + 1));
+        Ok(BTreeMap::from([
+            ("a".to_string(), json!(cx.swept("clients"))),
+            ("b".to_string(), json!(cx.arg("tag")?)),
+        ]))
+    }
+
+    const TEST_PROBES: &[Probe] = &[Probe {
+        name: "pair",
+        fields: &["a", "b"],
+        run: pair,
+    }];
+
+    fn parse(text: &str) -> Result<Experiment, RunError> {
+        let src = fabric::scenario::Source {
+            name: "x.toml".into(),
+            text: text.into(),
+        };
+        Experiment::parse_with(&src, TEST_PROBES)
+    }
+
+    const HEAD: &str = r#"[experiment]
+id = "test.x"
+description = "d"
+window = "w"
+plot = []
+
+[[config]]
+name = "default"
+scenario = "smartio_pxh830_b2b"
+vars = { who = "a" }
+"#;
+
+    fn file(sweep: &str, metrics: &str) -> String {
+        format!("{HEAD}\n{sweep}\n{metrics}")
+    }
+
+    const TWO: &str = r#"
+[[metric]]
+name = "clients_seen"
+probe = "pair"
+field = "a"
+args = { tag = "{who}-{clients}" }
+
+[[metric]]
+name = "tag"
+probe = "pair"
+field = "b"
+args = { tag = "{who}-{clients}" }
+"#;
+
+    #[test]
+    fn a_two_metric_probe_runs_once_per_point_and_integer_sweeps_are_numbers() {
+        let e = parse(&file("[sweep]\nclients = [1, 8, 31]", TWO)).unwrap();
+        CALLS.with(|c| c.set(0));
+        let runs = e.run(&[]).unwrap();
+        assert_eq!(
+            CALLS.with(Cell::get),
+            3,
+            "one run per point, two metrics each"
+        );
+        assert_eq!(runs.len(), 3);
+        for (r, n) in runs.iter().zip([1, 8, 31]) {
+            assert_eq!(r.params.get("clients"), Some(&json!(n)));
+            assert_eq!(r.metrics["clients_seen"], json!(n));
+            assert_eq!(r.metrics["tag"], json!(format!("a-{n}")));
+        }
+        let j = crate::report::results_json(&runs, &[]);
+        assert_eq!(j["results"][2]["params"], json!({ "clients": 31 }));
+        assert!(j["results"][2]["params"]["clients"].is_u64());
+    }
+
+    #[test]
+    fn once_metrics_and_sweep_products() {
+        let once = r#"
+[[metric]]
+name = "fixed"
+probe = "pair"
+field = "b"
+args = { tag = "{who}" }
+once = true
+"#;
+        let e = parse(&file(
+            "[sweep]\nclients = [1, 2]\nhosts = [2, 16, 59]",
+            once,
+        ))
+        .unwrap();
+        CALLS.with(|c| c.set(0));
+        let runs = e.run(&[]).unwrap();
+        assert_eq!(runs.len(), 6, "the product of the two sweeps");
+        assert_eq!(
+            CALLS.with(Cell::get),
+            1,
+            "a `once` metric runs once per config"
+        );
+        assert_eq!(
+            runs[1].params,
+            json!({ "clients": 1, "hosts": 16 })
+                .as_object()
+                .cloned()
+                .unwrap()
+        );
+        assert!(runs.iter().all(|r| r.metrics["fixed"] == json!("a")));
+    }
+
+    #[test]
+    fn sizes_still_sweep_bytes() {
+        let e = parse(&file(
+            "[sweep]\nbytes = [\"4 KiB\", 8192]",
+            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"b\"\nargs = { tag = \"{bytes}\" }\n",
+        ))
+        .unwrap();
+        let runs = e.run(&[]).unwrap();
+        assert_eq!(runs[0].params["bytes"], json!(4096));
+        assert_eq!(runs[1].metrics["m"], json!("8192"));
+    }
+
+    fn err(text: &str) -> String {
+        match parse(text) {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => e.0,
+        }
+    }
+
+    /// The line of the first line of `text` containing `needle`.
+    fn line_of(text: &str, needle: &str) -> usize {
+        text.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    #[test]
+    fn errors_are_located_and_clear() {
+        // A field the probe does not give.
+        let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"b\"", "field = \"c\"");
+        let e = err(&t);
+        let at = format!("x.toml:{}:", line_of(&t, "field = \"c\""));
+        assert!(e.starts_with(&at), "{e}");
+        assert!(
+            e.ends_with("metric `tag`: probe `pair` has no field `c` (its fields: a, b)"),
+            "{e}"
+        );
+        // No field named for a probe of several.
+        let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"a\"\n", "");
+        let e = err(&t);
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&t, "clients_seen"))),
+            "{e}"
+        );
+        assert!(
+            e.contains("probe `pair` gives several fields (a, b): name one with `field"),
+            "{e}"
+        );
+        // An argument naming a variable nothing defines.
+        let t = file("[sweep]\nclients = [1]", TWO).replace(
+            "{who}-{clients}\" }\n\n[[metric]]",
+            "{hosts}\" }\n\n[[metric]]",
+        );
+        let e = err(&t);
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&t, "{hosts}"))),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("metric `clients_seen`, argument `tag`: `{hosts}` is neither a swept parameter (swept: clients) nor a var of config `default` (its vars: who)"),
+            "{e}"
+        );
+        // The swept `{clients}` without a sweep.
+        let e = err(&file("", TWO));
+        assert!(
+            e.contains("`{clients}` is neither a swept parameter (nothing is swept)"),
+            "{e}"
+        );
+        // A size where integers are swept; a negative integer.
+        let t = file("[sweep]\nclients = [1, \"4 KiB\"]", TWO);
+        let e = err(&t);
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&t, "clients ="))),
+            "{e}"
+        );
+        assert!(e.ends_with("\"4 KiB\" is not a plain integer (sizes are for `bytes` and `*_bytes`) (key `sweep.clients[1]`)"), "{e}");
+        assert!(err(&file("[sweep]\nhosts = [-2]", TWO))
+            .ends_with("-2 is negative (key `sweep.hosts[0]`)"));
+        // An unknown probe, located and listing the known ones.
+        let t = file("[sweep]\nclients = [1]", TWO).replacen(
+            "probe = \"pair\"",
+            "probe = \"nvme_sharing\"",
+            1,
+        );
+        let e = err(&t);
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&t, "nvme_sharing"))),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("unknown probe `nvme_sharing` (known: pair)"),
+            "{e}"
+        );
+        // A var that is also swept; a swept parameter in a `once` metric.
+        let e = err(&file("[sweep]\nwho = [1]", TWO));
+        assert!(e.contains("var `who` is also a swept parameter"), "{e}");
+        let t = file("[sweep]\nclients = [1]", TWO).replacen(
+            "field = \"a\"",
+            "field = \"a\"\nonce = true",
+            1,
+        );
+        assert!(err(&t).contains(
+            "a `once` metric is measured once per config and cannot use the swept `{clients}`"
+        ));
+    }
+
+    #[test]
+    fn probe_errors_name_the_experiment_config_metric_and_probe() {
+        let t = file("[sweep]\nclients = [1]", TWO).replace(
+            "args = { tag = \"{who}-{clients}\" }",
+            "args = { other = \"{clients}\" }",
+        );
+        let e = parse(&t).unwrap().run(&[]).unwrap_err().0;
+        assert_eq!(
+            e,
+            "test.x, config `default`: metric `clients_seen` (probe `pair`): needs argument `tag` (given: other)"
+        );
+    }
 }

@@ -6,6 +6,7 @@ pub mod experiment;
 pub mod harness;
 pub mod path_query;
 pub mod plot;
+pub mod probes;
 pub mod report;
 pub mod result;
 pub mod run;

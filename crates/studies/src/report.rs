@@ -38,8 +38,11 @@ pub struct Comparison {
     pub params: String,
     /// The metric name; an entry of an object-valued metric is "metric.key".
     pub metric: String,
-    /// NaN when the run has no numeric value for it (printed "n/a").
+    /// NaN when the run has no numeric value for it (printed "n/a", or `text`).
     pub simulated: f64,
+    /// A string or boolean metric's value as written ("true", an error message); `None`
+    /// for numbers.
+    pub text: Option<String>,
     /// The published (low, high); low == high for a point value.
     pub published: Option<(f64, f64)>,
     /// Signed relative error against `published` (0 inside a range); `None` when there is
@@ -64,6 +67,7 @@ impl Comparison {
             params: render_params(&run.params),
             metric,
             simulated,
+            text: None,
             published: reference.map(|r| (r.value, r.value_high)),
             error,
             source: reference.map(|r| r.source),
@@ -100,6 +104,15 @@ impl Comparison {
     /// published value.
     pub fn basis_text(&self) -> String {
         self.basis.map(Basis::label).unwrap_or_default()
+    }
+
+    /// The simulated column: a number with [`format_number`] ("n/a" for none), or a
+    /// string or boolean metric as written.
+    pub fn simulated_text(&self) -> String {
+        match &self.text {
+            Some(t) => t.clone(),
+            None => format_number(self.simulated),
+        }
     }
 
     /// The published column: a point, a range "550–580", or "—" when nothing is published
@@ -217,8 +230,9 @@ pub fn comparison_rows(runs: &[Run], refs: &[Reference]) -> Vec<Comparison> {
 /// references that apply to it, or once with no published value ("predicted").
 ///
 /// A null metric is kept as NaN ("n/a": JSON cannot carry NaN, so a NaN metric arrives as
-/// null); an object of numbers (e.g. per-link bandwidth) gives one row per entry,
-/// "metric.key"; lists, strings and booleans are left to the JSON output.
+/// null); a string or boolean metric is one row with its value as written (`text`); an
+/// object of numbers (e.g. per-link bandwidth) gives one row per entry, "metric.key";
+/// lists are left to the JSON output.
 pub fn metric_rows(runs: &[Run], refs: &[Reference]) -> Vec<Comparison> {
     runs.iter()
         .flat_map(|run| run_metric_rows(run, refs))
@@ -243,8 +257,34 @@ fn run_metric_rows(run: &Run, refs: &[Reference]) -> Vec<Comparison> {
                     rows.push(Comparison::new(run, name.clone(), v, Some(r)));
                 }
             }
+            Value::String(_) | Value::Bool(_) => {
+                let text = match value {
+                    Value::String(t) => t.clone(),
+                    other => other.to_string(),
+                };
+                let with_text = |mut c: Comparison| {
+                    c.text = Some(text.clone());
+                    c
+                };
+                if applying.is_empty() {
+                    rows.push(with_text(Comparison::new(
+                        run,
+                        name.clone(),
+                        f64::NAN,
+                        None,
+                    )));
+                }
+                for r in &applying {
+                    rows.push(with_text(Comparison::new(
+                        run,
+                        name.clone(),
+                        f64::NAN,
+                        Some(r),
+                    )));
+                }
+            }
             _ => {
-                // A published value for a non-numeric metric still shows, as "n/a".
+                // A published value for a list or object metric still shows, as "n/a".
                 for r in &applying {
                     rows.push(Comparison::new(run, name.clone(), f64::NAN, Some(r)));
                 }
@@ -305,16 +345,32 @@ pub fn summary_line(comparisons: &[Comparison]) -> String {
     line.push_str(&worst_text(&predictions));
     // Root and hop counts come straight from the fabric's structure: say how many of the
     // predictions they are, so that they do not pass for timing results.
+    // Table sizes found by filling a table until it refuses (smartio.limits) are not
+    // timing either.
     let counts = predictions
         .iter()
         .filter(|c| matches!(c.metric.as_str(), "hops" | "roots"))
         .count();
-    if counts > 0 {
-        let _ = write!(
-            line,
-            "; {counts} of the predictions are path counts (hops, roots), {} timing",
-            predictions.len() - counts
-        );
+    let tables = predictions
+        .iter()
+        .filter(|c| matches!(c.metric.as_str(), "max_borrowed" | "max_windows"))
+        .count();
+    let timing = predictions.len() - counts - tables;
+    match (counts, tables) {
+        (0, 0) => {}
+        (_, 0) => {
+            let _ = write!(
+                line,
+                "; {counts} of the predictions are path counts (hops, roots), {timing} timing"
+            );
+        }
+        _ => {
+            let _ = write!(
+                line,
+                "; of the predictions {counts} are path counts (hops, roots), {tables} table \
+                 sizes (max_borrowed, max_windows), {timing} timing"
+            );
+        }
     }
     if missing > 0 {
         let _ = write!(line, "; {missing} without a simulated value");
@@ -399,7 +455,7 @@ pub fn table_with(
                         row.config.clone(),
                         row.params.clone(),
                         row.metric.clone(),
-                        format_number(row.simulated),
+                        row.simulated_text(),
                         row.published_text(),
                         row.error_text(),
                         row.basis_text(),
@@ -800,7 +856,7 @@ impl<'a> ReportDoc<'a> {
                     r.config.clone(),
                     r.params.clone(),
                     r.metric.clone(),
-                    format_number(r.simulated),
+                    r.simulated_text(),
                     r.published_text(),
                     r.error_text(),
                     r.basis_text(),
@@ -916,7 +972,7 @@ impl<'a> ReportDoc<'a> {
                     html_escape(&r.config),
                     html_escape(&r.params),
                     html_escape(&r.metric),
-                    html_escape(&format_number(r.simulated)),
+                    html_escape(&r.simulated_text()),
                     html_escape(&r.published_text()),
                     html_escape(&r.error_text()),
                     html_escape(&r.basis_text()),

@@ -5,6 +5,8 @@
 //! copies, a counter ping-pong and the shape of a data path. Each takes hardware and
 //! endpoint names; the numbers come from the fabric's routes and the timing layer.
 
+pub mod limits;
+
 use devices::{Counters, Gpu, Op};
 use fabric::Requester;
 use sim::timed::ns;
