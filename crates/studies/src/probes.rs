@@ -201,6 +201,44 @@ pub const PROBES: &[Probe] = &[
         fields: &["ok", "error"],
         run: smartio::limits::lend_dma,
     },
+    Probe {
+        name: "nvme_blk_qd1",
+        fields: &[
+            "median_us",
+            "p99_us",
+            "control_msgs_per_io",
+            "bytes_verified",
+        ],
+        run: smartio::nvme::nvme_blk_qd1,
+    },
+    Probe {
+        name: "nvme_sq_qd1",
+        fields: &[
+            "median_us",
+            "p99_us",
+            "read_hops",
+            "read_roots",
+            "control_msgs_per_io",
+        ],
+        run: smartio::nvme::nvme_sq_qd1,
+    },
+    Probe {
+        name: "nvme_sharing",
+        fields: &[
+            "clients_ok",
+            "total_kiops",
+            "min_client_kiops",
+            "jain_fairness",
+            "error",
+            "control_msgs_in_window",
+        ],
+        run: smartio::nvme::nvme_sharing,
+    },
+    Probe {
+        name: "gpu_copy_mdev",
+        fields: &["gbps"],
+        run: smartio::nvme::gpu_copy_mdev,
+    },
 ];
 
 fn cpu_store_oneway(cx: &mut ProbeCx) -> Result<Fields, RunError> {
@@ -224,6 +262,19 @@ fn ntb_copy(cx: &mut ProbeCx) -> Result<Fields, RunError> {
 }
 
 fn gpu_copy(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+    // `through = "mdev"`: the GPU is passed to a VM on the user's host (MDEV).
+    if cx.args.get("through").map(String::as_str) == Some("mdev") {
+        let mut args = cx.args.clone();
+        args.insert("vm_host".into(), cx.arg("user")?);
+        let what = cx.what().to_string();
+        let point = cx.point.to_vec();
+        let mut inner = ProbeCx::new(cx.tf, &args, &point, what);
+        let f = smartio::nvme::gpu_copy_mdev(&mut inner)?;
+        if let Some(c) = inner.take_counters() {
+            cx.set_counters(c);
+        }
+        return Ok(f);
+    }
     let b = cx.bytes()?;
     let write = cx.choice("op", "write", "read")?;
     let (gpu, user) = (cx.arg("gpu")?, cx.arg("user")?);

@@ -349,7 +349,10 @@ pub fn summary_line(comparisons: &[Comparison]) -> String {
     // timing either.
     let counts = predictions
         .iter()
-        .filter(|c| matches!(c.metric.as_str(), "hops" | "roots"))
+        .filter(|c| {
+            let m = c.metric.as_str();
+            m == "hops" || m == "roots" || m.ends_with("_hops") || m.ends_with("_roots")
+        })
         .count();
     let tables = predictions
         .iter()

@@ -6,6 +6,7 @@
 //! endpoint names; the numbers come from the fabric's routes and the timing layer.
 
 pub mod limits;
+pub mod nvme;
 
 use devices::{Counters, Gpu, Op};
 use fabric::Requester;
