@@ -14,6 +14,7 @@ pub mod alloc;
 pub mod dma;
 pub mod error;
 pub mod iommu;
+pub mod multicast;
 pub mod ntb;
 pub mod placement;
 pub mod remote;
@@ -22,6 +23,7 @@ pub use dma::{
     Coherent, DmaAddr, DmaDirection, DmaMapping, Hosts, MappingId, NumaNode, PhysAddr, SgMapping,
 };
 pub use error::HostError;
+pub use multicast::McHandle;
 pub use iommu::{IommuDriver, IommuPolicy, DEFAULT_IOVA_RANGE};
 pub use ntb::NtbDriver;
 pub use placement::{Cpu, Placement};

@@ -47,12 +47,13 @@ pub mod lending;
 pub mod nvme_bench;
 pub mod nvme_dist;
 pub mod mdev;
+pub mod multicast;
 pub mod p2p;
 pub mod pool;
 
 pub use agent::{Agent, ControlKind, ControlStats, PeerEntry};
 pub use api::{
-    AccessHints, CpuMapping, DeviceInfo, MulticastGroup, Near, RegisteredRequester, Segment,
+    AccessHints, CpuMapping, DeviceInfo, MulticastGroup, MulticastMapping, Near, RegisteredRequester, Segment,
     SegmentId, SegmentKind, SegmentMapping,
 };
 pub use lending::{
