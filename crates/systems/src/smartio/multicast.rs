@@ -46,6 +46,11 @@ pub struct MulticastResult {
     pub members: Vec<String>,
     /// The address the controller wrote to (the group's window as the device sees it).
     pub device_addr: u64,
+    /// DMA writes of the controller that found no timed route (0: every data TLP was
+    /// timed along the group's route).
+    pub dma_faults: u64,
+    /// Member copies the fabric wrote (one per member per data TLP).
+    pub copies: u64,
 }
 
 /// One Identify Controller from `device` (`"h00.nvme"`), driven by its own host, whose
@@ -150,10 +155,15 @@ pub fn multicast_identify(
         deliveries += 1;
         identical &= buf == reference;
     }
-    let skipped_copies = tf
+    let (copies, skipped_copies) = tf
         .fabric
         .multicast_group(group.id)
-        .map_or(0, |g| g.skipped);
+        .map_or((0, 0), |g| (g.delivered, g.skipped));
+    let dma_faults = sim
+        .get::<NvmeController>(controller)
+        .expect("the controller")
+        .stats()
+        .dma_faults;
     Ok(MulticastResult {
         hosts,
         deliveries,
@@ -164,5 +174,7 @@ pub fn multicast_identify(
             .map(|&h| tf.fabric.topo.host(h).name.clone())
             .collect(),
         device_addr: mapping.addr,
+        dma_faults,
+        copies,
     })
 }
