@@ -948,7 +948,9 @@ impl Fabric {
                 from: self.topo.hosts[src_host as usize].name.clone(),
                 to: self.topo.hosts[host as usize].name.clone(),
             })?;
-        let way = self.take_way(ntb, dst, 1).expect("a reachable adapter has a way");
+        let way = self
+            .take_way(ntb, dst, 1)
+            .expect("a reachable adapter has a way");
         self.mcast[group as usize]
             .as_mut()
             .expect("checked above")

@@ -54,14 +54,20 @@ pub struct McRoutes {
     /// The route to the sending adapter (what `route` gives).
     pub prefix: crate::path::Path,
     len: usize,
-    pub(crate) routes: Vec<(Result<crate::path::Target, crate::path::Fault>, crate::path::Path)>,
+    pub(crate) routes: Vec<(
+        Result<crate::path::Target, crate::path::Fault>,
+        crate::path::Path,
+    )>,
 }
 
 impl McRoutes {
     /// The members' routes, in member order.
     pub fn members(
         &self,
-    ) -> &[(Result<crate::path::Target, crate::path::Fault>, crate::path::Path)] {
+    ) -> &[(
+        Result<crate::path::Target, crate::path::Fault>,
+        crate::path::Path,
+    )] {
         &self.routes[..self.len]
     }
     pub(crate) fn reset(&mut self, n: usize) {

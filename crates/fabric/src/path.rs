@@ -129,7 +129,10 @@ pub enum Target {
     /// A posted write into a multicast window: it reached the sending adapter, where the
     /// group's members' routes start (`Fabric::route_multicast` gives each). `offset` is
     /// the byte offset in the group.
-    Multicast { group: u32, offset: u64 },
+    Multicast {
+        group: u32,
+        offset: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -73,7 +73,13 @@ fn a_store_lands_in_every_member_and_nowhere_else() {
         access: Access::Write,
     };
     let t = f.route_multicast(&req, &mut r).unwrap();
-    assert_eq!(t, Target::Multicast { group: g, offset: 64 });
+    assert_eq!(
+        t,
+        Target::Multicast {
+            group: g,
+            offset: 64
+        }
+    );
     assert_eq!(r.members().len(), 3);
     for ((res, path), m) in r.members().iter().zip(["h01", "h15", "h42"]) {
         match res {
@@ -91,13 +97,7 @@ fn a_store_lands_in_every_member_and_nowhere_else() {
     // Unicast addresses give their own target and no member.
     let mut r2 = McRoutes::default();
     let t = f
-        .route_multicast(
-            &Request {
-                addr: SEG,
-                ..req
-            },
-            &mut r2,
-        )
+        .route_multicast(&Request { addr: SEG, ..req }, &mut r2)
         .unwrap();
     assert!(matches!(t, Target::Ram { .. }));
     assert!(r2.members().is_empty());

@@ -23,8 +23,8 @@ pub use dma::{
     Coherent, DmaAddr, DmaDirection, DmaMapping, Hosts, MappingId, NumaNode, PhysAddr, SgMapping,
 };
 pub use error::HostError;
-pub use multicast::McHandle;
 pub use iommu::{IommuDriver, IommuPolicy, DEFAULT_IOVA_RANGE};
+pub use multicast::McHandle;
 pub use ntb::NtbDriver;
 pub use placement::{Cpu, Placement};
 pub use remote::{ntb_pair, IovaRange, NtbWindow, RequesterEntry};

@@ -35,7 +35,10 @@ impl Hosts {
             .get(sender as usize)
             .ok_or_else(|| HostError::Invalid(format!("no host {sender}")))?;
         let ntb = *h.ntbs.first().ok_or_else(|| {
-            HostError::Invalid(format!("host `{}` has no NTB adapter to multicast from", h.name))
+            HostError::Invalid(format!(
+                "host `{}` has no NTB adapter to multicast from",
+                h.name
+            ))
         })?;
         let group = f.multicast_create(ntb, size)?;
         let local = f.multicast_group(group).expect("just made").local_addr;

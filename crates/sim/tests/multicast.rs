@@ -29,7 +29,13 @@ fn a_multicast_write_is_timed_by_its_slowest_copy() {
         access: Access::Write,
     };
     let (route, t) = tf.route(&req(window)).unwrap();
-    assert_eq!(t, Target::Multicast { group: g, offset: 0 });
+    assert_eq!(
+        t,
+        Target::Multicast {
+            group: g,
+            offset: 0
+        }
+    );
     let (mp, mt) = tf.step_times(&req(window)).unwrap();
     let (up, ut) = tf.step_times(&req(uni)).unwrap();
     // h42 is over the top switch, h01 next to h00: the slowest copy is h42's.

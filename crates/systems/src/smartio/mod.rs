@@ -44,17 +44,17 @@
 pub mod agent;
 pub mod api;
 pub mod lending;
-pub mod nvme_bench;
-pub mod nvme_dist;
 pub mod mdev;
 pub mod multicast;
+pub mod nvme_bench;
+pub mod nvme_dist;
 pub mod p2p;
 pub mod pool;
 
 pub use agent::{Agent, ControlKind, ControlStats, PeerEntry};
 pub use api::{
-    AccessHints, CpuMapping, DeviceInfo, MulticastGroup, MulticastMapping, Near, RegisteredRequester, Segment,
-    SegmentId, SegmentKind, SegmentMapping,
+    AccessHints, CpuMapping, DeviceInfo, MulticastGroup, MulticastMapping, Near,
+    RegisteredRequester, Segment, SegmentId, SegmentKind, SegmentMapping,
 };
 pub use lending::{
     BorrowOptions, Borrowed, Cluster, DeviceMapping, DmaWindowInfo, MsiRoute, ShadowBar,

@@ -80,7 +80,8 @@ pub fn multicast_identify(
     // The controller, enabled and driven by its own host (nvme_dist's `Manager::start`).
     let params = NvmeParams::from_node(tf, node, 512, 1 << 16)
         .map_err(|e| DistError::Setup(e.to_string()))?;
-    let ctrl = NvmeController::new(tf, node, params).map_err(|e| DistError::Setup(e.to_string()))?;
+    let ctrl =
+        NvmeController::new(tf, node, params).map_err(|e| DistError::Setup(e.to_string()))?;
     let controller = sim.add(ctrl);
     sim.get::<NvmeController>(controller)
         .expect("just added")
@@ -108,7 +109,14 @@ pub fn multicast_identify(
     }
     let mapping = cl.map_multicast_for_device(&mut tf.fabric, &group, node)?;
 
-    let cfg = NvmeDriverConfig::new(tf, cpu(lender), bar0, memory(sq, cq), ADMIN_ENTRIES, scratch);
+    let cfg = NvmeDriverConfig::new(
+        tf,
+        cpu(lender),
+        bar0,
+        memory(sq, cq),
+        ADMIN_ENTRIES,
+        scratch,
+    );
     let driver = sim.add(NvmeDriver::new(cfg, Vec::new()));
     run_steps(
         &mut sim,
@@ -117,7 +125,10 @@ pub fn multicast_identify(
         vec![
             DriverStep::Enable,
             // The reference: the controller's Identify data into the lender's RAM.
-            DriverStep::Identify { cns: CNS_CONTROLLER, nsid: 0 },
+            DriverStep::Identify {
+                cns: CNS_CONTROLLER,
+                nsid: 0,
+            },
             // The one operation: PRP1 is the group (4 KiB, page-aligned: no PRP2).
             DriverStep::Admin(Command::identify(CNS_CONTROLLER, 0, mapping.addr, 0)),
         ],
@@ -125,7 +136,9 @@ pub fn multicast_identify(
     let label = tf.fabric.topo.node_label(node);
     let d = sim.get::<NvmeDriver>(driver).expect("the driver");
     let reference = d.log.identify_controller.clone().ok_or_else(|| {
-        DistError::Setup(format!("{label}: the unicast Identify Controller gave no data"))
+        DistError::Setup(format!(
+            "{label}: the unicast Identify Controller gave no data"
+        ))
     })?;
     let (cmd, done) = d
         .log
@@ -146,7 +159,11 @@ pub fn multicast_identify(
     let mut buf = vec![0u8; IDENTIFY_BYTES as usize];
     for s in &segs {
         // The member's CPU reads its segment (routed: a crashed host reads nothing).
-        if tf.fabric.cpu_load(s.phys.host, 0, s.phys.addr, &mut buf).is_err() {
+        if tf
+            .fabric
+            .cpu_load(s.phys.host, 0, s.phys.addr, &mut buf)
+            .is_err()
+        {
             continue;
         }
         if buf == poison {
