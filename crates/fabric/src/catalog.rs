@@ -76,6 +76,14 @@ fn chip(
     }
 }
 
+/// Multicast groups one fabric can hold: the PCIe multicast capability's group table of
+/// the chips a multicast TLP crosses (the PXH830's PEX8733, the MXS824's PM8536). A group
+/// index must select the same group in every switch on the way, so the fabric-wide table
+/// is the smallest chip's. Basis: assumption — Broadcom/PLX Gen3 PEX87xx product briefs
+/// give 64 multicast groups; the PM8536's figure is not in REFERENCE.md and is taken to be
+/// no smaller. `FabricError::Exhausted { what: "multicast group table", .. }` past it.
+pub const MULTICAST_GROUPS: usize = 64;
+
 /// The built-in switch chips.
 pub fn builtin_chips() -> Vec<ChipSpec> {
     vec![

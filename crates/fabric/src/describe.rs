@@ -203,6 +203,9 @@ pub fn target_name(t: &Topology, target: &Target) -> String {
                 t.host(host).name
             )
         }
+        Target::Multicast { group, offset } => {
+            format!("multicast group {group} + {offset:#x} (replicated to its members)")
+        }
     }
 }
 
@@ -221,6 +224,9 @@ pub fn target_json(t: &Topology, target: &Target) -> Value {
         }
         Target::Interrupt { host, apic, addr } => {
             json!({ "kind": "interrupt", "host": t.host(host).name, "apic": apic, "address": addr, "name": target_name(t, target) })
+        }
+        Target::Multicast { group, offset } => {
+            json!({ "kind": "multicast", "group": group, "offset": offset, "name": target_name(t, target) })
         }
     }
 }
@@ -242,6 +248,7 @@ pub fn fault_kind_text(t: &Topology, k: FaultKind) -> String {
     match k {
         FaultKind::LinkDown { cable } => format!("link down: {}", cable_text(t, cable)),
         FaultKind::HostDown { host } => format!("host `{}` is down", t.host(host).name),
+        FaultKind::MulticastRead { group } => format!("{} (group {group})", k.describe()),
         _ => k.describe().to_string(),
     }
 }

@@ -7,6 +7,7 @@ use rustc_hash::FxHashMap;
 use crate::error::{FabricError, ScenarioError};
 use crate::iommu::{DomainId, Iommu, IommuMiss, Perm, PAGE};
 use crate::memory::Memory;
+use crate::multicast::{GroupId, McGroup, McMember, McRoutes};
 use crate::ntb::{proxy_rid, LutEntry, NtbState, WindowMapping};
 use crate::path::*;
 use crate::scenario::Scenario;
@@ -52,6 +53,10 @@ pub struct Fabric {
     /// drivers), kept with the machine so whoever holds the fabric holds its drivers'
     /// bookkeeping too. Opaque here: the fabric never looks inside.
     driver_state: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// The multicast group table (`catalog::MULTICAST_GROUPS` slots, made on first use).
+    mcast: Vec<Option<McGroup>>,
+    /// Reused by `store` into a multicast window.
+    mc_scratch: McRoutes,
 }
 
 impl Fabric {
@@ -82,6 +87,8 @@ impl Fabric {
             free_ways: Vec::new(),
             routing_epoch: 0,
             driver_state: None,
+            mcast: Vec::new(),
+            mc_scratch: McRoutes::default(),
         }
     }
 
@@ -272,6 +279,7 @@ impl Fabric {
                 dst_host,
                 far_base: base + k as u64 * ws,
                 way,
+                group: None,
             })
             .ok_or(FabricError::Exhausted {
                 what: "NTB address LUT",
@@ -304,7 +312,11 @@ impl Fabric {
     pub fn ntb_unmap_window(&mut self, m: &WindowMapping) -> Result<(), FabricError> {
         let st = &mut self.ntb[m.ntb as usize];
         let range = m.first as usize..(m.first + m.count) as usize;
-        if range.end > st.lut.len() || st.lut[range.clone()].iter().any(|e| e.is_none()) {
+        if range.end > st.lut.len()
+            || st.lut[range.clone()]
+                .iter()
+                .any(|e| e.is_none_or(|e| e.group.is_some()))
+        {
             return Err(FabricError::Invalid(
                 "unmapping NTB windows that are not mapped".into(),
             ));
@@ -449,11 +461,10 @@ impl Fabric {
     pub fn route(&self, req: &Request, path: &mut Path) -> Result<Target, Fault> {
         path.steps.clear();
         let topo = &self.topo;
-        let mut host = self.requester_host(req.requester);
-        let mut rid = self.requester_rid(req.requester);
-        let mut addr = req.addr;
+        let host = self.requester_host(req.requester);
+        let rid = self.requester_rid(req.requester);
+        let addr = req.addr;
         let len = req.len.max(1) as u64;
-        let write = req.access == Access::Write;
         let fault = |kind, host, rid, addr| Fault {
             kind,
             host,
@@ -468,7 +479,7 @@ impl Fabric {
             return Err(fault(FaultKind::HostDown { host }, host, rid, addr));
         }
         // Where the request currently is: a PCI function, or a CPU at an uncore vertex.
-        let mut origin = match req.requester {
+        let origin = match req.requester {
             Requester::Function(n) => {
                 let mask = topo.node(n).dma_mask_bits;
                 if mask < 64 && (addr + len - 1) >> mask != 0 {
@@ -479,6 +490,32 @@ impl Fabric {
             Requester::Cpu { package, .. } => {
                 Origin::Vertex(package.min(topo.platform_of(host).packages - 1))
             }
+        };
+        self.walk(req, host, rid, addr, origin, path)
+    }
+
+    /// Routes on from `origin` in `host` (requester ID `rid`, address `addr` as seen
+    /// there), appending to `path`: the body of `route`, also run for each member of a
+    /// multicast group from its adapter on.
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &self,
+        req: &Request,
+        mut host: HostId,
+        mut rid: Rid,
+        mut addr: u64,
+        mut origin: Origin,
+        path: &mut Path,
+    ) -> Result<Target, Fault> {
+        let topo = &self.topo;
+        let len = req.len.max(1) as u64;
+        let write = req.access == Access::Write;
+        let fault = |kind, host, rid, addr| Fault {
+            kind,
+            host,
+            requester: rid,
+            addr,
+            access: req.access,
         };
         for _ in 0..=MAX_CROSSINGS {
             let h = topo.host(host);
@@ -615,9 +652,25 @@ impl Fabric {
             let entry = st
                 .window(window)
                 .ok_or_else(|| fault(FaultKind::NtbWindowUnmapped, host, rid, addr))?;
+            if let Some(group) = entry.group {
+                if !write {
+                    return Err(fault(FaultKind::MulticastRead { group }, host, rid, addr));
+                }
+            }
             let index = st
                 .rid_index(rid)
                 .ok_or_else(|| fault(FaultKind::NtbRequesterUnknown, host, rid, addr))?;
+            if let Some(group) = entry.group {
+                // The replication point's first stage: the sending adapter's crossbar.
+                // Each member's route goes on from here (`route_multicast`).
+                path.steps.push(Step::Switch {
+                    node: spec.chip_node,
+                });
+                return Ok(Target::Multicast {
+                    group,
+                    offset: entry.far_base + off % spec.window_size,
+                });
+            }
             let far = entry.far_base + off % spec.window_size;
             let dst = &topo.ntbs[entry.dst as usize];
             let far_rid = proxy_rid(topo.node(dst.fn_node).rid, index);
@@ -659,6 +712,294 @@ impl Fabric {
             origin = Origin::Node(dst.fn_node);
         }
         Err(fault(FaultKind::TooManyCrossings, host, rid, addr))
+    }
+
+    /// Per member of the multicast group a write `req` reaches, its route from the
+    /// replication point on, in `out` (reused: no allocation once it has grown to the
+    /// group). Returns `route`'s target; when it is not `Target::Multicast`, `out` holds
+    /// no member and the target is the unicast one. A member whose way is dead (cable
+    /// down, a host crashed) or whose route faults gets its fault, never a route.
+    pub fn route_multicast(&self, req: &Request, out: &mut McRoutes) -> Result<Target, Fault> {
+        out.group = None;
+        out.reset(0);
+        let t = self.route(req, &mut out.prefix)?;
+        let Target::Multicast { group, offset } = t else {
+            return Ok(t);
+        };
+        let g = self.mcast[group as usize]
+            .as_ref()
+            .expect("a multicast LUT entry names a live group");
+        out.group = Some(group);
+        out.shared = out.prefix.steps.len();
+        out.reset(g.members.len());
+        let spec = &self.topo.ntbs[g.ntb as usize];
+        let sender = spec.host;
+        // The requester as it reaches the adapter (after any earlier NTB crossing).
+        let rid = out
+            .prefix
+            .steps
+            .iter()
+            .rev()
+            .find_map(|s| match *s {
+                Step::RidLut { to, .. } => Some(to),
+                _ => None,
+            })
+            .unwrap_or_else(|| self.requester_rid(req.requester));
+        let index = self.ntb[g.ntb as usize]
+            .rid_index(rid)
+            .expect("route checked the requester-ID LUT");
+        let from = g.local_addr + offset;
+        let window = g.first + (offset / spec.window_size) as u32;
+        let base = out.shared - 1;
+        let len = req.len.max(1) as u64;
+        for (i, m) in g.members.iter().enumerate() {
+            let (prefix, slot) = (&out.prefix, &mut out.routes[i]);
+            let path = &mut slot.1;
+            path.steps.clear();
+            path.steps.extend_from_slice(&prefix.steps[..base]);
+            let far = m.far_addr + offset;
+            let dst = &self.topo.ntbs[m.dst as usize];
+            let far_rid = proxy_rid(self.topo.node(dst.fn_node).rid, index);
+            let fault = |kind, host, rid, addr| Fault {
+                kind,
+                host,
+                requester: rid,
+                addr,
+                access: req.access,
+            };
+            slot.0 = (|| {
+                if offset + len > g.size {
+                    return Err(fault(FaultKind::CrossesWindow, sender, rid, from));
+                }
+                path.steps.push(Step::NtbWindow {
+                    ntb: g.ntb,
+                    window,
+                    from,
+                    to_host: m.host,
+                    to: far,
+                });
+                path.steps.push(Step::RidLut {
+                    ntb: g.ntb,
+                    index,
+                    from: rid,
+                    to: far_rid,
+                });
+                path.steps.push(Step::Switch {
+                    node: spec.chip_node,
+                });
+                for hop in self.ntb_way_hops(m.way) {
+                    match *hop {
+                        NtbHop::Cable(c) => {
+                            path.steps.push(Step::Cable { cable: c });
+                            if let Some(k) = self.cable_fault(c) {
+                                return Err(fault(k, sender, rid, from));
+                            }
+                        }
+                        NtbHop::ClusterSwitch(s) => {
+                            path.steps.push(Step::ClusterSwitch { switch: s })
+                        }
+                    }
+                }
+                path.steps.push(Step::Switch {
+                    node: dst.chip_node,
+                });
+                self.walk(req, m.host, far_rid, far, Origin::Node(dst.fn_node), path)
+            })();
+        }
+        Ok(t)
+    }
+
+    /// Steps every member's route shares in `r` (from `route_multicast`): the sender's
+    /// part and the ways' common cables and cluster switches — the replication point is
+    /// the last of them, where the members' ways diverge.
+    pub fn multicast_shared_steps(r: &McRoutes) -> usize {
+        let m = r.members();
+        let Some(((_, first), rest)) = m.split_first() else {
+            return 0;
+        };
+        let mut n = first.steps.len();
+        for (_, p) in rest {
+            n = n.min(
+                first
+                    .steps
+                    .iter()
+                    .zip(&p.steps)
+                    .take_while(|(a, b)| {
+                        a == b
+                            || matches!(
+                                (a, b),
+                                (Step::NtbWindow { .. }, Step::NtbWindow { .. })
+                                    | (Step::RidLut { .. }, Step::RidLut { .. })
+                            )
+                    })
+                    .count(),
+            );
+        }
+        n
+    }
+
+    // ---- multicast groups -----------------------------------------------------------
+
+    /// A group as programmed.
+    pub fn multicast_group(&self, group: GroupId) -> Option<&McGroup> {
+        self.mcast.get(group as usize)?.as_ref()
+    }
+
+    /// Groups in use.
+    pub fn multicast_groups(&self) -> usize {
+        self.mcast.iter().filter(|g| g.is_some()).count()
+    }
+
+    /// Makes a multicast group of `size` bytes whose window is a run of address-LUT
+    /// entries of `ntb` (the sending adapter). A full group table or LUT is
+    /// `FabricError::Exhausted`.
+    pub fn multicast_create(&mut self, ntb: NtbId, size: u64) -> Result<GroupId, FabricError> {
+        let spec = self
+            .topo
+            .ntbs
+            .get(ntb as usize)
+            .ok_or_else(|| FabricError::Invalid(format!("no NTB adapter {ntb}")))?;
+        if size == 0 {
+            return Err(FabricError::Invalid("a multicast group of 0 bytes".into()));
+        }
+        if self.mcast.is_empty() {
+            self.mcast = vec![None; crate::catalog::MULTICAST_GROUPS];
+        }
+        let id = self
+            .mcast
+            .iter()
+            .position(|g| g.is_none())
+            .ok_or(FabricError::Exhausted {
+                what: "multicast group table",
+                on: "the fabric".into(),
+                capacity: crate::catalog::MULTICAST_GROUPS,
+            })? as GroupId;
+        let ws = spec.window_size;
+        let count = size.div_ceil(ws);
+        let label = self.topo.cable_end_label(CableEnd::Ntb(ntb));
+        if count > spec.lut_windows as u64 {
+            return Err(FabricError::Invalid(format!(
+                "a multicast group of {} exceeds {label}'s NTB BAR",
+                crate::units::fmt_size(size)
+            )));
+        }
+        let (host, cap) = (spec.host, spec.lut_windows as usize);
+        let first = self.ntb[ntb as usize]
+            .alloc_windows(count as u32, |k| LutEntry {
+                dst: ntb,
+                dst_host: host,
+                far_base: k as u64 * ws,
+                way: u32::MAX,
+                group: Some(id),
+            })
+            .ok_or(FabricError::Exhausted {
+                what: "NTB address LUT",
+                on: label,
+                capacity: cap,
+            })?;
+        let bar = self
+            .topo
+            .node(spec.fn_node)
+            .bar(spec.window_bar)
+            .expect("NTB window BAR exists");
+        self.mcast[id as usize] = Some(McGroup {
+            id,
+            ntb,
+            size,
+            first,
+            count: count as u32,
+            local_addr: bar.addr + first as u64 * ws,
+            members: Vec::new(),
+            delivered: 0,
+            skipped: 0,
+        });
+        self.routing_epoch += 1;
+        Ok(id)
+    }
+
+    /// Adds a member: `size` bytes of the group land at `far_addr` in `host`.
+    pub fn multicast_join(
+        &mut self,
+        group: GroupId,
+        host: HostId,
+        far_addr: u64,
+    ) -> Result<(), FabricError> {
+        let g = self
+            .multicast_group(group)
+            .ok_or_else(|| FabricError::Invalid(format!("no multicast group {group}")))?;
+        let ntb = g.ntb;
+        if g.members.iter().any(|m| m.host == host) {
+            return Err(FabricError::Invalid(format!(
+                "host `{}` is already a member of multicast group {group}",
+                self.topo.host(host).name
+            )));
+        }
+        let src_host = self.topo.ntbs[ntb as usize].host;
+        let dst = self
+            .topo
+            .hosts
+            .get(host as usize)
+            .ok_or_else(|| FabricError::Invalid(format!("no host {host}")))?
+            .ntbs
+            .iter()
+            .copied()
+            .find(|&d| self.topo.ntb_reaches(ntb, d))
+            .ok_or_else(|| FabricError::Unreachable {
+                from: self.topo.hosts[src_host as usize].name.clone(),
+                to: self.topo.hosts[host as usize].name.clone(),
+            })?;
+        let way = self
+            .take_way(ntb, dst, 1)
+            .expect("a reachable adapter has a way");
+        self.mcast[group as usize]
+            .as_mut()
+            .expect("checked above")
+            .members
+            .push(McMember {
+                host,
+                far_addr,
+                dst,
+                way,
+            });
+        self.routing_epoch += 1;
+        Ok(())
+    }
+
+    /// Removes `host` from the group.
+    pub fn multicast_leave(&mut self, group: GroupId, host: HostId) -> Result<(), FabricError> {
+        let g = self
+            .mcast
+            .get_mut(group as usize)
+            .and_then(|g| g.as_mut())
+            .ok_or_else(|| FabricError::Invalid(format!("no multicast group {group}")))?;
+        let i = g
+            .members
+            .iter()
+            .position(|m| m.host == host)
+            .ok_or_else(|| {
+                FabricError::Invalid(format!("host {host} is not in multicast group {group}"))
+            })?;
+        let m = g.members.remove(i);
+        self.put_way(m.way);
+        self.routing_epoch += 1;
+        Ok(())
+    }
+
+    /// Removes the group: its members leave and its LUT entries are freed.
+    pub fn multicast_destroy(&mut self, group: GroupId) -> Result<(), FabricError> {
+        let g = self
+            .mcast
+            .get_mut(group as usize)
+            .and_then(|g| g.take())
+            .ok_or_else(|| FabricError::Invalid(format!("no multicast group {group}")))?;
+        for m in &g.members {
+            self.put_way(m.way);
+        }
+        for i in g.first..g.first + g.count {
+            self.ntb[g.ntb as usize].lut[i as usize] = None;
+        }
+        self.routing_epoch += 1;
+        Ok(())
     }
 
     /// From root complex `rc` to `t` under root `troot`, through the interconnect if the
@@ -897,7 +1238,32 @@ impl Fabric {
                 access,
             };
             let t = self.route_logged(&req)?;
-            each(&mut self.mem, &mut self.interrupts, t, done, n);
+            if let Target::Multicast { group, .. } = t {
+                // Replicated: every live member gets the bytes; a dead one is skipped,
+                // its fault logged and counted in the group.
+                let mut mc = std::mem::take(&mut self.mc_scratch);
+                self.route_multicast(&req, &mut mc)?;
+                let (mut ok, mut skipped) = (0, 0);
+                for (r, _) in mc.members() {
+                    match *r {
+                        Ok(t) => {
+                            each(&mut self.mem, &mut self.interrupts, t, done, n);
+                            ok += 1;
+                        }
+                        Err(f) => {
+                            self.faults.push(f);
+                            skipped += 1;
+                        }
+                    }
+                }
+                self.mc_scratch = mc;
+                if let Some(g) = self.mcast[group as usize].as_mut() {
+                    g.delivered += ok;
+                    g.skipped += skipped;
+                }
+            } else {
+                each(&mut self.mem, &mut self.interrupts, t, done, n);
+            }
             done += n;
         }
         Ok(())
@@ -968,6 +1334,8 @@ impl Fabric {
                             data: u32::from_le_bytes(v),
                         });
                     }
+                    // Expanded by `access` into the members' targets.
+                    Target::Multicast { .. } => {}
                 }
             },
         )
@@ -984,7 +1352,7 @@ impl Fabric {
                 } => mem.ram(host, node).read(offset, chunk),
                 Target::Bar { node, bar, offset } => mem.bar(node, bar).read(offset, chunk),
                 // Reads never route to interrupt delivery.
-                Target::Interrupt { .. } => chunk.fill(0xFF),
+                Target::Interrupt { .. } | Target::Multicast { .. } => chunk.fill(0xFF),
             }
             filled = at + n;
         });

@@ -21,12 +21,14 @@ pub use topology::*;
 pub mod fabric;
 pub mod iommu;
 pub mod memory;
+pub mod multicast;
 pub mod ntb;
 pub mod path;
 
 pub use endpoint::Endpoint;
 pub use fabric::Fabric;
 pub use fabric::Msi;
+pub use multicast::{GroupId, McGroup, McMember, McRoutes};
 pub use path::{
     msi_apic, Access, Fault, FaultKind, Path, Request, Requester, Step, Target, MSI_WINDOW,
 };

@@ -16,6 +16,9 @@ pub struct LutEntry {
     /// The way to `dst` through cables and cluster switches, found when the entry was
     /// programmed: an index into the fabric's ways (`Fabric::ntb_way_hops`).
     pub way: u32,
+    /// A multicast window's entry: the group it replicates to (`dst`, `dst_host`, `way`
+    /// then name the sending adapter itself and `far_base` the offset in the group).
+    pub group: Option<u32>,
 }
 
 /// A mapping made through `Fabric::ntb_map_window`: `count` windows from `first`.

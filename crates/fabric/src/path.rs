@@ -126,6 +126,13 @@ pub enum Target {
         apic: u32,
         addr: u64,
     },
+    /// A posted write into a multicast window: it reached the sending adapter, where the
+    /// group's members' routes start (`Fabric::route_multicast` gives each). `offset` is
+    /// the byte offset in the group.
+    Multicast {
+        group: u32,
+        offset: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,6 +168,9 @@ pub enum FaultKind {
     /// root does not send a request back out of the port it came in on), so the fabric
     /// has no route and nudma no model of the device's insides.
     OwnBar,
+    /// A read (or any non-posted request) of a multicast address: switches replicate
+    /// posted writes only.
+    MulticastRead { group: u32 },
 }
 
 impl FaultKind {
@@ -182,6 +192,9 @@ impl FaultKind {
             FaultKind::OwnBar => {
                 "the function addresses its own BAR: the access stays inside the device (no PCIe route)"
             }
+            FaultKind::MulticastRead { .. } => {
+                "a read of a multicast address: switches replicate posted writes only"
+            }
         }
     }
     pub fn name(self) -> &'static str {
@@ -200,6 +213,7 @@ impl FaultKind {
             FaultKind::HostDown { .. } => "host_down",
             FaultKind::TooManyCrossings => "too_many_crossings",
             FaultKind::OwnBar => "own_bar",
+            FaultKind::MulticastRead { .. } => "multicast_read",
         }
     }
 }

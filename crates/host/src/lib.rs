@@ -14,6 +14,7 @@ pub mod alloc;
 pub mod dma;
 pub mod error;
 pub mod iommu;
+pub mod multicast;
 pub mod ntb;
 pub mod placement;
 pub mod remote;
@@ -23,6 +24,7 @@ pub use dma::{
 };
 pub use error::HostError;
 pub use iommu::{IommuDriver, IommuPolicy, DEFAULT_IOVA_RANGE};
+pub use multicast::McHandle;
 pub use ntb::NtbDriver;
 pub use placement::{Cpu, Placement};
 pub use remote::{ntb_pair, IovaRange, NtbWindow, RequesterEntry};

@@ -15,8 +15,8 @@
 //! sink has the node's own `gbps` when given, and no DDIO share.
 
 use fabric::{
-    Access, CableEnd, Fabric, Fault, NodeKind, Path, Platform, Request, Requester, Step, Target,
-    UncoreHop,
+    Access, CableEnd, Fabric, Fault, FaultKind, McRoutes, NodeKind, Path, Platform, Request,
+    Requester, Step, Target, UncoreHop,
 };
 use rustc_hash::FxHashMap;
 
@@ -63,6 +63,7 @@ pub fn sink_address(t: &Target) -> u64 {
         Target::Ram { offset, .. } => offset,
         Target::Bar { bar, offset, .. } => (bar as u64) << 56 | offset,
         Target::Interrupt { addr, .. } => addr,
+        Target::Multicast { offset, .. } => offset,
     }
 }
 
@@ -99,6 +100,8 @@ pub struct TimedFabric {
     cpu_streams_made: u64,
     /// Reused while building a route's hops.
     hop_scratch: Vec<Hop>,
+    /// Reused for the members' routes of a multicast write.
+    mc_scratch: McRoutes,
 }
 
 impl HasNet for TimedFabric {
@@ -384,6 +387,7 @@ impl TimedFabric {
             path: Path::with_capacity(64),
             cpu_streams_made: 0,
             hop_scratch: Vec::new(),
+            mc_scratch: McRoutes::default(),
         })
     }
 
@@ -614,11 +618,25 @@ impl TimedFabric {
                     apic,
                     addr: addr - (addr & 0xfff) + (req.addr & 0xfff),
                 },
+                Target::Multicast { group, offset } => Target::Multicast {
+                    group,
+                    offset: offset - (offset & 0xfff) + (req.addr & 0xfff),
+                },
             };
             return Ok((r, t));
         }
         let mut path = std::mem::take(&mut self.path);
-        let res = self.fabric.route(req, &mut path);
+        let mut res = self.fabric.route(req, &mut path);
+        // A multicast write is timed as one TLP along the route of its slowest copy: the
+        // sender's part and the ways' shared cables and switches are charged once (one
+        // TLP to the replication point), the rest is that member's own way. The other
+        // copies leave the replication point on their own egress ports in parallel and
+        // are not simulated as TLPs (their bytes are stored by `Fabric::store`).
+        let mut mc_target = None;
+        if let Ok(t @ Target::Multicast { .. }) = res {
+            res = self.slowest_copy(req, &mut path);
+            mc_target = Some(t);
+        }
         let out = res.map(|t| {
             // Hops are built in a reused buffer: a route is allocated only when new.
             let mut hops = std::mem::take(&mut self.hop_scratch);
@@ -626,12 +644,57 @@ impl TimedFabric {
             self.hops(&path, &t, req.access, &mut hops);
             let id = self.intern(&hops);
             self.hop_scratch = hops;
-            (id, t)
+            (id, mc_target.unwrap_or(t))
         });
         self.path = path;
         if let Ok(v) = out {
             self.cache.map.insert(key, v);
         }
+        out
+    }
+
+    /// The member of the multicast group `req` writes to whose copy lands last at zero
+    /// load: its full route into `path`, its target. No live member: the first one's
+    /// fault (a group without members: `NoWindow`, nothing receives the write).
+    fn slowest_copy(&mut self, req: &Request, path: &mut Path) -> Result<Target, Fault> {
+        let mut mc = std::mem::take(&mut self.mc_scratch);
+        let r = self.fabric.route_multicast(req, &mut mc);
+        let addr64 = req.addr >= 1 << 32;
+        let mut best: Option<(Time, usize)> = None;
+        let mut hops = std::mem::take(&mut self.hop_scratch);
+        for (i, (t, p)) in mc.members().iter().enumerate() {
+            if t.is_err() {
+                continue;
+            }
+            hops.clear();
+            self.hops_of(p, req.access, &mut hops);
+            let z = hops.iter().fold(Time::ZERO, |acc, h| {
+                acc + self.net.zero_load_hop(h, req.len, false, addr64)
+            });
+            if best.is_none_or(|(b, _)| z > b) {
+                best = Some((z, i));
+            }
+        }
+        self.hop_scratch = hops;
+        let out = r.and_then(|_| match best {
+            Some((_, i)) => {
+                let (t, p) = &mc.members()[i];
+                path.steps.clear();
+                path.steps.extend_from_slice(&p.steps);
+                *t
+            }
+            None => Err(mc.members().first().map_or(
+                Fault {
+                    kind: FaultKind::NoWindow,
+                    host: self.fabric.requester_host(req.requester),
+                    requester: self.fabric.requester_rid(req.requester),
+                    addr: req.addr,
+                    access: req.access,
+                },
+                |(t, _)| t.expect_err("no live member"),
+            )),
+        });
+        self.mc_scratch = mc;
         out
     }
 
@@ -659,6 +722,8 @@ impl TimedFabric {
             }
             Target::Bar { node, .. } => Hop::Sink(self.bar_sinks[node as usize], false),
             Target::Interrupt { host, .. } => Hop::Sink(self.interrupt_sink(host), false),
+            // `route` times a multicast write by its slowest copy's own target.
+            Target::Multicast { .. } => unreachable!("a multicast write is timed per member"),
         });
     }
 
@@ -671,7 +736,9 @@ impl TimedFabric {
     /// from this, never from constants of their own.
     pub fn step_times(&mut self, req: &Request) -> Result<(Path, Vec<Time>), Fault> {
         let mut path = Path::with_capacity(32);
-        self.fabric.route(req, &mut path)?;
+        if let Target::Multicast { .. } = self.fabric.route(req, &mut path)? {
+            self.slowest_copy(req, &mut path)?;
+        }
         let mut hops = Vec::with_capacity(path.steps.len() + 2);
         let mut step_of = Vec::with_capacity(path.steps.len() + 2);
         self.hops_of_steps(&path, req.access, &mut hops, Some(&mut step_of));

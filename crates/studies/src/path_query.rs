@@ -127,6 +127,8 @@ pub fn timed_request(
             let target_host = match target {
                 Target::Ram { host, .. } | Target::Interrupt { host, .. } => host,
                 Target::Bar { node, .. } => topo.node(node).host,
+                // Replicated at the sending adapter: the stream's MPS is the sender's.
+                Target::Multicast { .. } => topo.node(n).host,
             };
             let mps = harness::mps_between(tf, topo.node(n).host, target_host);
             let spec = match harness::device_spec(tf, req.requester, mps) {

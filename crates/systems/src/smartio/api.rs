@@ -16,7 +16,7 @@
 //! | `SCIUnmapSegment` | `Cluster::unmap_segment_for_cpu` |
 //! | `SCIRegisterPCIeRequester` | `Cluster::register_pcie_requester` (one requester-ID LUT entry) |
 //! | `SCIUnregisterPCIeRequester` | `Cluster::unregister_pcie_requester` |
-//! | multicast groups | `MulticastGroup`: a data structure only — nothing programs it yet |
+//! | multicast groups (`SCICreateSegment` with `SCI_FLAG_BROADCAST`, multicast segments) | `Cluster::create_multicast_group`, `Cluster::create_multicast_segment` (`MULTIHOST_READ`), `Cluster::join_multicast_group`, `Cluster::leave_multicast_group`, `Cluster::map_multicast_for_device`, `Cluster::remove_multicast_group` |
 //!
 //! Access hints choose where a segment's memory is when no override is given:
 //! `DEVICE_READ | HOST_WRITE` (an NVMe submission queue) → memory near the device, the
@@ -25,7 +25,8 @@
 
 use fabric::{Fabric, HostId, NodeId, NodeKind, Requester};
 use host::{
-    Coherent, DmaDirection, DmaMapping, HostError, Hosts, NumaNode, PhysAddr, RequesterEntry,
+    Coherent, DmaDirection, DmaMapping, HostError, Hosts, IovaRange, McHandle, NumaNode, PhysAddr,
+    RequesterEntry,
 };
 
 use super::agent::ControlKind;
@@ -126,15 +127,192 @@ impl RegisteredRequester {
 }
 
 /// A multicast group (SmartIO's multicast segments): members and the segment they share.
-/// A data structure only: no multicast window is programmed.
+/// Made by `Cluster::create_multicast_group`, which programs the fabric's group (through
+/// the host layer); a value made otherwise (`Default`) programs nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MulticastGroup {
     pub id: u32,
     pub members: Vec<Fdid>,
     pub segment: Option<SegmentId>,
+    /// The programmed group: its window on the sending host's adapter.
+    pub handle: Option<McHandle>,
+    /// The member hosts and the segment each joined with, in join order.
+    pub joined: Vec<(HostId, Segment)>,
+}
+
+/// A multicast group mapped for a device of the sending host: a posted write of the
+/// device at `addr + offset` lands at `offset` in every member's segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MulticastMapping {
+    pub function: NodeId,
+    pub addr: u64,
+    pub requester: RegisteredRequester,
+    /// The IOVA range mapping the window when the sending host's IOMMU is on.
+    pub iova: Option<IovaRange>,
 }
 
 impl Cluster {
+    /// A multicast group of `size` bytes sent from `sender`'s adapter (its multicast
+    /// window: LUT entries of that adapter). The fabric's group table is finite
+    /// (`fabric::catalog::MULTICAST_GROUPS`); a full one is refused with its name.
+    pub fn create_multicast_group(
+        &mut self,
+        f: &mut Fabric,
+        sender: HostId,
+        size: u64,
+    ) -> Result<MulticastGroup, LendError> {
+        let h = Hosts::with(f, |hs, f| hs.mcast_create(f, sender, size))
+            .map_err(|e| LendError::Invalid(e.to_string()))?;
+        Ok(MulticastGroup {
+            id: h.group,
+            handle: Some(h),
+            ..MulticastGroup::default()
+        })
+    }
+
+    /// A segment of `size` bytes of `host`'s RAM (node 0) for a multicast member: what
+    /// `SCI_MEMACCESS_MULTIHOST_READ` asks for (hosts read what the group delivers).
+    pub fn create_multicast_segment(
+        &mut self,
+        f: &mut Fabric,
+        host: HostId,
+        size: u64,
+    ) -> Result<Segment, LendError> {
+        let phys = Hosts::with(f, |hs, f| {
+            hs.ram_alloc(f, NumaNode { host, node: 0 }, size, fabric::iommu::PAGE)
+        })
+        .map_err(|e| LendError::Invalid(e.to_string()))?;
+        let s = Segment {
+            id: SegmentId(self.next_segment),
+            phys,
+            size,
+            kind: SegmentKind::Ram,
+            hints: AccessHints::MULTIHOST_READ | AccessHints::DEVICE_WRITE,
+            coherent: None,
+        };
+        self.next_segment += 1;
+        self.segments.insert(s.id, s);
+        Ok(s)
+    }
+
+    /// `seg`'s host joins `g`: the group's bytes land in `seg`. The segment must be RAM
+    /// made for it (`MULTIHOST_READ`) and as large as the group.
+    pub fn join_multicast_group(
+        &mut self,
+        f: &mut Fabric,
+        g: &mut MulticastGroup,
+        seg: &Segment,
+    ) -> Result<(), LendError> {
+        let h = g
+            .handle
+            .ok_or_else(|| LendError::Invalid("the multicast group is not programmed".into()))?;
+        if !seg.hints.contains(AccessHints::MULTIHOST_READ) || seg.kind != SegmentKind::Ram {
+            return Err(LendError::Invalid(format!(
+                "segment {} is not a multicast segment (RAM with SCI_MEMACCESS_MULTIHOST_READ)",
+                seg.id.0
+            )));
+        }
+        if seg.size < h.size {
+            return Err(LendError::Invalid(format!(
+                "segment {} has {:#x} bytes, the group {:#x}",
+                seg.id.0, seg.size, h.size
+            )));
+        }
+        Hosts::with(f, |hs, f| hs.mcast_join(f, &h, seg.phys))
+            .map_err(|e| LendError::Invalid(e.to_string()))?;
+        g.joined.push((seg.phys.host, *seg));
+        Ok(())
+    }
+
+    /// `host` leaves `g`.
+    pub fn leave_multicast_group(
+        &mut self,
+        f: &mut Fabric,
+        g: &mut MulticastGroup,
+        host: HostId,
+    ) -> Result<(), LendError> {
+        let h = g
+            .handle
+            .ok_or_else(|| LendError::Invalid("the multicast group is not programmed".into()))?;
+        Hosts::with(f, |hs, f| hs.mcast_leave(f, &h, host))
+            .map_err(|e| LendError::Invalid(e.to_string()))?;
+        g.joined.retain(|(m, _)| *m != host);
+        Ok(())
+    }
+
+    /// The address device `function` (in the sending host) DMA-writes to reach every
+    /// member: the group's window, through the sending host's IOMMU when it is on. Its
+    /// requester ID gets an entry of the adapter's requester-ID LUT.
+    pub fn map_multicast_for_device(
+        &mut self,
+        f: &mut Fabric,
+        g: &MulticastGroup,
+        function: NodeId,
+    ) -> Result<MulticastMapping, LendError> {
+        let h = g
+            .handle
+            .ok_or_else(|| LendError::Invalid("the multicast group is not programmed".into()))?;
+        let node = f
+            .topo
+            .nodes
+            .get(function as usize)
+            .ok_or_else(|| LendError::Invalid(format!("no PCI node {function}")))?;
+        if node.host != h.sender {
+            return Err(LendError::Invalid(format!(
+                "`{}` is not in host `{}`, which sends to multicast group {}",
+                f.topo.node_label(function),
+                f.topo.host(h.sender).name,
+                h.group
+            )));
+        }
+        let rid = node.rid;
+        let requester = self.register_pcie_requester(f, function)?;
+        if !f.topo.host(h.sender).iommu {
+            return Ok(MulticastMapping {
+                function,
+                addr: h.local,
+                requester,
+                iova: None,
+            });
+        }
+        let r = Hosts::with(f, |hs, f| {
+            let r = hs.iommu_reserve(f, h.sender, rid, h.size, u64::MAX, fabric::iommu::PAGE)?;
+            let iova = hs.iommu_map_at(
+                f,
+                &r,
+                r.start + h.local % fabric::iommu::PAGE,
+                h.local,
+                h.size,
+                fabric::iommu::Perm::WRITE,
+            )?;
+            Ok::<_, HostError>((r, iova + h.local % fabric::iommu::PAGE))
+        })
+        .map_err(|e| LendError::Invalid(e.to_string()))?;
+        Ok(MulticastMapping {
+            function,
+            addr: r.1,
+            requester,
+            iova: Some(r.0),
+        })
+    }
+
+    /// The group goes: its members leave and its window is freed (member segments stay
+    /// their owners').
+    pub fn remove_multicast_group(
+        &mut self,
+        f: &mut Fabric,
+        g: &mut MulticastGroup,
+    ) -> Result<(), LendError> {
+        let h = g
+            .handle
+            .take()
+            .ok_or_else(|| LendError::Invalid("the multicast group is not programmed".into()))?;
+        Hosts::with(f, |hs, f| hs.mcast_destroy(f, &h))
+            .map_err(|e| LendError::Invalid(e.to_string()))?;
+        g.joined.clear();
+        Ok(())
+    }
+
     /// `SCIGetDeviceList`: every device of the pool, in fdid order.
     pub fn device_list(&self, f: &Fabric) -> Vec<DeviceInfo> {
         self.pool

@@ -45,6 +45,7 @@ pub mod agent;
 pub mod api;
 pub mod lending;
 pub mod mdev;
+pub mod multicast;
 pub mod nvme_bench;
 pub mod nvme_dist;
 pub mod p2p;
@@ -52,8 +53,8 @@ pub mod pool;
 
 pub use agent::{Agent, ControlKind, ControlStats, PeerEntry};
 pub use api::{
-    AccessHints, CpuMapping, DeviceInfo, MulticastGroup, Near, RegisteredRequester, Segment,
-    SegmentId, SegmentKind, SegmentMapping,
+    AccessHints, CpuMapping, DeviceInfo, MulticastGroup, MulticastMapping, Near,
+    RegisteredRequester, Segment, SegmentId, SegmentKind, SegmentMapping,
 };
 pub use lending::{
     BorrowOptions, Borrowed, Cluster, DeviceMapping, DmaWindowInfo, MsiRoute, ShadowBar,

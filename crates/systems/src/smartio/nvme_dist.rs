@@ -38,7 +38,7 @@ use super::ControlKind;
 
 /// Admin queue entries of the manager (libnvm's default admin queue is one page of SQ
 /// entries; 32 are plenty for queue creation).
-const ADMIN_ENTRIES: u16 = 32;
+pub(super) const ADMIN_ENTRIES: u16 = 32;
 
 /// What the distributed driver could not do, in words.
 #[derive(Debug, thiserror::Error)]
@@ -133,7 +133,7 @@ impl QueueRequest {
     }
 }
 
-fn function_of(f: &Fabric, name: &str) -> Result<NodeId, DistError> {
+pub(super) fn function_of(f: &Fabric, name: &str) -> Result<NodeId, DistError> {
     match f.resolve(name) {
         Ok(Endpoint::Node(n)) => Ok(n),
         Ok(_) => Err(DistError::Setup(format!(
@@ -149,13 +149,13 @@ fn host_of(f: &Fabric, name: &str) -> Result<HostId, DistError> {
         .ok_or_else(|| DistError::Setup(format!("no host `{name}`")))
 }
 
-fn cpu(host: HostId) -> Requester {
+pub(super) fn cpu(host: HostId) -> Requester {
     Requester::Cpu { host, package: 0 }
 }
 
 /// Runs a driver's queued steps to their end (set-up is control plane: nothing else of
 /// the caller's runs meanwhile).
-fn run_steps(
+pub(super) fn run_steps(
     sim: &mut Sim<TimedFabric>,
     tf: &mut TimedFabric,
     driver: ComponentId,
@@ -180,7 +180,7 @@ fn last_admin(sim: &Sim<TimedFabric>, driver: ComponentId, n: usize) -> Vec<(Com
     log[log.len().saturating_sub(n)..].to_vec()
 }
 
-fn status_text(s: Status) -> String {
+pub(super) fn status_text(s: Status) -> String {
     let what = match (s.sct, s.sc) {
         (1, 0x01) => "Invalid Queue Identifier",
         (1, 0x02) => "Invalid Queue Size",
@@ -194,7 +194,7 @@ fn status_text(s: Status) -> String {
 
 /// RAM of `node`, mapped for `device` as a requester in the same host (a manager or
 /// client on the lender itself): (CPU address, device address).
-fn local_buffer(
+pub(super) fn local_buffer(
     f: &mut Fabric,
     device: NodeId,
     node: NumaNode,
@@ -595,7 +595,7 @@ impl ClientQueue {
     }
 }
 
-fn memory(sq: Buffer, cq: Buffer) -> QueueMemory {
+pub(super) fn memory(sq: Buffer, cq: Buffer) -> QueueMemory {
     QueueMemory {
         sq_cpu: sq.cpu,
         sq_dev: sq.dev,
