@@ -235,6 +235,11 @@ pub const PROBES: &[Probe] = &[
         run: smartio::nvme::nvme_sharing,
     },
     Probe {
+        name: "multicast_identify",
+        fields: &["deliveries", "bytes_identical", "skipped_copies"],
+        run: smartio::nvme::multicast_identify,
+    },
+    Probe {
         name: "gpu_copy_mdev",
         fields: &["gbps"],
         run: smartio::nvme::gpu_copy_mdev,

@@ -166,3 +166,20 @@ pub fn gpu_copy_mdev(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         json!(harness::gbps(b, launch + dma + notify)),
     )]))
 }
+
+/// `multicast_identify`: args `device`, `hosts` — one Identify Controller whose data the
+/// controller writes once into a multicast group of `hosts` hosts.
+pub fn multicast_identify(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+    let device = cx.arg("device")?;
+    let hosts: usize = cx
+        .arg("hosts")?
+        .parse()
+        .map_err(|_| cx.error("hosts must be a whole number"))?;
+    let r = systems::smartio::multicast::multicast_identify(cx.tf, &device, hosts)
+        .map_err(|e| cx.error(e))?;
+    Ok(fields(vec![
+        ("deliveries", json!(r.deliveries)),
+        ("bytes_identical", json!(r.bytes_identical)),
+        ("skipped_copies", json!(r.skipped_copies)),
+    ]))
+}
