@@ -63,6 +63,11 @@ pub struct BorrowOptions {
     pub exclusive: bool,
     /// Bytes of the DMA window (with a borrower IOMMU).
     pub dma_window: u64,
+    /// The adapter pair to borrow through, (lender's adapter, borrower's adapter); `None`
+    /// (the default) takes the pair `host::ntb_pair` picks. A borrower with several
+    /// adapters to one lender borrows once per pair to have several paths (multipath
+    /// failover, `nvme_dist`'s `failover`).
+    pub through: Option<(NtbId, NtbId)>,
 }
 
 impl BorrowOptions {
@@ -70,12 +75,21 @@ impl BorrowOptions {
         BorrowOptions {
             exclusive: true,
             dma_window: DEFAULT_DMA_WINDOW,
+            through: None,
         }
     }
     pub fn shared() -> BorrowOptions {
         BorrowOptions {
             exclusive: false,
             dma_window: DEFAULT_DMA_WINDOW,
+            through: None,
+        }
+    }
+    /// The same options through the adapter pair (lender's adapter, borrower's adapter).
+    pub fn through(self, lender_ntb: NtbId, borrower_ntb: NtbId) -> BorrowOptions {
+        BorrowOptions {
+            through: Some((lender_ntb, borrower_ntb)),
+            ..self
         }
     }
 }
@@ -415,11 +429,21 @@ impl Cluster {
         };
         self.pool
             .check_borrow(fdid, opts.exclusive, &hname, holder)?;
-        let (lender_ntb, borrower_ntb) =
-            ntb_pair(f, d.host, host).ok_or_else(|| LendError::NoPath {
-                from: f.topo.host(d.host).name.clone(),
-                to: hname.clone(),
-            })?;
+        let pair = match opts.through {
+            Some((l, b))
+                if f.topo.host(d.host).ntbs.contains(&l)
+                    && f.topo.host(host).ntbs.contains(&b)
+                    && f.topo.ntb_reaches(l, b) =>
+            {
+                Some((l, b))
+            }
+            Some(_) => None,
+            None => ntb_pair(f, d.host, host),
+        };
+        let (lender_ntb, borrower_ntb) = pair.ok_or_else(|| LendError::NoPath {
+            from: f.topo.host(d.host).name.clone(),
+            to: hname.clone(),
+        })?;
         let mut b = Borrow {
             fdid,
             borrower: host,
@@ -483,6 +507,17 @@ impl Cluster {
         self.end_borrow(f, b.id, true)?;
         self.post(ControlKind::ReturnAck);
         Ok(())
+    }
+
+    /// The lender's agent tears a borrow down on its own (it lost the borrower's link, or
+    /// decided its windows are stale): every window, requester entry and IOMMU mapping of
+    /// the borrow is removed, with no Function Level Reset (the device keeps serving its
+    /// other borrowers). One message (the notice to the borrower); the handle is dead
+    /// afterwards. Used by multipath failover's `recreate`.
+    pub fn revoke(&mut self, f: &mut Fabric, b: Borrowed) -> Result<(), LendError> {
+        self.live(f, b)?;
+        self.post(ControlKind::DeviceGone);
+        self.end_borrow(f, b.id, false)
     }
 
     fn end_borrow(&mut self, f: &mut Fabric, id: BorrowId, reset: bool) -> Result<(), LendError> {
