@@ -32,7 +32,10 @@ fn fail_over_finishes_on_the_backup_path() {
     sound(&r, 1500);
     assert_eq!(r.last_path, 1);
     assert!(r.completed_after_failure[1] > 0);
-    assert_eq!(r.completed_after_failure[0], 0, "nothing completes on a pulled cable");
+    assert_eq!(
+        r.completed_after_failure[0], 0,
+        "nothing completes on a pulled cable"
+    );
 }
 
 #[test]
@@ -54,5 +57,31 @@ fn recreate_gets_new_queues_and_windows() {
     assert_eq!(r.recreates, 1);
     assert_eq!(r.last_path, 0);
     assert_ne!(r.primary_qids.0, r.primary_qids.1, "a new queue ID");
-    assert_ne!(r.primary_data_dev.0, r.primary_data_dev.1, "a new DMA window address");
+    assert_ne!(
+        r.primary_data_dev.0, r.primary_data_dev.1,
+        "a new DMA window address"
+    );
+}
+
+#[test]
+fn dbg_no_fault() {
+    let (r, _) = failover_run_with(&mut tf(), FailoverMode::Flap, 200, 1, &[], FailoverPolicy::default()).unwrap();
+    println!("nofault {r:?}");
+    let _ = (FaultAction::LinkDown, Time::ZERO);
+    let _: Option<FaultSpec> = None;
+    let _: Option<FaultTarget> = None;
+    let _: Option<Campaign> = None;
+    let _ = campaign;
+}
+
+#[test]
+fn dbg_pull() {
+    let t = tf();
+    let cables = fabric::faults::cables_at(&t.fabric.topo, "borrower.ntb0").unwrap();
+    let f = vec![FaultSpec { name: None, at_ps: 20_000_000, action: FaultAction::CablePull, target_name: "borrower.ntb0".into(), target: FaultTarget::Cables(cables), duration_ps: None }];
+    let mut t = t;
+    let (r, rig) = failover_run_with(&mut t, FailoverMode::FailOver, 200, 1, &f, FailoverPolicy::default()).unwrap();
+    println!("pull {r:?} now {:?}", t.net.now());
+    let c = rig.sim.get::<devices::nvme::NvmeController>(rig.manager.controller).unwrap();
+    println!("{:?}", c.stats());
 }

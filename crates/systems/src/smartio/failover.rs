@@ -243,7 +243,15 @@ fn block_bytes(seed: u8, block: u64) -> Vec<u8> {
 }
 
 impl FailoverClient {
-    fn route(&self, tf: &mut TimedFabric, me: ComponentId, addr: u64, len: u32, access: Access, flow: u32) -> Option<Issue> {
+    fn route(
+        &self,
+        tf: &mut TimedFabric,
+        me: ComponentId,
+        addr: u64,
+        len: u32,
+        access: Access,
+        flow: u32,
+    ) -> Option<Issue> {
         let req = Request {
             requester: self.cpu,
             addr,
@@ -259,7 +267,15 @@ impl FailoverClient {
     }
 
     /// A posted write through the path; dropped silently when nothing routes it.
-    fn post(&mut self, tf: &mut TimedFabric, me: ComponentId, addr: u64, data: u64, len: u32, flow: u32) {
+    fn post(
+        &mut self,
+        tf: &mut TimedFabric,
+        me: ComponentId,
+        addr: u64,
+        data: u64,
+        len: u32,
+        flow: u32,
+    ) {
         if let Some(i) = self.route(tf, me, addr, len, Access::Write, flow) {
             tf.net.send_write(Issue { data, ..i });
         }
@@ -272,7 +288,9 @@ impl FailoverClient {
         self.paths[p].fence_out = true;
         let addr = self.paths[p].bar0 + regs::CSTS;
         match self.route(tf, me, addr, 4, Access::Read, 0) {
-            Some(i) => tf.net.send_read(Issue { sample: true, ..i }, TAG_FENCE | p as u64),
+            Some(i) => tf
+                .net
+                .send_read(Issue { sample: true, ..i }, TAG_FENCE | p as u64),
             None => {
                 // Nothing routes it (a dead cable, a torn-down window): all-ones at once.
                 self.fence_sample.insert(p, [0xff; 4]);
@@ -295,7 +313,7 @@ impl FailoverClient {
                     let q = &mut self.paths[p];
                     if q.rung < q.submitted {
                         q.rung = q.submitted;
-                        let (db, v) = (q.doorbell(false), (q.submitted % q.entries as u64) as u64);
+                        let (db, v) = (q.doorbell(false), q.submitted % q.entries as u64);
                         self.post(tf, me, db, v, 4, FLOW_DB);
                         self.start_poll(tf, me, p);
                     }
@@ -303,7 +321,8 @@ impl FailoverClient {
             }
             PathState::Dead => {
                 if dead {
-                    tf.net.timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
+                    tf.net
+                        .timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
                 } else {
                     self.resync(tf, me, p);
                 }
@@ -312,9 +331,11 @@ impl FailoverClient {
                 if dead {
                     // Died again while resyncing: start over.
                     self.paths[p].state = PathState::Dead;
-                    tf.net.timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
+                    tf.net
+                        .timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
                 } else {
-                    tf.net.timer_at(now + self.policy.drain, me, T_DRAIN | p as u64);
+                    tf.net
+                        .timer_at(now + self.policy.drain, me, T_DRAIN | p as u64);
                 }
             }
             PathState::Gone => {}
@@ -323,6 +344,9 @@ impl FailoverClient {
 
     fn declare_dead(&mut self, tf: &mut TimedFabric, me: ComponentId, p: usize) {
         let now = tf.net.now();
+        if std::env::var("FO_DEBUG").is_ok() {
+            eprintln!("{now:?} dead {p} inflight {:?} done {} retry {}", self.paths.iter().map(|q| (q.inflight.len(), q.state, q.fence_out, q.submitted, q.consumed)).collect::<Vec<_>>(), self.done_ops, self.retry.len());
+        }
         self.res.failovers += 1;
         self.first_failure.get_or_insert(now);
         let q = &mut self.paths[p];
@@ -340,7 +364,8 @@ impl FailoverClient {
             self.active = other;
             self.switched_at = Some(now);
         }
-        tf.net.timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
+        tf.net
+            .timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
         self.fill(tf, me);
     }
 
@@ -465,6 +490,9 @@ impl FailoverClient {
         let now = tf.net.now();
         let q = &mut self.paths[p];
         // The SQ head the controller reports: entries before it were fetched.
+        if std::env::var("FO_DEBUG").is_ok() {
+            eprintln!("{now:?} cqe path {p} {e:?} inflight {:?}", q.inflight.keys().collect::<Vec<_>>());
+        }
         let Some(f) = q.inflight.remove(&e.cid) else {
             return;
         };
@@ -565,7 +593,10 @@ impl FailoverClient {
                 .find(|c| !q.inflight.contains_key(c) && !q.open.values().any(|x| x == c))
                 .expect("few outstanding");
             q.next_cid = cid.wrapping_add(1);
-            let (cpu, dev) = (q.data.cpu + slot as u64 * BLOCK, q.data.dev + slot as u64 * BLOCK);
+            let (cpu, dev) = (
+                q.data.cpu + slot as u64 * BLOCK,
+                q.data.dev + slot as u64 * BLOCK,
+            );
             let (prp1, prp2, _) = build_prps(dev, BLOCK, BLOCK, 0);
             let lba = self.base_lba + op.block * LBAS as u64;
             let mut c = Command::rw(op.write, 1, lba, LBAS, prp1, prp2);
@@ -573,10 +604,19 @@ impl FailoverClient {
             let pos = q.submitted;
             q.submitted += 1;
             q.open.insert(pos, cid);
-            q.inflight.insert(cid, Inflight { op: o, slot, at: now });
+            q.inflight.insert(
+                cid,
+                Inflight {
+                    op: o,
+                    slot,
+                    at: now,
+                },
+            );
             let at = q.mem.sq_cpu + (pos % q.entries as u64) * 64;
             if op.write {
-                let _ = tf.fabric.store(self.cpu, cpu, &block_bytes(self.seed, op.block));
+                let _ = tf
+                    .fabric
+                    .store(self.cpu, cpu, &block_bytes(self.seed, op.block));
             } else {
                 let _ = tf.fabric.store(self.cpu, cpu, &[0u8; BLOCK as usize]);
             }
@@ -590,16 +630,25 @@ impl FailoverClient {
 
     fn check(&mut self, tf: &mut TimedFabric, me: ComponentId) {
         let now = tf.net.now();
+        if std::env::var("FO_DEBUG").is_ok() {
+            eprintln!("{now:?} check active {} {:?} done {} retry {}", self.active, self.paths.iter().map(|q| (q.inflight.len(), q.state, q.fence_out, q.submitted, q.consumed, q.polling)).collect::<Vec<_>>(), self.done_ops, self.retry.len());
+        }
         for p in 0..self.paths.len() {
             let q = &self.paths[p];
             if q.state == PathState::Up
-                && q.inflight.values().any(|f| now - f.at > self.policy.deadline)
+                && q.inflight
+                    .values()
+                    .any(|f| now - f.at > self.policy.deadline)
             {
                 self.declare_dead(tf, me, p);
             }
         }
         if !self.finished() {
-            tf.net.timer_at(now + Time::from_ps(self.policy.deadline.as_ps() / 4), me, T_CHECK);
+            tf.net.timer_at(
+                now + Time::from_ps(self.policy.deadline.as_ps() / 4),
+                me,
+                T_CHECK,
+            );
         }
     }
 }
@@ -610,7 +659,11 @@ impl Component<TimedFabric> for FailoverClient {
             Event::Timer(T_START) => {
                 self.fill(tf, me);
                 let now = tf.net.now();
-                tf.net.timer_at(now + Time::from_ps(self.policy.deadline.as_ps() / 4), me, T_CHECK);
+                tf.net.timer_at(
+                    now + Time::from_ps(self.policy.deadline.as_ps() / 4),
+                    me,
+                    T_CHECK,
+                );
             }
             Event::Timer(T_CHECK) => self.check(tf, me),
             Event::Timer(t) if t >> 32 == T_POLL >> 32 => {
@@ -626,14 +679,19 @@ impl Component<TimedFabric> for FailoverClient {
                     self.fence(tf, me, p);
                 }
             }
-            Event::Timer(t) if t >> 32 == T_DRAIN >> 32 => self.drained(tf, me, (t & 0xff) as usize),
+            Event::Timer(t) if t >> 32 == T_DRAIN >> 32 => {
+                self.drained(tf, me, (t & 0xff) as usize)
+            }
             Event::Timer(_) => {}
             Event::Delivery(Delivery::ReadServed { tag, .. }) => {
                 if tag & TAG_FENCE != 0 {
                     let p = (tag & 0xff) as usize;
                     let mut b = [0u8; 4];
                     if tf.net.delivery_failure().is_some()
-                        || tf.fabric.load(self.cpu, self.paths[p].bar0 + regs::CSTS, &mut b).is_err()
+                        || tf
+                            .fabric
+                            .load(self.cpu, self.paths[p].bar0 + regs::CSTS, &mut b)
+                            .is_err()
                     {
                         b = [0xff; 4];
                     }
@@ -642,14 +700,19 @@ impl Component<TimedFabric> for FailoverClient {
                     let p = tag as usize;
                     let mut b = [0u8; 16];
                     if tf.net.delivery_failure().is_some()
-                        || tf.fabric.load(self.cpu, self.paths[p].cq_entry(), &mut b).is_err()
+                        || tf
+                            .fabric
+                            .load(self.cpu, self.paths[p].cq_entry(), &mut b)
+                            .is_err()
                     {
                         b = [0xff; 16];
                     }
                     self.sampled.insert(p, b);
                 }
             }
-            Event::Delivery(Delivery::ReadData { tag, last: true, .. }) => {
+            Event::Delivery(Delivery::ReadData {
+                tag, last: true, ..
+            }) => {
                 if tf.net.delivery_failure().is_some() {
                     // Unsupported Request or a completion timeout: all-ones.
                     if tag & TAG_FENCE != 0 {
@@ -676,7 +739,8 @@ impl Component<TimedFabric> for FailoverClient {
     }
 
     fn finished(&self) -> bool {
-        self.wants_recreate.is_some() || (self.done_ops >= self.target && self.retry.is_empty() && self.in_flight() == 0)
+        self.wants_recreate.is_some()
+            || (self.done_ops >= self.target && self.retry.is_empty() && self.in_flight() == 0)
     }
 }
 
@@ -695,8 +759,14 @@ fn borrow_path(
     pair: usize,
 ) -> Result<PathSetUp, DistError> {
     let f = &tf.fabric;
-    let host = f.topo.host_by_name("borrower").ok_or_else(|| DistError::Setup("no host `borrower`".into()))?;
-    let lender = f.topo.host_by_name("lender").ok_or_else(|| DistError::Setup("no host `lender`".into()))?;
+    let host = f
+        .topo
+        .host_by_name("borrower")
+        .ok_or_else(|| DistError::Setup("no host `borrower`".into()))?;
+    let lender = f
+        .topo
+        .host_by_name("lender")
+        .ok_or_else(|| DistError::Setup("no host `lender`".into()))?;
     let name = format!("ntb{pair}");
     let (l, b) = (
         f.topo.ntb_by_name(lender, &name),
@@ -705,11 +775,32 @@ fn borrow_path(
     let (Some(l), Some(b)) = (l, b) else {
         return Err(DistError::Setup(format!("no adapter pair `{name}`")));
     };
-    let borrow = cl.borrow(&mut tf.fabric, host, m.fdid, BorrowOptions::shared().through(l, b))?;
+    let borrow = cl.borrow(
+        &mut tf.fabric,
+        host,
+        m.fdid,
+        BorrowOptions::shared().through(l, b),
+    )?;
     let req = QueueRequest::by_hints(64, DEPTH as u64 * BLOCK, DEPTH as u16);
-    let queue = m.create_queue_pair_on(sim, tf, cl, borrow, &req)?;
+    let mut queue = m.create_queue_pair_on(sim, tf, cl, borrow, &req)?;
+    // The SQ is in lender RAM (by hints); the CPU stores its entries through this path's
+    // own adapter (the segment's CPU mapping goes through the default pair). The lender
+    // has no IOMMU: the controller's address of the SQ is its physical address.
+    if tf.fabric.topo.host(lender).iommu {
+        return Err(DistError::Setup("the lender's IOMMU must be off for failover".into()));
+    }
+    let bytes = queue.entries as u64 * 64;
+    let w = host::Hosts::with(&mut tf.fabric, |hs, f| {
+        hs.ntb_acquire_window(f, b, lender, queue.mem.sq_dev, bytes)
+    })
+    .map_err(|e| DistError::Setup(e.to_string()))?;
+    queue.mem.sq_cpu = w.local;
     let bar0 = cl.shadow_bar(&tf.fabric, borrow, 0)?;
-    Ok(PathSetUp { borrow, queue, bar0 })
+    Ok(PathSetUp {
+        borrow,
+        queue,
+        bar0,
+    })
 }
 
 /// The primary cable (`borrower.ntb0`) flaps at 1 ms; `Flap` and `Recreate` bring it back
@@ -792,7 +883,10 @@ pub fn failover_run_with(
         mmio: ns(pt.cpu_mmio_write_ns),
         seed: (seed & 0xff) as u8,
         base_lba: 0,
-        paths: vec![PathQ::new(&p0.queue, p0.bar0, dstrd), PathQ::new(&p1.queue, p1.bar0, dstrd)],
+        paths: vec![
+            PathQ::new(&p0.queue, p0.bar0, dstrd),
+            PathQ::new(&p1.queue, p1.bar0, dstrd),
+        ],
         active: 0,
         ops: Vec::new(),
         retry: VecDeque::new(),
@@ -829,7 +923,9 @@ pub fn failover_run_with(
     let cable0 = fabric::faults::cables_at(&tf.fabric.topo, "borrower.ntb0").unwrap_or_default();
     let mut ups: VecDeque<Time> = shifted
         .iter()
-        .filter(|f| matches!(&f.target, FaultTarget::Cables(c) if c.iter().any(|x| cable0.contains(x))))
+        .filter(
+            |f| matches!(&f.target, FaultTarget::Cables(c) if c.iter().any(|x| cable0.contains(x))),
+        )
         .filter_map(|f| f.duration_ps.map(|d| Time::from_ps(f.at_ps + d)))
         .collect();
     ups.make_contiguous().sort();
@@ -846,7 +942,10 @@ pub fn failover_run_with(
             }
         }
         sim.run_until_finished(tf);
-        let want = sim.get::<FailoverClient>(cid).expect("client").wants_recreate;
+        let want = sim
+            .get::<FailoverClient>(cid)
+            .expect("client")
+            .wants_recreate;
         match want {
             Some(p) => {
                 m.delete_queue_pair(&mut sim, tf, &mut cl, qid0)?;

@@ -112,7 +112,16 @@ pub struct ShadowBar {
     pub real: u64,
     /// The borrower's bus address of the BAR's first byte (through its NTB).
     pub bus: u64,
-    mapping: DmaMapping,
+    mapping: ShadowMap,
+}
+
+/// How a shadow BAR reaches the real one: a CPU mapping of the DMA API (through the
+/// adapter pair `host::ntb_pair` picks), or a window of the borrow's own adapter (a borrow
+/// `through` a chosen pair).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ShadowMap {
+    Dma(DmaMapping),
+    Window(NtbWindow),
 }
 
 /// A borrow's DMA window, for inspection.
@@ -459,7 +468,7 @@ impl Cluster {
             maps: BTreeMap::new(),
         };
         let r = Hosts::with(f, |hs, f| {
-            let r = set_up(hs, f, &mut b, opts.dma_window);
+            let r = set_up(hs, f, &mut b, opts.dma_window, opts.through.is_some());
             if r.is_err() {
                 let _ = tear_down(hs, f, &mut b, false);
             }
@@ -846,7 +855,13 @@ impl From<HostError> for SetUpError {
 
 /// What a borrow programs: the device's requester entry on the lender's adapter, INTx
 /// masked, the DMA window (or the fallback), the shadow BARs.
-fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result<(), SetUpError> {
+fn set_up(
+    hs: &mut Hosts,
+    f: &mut Fabric,
+    b: &mut Borrow,
+    window: u64,
+    own_windows: bool,
+) -> Result<(), SetUpError> {
     let rid = f.topo.node(b.function).rid;
     let e = hs.ntb_acquire_requester(f, b.lender_ntb, rid)?;
     b.requester = Some(e);
@@ -891,6 +906,17 @@ fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result
     }
     let bars = f.topo.node(b.function).bars.clone();
     for bar in bars {
+        if own_windows {
+            let w = hs.ntb_acquire_window(f, b.borrower_ntb, b.lender, bar.addr, bar.size)?;
+            b.shadow.push(ShadowBar {
+                index: bar.index,
+                size: bar.size,
+                real: bar.addr,
+                bus: w.local,
+                mapping: ShadowMap::Window(w),
+            });
+            continue;
+        }
         let m = hs.dma_map_single(
             f,
             Requester::Cpu {
@@ -909,7 +935,7 @@ fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result
             size: bar.size,
             real: bar.addr,
             bus: m.addr.0,
-            mapping: m,
+            mapping: ShadowMap::Dma(m),
         });
     }
     Ok(())
@@ -1000,7 +1026,10 @@ fn tear_down(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, reset: bool) -> Res
         hs.iommu_unreserve(f, &range)?;
     }
     for s in std::mem::take(&mut b.shadow) {
-        hs.dma_unmap_single(f, &s.mapping)?;
+        match s.mapping {
+            ShadowMap::Dma(m) => hs.dma_unmap_single(f, &m)?,
+            ShadowMap::Window(w) => hs.ntb_release_window(f, &w)?,
+        }
     }
     if let Some(e) = b.requester.take() {
         hs.ntb_release_requester(f, &e)?;

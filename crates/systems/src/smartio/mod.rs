@@ -45,9 +45,9 @@ pub mod agent;
 pub mod api;
 pub mod failover;
 pub mod lending;
+pub mod mdev;
 pub mod nvme_bench;
 pub mod nvme_dist;
-pub mod mdev;
 pub mod p2p;
 pub mod pool;
 
