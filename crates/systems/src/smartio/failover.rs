@@ -344,9 +344,6 @@ impl FailoverClient {
 
     fn declare_dead(&mut self, tf: &mut TimedFabric, me: ComponentId, p: usize) {
         let now = tf.net.now();
-        if std::env::var("FO_DEBUG").is_ok() {
-            eprintln!("{now:?} dead {p} inflight {:?} done {} retry {}", self.paths.iter().map(|q| (q.inflight.len(), q.state, q.fence_out, q.submitted, q.consumed)).collect::<Vec<_>>(), self.done_ops, self.retry.len());
-        }
         self.res.failovers += 1;
         self.first_failure.get_or_insert(now);
         let q = &mut self.paths[p];
@@ -490,9 +487,6 @@ impl FailoverClient {
         let now = tf.net.now();
         let q = &mut self.paths[p];
         // The SQ head the controller reports: entries before it were fetched.
-        if std::env::var("FO_DEBUG").is_ok() {
-            eprintln!("{now:?} cqe path {p} {e:?} inflight {:?}", q.inflight.keys().collect::<Vec<_>>());
-        }
         let Some(f) = q.inflight.remove(&e.cid) else {
             return;
         };
@@ -630,9 +624,6 @@ impl FailoverClient {
 
     fn check(&mut self, tf: &mut TimedFabric, me: ComponentId) {
         let now = tf.net.now();
-        if std::env::var("FO_DEBUG").is_ok() {
-            eprintln!("{now:?} check active {} {:?} done {} retry {}", self.active, self.paths.iter().map(|q| (q.inflight.len(), q.state, q.fence_out, q.submitted, q.consumed, q.polling)).collect::<Vec<_>>(), self.done_ops, self.retry.len());
-        }
         for p in 0..self.paths.len() {
             let q = &self.paths[p];
             if q.state == PathState::Up
@@ -787,7 +778,9 @@ fn borrow_path(
     // own adapter (the segment's CPU mapping goes through the default pair). The lender
     // has no IOMMU: the controller's address of the SQ is its physical address.
     if tf.fabric.topo.host(lender).iommu {
-        return Err(DistError::Setup("the lender's IOMMU must be off for failover".into()));
+        return Err(DistError::Setup(
+            "the lender's IOMMU must be off for failover".into(),
+        ));
     }
     let bytes = queue.entries as u64 * 64;
     let w = host::Hosts::with(&mut tf.fabric, |hs, f| {
@@ -907,6 +900,12 @@ pub fn failover_run_with(
         next_store: 0,
     };
     let _ = client.mmio;
+    // A resync must outlast the controller's reads that lost their completions on the
+    // dead link: they end only at the lender platform's completion timeout.
+    let lender = tf.fabric.topo.node(m.device).host;
+    let cto = ns(tf.timing_of(lender).completion_timeout_ns);
+    let mut client = client;
+    client.policy.drain += cto;
     let t0 = tf.net.now();
     let shifted: Vec<FaultSpec> = faults
         .iter()
