@@ -201,6 +201,7 @@ const T_CHECK: u64 = 2 << 32;
 const T_PROBE: u64 = 3 << 32;
 const T_DRAIN: u64 = 4 << 32;
 const T_START: u64 = 0;
+const T_RESUME: u64 = 5 << 32;
 const TAG_FENCE: u64 = 1 << 40;
 const FLOW_SQ: u32 = 1 << 30;
 const FLOW_DB: u32 = 1 << 29;
@@ -393,7 +394,21 @@ impl FailoverClient {
         if q.state != PathState::Draining {
             return;
         }
-        // The controller posted one completion per entry: skip the lost ones.
+        // The controller posted one completion per entry: skip the lost ones, marking
+        // their slots as written in their lap (the CPU's own RAM), so that the next lap
+        // does not take a slot the controller never reached for a new entry.
+        let (from, to) = (q.consumed, q.submitted);
+        let (cq, entries) = (q.mem.cq_cpu, q.entries as u64);
+        for pos in from..to {
+            let e = Completion {
+                phase: (pos / entries).is_multiple_of(2),
+                ..Completion::from_bytes(&[0; 16])
+            };
+            let _ = tf
+                .fabric
+                .store(self.cpu, cq + (pos % entries) * 16, &e.to_bytes());
+        }
+        let q = &mut self.paths[p];
         q.consumed = q.submitted;
         q.open.clear();
         q.state = PathState::Up;
@@ -567,6 +582,11 @@ impl FailoverClient {
 
     /// Keeps QD 8 on the active path.
     fn fill(&mut self, tf: &mut TimedFabric, me: ComponentId) {
+        if self.wants_recreate.is_some() {
+            // Quiesced while the manager recreates a queue pair (the control plane runs
+            // with the controller otherwise idle).
+            return;
+        }
         let p = self.active;
         if self.paths[p].state != PathState::Up {
             return;
@@ -657,6 +677,7 @@ impl Component<TimedFabric> for FailoverClient {
                 );
             }
             Event::Timer(T_CHECK) => self.check(tf, me),
+            Event::Timer(T_RESUME) => self.fill(tf, me),
             Event::Timer(t) if t >> 32 == T_POLL >> 32 => {
                 let p = (t & 0xff) as usize;
                 self.paths[p].polling = true;
@@ -788,6 +809,12 @@ fn borrow_path(
     })
     .map_err(|e| DistError::Setup(e.to_string()))?;
     queue.mem.sq_cpu = w.local;
+    // A new CQ starts empty (its RAM may be an old queue's, with old phase tags).
+    let cpu = Requester::Cpu { host, package: 0 };
+    let zeros = vec![0u8; queue.entries as usize * 16];
+    tf.fabric
+        .store(cpu, queue.mem.cq_cpu, &zeros)
+        .map_err(|e| DistError::Setup(format!("clearing the CQ: {e:?}")))?;
     let bar0 = cl.shadow_bar(&tf.fabric, borrow, 0)?;
     Ok(PathSetUp {
         borrow,
@@ -956,7 +983,7 @@ pub fn failover_run_with(
                     c.res.primary_qids.1 = n.queue.qid;
                     c.res.primary_data_dev.1 = n.queue.data.dev;
                     let now = tf.net.now();
-                    tf.net.timer_at(now, cid, T_START);
+                    tf.net.timer_at(now, cid, T_RESUME);
                 });
             }
             None if ups.is_empty() || mode != FailoverMode::Recreate => break,
