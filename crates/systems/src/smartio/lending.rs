@@ -63,6 +63,11 @@ pub struct BorrowOptions {
     pub exclusive: bool,
     /// Bytes of the DMA window (with a borrower IOMMU).
     pub dma_window: u64,
+    /// The adapter pair to borrow through, (lender's adapter, borrower's adapter); `None`
+    /// (the default) takes the pair `host::ntb_pair` picks. A borrower with several
+    /// adapters to one lender borrows once per pair to have several paths (multipath
+    /// failover, `nvme_dist`'s `failover`).
+    pub through: Option<(NtbId, NtbId)>,
 }
 
 impl BorrowOptions {
@@ -70,12 +75,21 @@ impl BorrowOptions {
         BorrowOptions {
             exclusive: true,
             dma_window: DEFAULT_DMA_WINDOW,
+            through: None,
         }
     }
     pub fn shared() -> BorrowOptions {
         BorrowOptions {
             exclusive: false,
             dma_window: DEFAULT_DMA_WINDOW,
+            through: None,
+        }
+    }
+    /// The same options through the adapter pair (lender's adapter, borrower's adapter).
+    pub fn through(self, lender_ntb: NtbId, borrower_ntb: NtbId) -> BorrowOptions {
+        BorrowOptions {
+            through: Some((lender_ntb, borrower_ntb)),
+            ..self
         }
     }
 }
@@ -98,7 +112,16 @@ pub struct ShadowBar {
     pub real: u64,
     /// The borrower's bus address of the BAR's first byte (through its NTB).
     pub bus: u64,
-    mapping: DmaMapping,
+    mapping: ShadowMap,
+}
+
+/// How a shadow BAR reaches the real one: a CPU mapping of the DMA API (through the
+/// adapter pair `host::ntb_pair` picks), or a window of the borrow's own adapter (a borrow
+/// `through` a chosen pair).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ShadowMap {
+    Dma(DmaMapping),
+    Window(NtbWindow),
 }
 
 /// A borrow's DMA window, for inspection.
@@ -415,11 +438,21 @@ impl Cluster {
         };
         self.pool
             .check_borrow(fdid, opts.exclusive, &hname, holder)?;
-        let (lender_ntb, borrower_ntb) =
-            ntb_pair(f, d.host, host).ok_or_else(|| LendError::NoPath {
-                from: f.topo.host(d.host).name.clone(),
-                to: hname.clone(),
-            })?;
+        let pair = match opts.through {
+            Some((l, b))
+                if f.topo.host(d.host).ntbs.contains(&l)
+                    && f.topo.host(host).ntbs.contains(&b)
+                    && f.topo.ntb_reaches(l, b) =>
+            {
+                Some((l, b))
+            }
+            Some(_) => None,
+            None => ntb_pair(f, d.host, host),
+        };
+        let (lender_ntb, borrower_ntb) = pair.ok_or_else(|| LendError::NoPath {
+            from: f.topo.host(d.host).name.clone(),
+            to: hname.clone(),
+        })?;
         let mut b = Borrow {
             fdid,
             borrower: host,
@@ -435,7 +468,7 @@ impl Cluster {
             maps: BTreeMap::new(),
         };
         let r = Hosts::with(f, |hs, f| {
-            let r = set_up(hs, f, &mut b, opts.dma_window);
+            let r = set_up(hs, f, &mut b, opts.dma_window, opts.through.is_some());
             if r.is_err() {
                 let _ = tear_down(hs, f, &mut b, false);
             }
@@ -483,6 +516,17 @@ impl Cluster {
         self.end_borrow(f, b.id, true)?;
         self.post(ControlKind::ReturnAck);
         Ok(())
+    }
+
+    /// The lender's agent tears a borrow down on its own (it lost the borrower's link, or
+    /// decided its windows are stale): every window, requester entry and IOMMU mapping of
+    /// the borrow is removed, with no Function Level Reset (the device keeps serving its
+    /// other borrowers). One message (the notice to the borrower); the handle is dead
+    /// afterwards. Used by multipath failover's `recreate`.
+    pub fn revoke(&mut self, f: &mut Fabric, b: Borrowed) -> Result<(), LendError> {
+        self.live(f, b)?;
+        self.post(ControlKind::DeviceGone);
+        self.end_borrow(f, b.id, false)
     }
 
     fn end_borrow(&mut self, f: &mut Fabric, id: BorrowId, reset: bool) -> Result<(), LendError> {
@@ -811,7 +855,13 @@ impl From<HostError> for SetUpError {
 
 /// What a borrow programs: the device's requester entry on the lender's adapter, INTx
 /// masked, the DMA window (or the fallback), the shadow BARs.
-fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result<(), SetUpError> {
+fn set_up(
+    hs: &mut Hosts,
+    f: &mut Fabric,
+    b: &mut Borrow,
+    window: u64,
+    own_windows: bool,
+) -> Result<(), SetUpError> {
     let rid = f.topo.node(b.function).rid;
     let e = hs.ntb_acquire_requester(f, b.lender_ntb, rid)?;
     b.requester = Some(e);
@@ -856,6 +906,17 @@ fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result
     }
     let bars = f.topo.node(b.function).bars.clone();
     for bar in bars {
+        if own_windows {
+            let w = hs.ntb_acquire_window(f, b.borrower_ntb, b.lender, bar.addr, bar.size)?;
+            b.shadow.push(ShadowBar {
+                index: bar.index,
+                size: bar.size,
+                real: bar.addr,
+                bus: w.local,
+                mapping: ShadowMap::Window(w),
+            });
+            continue;
+        }
         let m = hs.dma_map_single(
             f,
             Requester::Cpu {
@@ -874,7 +935,7 @@ fn set_up(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, window: u64) -> Result
             size: bar.size,
             real: bar.addr,
             bus: m.addr.0,
-            mapping: m,
+            mapping: ShadowMap::Dma(m),
         });
     }
     Ok(())
@@ -965,7 +1026,10 @@ fn tear_down(hs: &mut Hosts, f: &mut Fabric, b: &mut Borrow, reset: bool) -> Res
         hs.iommu_unreserve(f, &range)?;
     }
     for s in std::mem::take(&mut b.shadow) {
-        hs.dma_unmap_single(f, &s.mapping)?;
+        match s.mapping {
+            ShadowMap::Dma(m) => hs.dma_unmap_single(f, &m)?,
+            ShadowMap::Window(w) => hs.ntb_release_window(f, &w)?,
+        }
     }
     if let Some(e) = b.requester.take() {
         hs.ntb_release_requester(f, &e)?;

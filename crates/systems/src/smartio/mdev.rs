@@ -568,6 +568,7 @@ impl Hypervisor {
                 let opts = BorrowOptions {
                     exclusive: true,
                     dma_window: PAGE,
+                    through: None,
                 };
                 let b = c.borrow(f, host, fdid, opts)?;
                 self.stats.borrows += 1;

@@ -43,6 +43,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod failover;
 pub mod lending;
 pub mod mdev;
 pub mod multicast;

@@ -348,6 +348,55 @@ impl Manager {
         r
     }
 
+    /// Like `create_queue_pair`, on a borrow the client already holds (`borrow`, e.g. one
+    /// made through a chosen adapter pair with `BorrowOptions::through`): the queue pair's
+    /// memory, data buffer and doorbells all go through that borrow. The borrow stays the
+    /// caller's when the creation fails.
+    pub fn create_queue_pair_on(
+        &mut self,
+        sim: &mut Sim<TimedFabric>,
+        tf: &mut TimedFabric,
+        cl: &mut Cluster,
+        borrow: Borrowed,
+        req: &QueueRequest,
+    ) -> Result<ClientQueue, DistError> {
+        self.set_up_client(sim, tf, cl, borrow.host, Some(borrow), req)
+    }
+
+    /// A client gives its I/O queue pair `qid` up (`nvm_rpc_sq_delete` + `cq_delete`):
+    /// the manager deletes the SQ (the controller aborts its commands) then the CQ on its
+    /// admin queue; two control messages. The qid is free again.
+    pub fn delete_queue_pair(
+        &mut self,
+        sim: &mut Sim<TimedFabric>,
+        tf: &mut TimedFabric,
+        cl: &mut Cluster,
+        qid: u16,
+    ) -> Result<(), DistError> {
+        cl.post(ControlKind::AdminRpc);
+        run_steps(
+            sim,
+            tf,
+            self.driver,
+            vec![
+                DriverStep::Admin(Command::delete_io_sq(qid)),
+                DriverStep::Admin(Command::delete_io_cq(qid)),
+            ],
+        );
+        cl.post(ControlKind::AdminRpcReply);
+        self.used.remove(&qid);
+        for (cmd, e) in last_admin(sim, self.driver, 2) {
+            if !e.status.is_success() {
+                return Err(DistError::Refused {
+                    what: format!("Delete I/O queue {qid} (opcode {:#04x})", cmd.opcode),
+                    device: self.label.clone(),
+                    status: status_text(e.status),
+                });
+            }
+        }
+        Ok(())
+    }
+
     fn set_up_client(
         &mut self,
         sim: &mut Sim<TimedFabric>,
