@@ -240,6 +240,19 @@ pub const PROBES: &[Probe] = &[
         run: smartio::nvme::multicast_identify,
     },
     Probe {
+        name: "nvme_failover",
+        fields: &[
+            "ios_completed",
+            "ios_failed_reported",
+            "acked_writes_lost",
+            "bytes_corrupted",
+            "recovery_us",
+            "ios_verified",
+            "last_path",
+        ],
+        run: smartio::nvme::nvme_failover,
+    },
+    Probe {
         name: "gpu_copy_mdev",
         fields: &["gbps"],
         run: smartio::nvme::gpu_copy_mdev,

@@ -183,3 +183,34 @@ pub fn multicast_identify(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         ("skipped_copies", json!(r.skipped_copies)),
     ]))
 }
+
+/// `nvme_failover`: args `mode` (`fail_over` | `flap` | `recreate`), `ios`: a two-path
+/// client writing and reading back 4 KiB blocks at QD 8 while its primary link fails at
+/// 1 ms (systems::smartio::failover).
+pub fn nvme_failover(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+    use systems::smartio::failover::{failover_run, FailoverMode};
+    let mode = match cx.arg("mode")?.as_str() {
+        "fail_over" => FailoverMode::FailOver,
+        "flap" => FailoverMode::Flap,
+        "recreate" => FailoverMode::Recreate,
+        other => {
+            return Err(cx.error(format!(
+                "mode = `{other}`: use \"fail_over\", \"flap\" or \"recreate\""
+            )))
+        }
+    };
+    let ios: u64 = cx
+        .arg("ios")?
+        .parse()
+        .map_err(|_| cx.error("ios must be a whole number"))?;
+    let r = failover_run(cx.tf, mode, ios, 1).map_err(|e| cx.error(e))?;
+    Ok(fields(vec![
+        ("ios_completed", json!(r.ios_completed)),
+        ("ios_failed_reported", json!(r.ios_failed_reported)),
+        ("acked_writes_lost", json!(r.acked_writes_lost)),
+        ("bytes_corrupted", json!(r.bytes_corrupted)),
+        ("recovery_us", json!(r.recovery_us)),
+        ("ios_verified", json!(r.ios_verified)),
+        ("last_path", json!(r.last_path)),
+    ]))
+}
