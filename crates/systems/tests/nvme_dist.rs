@@ -3,13 +3,15 @@
 //! limit refusing the client past it, no control message per I/O, and the SQ's place
 //! deciding the fetch path (REFERENCE.md §2's hop counts).
 
-use devices::nvme::queue::{Buffer, DriverLog, IoCmd, IoJob};
+use devices::nvme::queue::{DriverLog, IoCmd};
 use devices::nvme::NvmeDriver;
 use devices::pattern_byte;
 use fabric::{builtin, Fabric, Requester};
 use sim::component::Sim;
 use sim::timed::TimedFabric;
-use systems::smartio::nvme_dist::{CqPlacement, DistError, Manager, QueueRequest, SqPlacement};
+use systems::smartio::nvme_dist::{
+    io_job, CqPlacement, DistError, Manager, QueueRequest, SqPlacement,
+};
 use systems::smartio::Cluster;
 
 const BLOCKS: u64 = 1 << 20;
@@ -32,22 +34,6 @@ fn rig(name: &str, borrower_iommu: Option<&str>) -> (TimedFabric, Sim<TimedFabri
 
 fn log(sim: &Sim<TimedFabric>, id: sim::net::ComponentId) -> &DriverLog {
     &sim.get::<NvmeDriver>(id).unwrap().log
-}
-
-fn job(cmds: Vec<IoCmd>, depth: u16) -> IoJob {
-    let none = Buffer {
-        cpu: 0,
-        dev: 0,
-        bytes: 0,
-    };
-    IoJob {
-        qid: 0,
-        depth,
-        nsid: 1,
-        cmds,
-        data: none,
-        prp_lists: none,
-    }
 }
 
 /// Writes `blocks` 4 KiB blocks from the client's buffer at LBAs `base + 8 i`, clears the
@@ -76,12 +62,12 @@ fn write_read_back(
             })
             .collect::<Vec<_>>()
     };
-    q.start_io(sim, tf, job(cmds(true), 4));
+    q.start_io(sim, tf, io_job(cmds(true), 4));
     sim.run_until_finished(tf);
     tf.fabric
         .store(cpu, q.data.cpu, &vec![0u8; q.data.bytes as usize])
         .unwrap();
-    q.start_io(sim, tf, job(cmds(false), 4));
+    q.start_io(sim, tf, io_job(cmds(false), 4));
     sim.run_until_finished(tf);
     let mut back = vec![0u8; q.data.bytes as usize];
     tf.fabric.load(cpu, q.data.cpu, &mut back).unwrap();
