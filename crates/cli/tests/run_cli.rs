@@ -302,3 +302,45 @@ fn topo_path_and_run_agree_on_a_single_stream() {
         );
     }
 }
+
+fn borrowed_example() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/borrowed_gpu.toml")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn a_workload_uses_a_borrowed_device_by_its_borrow_name() {
+    let ex = borrowed_example();
+    let (code, out, err) = nudma(&["run", &ex, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        let gbps = r["metrics"]["gbps"].as_f64().unwrap();
+        assert!(gbps > 0.5 && gbps < 16.0, "{r}");
+        assert_eq!(r["metrics"]["faults"].as_u64(), Some(0), "{r}");
+    }
+    // The borrow's DMA window and the host layer's DMA API reach the same borrower RAM
+    // through the same IOMMU and adapters: the same rate.
+    let (code, direct, err) = nudma(&[
+        "run",
+        &ex,
+        "--format",
+        "json",
+        "--set",
+        "workload.to_borrower.device=lender.gpu",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let d: Value = serde_json::from_str(&direct).unwrap();
+    assert_eq!(
+        d["results"][0]["metrics"]["gbps"], v["results"][0]["metrics"]["gbps"],
+        "{direct}"
+    );
+    // A name that is neither a borrow nor a device is refused where it was written.
+    let (code, _, err) = nudma(&["run", &ex, "--set", "workload.to_borrower.device=gpu9"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("gpu9"), "{err}");
+}

@@ -11,23 +11,28 @@ fn the_built_in_files_are_the_implemented_catalog() {
     assert_eq!(
         ids,
         [
+            "smartio.failover",
             "smartio.gpu_dma",
             "smartio.limits",
             "smartio.mdev",
+            "smartio.multicast",
             "smartio.ntb_dma",
+            "smartio.nvme_latency",
+            "smartio.nvme_sharing",
             "smartio.p2p",
-            "smartio.ram_latency"
+            "smartio.ram_latency",
+            "smartio.sq_placement"
         ]
     );
     let refs: Vec<_> = builtin().iter().flat_map(|e| e.references.iter()).collect();
-    assert_eq!(refs.len(), 27);
+    assert_eq!(refs.len(), 30);
     let calibrated = refs
         .iter()
         .filter(|r| matches!(r.basis, Basis::Calibration(p) if !p.is_empty()))
         .count();
     assert_eq!(
         calibrated, 6,
-        "six points were fitted on, twenty-one are predicted"
+        "six points were fitted on, twenty-four are predicted"
     );
 }
 

@@ -21,6 +21,7 @@ use sim::net::{ComponentId, Counters};
 use sim::stats::Histogram;
 use sim::timed::TimedFabric;
 use sim::Time;
+use systems::smartio::Cluster;
 
 use crate::harness::{self, RunError};
 use crate::result::Run;
@@ -94,9 +95,20 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     let fabric = Fabric::from_scenario(scenario).map_err(|e| RunError(e.to_string()))?;
     let mut tf = TimedFabric::new(fabric, seed).map_err(RunError::from(&src.name))?;
     let mut sim: Sim<TimedFabric> = Sim::new();
+    // The scenario's [[lend]]/[[borrow]] declarations, carried out before any workload, so
+    // that a workload can name a borrowed device by its borrow name.
+    let mut cluster = if tf.fabric.topo.borrows.is_empty() && tf.fabric.topo.lends.is_empty() {
+        None
+    } else {
+        Some(
+            Cluster::from_fabric(&mut tf.fabric)
+                .map_err(|e| RunError(format!("{}: {e}", src.name)))?,
+        )
+    };
     let mut handles = Vec::new();
     for w in &spec.workloads {
-        handles.push(build(&mut tf, &mut sim, w).map_err(|e| located(&w.at, e.0))?);
+        handles
+            .push(build(&mut tf, &mut sim, cluster.as_mut(), w).map_err(|e| located(&w.at, e.0))?);
     }
     // Faults at their times, counted from the start of the run (warm-up included).
     let injector = (!faults.is_empty()).then(|| {
@@ -157,9 +169,58 @@ fn requester(tf: &TimedFabric, name: &str) -> Result<Requester, RunError> {
     }
 }
 
+/// A DMA workload's requester and the bus address and DMA behaviour it uses for `region`
+/// bytes at `target`: through the borrow's DMA window when `device` is a borrow name of
+/// the scenario (`[[borrow]] name = …`) and the target is in the borrower, else through
+/// the host layer's DMA API.
+fn dma_requester(
+    tf: &mut TimedFabric,
+    cluster: Option<&mut Cluster>,
+    device: &str,
+    target: &str,
+    offset: u64,
+    region: u64,
+) -> Result<(Requester, u64, devices::DmaSpec), RunError> {
+    let borrow = cluster
+        .as_ref()
+        .and_then(|c| c.borrow_named(device))
+        .zip(cluster);
+    let Some((b, cl)) = borrow else {
+        let who = requester(tf, device)?;
+        let (bus, dma) = harness::dma_to(tf, who, target, offset, region)?;
+        return Ok((who, bus, dma));
+    };
+    let f = cl
+        .function(&tf.fabric, b)
+        .map_err(|e| RunError(format!("{device}: {e}")))?;
+    let who = Requester::Function(f);
+    let (host, addr) = tf
+        .fabric
+        .resolve_address(target, offset)
+        .map_err(RunError::from(target))?;
+    let lender = tf.fabric.topo.node(f).host;
+    let bus = if host == b.host {
+        cl.map_for_device(
+            &mut tf.fabric,
+            b,
+            host::PhysAddr { host, addr },
+            region.max(1),
+            host::DmaDirection::Bidirectional,
+        )
+        .map_err(|e| RunError(format!("{device} → {target}: {e}")))?
+        .addr
+        .0
+    } else {
+        harness::map_buffer(tf, who, target, offset, region)?
+    };
+    let mps = harness::mps_between(tf, lender, host);
+    Ok((who, bus, harness::device_spec(tf, who, mps)?))
+}
+
 fn build(
     tf: &mut TimedFabric,
     sim: &mut Sim<TimedFabric>,
+    cluster: Option<&mut Cluster>,
     w: &Workload,
 ) -> Result<Handle, RunError> {
     match &w.kind {
@@ -171,9 +232,8 @@ fn build(
             transfer_bytes,
             outstanding,
         } => {
-            let who = requester(tf, device)?;
             let region = transfer_bytes * *outstanding as u64;
-            let (bus, dma) = harness::dma_to(tf, who, target, *offset, region)?;
+            let (who, bus, dma) = dma_requester(tf, cluster, device, target, *offset, region)?;
             let op = match op {
                 Direction::Read => Op::Read { src: bus },
                 Direction::Write => Op::Write { dst: bus },
