@@ -98,6 +98,9 @@ struct Meta {
     description: String,
     /// The measurement window used, for the report.
     window: String,
+    /// The mechanism behind its predictions, in a sentence or two (printed by `reproduce`).
+    #[serde(default)]
+    mechanism: String,
     /// The sweep parameter on the x axis of the plot, and whether it is log2.
     x: Option<String>,
     #[serde(default)]
@@ -320,6 +323,7 @@ impl Experiment {
             x_log2: f.experiment.x_log2,
             plot_metrics: f.experiment.plot.into_iter().map(leak).collect(),
             window: leak(f.experiment.window),
+            mechanism: leak(f.experiment.mechanism),
             configs_not_implemented: f.experiment.not_implemented.into_iter().map(leak).collect(),
         };
         let mut sweep = Vec::new();

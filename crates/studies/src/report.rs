@@ -432,6 +432,9 @@ pub fn table_with(
         match info {
             Some(i) if !i.description.is_empty() => {
                 let _ = writeln!(out, "{id} — {}", i.description);
+                if !i.mechanism.is_empty() {
+                    let _ = writeln!(out, "  why: {}", i.mechanism);
+                }
             }
             _ => {
                 let _ = writeln!(out, "{id}");
@@ -839,6 +842,9 @@ impl<'a> ReportDoc<'a> {
                 if !info.description.is_empty() {
                     let _ = writeln!(out, "{}\n", md_escape(info.description));
                 }
+                if !info.mechanism.is_empty() {
+                    let _ = writeln!(out, "Mechanism: {}\n", md_escape(info.mechanism));
+                }
                 if !info.window.is_empty() {
                     let _ = writeln!(out, "Measurement window: {}\n", md_escape(info.window));
                 }
@@ -936,6 +942,9 @@ impl<'a> ReportDoc<'a> {
             if let Some(info) = s.info {
                 if !info.description.is_empty() {
                     let _ = writeln!(out, "<p>{}</p>", html_escape(info.description));
+                }
+                if !info.mechanism.is_empty() {
+                    let _ = writeln!(out, "<p>Mechanism: {}</p>", html_escape(info.mechanism));
                 }
                 if !info.window.is_empty() {
                     let _ = writeln!(

@@ -116,6 +116,8 @@ pub struct ExperimentInfo {
     pub plot_metrics: Vec<&'static str>,
     /// The measurement window used, for the report (EXPERIMENTS.md asks to say it).
     pub window: &'static str,
+    /// The mechanism behind its predictions (which link, cache line or table decides).
+    pub mechanism: &'static str,
     /// Configs of the catalog entry that are not implemented yet (listed on stderr).
     pub configs_not_implemented: Vec<&'static str>,
 }

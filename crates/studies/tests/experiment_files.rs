@@ -116,3 +116,14 @@ fn malformed_experiment_files_are_refused_with_the_reason() {
         .to_string();
     assert!(e.contains("needs argument `to`"), "{e}");
 }
+
+#[test]
+fn every_built_in_experiment_says_what_mechanism_its_predictions_rest_on() {
+    for e in builtin() {
+        assert!(
+            e.info.mechanism.len() > 40,
+            "{} has no mechanism sentence",
+            e.info.id
+        );
+    }
+}
