@@ -13,6 +13,9 @@
 //!   window (`Cluster::map_for_device`/`unmap_for_device`: no message, no NTB change; on a
 //!   borrower without an IOMMU a lender window per mapping, with its messages).
 //!
+//! A third, `vm_access::VmAccess` (a device passed to a VM by MDEV), follows what this
+//! section describes; `BlkRun::new_vm` runs `NvmeBlk` on it.
+//!
 //! # Implementing it for a VM (MDEV)
 //!
 //! The driver holds only what these calls return: a CPU requester and the addresses that
@@ -93,6 +96,13 @@ pub trait DeviceAccess {
         bytes: u64,
     ) -> Result<CoherentBuf, AccessError>;
     fn free_coherent(&mut self, f: &mut Fabric, c: &CoherentBuf) -> Result<(), AccessError>;
+    /// RAM on the CPU's NUMA node `node` for the CPU alone (a page-cache page, mapped per
+    /// I/O with `map`): the CPU's address. By default the host layer's (`alloc_ram`); a
+    /// guest's is guest memory.
+    fn alloc_ram(&mut self, f: &mut Fabric, node: u32, bytes: u64) -> Result<u64, AccessError> {
+        let host = f.requester_host(self.cpu());
+        Ok(alloc_ram(f, host, node, bytes)?.phys.addr)
+    }
     /// `dma_map_single`: `len` bytes of the CPU's memory at `buf` for the device.
     fn map(
         &mut self,

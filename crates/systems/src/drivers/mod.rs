@@ -18,6 +18,7 @@
 
 pub mod access;
 pub mod nvme_blk;
+pub mod vm_access;
 
 pub use access::{AccessError, Borrowed, CoherentBuf, DevMapping, DeviceAccess, Local, MsiMessage};
 pub use nvme_blk::{

@@ -38,9 +38,9 @@ use sim::stats::Histogram;
 use sim::timed::TimedFabric;
 use sim::Time;
 
-use super::access::{
-    alloc_ram, AccessError, Borrowed, CoherentBuf, DevMapping, DeviceAccess, Local,
-};
+use super::access::{AccessError, Borrowed, CoherentBuf, DevMapping, DeviceAccess, Local};
+use super::vm_access::VmAccess;
+use crate::smartio::mdev::{HostPage, Hypervisor, MdevId, VmConfig};
 use crate::smartio::{BorrowOptions, Cluster, LendError};
 
 /// Block size of the requests (4 KiB, one page: PRP1 only).
@@ -205,7 +205,6 @@ impl NvmeBlk {
         access.config_write(f, 4, &c.to_le_bytes())?;
         let bar0 = access.bar(f, 0)?;
         let cpu = access.cpu();
-        let host = f.requester_host(cpu);
         let node0 = cpu_nodes[0];
         let asq = access.alloc_coherent(f, node0, cfg.admin_entries as u64 * 64)?;
         let acq = access.alloc_coherent(f, node0, cfg.admin_entries as u64 * 16)?;
@@ -216,10 +215,9 @@ impl NvmeBlk {
             let sq = access.alloc_coherent(f, node, e * 64)?;
             let cq = access.alloc_coherent(f, node, e * 16)?;
             let lists = access.alloc_coherent(f, node, 4096)?;
-            let page = alloc_ram(f, host, node, BLOCK)
-                .map_err(|e| BlkError::Probe(e.to_string()))?
-                .phys
-                .addr;
+            let page = access
+                .alloc_ram(f, node, BLOCK)
+                .map_err(|e| BlkError::Probe(e.to_string()))?;
             cpus.push(PerCpu {
                 sq,
                 cq,
@@ -559,6 +557,8 @@ pub struct BlkRun {
     pub borrow_msgs: u64,
     /// Control messages the probe cost (config forwards, MSI set-up).
     pub probe_msgs: u64,
+    /// The hypervisor and mdev when the driver runs in a VM.
+    pub vm: Option<(Rc<RefCell<Hypervisor>>, MdevId)>,
 }
 
 impl BlkRun {
@@ -622,6 +622,97 @@ impl BlkRun {
             borrow,
             borrow_msgs,
             probe_msgs: 0,
+            vm: None,
+        };
+        let now = tf.net.now();
+        tf.net.timer_at(now, blk, 0);
+        run.sim.run_until_finished(tf);
+        run.probe_msgs = run.control_msgs() - borrow_msgs;
+        let b = run.driver();
+        if !b.ready() {
+            return Err(b
+                .log
+                .error
+                .clone()
+                .unwrap_or_else(|| BlkError::Probe("did not finish".into())));
+        }
+        Ok(run)
+    }
+
+    /// `new`'s controller, driven by the same `NvmeBlk` in a VM on `host` (256 MiB of
+    /// guest memory on 2 MiB host pages; GPA 16..48 MiB reserved for the driver) through
+    /// an mdev of `device`, lent by its host (whose IOMMU must be on). The driver's probe
+    /// config write (memory space, bus mastering) is the guest's reset and Bus Master
+    /// Enable: it borrows the device and maps guest memory.
+    pub fn new_vm(
+        tf: &mut TimedFabric,
+        host: &str,
+        device: &str,
+        cfg: BlkConfig,
+    ) -> Result<BlkRun, BlkError> {
+        let h = tf
+            .fabric
+            .topo
+            .host_by_name(host)
+            .ok_or_else(|| BlkError::Setup(format!("no host `{host}`")))?;
+        let mut c = Cluster::new(&tf.fabric);
+        let fdid = c.fdid_by_name(&tf.fabric, device)?;
+        c.lend(fdid)?;
+        let mut hv = Hypervisor::new();
+        let guest = VmConfig {
+            mem_bytes: 256 << 20,
+            page: HostPage::Huge2M,
+            node: 0,
+            seed: 1,
+        };
+        let mdev_err = |e: crate::smartio::mdev::MdevError| BlkError::Setup(e.to_string());
+        let vm = hv
+            .create_vm(&mut tf.fabric, h, "guest", guest)
+            .map_err(mdev_err)?;
+        let m = hv.create_mdev(&c, &tf.fabric, vm, fdid).map_err(mdev_err)?;
+        let c = Rc::new(RefCell::new(c));
+        let hv = Rc::new(RefCell::new(hv));
+        let access = VmAccess::new(&tf.fabric, hv.clone(), c.clone(), vm, m, 16 << 20, 32 << 20)?;
+        let mut run = Self::with_access(tf, device, Box::new(access), cfg, Some(c))?;
+        run.borrow = hv.borrow().borrowed(m).map_err(mdev_err)?;
+        run.vm = Some((hv, m));
+        Ok(run)
+    }
+
+    /// The controller of `device` and the driver probed through `access`.
+    fn with_access(
+        tf: &mut TimedFabric,
+        device: &str,
+        access: Box<dyn DeviceAccess>,
+        cfg: BlkConfig,
+        cluster: Option<Rc<RefCell<Cluster>>>,
+    ) -> Result<BlkRun, BlkError> {
+        let function = match tf.fabric.resolve(device) {
+            Ok(Endpoint::Node(n)) => n,
+            _ => return Err(BlkError::Setup(format!("no device `{device}`"))),
+        };
+        let params = NvmeParams::from_node(tf, function, BLOCK, NAMESPACE_BLOCKS)
+            .map_err(|e| BlkError::Setup(e.0))?;
+        let ctrl = NvmeController::new(tf, function, params).map_err(|e| BlkError::Setup(e.0))?;
+        let mut sim = Sim::new();
+        let ctrl = sim.add(ctrl);
+        sim.get::<NvmeController>(ctrl)
+            .expect("just added")
+            .attach(tf, ctrl)
+            .map_err(|e| BlkError::Setup(e.0))?;
+        let borrow_msgs = cluster.as_ref().map_or(0, |c| c.borrow().stats().total());
+        let blk = NvmeBlk::probe(tf, access, &[0], cfg)?;
+        let blk = sim.add(blk);
+        let mut run = BlkRun {
+            sim,
+            ctrl,
+            blk,
+            function,
+            cluster,
+            borrow: None,
+            borrow_msgs,
+            probe_msgs: 0,
+            vm: None,
         };
         let now = tf.net.now();
         tf.net.timer_at(now, blk, 0);
