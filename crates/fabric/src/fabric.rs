@@ -222,18 +222,10 @@ impl Fabric {
         }
     }
 
-    /// Programs address-LUT windows of `ntb` so that `size` bytes at `far_addr` in host
-    /// `dst_host` become reachable; returns the local bus address of `far_addr`.
-    pub fn ntb_map_window(
-        &mut self,
-        ntb: NtbId,
-        dst_host: HostId,
-        far_addr: u64,
-        size: u64,
-    ) -> Result<WindowMapping, FabricError> {
+    /// The adapter of `dst_host` that `ntb` reaches (by cable or cluster switch).
+    fn far_adapter(&self, ntb: NtbId, dst_host: HostId) -> Result<NtbId, FabricError> {
         let src_host = self.topo.ntbs[ntb as usize].host;
-        let dst = self
-            .topo
+        self.topo
             .hosts
             .get(dst_host as usize)
             .ok_or_else(|| FabricError::Invalid(format!("no host {dst_host}")))?
@@ -244,7 +236,19 @@ impl Fabric {
             .ok_or_else(|| FabricError::Unreachable {
                 from: self.topo.hosts[src_host as usize].name.clone(),
                 to: self.topo.hosts[dst_host as usize].name.clone(),
-            })?;
+            })
+    }
+
+    /// Programs address-LUT windows of `ntb` so that `size` bytes at `far_addr` in host
+    /// `dst_host` become reachable; returns the local bus address of `far_addr`.
+    pub fn ntb_map_window(
+        &mut self,
+        ntb: NtbId,
+        dst_host: HostId,
+        far_addr: u64,
+        size: u64,
+    ) -> Result<WindowMapping, FabricError> {
+        let dst = self.far_adapter(ntb, dst_host)?;
         if size == 0 {
             return Err(FabricError::Invalid("window size must be > 0".into()));
         }
@@ -934,20 +938,7 @@ impl Fabric {
                 self.topo.host(host).name
             )));
         }
-        let src_host = self.topo.ntbs[ntb as usize].host;
-        let dst = self
-            .topo
-            .hosts
-            .get(host as usize)
-            .ok_or_else(|| FabricError::Invalid(format!("no host {host}")))?
-            .ntbs
-            .iter()
-            .copied()
-            .find(|&d| self.topo.ntb_reaches(ntb, d))
-            .ok_or_else(|| FabricError::Unreachable {
-                from: self.topo.hosts[src_host as usize].name.clone(),
-                to: self.topo.hosts[host as usize].name.clone(),
-            })?;
+        let dst = self.far_adapter(ntb, host)?;
         let way = self
             .take_way(ntb, dst, 1)
             .expect("a reachable adapter has a way");
