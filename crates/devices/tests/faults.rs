@@ -335,6 +335,8 @@ fn a_random_campaign_is_the_same_for_a_seed_and_differs_for_another() {
         count: 12,
         adapters: vec!["a.ntb".into()],
         hosts: vec!["b".into()],
+        longest_ps: None,
+        replug_within_ps: None,
     };
     let one = sim::faults::campaign(&tf.fabric.topo, &c(42)).unwrap();
     assert_eq!(one, sim::faults::campaign(&tf.fabric.topo, &c(42)).unwrap());

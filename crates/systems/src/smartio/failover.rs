@@ -74,8 +74,12 @@ pub struct FailoverPolicy {
     pub deadline: Time,
     /// Between two probes of a dead path.
     pub probe_every: Time,
-    /// After a resync's doorbells, time given to the controller to finish what it had.
+    /// After a resync's doorbells, the first look at whether the controller has
+    /// finished what it had (then every `probe_every`, up to the completion timeout).
     pub drain: Time,
+    /// At most one new I/O per `pace` (an open workload, so that a long campaign of
+    /// faults costs simulated idle time rather than I/Os); zero: closed loop at QD 8.
+    pub pace: Time,
 }
 
 impl Default for FailoverPolicy {
@@ -84,6 +88,7 @@ impl Default for FailoverPolicy {
             deadline: Time::from_us(100),
             probe_every: Time::from_us(50),
             drain: Time::from_us(100),
+            pace: Time::ZERO,
         }
     }
 }
@@ -106,6 +111,9 @@ pub struct FailoverResult {
     /// Times a path was declared dead, resynced, recreated.
     pub failovers: u64,
     pub resyncs: u64,
+    /// Of `resyncs`, those that ended on the controller's last completion rather than
+    /// at the completion timeout.
+    pub resyncs_before_timeout: u64,
     pub recreates: u64,
     /// Queue IDs of the primary path, first and last.
     pub primary_qids: (u16, u16),
@@ -235,6 +243,14 @@ pub struct FailoverClient {
     done_ops: u64,
     stores: BTreeMap<u32, (u64, [u8; 64])>,
     next_store: u32,
+    /// The lender platform's completion timeout: the longest a resync may wait for the
+    /// controller's reads that lost their completions on the dead link.
+    completion_timeout: Time,
+    /// Per path: a resync's drain ends by this time at the latest.
+    drain_until: [Time; 2],
+    /// The next new I/O may not be issued before this (`pace`); a resume timer is armed.
+    next_issue: Time,
+    pace_armed: bool,
 }
 
 fn block_bytes(seed: u8, block: u64) -> Vec<u8> {
@@ -335,6 +351,7 @@ impl FailoverClient {
                     tf.net
                         .timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
                 } else {
+                    self.drain_until[p] = now + self.policy.drain + self.completion_timeout;
                     tf.net
                         .timer_at(now + self.policy.drain, me, T_DRAIN | p as u64);
                 }
@@ -394,6 +411,26 @@ impl FailoverClient {
         if q.state != PathState::Draining {
             return;
         }
+        // The controller posts one completion per SQ entry it fetched, in CQ order; the
+        // resync's doorbell covered every entry, so a valid completion at the last
+        // submitted position means it has posted them all, and nothing it still owes can
+        // land later. Until then (a command whose data read was lost on the dead link
+        // ends only at the completion timeout, or that last completion was itself lost)
+        // look again, up to the timeout.
+        let now = tf.net.now();
+        if q.submitted > q.consumed && now < self.drain_until[p] {
+            let last = q.submitted - 1;
+            let mut b = [0u8; 16];
+            let at = q.mem.cq_cpu + (last % q.entries as u64) * 16;
+            let posted = tf.fabric.load(self.cpu, at, &mut b).is_ok()
+                && Completion::from_bytes(&b).phase == (last / q.entries as u64).is_multiple_of(2);
+            if !posted {
+                let next = (now + self.policy.probe_every).min(self.drain_until[p]);
+                tf.net.timer_at(next, me, T_DRAIN | p as u64);
+                return;
+            }
+        }
+        let q = &mut self.paths[p];
         // The controller posted one completion per entry: skip the lost ones, marking
         // their slots as written in their lap (the CPU's own RAM), so that the next lap
         // does not take a slot the controller never reached for a new entry.
@@ -408,6 +445,9 @@ impl FailoverClient {
                 .fabric
                 .store(self.cpu, cq + (pos % entries) * 16, &e.to_bytes());
         }
+        if now < self.drain_until[p] {
+            self.res.resyncs_before_timeout += 1;
+        }
         let q = &mut self.paths[p];
         q.consumed = q.submitted;
         q.open.clear();
@@ -417,6 +457,10 @@ impl FailoverClient {
         self.res.resyncs += 1;
         if self.mode != FailoverMode::FailOver && p == 0 {
             self.active = 0;
+        }
+        if self.paths[self.active].state != PathState::Up {
+            // Both paths were down: this one is the way on.
+            self.active = p;
         }
         self.fill(tf, me);
     }
@@ -597,7 +641,18 @@ impl FailoverClient {
             && !self.paths[p].free_slots.is_empty()
             && self.paths[p].inflight.len() + 1 < self.paths[p].entries as usize
         {
+            let paced = self.policy.pace > Time::ZERO;
+            if paced && now < self.next_issue {
+                if !self.pace_armed {
+                    self.pace_armed = true;
+                    tf.net.timer_at(self.next_issue, me, T_RESUME);
+                }
+                break;
+            }
             let Some(o) = self.next_op() else { break };
+            if paced {
+                self.next_issue = now + self.policy.pace;
+            }
             self.ops[o].attempts += 1;
             let op = self.ops[o];
             let q = &mut self.paths[p];
@@ -677,7 +732,10 @@ impl Component<TimedFabric> for FailoverClient {
                 );
             }
             Event::Timer(T_CHECK) => self.check(tf, me),
-            Event::Timer(T_RESUME) => self.fill(tf, me),
+            Event::Timer(T_RESUME) => {
+                self.pace_armed = false;
+                self.fill(tf, me)
+            }
             Event::Timer(t) if t >> 32 == T_POLL >> 32 => {
                 let p = (t & 0xff) as usize;
                 self.paths[p].polling = true;
@@ -925,14 +983,14 @@ pub fn failover_run_with(
         done_ops: 0,
         stores: BTreeMap::new(),
         next_store: 0,
+        completion_timeout: ns(tf
+            .timing_of(tf.fabric.topo.node(m.device).host)
+            .completion_timeout_ns),
+        drain_until: [Time::ZERO; 2],
+        next_issue: Time::ZERO,
+        pace_armed: false,
     };
     let _ = client.mmio;
-    // A resync must outlast the controller's reads that lost their completions on the
-    // dead link: they end only at the lender platform's completion timeout.
-    let lender = tf.fabric.topo.node(m.device).host;
-    let cto = ns(tf.timing_of(lender).completion_timeout_ns);
-    let mut client = client;
-    client.policy.drain += cto;
     let t0 = tf.net.now();
     let shifted: Vec<FaultSpec> = faults
         .iter()
