@@ -335,6 +335,8 @@ fn a_random_campaign_is_the_same_for_a_seed_and_differs_for_another() {
         count: 12,
         adapters: vec!["a.ntb".into()],
         hosts: vec!["b".into()],
+        longest_ps: None,
+        replug_within_ps: None,
     };
     let one = sim::faults::campaign(&tf.fabric.topo, &c(42)).unwrap();
     assert_eq!(one, sim::faults::campaign(&tf.fabric.topo, &c(42)).unwrap());
@@ -355,4 +357,46 @@ fn a_random_campaign_is_the_same_for_a_seed_and_differs_for_another() {
     )
     .unwrap_err()
     .contains("nope.ntb"));
+}
+
+#[test]
+fn a_campaign_bounds_its_flaps_and_replugs_each_pull_after_it() {
+    let tf = b2b();
+    let c = sim::faults::Campaign {
+        seed: 5,
+        from_ps: 0,
+        to_ps: 1_000_000_000,
+        count: 200,
+        adapters: vec!["a.ntb".into()],
+        hosts: vec!["b".into()],
+        longest_ps: Some(2_000_000),
+        replug_within_ps: Some(30_000_000),
+    };
+    let all = sim::faults::campaign(&tf.fabric.topo, &c).unwrap();
+    let of = |a: FaultAction| all.iter().filter(move |f| f.action == a);
+    assert_eq!(all.len() - of(FaultAction::LinkUp).count(), 200);
+    assert!(of(FaultAction::CablePull).count() > 10);
+    assert!(all
+        .iter()
+        .all(|f| f.duration_ps.is_none_or(|d| d <= 2_000_000)));
+    for pull in of(FaultAction::CablePull) {
+        let name = format!("{} re-plugged", pull.name.as_deref().unwrap());
+        let up = all
+            .iter()
+            .find(|f| f.name.as_deref() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert_eq!(up.action, FaultAction::LinkUp);
+        assert_eq!(up.target, pull.target);
+        assert!(up.at_ps > pull.at_ps && up.at_ps <= pull.at_ps + 30_000_000);
+    }
+    assert!(all.windows(2).all(|w| w[0].at_ps <= w[1].at_ps));
+    let e = sim::faults::campaign(
+        &tf.fabric.topo,
+        &sim::faults::Campaign {
+            replug_within_ps: Some(10),
+            ..c
+        },
+    )
+    .unwrap_err();
+    assert!(e.contains("re-plug"), "{e}");
 }

@@ -202,11 +202,18 @@ pub struct Campaign {
     pub adapters: Vec<String>,
     /// Hosts that may crash (and restart).
     pub hosts: Vec<String>,
+    /// The longest a flap or a crash lasts (picoseconds); `None`: a tenth of the span.
+    pub longest_ps: Option<u64>,
+    /// A pulled cable is plugged back in (a `link_up`) after a random time up to this
+    /// (picoseconds); `None`: it stays pulled.
+    pub replug_within_ps: Option<u64>,
 }
 
 /// A deterministic list of faults for a campaign — same seed, same list: link flaps of
-/// random durations (the longest a tenth of the span), pulls and crashes (each crash
-/// restarts after a random time), in time order, named `random0`, `random1`, …
+/// random durations (the longest `longest_ps`, by default a tenth of the span), pulls
+/// (re-plugged after a random time when `replug_within_ps` says so: a `link_up` named
+/// after its pull) and crashes (each crash restarts after a random time), in time order,
+/// named `random0`, `random1`, …
 /// An adapter or host that does not exist is an error naming it.
 pub fn campaign(topo: &Topology, c: &Campaign) -> Result<Vec<FaultSpec>, String> {
     let cables: Vec<(String, Vec<CableId>)> = c
@@ -233,9 +240,14 @@ pub fn campaign(topo: &Topology, c: &Campaign) -> Result<Vec<FaultSpec>, String>
         return Err("a campaign's span must end after it starts".into());
     }
     let span = c.to_ps - c.from_ps;
-    let longest = (span / 10).max(1000);
+    let longest = c.longest_ps.unwrap_or(span / 10).max(1000);
+    if c.replug_within_ps.is_some_and(|r| r < 1000) {
+        return Err("a campaign's re-plug time must be at least 1 ns".into());
+    }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(c.seed);
     let mut out = Vec::with_capacity(c.count);
+    // Each pull's re-plug, with the pull's start time to name it after its pull.
+    let mut replugs: Vec<(u64, FaultSpec)> = Vec::new();
     for _ in 0..c.count {
         let at_ps = c.from_ps + rng.random_range(0..span);
         let duration = rng.random_range(1000..=longest);
@@ -255,6 +267,23 @@ pub fn campaign(topo: &Topology, c: &Campaign) -> Result<Vec<FaultSpec>, String>
         } else {
             let (name, cs) = &cables[rng.random_range(0..cables.len())];
             let pull = roll == 3;
+            let replug = match c.replug_within_ps {
+                Some(r) if pull => Some(rng.random_range(1000..=r)),
+                _ => None,
+            };
+            if let Some(r) = replug {
+                replugs.push((
+                    at_ps,
+                    FaultSpec {
+                        name: None,
+                        at_ps: at_ps + r,
+                        action: FaultAction::LinkUp,
+                        target_name: name.clone(),
+                        target: FaultTarget::Cables(cs.clone()),
+                        duration_ps: None,
+                    },
+                ));
+            }
             FaultSpec {
                 name: None,
                 at_ps,
@@ -274,5 +303,17 @@ pub fn campaign(topo: &Topology, c: &Campaign) -> Result<Vec<FaultSpec>, String>
     for (i, f) in out.iter_mut().enumerate() {
         f.name = Some(format!("random{i}"));
     }
+    for (pulled_at, mut r) in replugs {
+        let pull = out
+            .iter()
+            .find(|f| {
+                f.action == FaultAction::CablePull && f.target == r.target && f.at_ps == pulled_at
+            })
+            .and_then(|f| f.name.clone())
+            .unwrap_or_default();
+        r.name = Some(format!("{pull} re-plugged"));
+        out.push(r);
+    }
+    out.sort_by_key(|f| f.at_ps);
     Ok(out)
 }

@@ -76,101 +76,131 @@ fn without_a_fault_every_io_completes_on_the_primary() {
         FailoverPolicy::default(),
     )
     .unwrap();
-    println!("nofault {r:?}");
-    let _ = (FaultAction::LinkDown, Time::ZERO);
-    let _: Option<FaultSpec> = None;
-    let _: Option<FaultTarget> = None;
-    let _: Option<Campaign> = None;
-    let _ = campaign;
+    assert_eq!(r.ios_completed, 200, "{r:?}");
+    assert_eq!((r.failovers, r.reissued, r.last_path), (0, 0, 0), "{r:?}");
+    assert_eq!((r.acked_writes_lost, r.bytes_corrupted), (0, 0), "{r:?}");
 }
 
-#[test]
-fn a_short_flap_is_survived_without_loss() {
-    let t = tf();
-    let cables = fabric::faults::cables_at(&t.fabric.topo, "borrower.ntb0").unwrap();
-    let f = vec![FaultSpec {
+fn cable_fault(t: &TimedFabric, adapter: &str, at_us: u64, down_us: Option<u64>) -> FaultSpec {
+    FaultSpec {
         name: None,
-        at_ps: 20_000_000,
-        action: FaultAction::LinkDown,
-        target_name: "borrower.ntb0".into(),
-        target: FaultTarget::Cables(cables),
-        duration_ps: Some(300_000_000),
-    }];
-    let mut t = t;
-    let (r, rig) = failover_run_with(
-        &mut t,
-        FailoverMode::Flap,
-        400,
-        1,
-        &f,
-        FailoverPolicy::default(),
-    )
-    .unwrap();
-    println!("pull {r:?} now {:?}", t.net.now());
-    let c = rig
-        .sim
-        .get::<devices::nvme::NvmeController>(rig.manager.controller)
-        .unwrap();
-    println!("{:?}", c.stats());
+        at_ps: Time::from_us(at_us).as_ps(),
+        action: if down_us.is_some() {
+            FaultAction::LinkDown
+        } else {
+            FaultAction::CablePull
+        },
+        target_name: adapter.into(),
+        target: FaultTarget::Cables(fabric::faults::cables_at(&t.fabric.topo, adapter).unwrap()),
+        duration_ps: down_us.map(|d| Time::from_us(d).as_ps()),
+    }
 }
 
-/// A seeded campaign of link flaps on both paths during 2,000 verified I/Os. Never both
-/// down at once: pulls are dropped, and a flap is kept only if it starts after the other
-/// cable's last kept flap ended plus the time its path needs to resync (a probe, the
-/// drain, the lender's completion timeout) — so the other path is always usable.
+/// The primary is pulled; the backup then flaps while it carries the I/O, so for a while
+/// neither path works. The backup is resynced when its link is back and the controller
+/// has posted its last completion — not a completion timeout (50 ms) later — and the
+/// run finishes on it.
 #[test]
-fn a_random_campaign_of_flaps_on_both_paths_loses_nothing() {
+fn a_flapped_path_resumes_when_the_controller_is_done_not_at_the_timeout() {
+    let mut t = tf();
+    let f = vec![
+        cable_fault(&t, "borrower.ntb0", 1000, None),
+        cable_fault(&t, "borrower.ntb1", 2000, Some(500)),
+    ];
+    let p = FailoverPolicy {
+        pace: Time::from_us(20),
+        ..FailoverPolicy::default()
+    };
+    let (r, _) = failover_run_with(&mut t, FailoverMode::Flap, 400, 1, &f, p).unwrap();
+    println!("both down {r:?} now {:?}", t.net.now());
+    assert_eq!(r.ios_completed + r.ios_failed_reported, 400, "{r:?}");
+    assert_eq!((r.acked_writes_lost, r.bytes_corrupted), (0, 0), "{r:?}");
+    assert!(r.failovers >= 2 && r.resyncs >= 1, "{r:?}");
+    assert_eq!(r.last_path, 1, "{r:?}");
+    let lender = t.fabric.topo.host_by_name("lender").unwrap();
+    let cto = Time::from_ns(t.timing_of(lender).completion_timeout_ns as u64);
+    assert!(
+        r.resyncs_before_timeout >= 1 && t.net.now() < cto,
+        "resumed before the timeout: {r:?} at {:?}",
+        t.net.now()
+    );
+}
+
+/// The campaign issue 10 asks for, on the I/O side: hundreds of seeded faults — link
+/// flaps of up to 2 ms and cable pulls re-plugged within 20 ms on both paths of a
+/// borrower (so at times neither works), and crashes of the borrower itself, restarted
+/// cold within 2 ms (it borrows again and gets new queue pairs) — during verified NVMe
+/// I/O through the distributed driver's two queue pairs. Every acknowledged write is read
+/// back and compared, before and after crashes; at the end every acknowledged block is
+/// compared on the media. Totals in README.
+#[test]
+fn a_seeded_campaign_of_hundreds_of_faults_loses_no_acknowledged_byte() {
     let mut t = tf();
     let c = Campaign {
-        seed: 7,
+        seed: 10,
         from_ps: Time::from_us(200).as_ps(),
-        to_ps: Time::from_us(4000).as_ps(),
-        count: 24,
+        to_ps: Time::from_us(1_500_000).as_ps(),
+        count: 320,
         adapters: vec!["borrower.ntb0".into(), "borrower.ntb1".into()],
-        hosts: vec![],
+        hosts: vec!["borrower".into()],
+        longest_ps: Some(Time::from_us(2000).as_ps()),
+        replug_within_ps: Some(Time::from_us(20_000).as_ps()),
     };
-    let all = campaign(&t.fabric.topo, &c).unwrap();
-    let p = FailoverPolicy::default();
-    let cto = 50_000_000_000u64; // the platform's completion_timeout_ns, as picoseconds
-    let settle = p.probe_every.as_ps() * 2 + p.drain.as_ps() + cto;
-    let mut busy_until = [0u64; 2];
-    let mut kept: Vec<FaultSpec> = Vec::new();
-    for f in all {
-        if f.action != FaultAction::LinkDown {
-            continue;
-        }
-        let i = usize::from(f.target_name.ends_with("ntb1"));
-        // The primary (the active path) is hit first; then each cable only while the
-        // other has settled.
-        if f.at_ps < busy_until[1 - i] || (i == 1 && busy_until[0] == 0) {
-            continue;
-        }
-        let end = f.at_ps + f.duration_ps.unwrap() + settle;
-        busy_until[i] = busy_until[i].max(end);
-        kept.push(f);
-    }
-    assert!(kept.len() >= 2, "{kept:?}");
-    let t0 = t.net.now();
-    let (r, rig) = failover_run_with(&mut t, FailoverMode::Flap, 2000, 7, &kept, p).unwrap();
+    let faults = campaign(&t.fabric.topo, &c).unwrap();
+    let drawn = |a: FaultAction| faults.iter().filter(|f| f.action == a).count();
+    let (flaps, pulls, crashes) = (
+        drawn(FaultAction::LinkDown),
+        drawn(FaultAction::CablePull),
+        drawn(FaultAction::HostCrash),
+    );
+    assert_eq!(flaps + pulls + crashes, 320);
+    assert_eq!(
+        drawn(FaultAction::LinkUp),
+        pulls,
+        "every pull is re-plugged"
+    );
+    // An open workload: one new I/O per 75 us, so the 1.5 s of faults cost idle time.
+    let p = FailoverPolicy {
+        pace: Time::from_us(75),
+        ..FailoverPolicy::default()
+    };
+    let ios = 20_000;
+    let (r, rig) = failover_run_with(&mut t, FailoverMode::Flap, ios, 10, &faults, p).unwrap();
     let log = rig
         .sim
         .get::<sim::faults::FaultInjector>(rig.injector)
         .unwrap()
         .log()
         .to_vec();
-    let downs = log
-        .iter()
-        .filter(|(_, s)| s.starts_with("link down"))
-        .count();
+    let applied = |w: &str| log.iter().filter(|(_, s)| s.contains(w)).count();
+    let (downs, crashed) = (applied("link down"), applied("crashed"));
     println!(
-        "campaign: {} faults kept of {}, {downs} link-downs applied, from {t0:?} to {:?}, {:?} {r:?}",
-        kept.len(),
-        c.count,
+        "I/O campaign: {} faults drawn ({flaps} flaps, {pulls} pulls re-plugged, {crashes} \
+         borrower crashes), {downs} link-downs and {crashed} crashes applied in {:?} \
+         simulated; {} I/Os: {} completed, {} failed with an error, {} reads verified, {} \
+         acknowledged writes lost, {} bytes corrupted; {} failovers, {} resyncs ({} before \
+         the completion timeout), {} I/Os re-issued, {} crashes survived ({} I/Os in \
+         flight lost with the host and resubmitted)",
+        flaps + pulls + crashes,
         t.net.now(),
-        kept.iter().map(|f| (f.target_name.clone(), f.at_ps / 1_000_000, f.duration_ps.unwrap() / 1_000_000)).collect::<Vec<_>>()
+        ios,
+        r.ios_completed,
+        r.ios_failed_reported,
+        r.ios_verified,
+        r.acked_writes_lost,
+        r.bytes_corrupted,
+        r.failovers,
+        r.resyncs,
+        r.resyncs_before_timeout,
+        r.reissued,
+        r.host_crashes,
+        r.ios_lost_with_host
     );
     assert_eq!(r.acked_writes_lost, 0, "{r:?}");
     assert_eq!(r.bytes_corrupted, 0, "{r:?}");
-    assert_eq!(r.ios_completed + r.ios_failed_reported, 2000, "{r:?}");
-    assert!(r.ios_verified >= 900, "{r:?}");
+    assert_eq!(r.ios_completed + r.ios_failed_reported, ios, "{r:?}");
+    assert!(downs + crashed >= 300, "the run outlasted the faults");
+    assert!(r.host_crashes >= 30, "{r:?}");
+    assert!(r.ios_verified >= ios / 3, "{r:?}");
+    assert!(r.failovers >= 50 && r.resyncs >= 50, "{r:?}");
 }

@@ -74,8 +74,12 @@ pub struct FailoverPolicy {
     pub deadline: Time,
     /// Between two probes of a dead path.
     pub probe_every: Time,
-    /// After a resync's doorbells, time given to the controller to finish what it had.
+    /// After a resync's doorbells, the first look at whether the controller has
+    /// finished what it had (then every `probe_every`, up to the completion timeout).
     pub drain: Time,
+    /// At most one new I/O per `pace` (an open workload, so that a long campaign of
+    /// faults costs simulated idle time rather than I/Os); zero: closed loop at QD 8.
+    pub pace: Time,
 }
 
 impl Default for FailoverPolicy {
@@ -84,6 +88,7 @@ impl Default for FailoverPolicy {
             deadline: Time::from_us(100),
             probe_every: Time::from_us(50),
             drain: Time::from_us(100),
+            pace: Time::ZERO,
         }
     }
 }
@@ -106,7 +111,14 @@ pub struct FailoverResult {
     /// Times a path was declared dead, resynced, recreated.
     pub failovers: u64,
     pub resyncs: u64,
+    /// Of `resyncs`, those that ended on the controller's last completion rather than
+    /// at the completion timeout.
+    pub resyncs_before_timeout: u64,
     pub recreates: u64,
+    /// Times the borrower crashed (and came back), and I/Os in flight lost with it (not
+    /// acknowledged, so resubmitted after the restart).
+    pub host_crashes: u64,
+    pub ios_lost_with_host: u64,
     /// Queue IDs of the primary path, first and last.
     pub primary_qids: (u16, u16),
     pub primary_data_dev: (u64, u64),
@@ -203,6 +215,9 @@ const T_DRAIN: u64 = 4 << 32;
 const T_START: u64 = 0;
 const T_RESUME: u64 = 5 << 32;
 const TAG_FENCE: u64 = 1 << 40;
+/// Timer IDs and read tags carry the client's epoch (crashes survived) above this bit.
+const EPOCH_SHIFT: u32 = 48;
+const EPOCH_MASK: u64 = (1 << EPOCH_SHIFT) - 1;
 const FLOW_SQ: u32 = 1 << 30;
 const FLOW_DB: u32 = 1 << 29;
 
@@ -235,6 +250,17 @@ pub struct FailoverClient {
     done_ops: u64,
     stores: BTreeMap<u32, (u64, [u8; 64])>,
     next_store: u32,
+    /// The lender platform's completion timeout: the longest a resync may wait for the
+    /// controller's reads that lost their completions on the dead link.
+    completion_timeout: Time,
+    /// Per path: a resync's drain ends by this time at the latest.
+    drain_until: [Time; 2],
+    /// Its host is down (crashed, not yet restarted); `epoch` counts the restarts.
+    down: bool,
+    epoch: u64,
+    /// The next new I/O may not be issued before this (`pace`); a resume timer is armed.
+    next_issue: Time,
+    pace_armed: bool,
 }
 
 fn block_bytes(seed: u8, block: u64) -> Vec<u8> {
@@ -289,14 +315,16 @@ impl FailoverClient {
         self.paths[p].fence_out = true;
         let addr = self.paths[p].bar0 + regs::CSTS;
         match self.route(tf, me, addr, 4, Access::Read, 0) {
-            Some(i) => tf
-                .net
-                .send_read(Issue { sample: true, ..i }, TAG_FENCE | p as u64),
+            Some(i) => tf.net.send_read(
+                Issue { sample: true, ..i },
+                TAG_FENCE | p as u64 | self.ep(),
+            ),
             None => {
                 // Nothing routes it (a dead cable, a torn-down window): all-ones at once.
                 self.fence_sample.insert(p, [0xff; 4]);
                 let now = tf.net.now();
-                tf.net.timer_at(now, me, T_PROBE | 1 << 16 | p as u64);
+                tf.net
+                    .timer_at(now, me, T_PROBE | 1 << 16 | p as u64 | self.ep());
             }
         }
     }
@@ -322,8 +350,11 @@ impl FailoverClient {
             }
             PathState::Dead => {
                 if dead {
-                    tf.net
-                        .timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
+                    tf.net.timer_at(
+                        now + self.policy.probe_every,
+                        me,
+                        T_PROBE | p as u64 | self.ep(),
+                    );
                 } else {
                     self.resync(tf, me, p);
                 }
@@ -332,11 +363,15 @@ impl FailoverClient {
                 if dead {
                     // Died again while resyncing: start over.
                     self.paths[p].state = PathState::Dead;
-                    tf.net
-                        .timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
+                    tf.net.timer_at(
+                        now + self.policy.probe_every,
+                        me,
+                        T_PROBE | p as u64 | self.ep(),
+                    );
                 } else {
+                    self.drain_until[p] = now + self.policy.drain + self.completion_timeout;
                     tf.net
-                        .timer_at(now + self.policy.drain, me, T_DRAIN | p as u64);
+                        .timer_at(now + self.policy.drain, me, T_DRAIN | p as u64 | self.ep());
                 }
             }
             PathState::Gone => {}
@@ -362,8 +397,11 @@ impl FailoverClient {
             self.active = other;
             self.switched_at = Some(now);
         }
-        tf.net
-            .timer_at(now + self.policy.probe_every, me, T_PROBE | p as u64);
+        tf.net.timer_at(
+            now + self.policy.probe_every,
+            me,
+            T_PROBE | p as u64 | self.ep(),
+        );
         self.fill(tf, me);
     }
 
@@ -394,6 +432,26 @@ impl FailoverClient {
         if q.state != PathState::Draining {
             return;
         }
+        // The controller posts one completion per SQ entry it fetched, in CQ order; the
+        // resync's doorbell covered every entry, so a valid completion at the last
+        // submitted position means it has posted them all, and nothing it still owes can
+        // land later. Until then (a command whose data read was lost on the dead link
+        // ends only at the completion timeout, or that last completion was itself lost)
+        // look again, up to the timeout.
+        let now = tf.net.now();
+        if q.submitted > q.consumed && now < self.drain_until[p] {
+            let last = q.submitted - 1;
+            let mut b = [0u8; 16];
+            let at = q.mem.cq_cpu + (last % q.entries as u64) * 16;
+            let posted = tf.fabric.load(self.cpu, at, &mut b).is_ok()
+                && Completion::from_bytes(&b).phase == (last / q.entries as u64).is_multiple_of(2);
+            if !posted {
+                let next = (now + self.policy.probe_every).min(self.drain_until[p]);
+                tf.net.timer_at(next, me, T_DRAIN | p as u64 | self.ep());
+                return;
+            }
+        }
+        let q = &mut self.paths[p];
         // The controller posted one completion per entry: skip the lost ones, marking
         // their slots as written in their lap (the CPU's own RAM), so that the next lap
         // does not take a slot the controller never reached for a new entry.
@@ -408,6 +466,9 @@ impl FailoverClient {
                 .fabric
                 .store(self.cpu, cq + (pos % entries) * 16, &e.to_bytes());
         }
+        if now < self.drain_until[p] {
+            self.res.resyncs_before_timeout += 1;
+        }
         let q = &mut self.paths[p];
         q.consumed = q.submitted;
         q.open.clear();
@@ -417,6 +478,10 @@ impl FailoverClient {
         self.res.resyncs += 1;
         if self.mode != FailoverMode::FailOver && p == 0 {
             self.active = 0;
+        }
+        if self.paths[self.active].state != PathState::Up {
+            // Both paths were down: this one is the way on.
+            self.active = p;
         }
         self.fill(tf, me);
     }
@@ -442,6 +507,44 @@ impl FailoverClient {
         }
     }
 
+    fn ep(&self) -> u64 {
+        self.epoch << EPOCH_SHIFT
+    }
+
+    /// Its host crashed: everything in flight is lost with the CPU. The I/Os it had not
+    /// seen acknowledged go back to the workload's queue (the application resubmits them
+    /// after the restart); what was acknowledged stays acknowledged, to be verified.
+    pub fn host_crashed(&mut self) {
+        self.down = true;
+        self.epoch += 1;
+        self.res.host_crashes += 1;
+        let mut lost: Vec<usize> = Vec::new();
+        for q in &mut self.paths {
+            lost.extend(std::mem::take(&mut q.inflight).into_values().map(|f| f.op));
+            q.state = PathState::Gone;
+        }
+        lost.sort_unstable();
+        self.res.ios_lost_with_host += lost.len() as u64;
+        for &o in lost.iter().rev() {
+            self.retry.push_front(o);
+        }
+        self.stores.clear();
+        self.sampled.clear();
+        self.fence_sample.clear();
+        self.pace_armed = false;
+    }
+
+    /// Its host is back with a new queue pair per path; the run loop starts it again.
+    pub fn host_restarted(&mut self, queues: [(&ClientQueue, u64); 2], dstrd: u8) {
+        self.paths = queues
+            .iter()
+            .map(|&(q, bar0)| PathQ::new(q, bar0, dstrd))
+            .collect();
+        self.active = 0;
+        self.down = false;
+        self.next_issue = Time::ZERO;
+    }
+
     /// The lender's agent revoked path `p`'s borrow.
     pub fn revoked(&mut self, p: usize) {
         self.paths[p].state = PathState::Gone;
@@ -458,11 +561,14 @@ impl FailoverClient {
     fn poll(&mut self, tf: &mut TimedFabric, me: ComponentId, p: usize) {
         let addr = self.paths[p].cq_entry();
         match self.route(tf, me, addr, 16, Access::Read, 0) {
-            Some(i) => tf.net.send_read(Issue { sample: true, ..i }, p as u64),
+            Some(i) => tf
+                .net
+                .send_read(Issue { sample: true, ..i }, p as u64 | self.ep()),
             None => {
                 self.sampled.insert(p, [0xff; 16]);
                 let now = tf.net.now();
-                tf.net.timer_at(now + self.cq_poll, me, T_POLL | p as u64);
+                tf.net
+                    .timer_at(now + self.cq_poll, me, T_POLL | p as u64 | self.ep());
                 self.paths[p].polling = false;
             }
         }
@@ -492,7 +598,8 @@ impl FailoverClient {
         }
         let q = &mut self.paths[p];
         if !q.inflight.is_empty() && q.state == PathState::Up {
-            tf.net.timer_at(now + self.cq_poll, me, T_POLL | p as u64);
+            tf.net
+                .timer_at(now + self.cq_poll, me, T_POLL | p as u64 | self.ep());
         } else {
             q.polling = false;
         }
@@ -597,7 +704,18 @@ impl FailoverClient {
             && !self.paths[p].free_slots.is_empty()
             && self.paths[p].inflight.len() + 1 < self.paths[p].entries as usize
         {
+            let paced = self.policy.pace > Time::ZERO;
+            if paced && now < self.next_issue {
+                if !self.pace_armed {
+                    self.pace_armed = true;
+                    tf.net.timer_at(self.next_issue, me, T_RESUME | self.ep());
+                }
+                break;
+            }
             let Some(o) = self.next_op() else { break };
+            if paced {
+                self.next_issue = now + self.policy.pace;
+            }
             self.ops[o].attempts += 1;
             let op = self.ops[o];
             let q = &mut self.paths[p];
@@ -658,7 +776,7 @@ impl FailoverClient {
             tf.net.timer_at(
                 now + Time::from_ps(self.policy.deadline.as_ps() / 4),
                 me,
-                T_CHECK,
+                T_CHECK | self.ep(),
             );
         }
     }
@@ -666,6 +784,20 @@ impl FailoverClient {
 
 impl Component<TimedFabric> for FailoverClient {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
+        if self.down {
+            // A crashed host's CPU runs nothing.
+            return;
+        }
+        // Timers and reads from before a crash belong to a client that no longer exists.
+        let ev =
+            match ev {
+                Event::Timer(t) if t >> EPOCH_SHIFT != self.epoch => return,
+                Event::Timer(t) => Event::Timer(t & EPOCH_MASK),
+                Event::Delivery(
+                    Delivery::ReadServed { tag, .. } | Delivery::ReadData { tag, .. },
+                ) if tag >> EPOCH_SHIFT != self.epoch => return,
+                e => e,
+            };
         match ev {
             Event::Timer(T_START) => {
                 self.fill(tf, me);
@@ -673,11 +805,14 @@ impl Component<TimedFabric> for FailoverClient {
                 tf.net.timer_at(
                     now + Time::from_ps(self.policy.deadline.as_ps() / 4),
                     me,
-                    T_CHECK,
+                    T_CHECK | self.ep(),
                 );
             }
             Event::Timer(T_CHECK) => self.check(tf, me),
-            Event::Timer(T_RESUME) => self.fill(tf, me),
+            Event::Timer(T_RESUME) => {
+                self.pace_armed = false;
+                self.fill(tf, me)
+            }
             Event::Timer(t) if t >> 32 == T_POLL >> 32 => {
                 let p = (t & 0xff) as usize;
                 self.paths[p].polling = true;
@@ -696,6 +831,7 @@ impl Component<TimedFabric> for FailoverClient {
             }
             Event::Timer(_) => {}
             Event::Delivery(Delivery::ReadServed { tag, .. }) => {
+                let tag = tag & EPOCH_MASK;
                 if tag & TAG_FENCE != 0 {
                     let p = (tag & 0xff) as usize;
                     let mut b = [0u8; 4];
@@ -725,6 +861,7 @@ impl Component<TimedFabric> for FailoverClient {
             Event::Delivery(Delivery::ReadData {
                 tag, last: true, ..
             }) => {
+                let tag = tag & EPOCH_MASK;
                 if tf.net.delivery_failure().is_some() {
                     // Unsupported Request or a completion timeout: all-ones.
                     if tag & TAG_FENCE != 0 {
@@ -751,7 +888,8 @@ impl Component<TimedFabric> for FailoverClient {
     }
 
     fn finished(&self) -> bool {
-        self.wants_recreate.is_some()
+        self.down
+            || self.wants_recreate.is_some()
             || (self.done_ops >= self.target && self.retry.is_empty() && self.in_flight() == 0)
     }
 }
@@ -761,6 +899,15 @@ pub struct PathSetUp {
     pub borrow: Borrowed,
     pub queue: ClientQueue,
     pub bar0: u64,
+    /// The borrower adapter's window onto the SQ in lender RAM.
+    pub sq_window: host::NtbWindow,
+}
+
+fn release_sq_window(tf: &mut TimedFabric, p: &PathSetUp) -> Result<(), DistError> {
+    host::Hosts::with(&mut tf.fabric, |hs, f| {
+        hs.ntb_release_window(f, &p.sq_window)
+    })
+    .map_err(|e| DistError::Setup(e.to_string()))
 }
 
 fn borrow_path(
@@ -820,6 +967,7 @@ fn borrow_path(
         borrow,
         queue,
         bar0,
+        sq_window: w,
     })
 }
 
@@ -925,14 +1073,16 @@ pub fn failover_run_with(
         done_ops: 0,
         stores: BTreeMap::new(),
         next_store: 0,
+        completion_timeout: ns(tf
+            .timing_of(tf.fabric.topo.node(m.device).host)
+            .completion_timeout_ns),
+        drain_until: [Time::ZERO; 2],
+        down: false,
+        epoch: 0,
+        next_issue: Time::ZERO,
+        pace_armed: false,
     };
     let _ = client.mmio;
-    // A resync must outlast the controller's reads that lost their completions on the
-    // dead link: they end only at the lender platform's completion timeout.
-    let lender = tf.fabric.topo.node(m.device).host;
-    let cto = ns(tf.timing_of(lender).completion_timeout_ns);
-    let mut client = client;
-    client.policy.drain += cto;
     let t0 = tf.net.now();
     let shifted: Vec<FaultSpec> = faults
         .iter()
@@ -947,47 +1097,115 @@ pub fn failover_run_with(
     tf.net.timer_at(t0, cid, T_START);
     // Times the primary cable comes back (recreate: the agent revokes then).
     let cable0 = fabric::faults::cables_at(&tf.fabric.topo, "borrower.ntb0").unwrap_or_default();
-    let mut ups: VecDeque<Time> = shifted
+    let mut ups: Vec<Time> = shifted
         .iter()
         .filter(
             |f| matches!(&f.target, FaultTarget::Cables(c) if c.iter().any(|x| cable0.contains(x))),
         )
         .filter_map(|f| f.duration_ps.map(|d| Time::from_ps(f.at_ps + d)))
         .collect();
-    ups.make_contiguous().sort();
-    let mut borrow0 = p0.borrow;
-    let mut qid0 = p0.queue.qid;
-    loop {
-        if mode == FailoverMode::Recreate {
-            if let Some(&up) = ups.front() {
-                sim.run_until(tf, up);
-                ups.pop_front();
-                // The lender's agent tears the primary's windows down as the link returns.
-                cl.revoke(&mut tf.fabric, borrow0)?;
-                sim.with(tf, cid, |c: &mut FailoverClient, _| c.revoked(0));
+    ups.sort();
+    // What the run loop acts on, in time order: the primary cable coming back (recreate:
+    // the agent revokes then), the borrower crashing and, restarted, borrowing again
+    // (each a nanosecond after the injector's change: the agents notice it).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+    enum Act {
+        Revoke0,
+        Crash,
+        Restart,
+    }
+    let mut acts: Vec<(Time, Act)> = Vec::new();
+    if mode == FailoverMode::Recreate {
+        acts.extend(ups.iter().map(|&t| (t, Act::Revoke0)));
+    }
+    let notice = Time::from_ns(1);
+    for f in &shifted {
+        if f.target != FaultTarget::Host(host) {
+            continue;
+        }
+        let at = Time::from_ps(f.at_ps) + notice;
+        match f.action {
+            FaultAction::HostRestart => acts.push((at, Act::Restart)),
+            _ => {
+                acts.push((at, Act::Crash));
+                if let Some(d) = f.duration_ps {
+                    acts.push((at + Time::from_ps(d), Act::Restart));
+                }
             }
         }
-        sim.run_until_finished(tf);
-        let want = sim
-            .get::<FailoverClient>(cid)
-            .expect("client")
-            .wants_recreate;
-        match want {
-            Some(p) => {
-                m.delete_queue_pair(&mut sim, tf, &mut cl, qid0)?;
-                let n = borrow_path(&mut sim, tf, &mut cl, &mut m, p)?;
-                borrow0 = n.borrow;
-                qid0 = n.queue.qid;
-                sim.with(tf, cid, |c: &mut FailoverClient, tf| {
-                    c.adopt(p, &n.queue, n.bar0, dstrd);
+    }
+    acts.sort();
+    let mut paths = [p0, p1];
+    let mut next = 0;
+    loop {
+        let c = sim.get::<FailoverClient>(cid).expect("client");
+        if let Some(p) = c.wants_recreate {
+            m.delete_queue_pair(&mut sim, tf, &mut cl, paths[p].queue.qid)?;
+            release_sq_window(tf, &paths[p])?;
+            let n = borrow_path(&mut sim, tf, &mut cl, &mut m, p)?;
+            sim.with(tf, cid, |c: &mut FailoverClient, tf| {
+                c.adopt(p, &n.queue, n.bar0, dstrd);
+                if p == 0 {
                     c.res.primary_qids.1 = n.queue.qid;
                     c.res.primary_data_dev.1 = n.queue.data.dev;
-                    let now = tf.net.now();
-                    tf.net.timer_at(now, cid, T_RESUME);
-                });
+                }
+                let now = tf.net.now();
+                tf.net.timer_at(now, cid, T_RESUME | c.ep());
+            });
+            paths[p] = n;
+            continue;
+        }
+        let done = !c.down && c.done_ops >= c.target && c.retry.is_empty() && c.in_flight() == 0;
+        if done {
+            break;
+        }
+        let Some(&(at, act)) = acts.get(next) else {
+            sim.run_until_finished(tf);
+            let c = sim.get::<FailoverClient>(cid).expect("client");
+            if c.wants_recreate.is_none() {
+                break;
             }
-            None if ups.is_empty() || mode != FailoverMode::Recreate => break,
-            None => {}
+            continue;
+        };
+        next += 1;
+        sim.run_until(tf, at);
+        let down = sim.get::<FailoverClient>(cid).expect("client").down;
+        match act {
+            Act::Revoke0 if !down => {
+                // The lender's agent tears the primary's windows down as the link returns.
+                cl.revoke(&mut tf.fabric, paths[0].borrow)?;
+                sim.with(tf, cid, |c: &mut FailoverClient, _| c.revoked(0));
+            }
+            Act::Crash if !down => {
+                sim.with(tf, cid, |c: &mut FailoverClient, _| c.host_crashed());
+                // At the lender: the manager deletes the dead client's queue pairs (the
+                // controller aborts what they held) and the agent revokes its borrows —
+                // no reset: the device is shared, the manager keeps it.
+                let live = cl.borrows();
+                for p in &paths {
+                    m.delete_queue_pair(&mut sim, tf, &mut cl, p.queue.qid)?;
+                    if live.contains(&p.borrow) {
+                        cl.revoke(&mut tf.fabric, p.borrow)?;
+                    }
+                }
+            }
+            Act::Restart if down && tf.fabric.host_up(host) => {
+                // Rebooted, the borrower's driver programs its adapters afresh (the old
+                // SQ windows are released), borrows through each pair again and asks the
+                // manager for new queue pairs.
+                for p in &paths {
+                    release_sq_window(tf, p)?;
+                }
+                let n0 = borrow_path(&mut sim, tf, &mut cl, &mut m, 0)?;
+                let n1 = borrow_path(&mut sim, tf, &mut cl, &mut m, 1)?;
+                sim.with(tf, cid, |c: &mut FailoverClient, tf| {
+                    c.host_restarted([(&n0.queue, n0.bar0), (&n1.queue, n1.bar0)], dstrd);
+                    let now = tf.net.now();
+                    tf.net.timer_at(now, cid, T_START | c.ep());
+                });
+                paths = [n0, n1];
+            }
+            _ => {}
         }
     }
     let c = sim.get::<FailoverClient>(cid).expect("client");

@@ -588,6 +588,29 @@ impl Cluster {
         Ok(())
     }
 
+    /// `host` is back after a restart (its agent registers again): it may borrow again,
+    /// and the devices it had lent are registered again — free, and not lent until its
+    /// agent lends them. What it held or lent before it vanished stays reclaimed: its old
+    /// handles, and its old borrowers' handles, are dead. A host that had not vanished is
+    /// left as it is.
+    pub fn host_rejoined(&mut self, host: HostId) -> Result<(), LendError> {
+        let agent = self
+            .agents
+            .get_mut(host as usize)
+            .ok_or_else(|| LendError::Invalid(format!("no host #{host}")))?;
+        if !agent.vanished {
+            return Ok(());
+        }
+        agent.vanished = false;
+        for d in self.pool_devices_of(host) {
+            let x = self.pool.get_mut(d)?;
+            if x.availability == Availability::Gone {
+                x.availability = Availability::Registered;
+            }
+        }
+        Ok(())
+    }
+
     fn pool_devices_of(&self, host: HostId) -> Vec<Fdid> {
         self.pool
             .devices()
