@@ -410,11 +410,19 @@ fn p2p_transfer(tf: &mut TimedFabric, path: &DataPath, bytes: u64) -> Result<Tim
     };
     let (a, b) = (path.a.requester(), path.b.requester());
     let host_of = |tf: &TimedFabric, d: Dev| tf.fabric.topo.node(d.function).host;
-    let sa = device_spec(tf, a, mps_between(tf, host_of(tf, path.a), path.target_host))?;
+    let sa = device_spec(
+        tf,
+        a,
+        mps_between(tf, host_of(tf, path.a), path.target_host),
+    )?;
     let t1 = dma_time(tf, a, sa, Op::Write { dst: path.dst }, bytes)?;
     match path.src {
         Some(src) => {
-            let sb = device_spec(tf, b, mps_between(tf, host_of(tf, path.b), path.target_host))?;
+            let sb = device_spec(
+                tf,
+                b,
+                mps_between(tf, host_of(tf, path.b), path.target_host),
+            )?;
             let t2 = dma_time(tf, b, sb, Op::Read { src }, bytes)?;
             Ok(launch(tf, a)? + t1 + launch(tf, b)? + t2)
         }

@@ -80,7 +80,12 @@ impl Program {
     /// Device `name`: its host's own as it is; another host's lent by that host's agent
     /// and borrowed exclusively, with a DMA window (used when the program's host has an
     /// IOMMU) of at least `window` bytes.
-    pub fn device(&mut self, tf: &mut TimedFabric, name: &str, window: u64) -> Result<Dev, RunError> {
+    pub fn device(
+        &mut self,
+        tf: &mut TimedFabric,
+        name: &str,
+        window: u64,
+    ) -> Result<Dev, RunError> {
         let f = &mut tf.fabric;
         let function = match f.resolve(name).map_err(RunError::from(name))? {
             fabric::Endpoint::Node(n) => n,
@@ -125,7 +130,12 @@ impl Program {
     }
 
     /// The address `dev` puts on the bus for the first byte of RAM segment `seg`.
-    pub fn map_ram(&mut self, tf: &mut TimedFabric, dev: Dev, seg: &Segment) -> Result<u64, RunError> {
+    pub fn map_ram(
+        &mut self,
+        tf: &mut TimedFabric,
+        dev: Dev,
+        seg: &Segment,
+    ) -> Result<u64, RunError> {
         let f = &mut tf.fabric;
         match dev.borrow {
             Some(b) => {
@@ -212,9 +222,21 @@ impl Program {
 
     /// A device of the program's host mapped through the host's DMA API (its IOMMU, or its
     /// NTB adapter when the target is in another host).
-    fn local_map(&mut self, tf: &mut TimedFabric, dev: Dev, at: PhysAddr, len: u64) -> Result<u64, RunError> {
+    fn local_map(
+        &mut self,
+        tf: &mut TimedFabric,
+        dev: Dev,
+        at: PhysAddr,
+        len: u64,
+    ) -> Result<u64, RunError> {
         let m = Hosts::with(&mut tf.fabric, |h, f| {
-            h.dma_map_single(f, dev.requester(), at, len.max(1), DmaDirection::Bidirectional)
+            h.dma_map_single(
+                f,
+                dev.requester(),
+                at,
+                len.max(1),
+                DmaDirection::Bidirectional,
+            )
         })
         .map_err(|e| RunError(format!("{}: {e}", tf.fabric.topo.node_label(dev.function))))?;
         self.local_maps.push(m);
@@ -222,8 +244,9 @@ impl Program {
     }
 
     /// Gives everything back: its own devices' mappings, every borrow (reset, its windows,
-    /// requester entry and mappings torn down), its segments.
-    pub fn finish(mut self, tf: &mut TimedFabric) -> Result<(), RunError> {
+    /// requester entry and mappings torn down), its segments. The cluster stays to be
+    /// looked at.
+    pub fn finish(&mut self, tf: &mut TimedFabric) -> Result<(), RunError> {
         let f = &mut tf.fabric;
         for m in std::mem::take(&mut self.local_maps) {
             Hosts::with(f, |h, f| h.dma_unmap_single(f, &m))
