@@ -22,7 +22,7 @@ use rustc_hash::FxHashMap;
 
 use crate::component::HasNet;
 use crate::cpu_stream::{CpuStream, StreamOp, StreamSpec};
-use crate::net::{coherent_bytes, Hop, Net};
+use crate::net::{coherent_bytes, ComponentId, Hop, Issue, Net};
 use crate::pcie::{self, serialize};
 use crate::time::Time;
 
@@ -582,6 +582,17 @@ impl TimedFabric {
             Requester::Function(n) => n,
             Requester::Cpu { host, package } => 0x8000_0000 | (host << 8) | package,
         }
+    }
+
+    /// `req` as one TLP of component `owner` ready to send on flow `flow` (its route, sink
+    /// address and header size), or `None` when nothing routes it: what a driver's CPU
+    /// does for each register access and queue entry.
+    pub fn issue(&mut self, req: &Request, owner: ComponentId, flow: u32) -> Option<Issue> {
+        let (r, t) = self.route(req).ok()?;
+        Some(Issue {
+            addr64: req.addr >= 1 << 32,
+            ..Issue::new(r, owner, flow, req.len, sink_address(&t))
+        })
     }
 
     /// The timed route of a request (cached per requester, 4 KiB page and access kind).

@@ -1,6 +1,7 @@
 //! What every experiment needs: load a built-in scenario (with host IOMMU choices), map a
-//! buffer for a requester through the host layer's DMA API until the SmartIO layer does it
-//! through borrow/map calls (NTB window, requester-ID entry, identity IOMMU mappings), and time
+//! buffer for a requester through the host layer's DMA API (NTB window, requester-ID entry,
+//! identity IOMMU mappings; the GPU probes borrow and map through SmartIO instead, see
+//! `smartio::program`), and time
 //! DMA jobs and single writes on the timed fabric — with a steady-state window for large
 //! transfers.
 

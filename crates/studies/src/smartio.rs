@@ -7,14 +7,17 @@
 
 pub mod limits;
 pub mod nvme;
+pub mod program;
 
-use devices::{Counters, Gpu, Op};
-use fabric::Requester;
+use devices::{Counters, DmaSpec, Gpu, Op};
+use fabric::{HostId, Requester};
 use sim::timed::ns;
 use sim::Time;
 
 use crate::harness::*;
 use crate::result::Run;
+use program::{Dev, Program};
+use systems::smartio::Segment;
 
 /// One-way latency of a CPU store of host `from` reaching host `to`'s RAM: the store
 /// leaves the core, crosses the fabric as a posted write, lands, and the polling core
@@ -132,7 +135,8 @@ pub fn ntb_copy(
 }
 
 /// bandwidthTest's copy by GPU `gpu` to (write) or from (read) host `user`'s RAM, timed
-/// from launch until the user's host sees it complete.
+/// from launch until the user's host sees it complete. A program on `user` borrows the
+/// GPU when it is another host's and returns it afterwards.
 pub fn gpu_copy_probe(
     tf: &mut TimedFabric,
     gpu: &str,
@@ -140,9 +144,10 @@ pub fn gpu_copy_probe(
     bytes: u64,
     write: bool,
 ) -> Result<Time, RunError> {
-    let g = requester(tf, gpu)?;
-    let cpu = requester(tf, &format!("{user}.cpu"))?;
-    gpu_copy(tf, g, cpu, gpu, &format!("{user}.ram"), bytes, write)
+    Program::run(tf, user, |p, tf| {
+        let g = GpuCopy::set_up(p, tf, gpu, bytes)?;
+        g.time(tf, p.host, write)
+    })
 }
 
 /// GPU `a` copies `bytes` to GPU `b` (straight into its memory, or through the user's
@@ -154,9 +159,14 @@ pub fn p2p_copy(
     via_ram: bool,
     bytes: u64,
 ) -> Result<Time, RunError> {
-    let (ra, rb) = (requester(tf, a)?, requester(tf, b)?);
-    p2p_transfer(tf, ra, rb, b, via_ram, bytes)
+    Program::run(tf, P2P_USER, |p, tf| {
+        let path = DataPath::set_up(p, tf, a, b, via_ram, bytes)?;
+        p2p_transfer(tf, &path, bytes)
+    })
 }
+
+/// The host whose program borrows the GPUs of `smartio.p2p` (the three-way testbed's).
+const P2P_USER: &str = "user";
 
 /// One round trip A → B → A of the GPUs' counter ping-pong.
 pub fn gpu_pingpong(
@@ -165,8 +175,7 @@ pub fn gpu_pingpong(
     b: &str,
     via_ram: bool,
 ) -> Result<Time, RunError> {
-    let (ra, rb) = (requester(tf, a)?, requester(tf, b)?);
-    pingpong(tf, ra, rb, a, b, via_ram)
+    Program::run(tf, P2P_USER, |p, tf| pingpong(p, tf, a, b, via_ram))
 }
 
 /// (hops, roots) of GPU `a`'s data path to GPU `b`.
@@ -176,9 +185,14 @@ pub fn path_shape(
     b: &str,
     via_ram: bool,
 ) -> Result<(usize, usize), RunError> {
-    let (ra, rb) = (requester(tf, a)?, requester(tf, b)?);
-    data_path(tf, ra, rb, b, via_ram)
+    Program::run(tf, P2P_USER, |p, tf| {
+        let path = DataPath::set_up(p, tf, a, b, via_ram, PATH_PROBE_BYTES)?;
+        data_path(tf, &path)
+    })
 }
+
+/// Bytes of the access whose route `path_shape` counts.
+const PATH_PROBE_BYTES: u64 = 64;
 
 /// Runs a built-in experiment file by ID (for tests and callers that want one).
 pub fn run_builtin(id: &str) -> Result<Vec<Run>, RunError> {
@@ -205,34 +219,129 @@ pub fn p2p() -> Result<Vec<Run>, RunError> {
     run_builtin("smartio.p2p")
 }
 
-/// A GPU copy timed from launch until the host sees it complete: the CPU rings the GPU
-/// (doorbell write), the copy engine starts after its launch overhead, runs the DMA, then
-/// writes a completion flag into host RAM that the host polls.
-fn gpu_copy(
-    tf: &mut TimedFabric,
-    gpu: Requester,
-    cpu: Requester,
-    gpu_name: &str,
-    user_ram: &str,
+/// bandwidthTest's buffers as a program maps them: the copy's buffer and the completion
+/// flag, segments of the user's RAM mapped for the GPU, and the GPU's doorbell mapped for
+/// the user's CPU.
+pub struct GpuCopy {
+    pub gpu: Dev,
+    pub buffer: Segment,
+    /// The GPU's bus address of the buffer's first byte.
+    pub buf: u64,
+    /// The GPU's bus address of the completion flag.
+    pub flag: u64,
+    /// The CPU's address of the GPU's doorbell (BAR0).
+    pub doorbell: u64,
+    spec: DmaSpec,
     bytes: u64,
-    write: bool,
-) -> Result<Time, RunError> {
-    let (buf, spec) = dma_to(tf, gpu, user_ram, 1 << 30, bytes)?;
-    let flag = map_buffer(tf, gpu, user_ram, 1 << 29, 64)?;
-    let doorbell = map_buffer(tf, cpu, &format!("{gpu_name}.bar0"), 0, 4)?;
-    let user_host = tf.fabric.requester_host(cpu);
-    let launch = ns(tf.timing_of(user_host).cpu_mmio_write_ns)
-        + one_way(tf, cpu, doorbell)?
-        + ns(device_param(tf, gpu, "launch_ns")?);
-    let op = if write {
-        Op::Write { dst: buf }
-    } else {
-        Op::Read { src: buf }
-    };
-    let dma = dma_time(tf, gpu, spec, op, bytes)?;
-    let notify = one_way(tf, gpu, flag)? + ns(tf.timing_of(user_host).cpu_poll_ns);
-    Ok(launch + dma + notify)
 }
+
+impl GpuCopy {
+    /// Borrows `gpu` (unless it is the program's host's) and maps a buffer of `bytes` and
+    /// a flag for it, its doorbell for the CPU.
+    pub fn set_up(
+        p: &mut Program,
+        tf: &mut TimedFabric,
+        gpu: &str,
+        bytes: u64,
+    ) -> Result<GpuCopy, RunError> {
+        let dev = p.device(tf, gpu, bytes + FLAG_BYTES)?;
+        let buffer = p.ram(tf, bytes)?;
+        let flag_seg = p.ram(tf, FLAG_BYTES)?;
+        let buf = p.map_ram(tf, dev, &buffer)?;
+        let flag = p.map_ram(tf, dev, &flag_seg)?;
+        let doorbell = p.cpu_bar(tf, dev, 0)?;
+        let lender = tf.fabric.topo.node(dev.function).host;
+        let spec = device_spec(tf, dev.requester(), mps_between(tf, lender, p.host))?;
+        Ok(GpuCopy {
+            gpu: dev,
+            buffer,
+            buf,
+            flag,
+            doorbell,
+            spec,
+            bytes,
+        })
+    }
+
+    /// The copy timed from launch until host `user` sees it complete: the CPU rings the
+    /// GPU (doorbell write), the copy engine starts after its launch overhead, runs the
+    /// DMA, then writes the completion flag that the host polls.
+    pub fn time(&self, tf: &mut TimedFabric, user: HostId, write: bool) -> Result<Time, RunError> {
+        let (g, cpu) = (
+            self.gpu.requester(),
+            Requester::Cpu {
+                host: user,
+                package: 0,
+            },
+        );
+        let launch = ns(tf.timing_of(user).cpu_mmio_write_ns)
+            + one_way(tf, cpu, self.doorbell)?
+            + ns(device_param(tf, g, "launch_ns")?);
+        let op = if write {
+            Op::Write { dst: self.buf }
+        } else {
+            Op::Read { src: self.buf }
+        };
+        let dma = dma_time(tf, g, self.spec, op, self.bytes)?;
+        let notify = one_way(tf, g, self.flag)? + ns(tf.timing_of(user).cpu_poll_ns);
+        Ok(launch + dma + notify)
+    }
+}
+
+/// The completion flag's segment: a page (the smallest segment there is).
+const FLAG_BYTES: u64 = 4096;
+
+/// The A → B data path of `smartio.p2p` as a program maps it: both GPUs (borrowed when
+/// another host's), and where A writes and B reads — B's BAR1 straight, or a segment of
+/// the user's RAM mapped for both.
+pub struct DataPath {
+    pub a: Dev,
+    pub b: Dev,
+    /// Where A writes.
+    pub dst: u64,
+    /// Where B reads (through the user's RAM), or `None` when A writes into B.
+    pub src: Option<u64>,
+    /// The host whose memory A writes.
+    pub target_host: HostId,
+}
+
+impl DataPath {
+    pub fn set_up(
+        p: &mut Program,
+        tf: &mut TimedFabric,
+        a: &str,
+        b: &str,
+        via_ram: bool,
+        bytes: u64,
+    ) -> Result<DataPath, RunError> {
+        let (a, b) = (p.device(tf, a, bytes)?, p.device(tf, b, bytes)?);
+        if via_ram {
+            let seg = p.ram(tf, bytes)?;
+            let dst = p.map_ram(tf, a, &seg)?;
+            let src = p.map_ram(tf, b, &seg)?;
+            Ok(DataPath {
+                a,
+                b,
+                dst,
+                src: Some(src),
+                target_host: p.host,
+            })
+        } else {
+            let dst = p.map_bar(tf, a, b, 1, 0, bytes.min(P2P_BAR_BYTES))?;
+            Ok(DataPath {
+                a,
+                b,
+                dst,
+                src: None,
+                target_host: tf.fabric.topo.node(b.function).host,
+            })
+        }
+    }
+}
+
+/// How much of B's BAR1 a straight copy maps: larger copies wrap around it, as CUDA's
+/// peer copies into a buffer of that size would (the K420's BAR1 holds 128 MiB).
+const P2P_BAR_BYTES: u64 = 128 << 20;
 
 use sim::timed::TimedFabric;
 
@@ -245,26 +354,19 @@ use sim::timed::TimedFabric;
 /// joined to B's read of it at the RAM's root complex, which the data passes through
 /// once: it counts once as a root and once as a hop. (`topo path`'s `hops` counts switch
 /// chips only, and a root where an access ends is no hop there.)
-fn data_path(
-    tf: &mut TimedFabric,
-    a: Requester,
-    b: Requester,
-    b_name: &str,
-    via_ram: bool,
-) -> Result<(usize, usize), RunError> {
+fn data_path(tf: &mut TimedFabric, path: &DataPath) -> Result<(usize, usize), RunError> {
     let route = |tf: &mut TimedFabric,
                  who: Requester,
-                 target: &str,
+                 bus: u64,
                  access: fabric::Access|
      -> Result<fabric::Path, RunError> {
-        let bus = map_buffer(tf, who, target, 0, 64)?;
         let mut p = fabric::Path::default();
         tf.fabric
             .route(
                 &fabric::Request {
                     requester: who,
                     addr: bus,
-                    len: 64,
+                    len: PATH_PROBE_BYTES as u32,
                     access,
                 },
                 &mut p,
@@ -272,13 +374,17 @@ fn data_path(
             .map_err(|f| fault_error(tf, f))?;
         Ok(p)
     };
-    if via_ram {
-        let to_ram = route(tf, a, "user.ram", fabric::Access::Write)?;
-        let from_ram = route(tf, b, "user.ram", fabric::Access::Read)?;
-        Ok(join_at_memory(&to_ram, &from_ram))
-    } else {
-        let p = route(tf, a, &format!("{b_name}.bar1"), fabric::Access::Write)?;
-        Ok((p.hops() + p.roots(), p.roots()))
+    let (a, b) = (path.a.requester(), path.b.requester());
+    match path.src {
+        Some(src) => {
+            let to_ram = route(tf, a, path.dst, fabric::Access::Write)?;
+            let from_ram = route(tf, b, src, fabric::Access::Read)?;
+            Ok(join_at_memory(&to_ram, &from_ram))
+        }
+        None => {
+            let p = route(tf, a, path.dst, fabric::Access::Write)?;
+            Ok((p.hops() + p.roots(), p.roots()))
+        }
     }
 }
 
@@ -298,27 +404,29 @@ pub fn join_at_memory(to: &fabric::Path, from: &fabric::Path) -> (usize, usize) 
 }
 
 /// One copy of `bytes` from A to B plus the synchronising launch that ends it.
-fn p2p_transfer(
-    tf: &mut TimedFabric,
-    a: Requester,
-    b: Requester,
-    b_name: &str,
-    via_ram: bool,
-    bytes: u64,
-) -> Result<Time, RunError> {
+fn p2p_transfer(tf: &mut TimedFabric, path: &DataPath, bytes: u64) -> Result<Time, RunError> {
     let launch = |tf: &TimedFabric, g: Requester| -> Result<Time, RunError> {
         Ok(ns(device_param(tf, g, "launch_ns")?))
     };
-    if via_ram {
-        let (dst, sa) = dma_to(tf, a, "user.ram", 1 << 30, bytes)?;
-        let (src, sb) = dma_to(tf, b, "user.ram", 1 << 30, bytes)?;
-        let t1 = dma_time(tf, a, sa, Op::Write { dst }, bytes)?;
-        let t2 = dma_time(tf, b, sb, Op::Read { src }, bytes)?;
-        Ok(launch(tf, a)? + t1 + launch(tf, b)? + t2)
-    } else {
-        let (dst, sa) = dma_to(tf, a, &format!("{b_name}.bar1"), 0, bytes.min(128 << 20))?;
-        let t = dma_time(tf, a, sa, Op::Write { dst }, bytes)?;
-        Ok(launch(tf, a)? + t)
+    let (a, b) = (path.a.requester(), path.b.requester());
+    let host_of = |tf: &TimedFabric, d: Dev| tf.fabric.topo.node(d.function).host;
+    let sa = device_spec(
+        tf,
+        a,
+        mps_between(tf, host_of(tf, path.a), path.target_host),
+    )?;
+    let t1 = dma_time(tf, a, sa, Op::Write { dst: path.dst }, bytes)?;
+    match path.src {
+        Some(src) => {
+            let sb = device_spec(
+                tf,
+                b,
+                mps_between(tf, host_of(tf, path.b), path.target_host),
+            )?;
+            let t2 = dma_time(tf, b, sb, Op::Read { src }, bytes)?;
+            Ok(launch(tf, a)? + t1 + launch(tf, b)? + t2)
+        }
+        None => Ok(launch(tf, a)? + t1),
     }
 }
 
@@ -327,38 +435,43 @@ fn p2p_transfer(
 /// the polls are reads across the fabric. The counter bytes travel through the fabric and
 /// every value read is checked.
 fn pingpong(
+    p: &mut Program,
     tf: &mut TimedFabric,
-    a: Requester,
-    b: Requester,
     a_name: &str,
     b_name: &str,
     via_ram: bool,
 ) -> Result<Time, RunError> {
-    let node = |r: Requester| match r {
-        Requester::Function(n) => Ok(n),
-        _ => Err(RunError("a ping-pong needs two GPUs".into())),
-    };
-    let ga = Gpu::from_node(tf, node(a)?).map_err(RunError::from(a_name))?;
-    let gb = Gpu::from_node(tf, node(b)?).map_err(RunError::from(b_name))?;
+    let (a, b) = (
+        p.device(tf, a_name, COUNTER_BYTES)?,
+        p.device(tf, b_name, COUNTER_BYTES)?,
+    );
+    let ga = Gpu::from_node(tf, a.function).map_err(RunError::from(a_name))?;
+    let gb = Gpu::from_node(tf, b.function).map_err(RunError::from(b_name))?;
     let counters = if via_ram {
-        let (wa, wb) = (4096, 8192);
+        // A's counter in the segment's first page, B's in its second.
+        let (wa, wb) = (0, COUNTER_BYTES / 2);
+        let seg = p.ram(tf, COUNTER_BYTES)?;
+        let (at_a, at_b) = (p.map_ram(tf, a, &seg)?, p.map_ram(tf, b, &seg)?);
         Counters::InHostRam {
-            a_writes: map_buffer(tf, a, "user.ram", wb, 4)?,
-            b_polls: map_buffer(tf, b, "user.ram", wb, 4)?,
-            b_writes: map_buffer(tf, b, "user.ram", wa, 4)?,
-            a_polls: map_buffer(tf, a, "user.ram", wa, 4)?,
+            a_writes: at_a + wb,
+            b_polls: at_b + wb,
+            b_writes: at_b + wa,
+            a_polls: at_a + wa,
         }
     } else {
         let (oa, ob) = (0x1000, 0x2000);
         Counters::InGpuMemory {
-            a_to_b: map_buffer(tf, a, &format!("{b_name}.bar{}", gb.memory_bar), ob, 4)?,
-            b_to_a: map_buffer(tf, b, &format!("{a_name}.bar{}", ga.memory_bar), oa, 4)?,
+            a_to_b: p.map_bar(tf, a, b, gb.memory_bar, ob, 4)?,
+            b_to_a: p.map_bar(tf, b, a, ga.memory_bar, oa, 4)?,
             a_offset: oa,
             b_offset: ob,
         }
     };
     devices::pingpong(tf, &ga, &gb, counters, PINGPONG_ROUNDS).map_err(RunError::from("ping-pong"))
 }
+
+/// The ping-pong's counter segment in the user's RAM: a page for each GPU's counter.
+const COUNTER_BYTES: u64 = 8192;
 
 /// Round trips run per configuration (each value is checked; the model is deterministic,
 /// so the paper's 100,000 would repeat the same time).

@@ -4,34 +4,14 @@
 //! latency difference derived from the routes' step times, and an error (not wrong data)
 //! after the device is returned.
 
-use fabric::builtin::{BuiltinResolver, FILES};
-use fabric::scenario::{load, Source};
-use fabric::{Access, Fabric, Request, Requester};
+mod common;
+
+use common::{builtin_text, timed};
+use fabric::{Access, Request, Requester};
 use sim::timed::TimedFabric;
 use sim::Time;
 use systems::drivers::nvme_blk::{BlkConfig, BlkError, BlkRequest, BlkRun};
 use systems::drivers::{nvme_qd1_latency, LatencyResult};
-
-fn builtin_text(name: &str) -> String {
-    FILES
-        .iter()
-        .find(|(p, _)| *p == format!("{name}.toml"))
-        .unwrap_or_else(|| panic!("no built-in {name}"))
-        .1
-        .to_string()
-}
-
-fn timed(text: &str) -> TimedFabric {
-    let s = load(
-        Source {
-            name: "blk.toml".into(),
-            text: text.into(),
-        },
-        &BuiltinResolver,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
-}
 
 /// REFERENCE.md §2: the thesis compared local and lent with a RAM-disk NVMe in the
 /// chassis position. The same edits as the experiment's `set` overrides

@@ -2,32 +2,11 @@
 //! back through the guest's path with no control message per I/O, Bus Master Enable from
 //! the driver's own probe config write, and the same admin command sequence on all three.
 
-use fabric::builtin::{BuiltinResolver, FILES};
-use fabric::scenario::{load, Source};
-use fabric::Fabric;
+mod common;
+
+use common::{builtin_text, timed};
 use sim::timed::TimedFabric;
 use systems::drivers::nvme_blk::{BlkConfig, BlkRequest, BlkRun};
-
-fn builtin_text(name: &str) -> String {
-    FILES
-        .iter()
-        .find(|(p, _)| *p == format!("{name}.toml"))
-        .unwrap_or_else(|| panic!("no built-in {name}"))
-        .1
-        .to_string()
-}
-
-fn timed(text: &str) -> TimedFabric {
-    let s = load(
-        Source {
-            name: "blk_vm.toml".into(),
-            text: text.into(),
-        },
-        &BuiltinResolver,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
-}
 
 /// `smartio_900p_b2b` with a P4800X in the lender and the lender's IOMMU on (MDEV needs it).
 fn b2b_p4800x_lender_iommu() -> String {

@@ -134,13 +134,47 @@ pub fn alloc_ram(
     })
 }
 
+/// What a driver's handles (`CoherentBuf::handle`, `DevMapping::handle`) stand for while
+/// they are live: handed out by `keep`, given back once by `take`.
+struct Live<T> {
+    items: Vec<(u64, T)>,
+    next: u64,
+}
+
+impl<T> Default for Live<T> {
+    fn default() -> Self {
+        Live {
+            items: Vec::new(),
+            next: 1,
+        }
+    }
+}
+
+impl<T> Live<T> {
+    fn keep(&mut self, x: T) -> u64 {
+        let handle = self.next;
+        self.next += 1;
+        self.items.push((handle, x));
+        handle
+    }
+
+    /// The item behind `handle`, no longer live; `what` names it in the error.
+    fn take(&mut self, handle: u64, what: &str) -> Result<T, AccessError> {
+        let i = self
+            .items
+            .iter()
+            .position(|x| x.0 == handle)
+            .ok_or_else(|| AccessError::Other(format!("{what} {handle} is not live")))?;
+        Ok(self.items.remove(i).1)
+    }
+}
+
 /// A device in the driver's own host.
 pub struct Local {
     cpu: Requester,
     function: NodeId,
-    coherent: Vec<(u64, Coherent)>,
-    maps: Vec<(u64, DmaMapping)>,
-    next: u64,
+    coherent: Live<Coherent>,
+    maps: Live<DmaMapping>,
 }
 
 impl Local {
@@ -156,9 +190,8 @@ impl Local {
         Ok(Local {
             cpu,
             function,
-            coherent: Vec::new(),
-            maps: Vec::new(),
-            next: 1,
+            coherent: Live::default(),
+            maps: Live::default(),
         })
     }
 
@@ -213,9 +246,7 @@ impl DeviceAccess for Local {
         let c = Hosts::with(f, |h, f| {
             h.dma_alloc_coherent(f, dev, NumaNode { host, node }, bytes)
         })?;
-        let handle = self.next;
-        self.next += 1;
-        self.coherent.push((handle, c));
+        let handle = self.coherent.keep(c);
         Ok(CoherentBuf {
             cpu: c.phys.addr,
             dev: c.mapping.addr.0,
@@ -224,14 +255,7 @@ impl DeviceAccess for Local {
         })
     }
     fn free_coherent(&mut self, f: &mut Fabric, c: &CoherentBuf) -> Result<(), AccessError> {
-        let i = self
-            .coherent
-            .iter()
-            .position(|x| x.0 == c.handle)
-            .ok_or_else(|| {
-                AccessError::Other(format!("coherent buffer {} is not allocated", c.handle))
-            })?;
-        let (_, x) = self.coherent.remove(i);
+        let x = self.coherent.take(c.handle, "coherent buffer")?;
         Ok(Hosts::with(f, |h, f| h.dma_free_coherent(f, &x))?)
     }
     fn map(
@@ -246,9 +270,7 @@ impl DeviceAccess for Local {
         let m = Hosts::with(f, |h, f| {
             h.dma_map_single(f, dev, PhysAddr { host, addr: buf }, len, dir)
         })?;
-        let handle = self.next;
-        self.next += 1;
-        self.maps.push((handle, m));
+        let handle = self.maps.keep(m);
         Ok(DevMapping {
             dev: m.addr.0,
             len,
@@ -256,12 +278,7 @@ impl DeviceAccess for Local {
         })
     }
     fn unmap(&mut self, f: &mut Fabric, m: &DevMapping) -> Result<(), AccessError> {
-        let i = self
-            .maps
-            .iter()
-            .position(|x| x.0 == m.handle)
-            .ok_or_else(|| AccessError::Other(format!("mapping {} is not mapped", m.handle)))?;
-        let (_, x) = self.maps.remove(i);
+        let x = self.maps.take(m.handle, "mapping")?;
         Ok(Hosts::with(f, |h, f| h.dma_unmap_single(f, &x))?)
     }
 }
@@ -273,9 +290,8 @@ pub struct Borrowed {
     borrow: smartio::Borrowed,
     cpu: Requester,
     function: NodeId,
-    coherent: Vec<(u64, Coherent, DeviceMapping)>,
-    maps: Vec<(u64, DeviceMapping)>,
-    next: u64,
+    coherent: Live<(Coherent, DeviceMapping)>,
+    maps: Live<DeviceMapping>,
 }
 
 impl Borrowed {
@@ -299,9 +315,8 @@ impl Borrowed {
             borrow: b,
             cpu,
             function,
-            coherent: Vec::new(),
-            maps: Vec::new(),
-            next: 1,
+            coherent: Live::default(),
+            maps: Live::default(),
         })
     }
 
@@ -363,9 +378,7 @@ impl DeviceAccess for Borrowed {
                 return Err(e.into());
             }
         };
-        let handle = self.next;
-        self.next += 1;
-        self.coherent.push((handle, c, m));
+        let handle = self.coherent.keep((c, m));
         Ok(CoherentBuf {
             cpu: c.phys.addr,
             dev: m.addr.0,
@@ -374,14 +387,7 @@ impl DeviceAccess for Borrowed {
         })
     }
     fn free_coherent(&mut self, f: &mut Fabric, c: &CoherentBuf) -> Result<(), AccessError> {
-        let i = self
-            .coherent
-            .iter()
-            .position(|x| x.0 == c.handle)
-            .ok_or_else(|| {
-                AccessError::Other(format!("coherent buffer {} is not allocated", c.handle))
-            })?;
-        let (_, x, m) = self.coherent.remove(i);
+        let (x, m) = self.coherent.take(c.handle, "coherent buffer")?;
         // After a return the borrow's mappings are gone with it: only the RAM is left.
         let r = self.cluster.borrow_mut().unmap_for_device(f, &m);
         Hosts::with(f, |h, f| h.dma_free_coherent(f, &x))?;
@@ -405,9 +411,7 @@ impl DeviceAccess for Borrowed {
             .cluster
             .borrow_mut()
             .map_for_device(f, self.borrow, phys, len, dir)?;
-        let handle = self.next;
-        self.next += 1;
-        self.maps.push((handle, m));
+        let handle = self.maps.keep(m);
         Ok(DevMapping {
             dev: m.addr.0,
             len,
@@ -415,12 +419,23 @@ impl DeviceAccess for Borrowed {
         })
     }
     fn unmap(&mut self, f: &mut Fabric, m: &DevMapping) -> Result<(), AccessError> {
-        let i = self
-            .maps
-            .iter()
-            .position(|x| x.0 == m.handle)
-            .ok_or_else(|| AccessError::Other(format!("mapping {} is not mapped", m.handle)))?;
-        let (_, x) = self.maps.remove(i);
+        let x = self.maps.take(m.handle, "mapping")?;
         Ok(self.cluster.borrow_mut().unmap_for_device(f, &x)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Live;
+
+    #[test]
+    fn a_handle_is_given_back_once() {
+        let mut l = Live::default();
+        let (a, b) = (l.keep('a'), l.keep('b'));
+        assert_ne!(a, b);
+        assert_eq!(l.take(b, "mapping").unwrap(), 'b');
+        let e = l.take(b, "mapping").unwrap_err();
+        assert_eq!(e.to_string(), format!("mapping {b} is not live"));
+        assert_eq!(l.take(a, "mapping").unwrap(), 'a');
     }
 }

@@ -10,6 +10,7 @@
 //! | `SCIReturnDevice` | `Cluster::return_device` |
 //! | `SCIConnectDeviceSegment` (`SCI_MEMTYPE_BAR`) | `Cluster::connect_device_segment` |
 //! | `SCICreateDeviceSegment(.., hints, ..)` | `Cluster::create_device_segment` (`AccessHints`, `Near` override) |
+//! | `SCICreateSegment` (a host's own RAM) | `Cluster::create_local_segment` |
 //! | `SCIMapLocalSegmentForDevice` / `SCIMapRemoteSegmentForDevice` | `Cluster::map_segment_for_device` (either: the segment knows where it is) |
 //! | `SCIUnmapSegmentForDevice` | `Cluster::unmap_for_device` |
 //! | `SCIMapLocalSegment` / `SCIMapRemoteSegment` | `Cluster::map_segment_for_cpu` |
@@ -391,6 +392,33 @@ impl Cluster {
             }
             None => cpu_node,
         };
+        self.create_segment(f, node, size, hints)
+            .map_err(|e| self.host_err(f, b.fdid, b.host, e))
+    }
+
+    /// `SCICreateSegment`: `size` bytes of RAM on `node`, a segment of that host's own
+    /// (pinned memory a program allocates before mapping it for its devices).
+    pub fn create_local_segment(
+        &mut self,
+        f: &mut Fabric,
+        node: NumaNode,
+        size: u64,
+        hints: AccessHints,
+    ) -> Result<Segment, LendError> {
+        self.create_segment(f, node, size, hints)
+            .map_err(|e| LendError::Invalid(e.to_string()))
+    }
+
+    fn create_segment(
+        &mut self,
+        f: &mut Fabric,
+        node: NumaNode,
+        size: u64,
+        hints: AccessHints,
+    ) -> Result<Segment, HostError> {
+        if f.topo.hosts.get(node.host as usize).is_none() {
+            return Err(HostError::Invalid(format!("no host #{}", node.host)));
+        }
         let pkg = f.topo.platform_of(node.host).package_of_node(node.node);
         let c = Hosts::with(f, |hs, f| {
             hs.dma_alloc_coherent(
@@ -402,8 +430,7 @@ impl Cluster {
                 node,
                 size,
             )
-        })
-        .map_err(|e| self.host_err(f, b.fdid, b.host, e))?;
+        })?;
         let s = Segment {
             id: SegmentId(self.next_segment),
             phys: c.phys,

@@ -43,7 +43,7 @@ use fabric::{Access, Request, Requester};
 use sim::component::{Component, Sim};
 use sim::faults::FaultInjector;
 use sim::net::{ComponentId, Delivery, Event, Issue};
-use sim::timed::{ns, sink_address, TimedFabric};
+use sim::timed::{ns, TimedFabric};
 use sim::Time;
 
 use super::lending::{BorrowOptions, Borrowed, Cluster};
@@ -285,12 +285,7 @@ impl FailoverClient {
             len,
             access,
         };
-        let (r, t) = tf.route(&req).ok()?;
-        Some(Issue {
-            addr64: addr >= 1 << 32,
-            cpu: false,
-            ..Issue::new(r, me, flow, len, sink_address(&t))
-        })
+        tf.issue(&req, me, flow)
     }
 
     /// A posted write through the path; dropped silently when nothing routes it.

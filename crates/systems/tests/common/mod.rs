@@ -2,10 +2,11 @@
 //! includes), and helpers to reach into it.
 #![allow(dead_code)]
 
-use fabric::builtin::BuiltinResolver;
+use fabric::builtin::{BuiltinResolver, FILES};
 use fabric::scenario::{load, Source};
 use fabric::{Endpoint, Fabric, HostId, NodeId, NtbId, Owner};
 use host::PhysAddr;
+use sim::timed::TimedFabric;
 
 /// `lender` (a K40c and a P4800X under a motherboard switch beside its PXH830),
 /// `borrower` and `other`, each with a PXH830, cabled lender–borrower and lender–other.
@@ -66,6 +67,21 @@ ends = ["lender.ntb", "other.ntb"]
 link = {{ gen = 3, width = 8 }}
 {extra}"#
     )
+}
+
+/// The text of built-in scenario `name`, to edit before loading.
+pub fn builtin_text(name: &str) -> String {
+    FILES
+        .iter()
+        .find(|(p, _)| *p == format!("{name}.toml"))
+        .unwrap_or_else(|| panic!("no built-in {name}"))
+        .1
+        .to_string()
+}
+
+/// A scenario text's timed fabric (seed 1).
+pub fn timed(text: &str) -> TimedFabric {
+    TimedFabric::new(load_text(text), 1).unwrap()
 }
 
 pub fn load_text(text: &str) -> Fabric {
