@@ -240,6 +240,31 @@ fn intx_is_masked_at_borrow_and_the_device_reset_at_return() {
 }
 
 #[test]
+fn a_shared_device_is_reset_only_when_its_last_borrower_leaves() {
+    let mut f = fabric(false, true);
+    let (mut c, gpu) = lent(&mut f, "lender.gpu");
+    let lender = host(&f, "lender");
+    let rid = f.topo.node(function(&f, "lender.gpu")).rid;
+    let flr = |f: &mut fabric::Fabric| {
+        let mut v = [0u8; 2];
+        f.config_read(lender, 0, rid, PCIE_DEVCTL, &mut v).unwrap();
+        u16::from_le_bytes(v) & DEVCTL_FLR != 0
+    };
+    let (borrower, other) = (host(&f, "borrower"), host(&f, "other"));
+    let s1 = c
+        .borrow(&mut f, borrower, gpu, BorrowOptions::shared())
+        .unwrap();
+    let s2 = c
+        .borrow(&mut f, other, gpu, BorrowOptions::shared())
+        .unwrap();
+    c.return_device(&mut f, s1).unwrap();
+    assert!(!flr(&mut f), "no reset under the other borrower");
+    c.host_vanished(&mut f, other).unwrap();
+    assert!(flr(&mut f), "the last borrower's reclaim resets the device");
+    let _ = s2;
+}
+
+#[test]
 fn an_msi_of_the_device_becomes_an_interrupt_at_the_borrower() {
     for lender_iommu in [false, true] {
         let mut f = fabric(lender_iommu, true);

@@ -508,8 +508,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// Gives a device back (`SCIReturnDevice`): a Function Level Reset at the lender, then
-    /// everything the borrow set up torn down. Two messages (return, acknowledgement).
+    /// Gives a device back (`SCIReturnDevice`): a Function Level Reset at the lender (when
+    /// no other borrower shares it), then everything the borrow set up torn down. Two messages (return, acknowledgement).
     pub fn return_device(&mut self, f: &mut Fabric, b: Borrowed) -> Result<(), LendError> {
         self.live(f, b)?;
         self.post(ControlKind::Return);
@@ -532,6 +532,9 @@ impl Cluster {
     fn end_borrow(&mut self, f: &mut Fabric, id: BorrowId, reset: bool) -> Result<(), LendError> {
         let mut b = self.borrows.remove(&id).expect("checked live");
         let (fdid, host) = (b.fdid, b.borrower);
+        // A shared device is reset only when its last borrower leaves: a Function Level
+        // Reset under the others (a shared NVMe's manager and clients) would break them.
+        let reset = reset && self.pool.get(fdid).map_or(true, |d| d.borrowers() <= 1);
         Hosts::with(f, |hs, f| tear_down(hs, f, &mut b, reset))
             .map_err(|e| self.host_err(f, fdid, host, e))?;
         self.pool.give_back(fdid, id);
@@ -539,7 +542,8 @@ impl Cluster {
         Ok(())
     }
 
-    /// `host` is gone: its borrows are reclaimed (each device reset, every window,
+    /// `host` is gone: its borrows are reclaimed (each device reset unless another borrower
+    /// still shares it; every window,
     /// requester entry and IOMMU mapping torn down) and the devices it lent are gone,
     /// their borrowers' shadows torn down.
     pub fn host_vanished(&mut self, f: &mut Fabric, host: HostId) -> Result<(), LendError> {
