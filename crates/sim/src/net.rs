@@ -73,6 +73,8 @@ pub struct Wire {
     /// Credits on their way back (UpdateFC), as (time, credits), oldest first: taken in
     /// when a TLP next looks, so that a credit costs an event only when a TLP waits.
     returns: [VecDeque<(Time, u16)>; 3],
+    /// An `Ev::Credit` wake is scheduled for the class (at most one at a time).
+    wake: [bool; 3],
     queues: [VecDeque<u32>; 3],
     free_at: Time,
     /// The opposite direction, which carries this direction's ACK/UpdateFC DLLPs.
@@ -620,6 +622,7 @@ impl Net {
                 credit_cap: credits,
                 credits,
                 returns: Default::default(),
+                wake: [false; 3],
                 queues: Default::default(),
                 free_at: Time::ZERO,
                 reverse: if i == 0 { a + 1 } else { a },
@@ -1000,7 +1003,9 @@ impl Net {
         let w = &mut self.wires[wire as usize];
         let at = self.engine.now() + w.latency + self.fc_extra;
         w.returns[class].push_back((at, n));
-        if !w.queues[class].is_empty() {
+        // Returns are in time order: a pending wake comes no later than this one.
+        if !w.queues[class].is_empty() && !w.wake[class] {
+            w.wake[class] = true;
             self.engine
                 .schedule_at(at, Ev::Credit(wire, class as u8))
                 .expect("future");
@@ -1019,7 +1024,8 @@ impl Net {
             };
             let need = self.tlps[next as usize].count;
             if wire.credits[class] < need {
-                if let Some(&(at, _)) = wire.returns[class].front() {
+                if let (Some(&(at, _)), false) = (wire.returns[class].front(), wire.wake[class]) {
+                    wire.wake[class] = true;
                     self.engine
                         .schedule_at(at, Ev::Credit(w, class as u8))
                         .expect("future");
@@ -1163,8 +1169,9 @@ impl Net {
                         self.transmit(t, w);
                     } else {
                         wire.queues[class].push_back(t);
-                        if wire.queues[class].len() == 1 {
+                        if !wire.wake[class] {
                             if let Some(&(at, _)) = wire.returns[class].front() {
+                                wire.wake[class] = true;
                                 self.engine
                                     .schedule_at(at, Ev::Credit(w, class as u8))
                                     .expect("future");
@@ -1639,7 +1646,10 @@ impl Net {
             let (_, ev) = self.engine.pop().expect("peeked");
             match ev {
                 Ev::Hop(tlp) => self.hop(tlp),
-                Ev::Credit(w, class) => self.pump_credits(w, class as usize),
+                Ev::Credit(w, class) => {
+                    self.wires[w as usize].wake[class as usize] = false;
+                    self.pump_credits(w, class as usize);
+                }
                 Ev::Deliver(c, d) => {
                     self.failure = None;
                     return Some(Notice::To(c, Event::Delivery(d)));
