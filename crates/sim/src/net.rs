@@ -70,6 +70,11 @@ pub struct Wire {
     /// Credits (TLP headers) the receiver advertises per class; 0 = infinite.
     pub credit_cap: [u16; 3],
     credits: [u16; 3],
+    /// Credits on their way back (UpdateFC), as (time, credits), oldest first: taken in
+    /// when a TLP next looks, so that a credit costs an event only when a TLP waits.
+    returns: [VecDeque<(Time, u16)>; 3],
+    /// An `Ev::Credit` wake is scheduled for the class (at most one at a time).
+    wake: [bool; 3],
     queues: [VecDeque<u32>; 3],
     free_at: Time,
     /// The opposite direction, which carries this direction's ACK/UpdateFC DLLPs.
@@ -84,6 +89,17 @@ pub struct Wire {
 }
 
 impl Wire {
+    /// Takes in the credits of `class` returned by `now`.
+    fn absorb_returns(&mut self, class: usize, now: Time) {
+        while let Some(&(at, n)) = self.returns[class].front() {
+            if at > now {
+                break;
+            }
+            self.returns[class].pop_front();
+            self.credits[class] += n;
+        }
+    }
+
     /// (bytes, payload bytes) serialized by `now`: what was committed, less the backlog
     /// still queued at the transmitter (payload prorated).
     fn sent_by(&self, now: Time) -> (u64, u64) {
@@ -283,6 +299,46 @@ struct Tlp {
     /// An Unsupported Request completion: a header only, no data, though `payload`
     /// counts the bytes of the request it completes.
     ur: bool,
+    /// TLPs this one stands for: more than one for a train (`Net::send_write_train`),
+    /// whose `payload` and `wire_bytes` are the sums over its TLPs.
+    count: u16,
+    /// Payload and PCIe wire bytes of each of a train's TLPs but the last.
+    unit: u32,
+    unit_wire: u32,
+    /// How long after this event (the train's first TLP reaching the hop) its last TLP
+    /// reaches it; zero for one TLP.
+    spread: Time,
+}
+
+impl Tlp {
+    /// Payload of a train's last TLP.
+    fn last_payload(&self) -> u32 {
+        self.payload - (self.count as u32 - 1) * self.unit
+    }
+
+    /// Bytes of the first and of the last TLP, and of all, on a wire.
+    fn wire_sizes(&self, pcie: bool) -> (u32, u32, u32) {
+        let n = self.count as u32;
+        if n == 1 {
+            let b = match (pcie, self.kind) {
+                (true, _) => self.wire_bytes,
+                (false, Kind::Read) => coherent_bytes(0),
+                (false, _) => coherent_bytes(self.payload),
+            };
+            (b, b, b)
+        } else if pcie {
+            let last = self.wire_bytes - (n - 1) * self.unit_wire;
+            (self.unit_wire, last, self.wire_bytes)
+        } else if self.kind == Kind::Read {
+            (coherent_bytes(0), coherent_bytes(0), coherent_bytes(0))
+        } else {
+            let (u, l) = (
+                coherent_bytes(self.unit),
+                coherent_bytes(self.last_payload()),
+            );
+            (u, l, (n - 1) * u + l)
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -470,6 +526,9 @@ pub struct Net {
     /// The failure the delivery being handed out stands for (`delivery_failure`).
     failure: Option<TlpFailure>,
     failures: FailureCounts,
+    /// Whether `send_write_train` may send a multi-TLP write as one train (else the
+    /// caller sends it TLP by TLP).
+    trains: bool,
 }
 
 impl Net {
@@ -492,7 +551,18 @@ impl Net {
             completion_timeout: Time::from_ps(50_000_000_000),
             failure: None,
             failures: FailureCounts::default(),
+            trains: true,
         }
+    }
+
+    /// Turns TLP trains on or off (on by default): off, every TLP of a DMA is simulated
+    /// on its own, the reference the trains are tested against.
+    pub fn set_trains(&mut self, on: bool) {
+        self.trains = on;
+    }
+
+    pub fn trains(&self) -> bool {
+        self.trains
     }
 
     pub fn now(&self) -> Time {
@@ -551,6 +621,8 @@ impl Net {
                 latency,
                 credit_cap: credits,
                 credits,
+                returns: Default::default(),
+                wake: [false; 3],
                 queues: Default::default(),
                 free_at: Time::ZERO,
                 reverse: if i == 0 { a + 1 } else { a },
@@ -568,6 +640,7 @@ impl Net {
         let w = &mut self.wires[wire as usize];
         w.credit_cap = credits;
         w.credits = credits;
+        w.returns = Default::default();
     }
 
     pub fn add_sink(
@@ -795,8 +868,72 @@ impl Net {
             iotlb_key: i.iotlb_key,
             target: i.target,
             ur: false,
+            count: 1,
+            unit: i.bytes,
+            unit_wire: 0,
+            spread: Time::ZERO,
         });
         self.hop(t);
+    }
+
+    /// Injects a posted write of `i.bytes` cut into TLPs of `tlp_bytes` (the last one
+    /// shorter) as one *train*: one event per hop for all its TLPs, one `WriteDone` for
+    /// all its bytes when the last lands. At each wire the train takes its TLPs' credits
+    /// together and reserves the wire for their serialization back to back, its first TLP
+    /// leaving as a lone TLP would and its last no earlier than it arrived plus its own
+    /// serialization, so that a train pipelines across hops as its TLPs do and keeps FIFO
+    /// order with other traffic. Exact while nothing else joins a wire mid-train and the
+    /// TLPs reach each wire evenly spaced; another TLP arriving while a train crosses waits
+    /// for the whole train (TLP by TLP it would slot in between). Returns false, sending
+    /// nothing, when trains are off or the route cannot carry this one as a train (a wire
+    /// whose receiver has fewer posted credits than the train has TLPs, or a sink whose
+    /// owner hears of each write): send it TLP by TLP then.
+    pub fn send_write_train(&mut self, i: Issue, tlp_bytes: u32) -> bool {
+        let unit = tlp_bytes.max(1);
+        let count = i.bytes.div_ceil(unit).max(1);
+        if !self.trains || count > u16::MAX as u32 || !self.train_fits(i.route, count) {
+            return false;
+        }
+        let last = i.bytes - (count - 1) * unit;
+        let unit_wire = pcie::wire_bytes(unit, false, i.addr64);
+        let t = self.alloc_tlp(Tlp {
+            kind: Kind::Write,
+            payload: i.bytes,
+            wire_bytes: (count - 1) * unit_wire + pcie::wire_bytes(last, false, i.addr64),
+            route: i.route,
+            pos: 0,
+            stop: u16::MAX,
+            held: NONE,
+            owner: i.owner,
+            data: i.data,
+            cpu: i.cpu,
+            sample: i.sample,
+            req: NONE,
+            parent: NONE,
+            flow: i.flow,
+            iotlb_key: i.iotlb_key,
+            target: i.target,
+            ur: false,
+            count: count as u16,
+            unit,
+            unit_wire,
+            spread: Time::ZERO,
+        });
+        self.hop(t);
+        true
+    }
+
+    /// Whether a write train of `count` TLPs can take `route`: every credited wire's
+    /// receiver holds that many posted headers, and the sink has no owner.
+    fn train_fits(&self, route: u32, count: u32) -> bool {
+        self.routes[route as usize].hops.iter().all(|h| match *h {
+            Hop::Wire(w) => {
+                let cap = self.wires[w as usize].credit_cap[CLASS_POSTED] as u32;
+                cap == 0 || cap >= count
+            }
+            Hop::Sink(s, _) => self.sinks[s as usize].owner == NONE,
+            _ => true,
+        })
     }
 
     /// Injects a read request now; data comes back as `Delivery::ReadData` with `tag`.
@@ -833,6 +970,10 @@ impl Net {
             iotlb_key: i.iotlb_key,
             target: i.target,
             ur: false,
+            count: 1,
+            unit: i.bytes,
+            unit_wire: 0,
+            spread: Time::ZERO,
         });
         self.hop(t);
     }
@@ -853,14 +994,48 @@ impl Net {
             .expect("not in the past");
     }
 
-    fn release_credit(&mut self, wire: u32, class: usize) {
+    /// `n` credits of `wire`'s receiver are freed now; they are back at the transmitter
+    /// after the UpdateFC's trip. An event wakes the transmitter then only if a TLP waits.
+    fn release_credit(&mut self, wire: u32, class: usize, n: u16) {
         if wire == NONE || self.wires[wire as usize].credit_cap[class] == 0 {
             return;
         }
-        let at = self.now() + self.wires[wire as usize].latency + self.fc_extra;
-        self.engine
-            .schedule_at(at, Ev::Credit(wire, class as u8))
-            .expect("future");
+        let w = &mut self.wires[wire as usize];
+        let at = self.engine.now() + w.latency + self.fc_extra;
+        w.returns[class].push_back((at, n));
+        // Returns are in time order: a pending wake comes no later than this one.
+        if !w.queues[class].is_empty() && !w.wake[class] {
+            w.wake[class] = true;
+            self.engine
+                .schedule_at(at, Ev::Credit(wire, class as u8))
+                .expect("future");
+        }
+    }
+
+    /// Sends the TLPs waiting at `w` for credits of `class` that now have them; if some
+    /// still wait, wakes again when the next credits return.
+    fn pump_credits(&mut self, w: u32, class: usize) {
+        let now = self.now();
+        loop {
+            let wire = &mut self.wires[w as usize];
+            wire.absorb_returns(class, now);
+            let Some(&next) = wire.queues[class].front() else {
+                return;
+            };
+            let need = self.tlps[next as usize].count;
+            if wire.credits[class] < need {
+                if let (Some(&(at, _)), false) = (wire.returns[class].front(), wire.wake[class]) {
+                    wire.wake[class] = true;
+                    self.engine
+                        .schedule_at(at, Ev::Credit(w, class as u8))
+                        .expect("future");
+                }
+                return;
+            }
+            wire.queues[class].pop_front();
+            wire.credits[class] -= need;
+            self.transmit(next, w);
+        }
     }
 
     fn class_of(k: Kind) -> usize {
@@ -879,33 +1054,56 @@ impl Net {
         let held = tlp.held;
         let wire = &mut self.wires[w as usize];
         let start = now.max(wire.free_at);
-        let bytes = if wire.pcie {
-            tlp.wire_bytes
-        } else if tlp.kind == Kind::Read {
-            coherent_bytes(0)
+        let (first, last, bytes) = tlp.wire_sizes(wire.pcie);
+        let first_end = start + serialize(first, wire.ps_per_kib);
+        // A train's TLPs follow back to back; its last cannot leave before it arrived.
+        let end = if tlp.count == 1 {
+            first_end
         } else {
-            coherent_bytes(tlp.payload)
+            (start + serialize(bytes, wire.ps_per_kib))
+                .max(now + tlp.spread + serialize(last, wire.ps_per_kib))
         };
-        let end = start + serialize(bytes, wire.ps_per_kib);
         wire.free_at = end;
         wire.bytes += bytes as u64;
-        wire.tlps += 1;
+        wire.tlps += tlp.count as u64;
         if tlp.kind != Kind::Read && !tlp.ur {
             wire.payload_bytes += tlp.payload as u64;
         }
-        let arrive = end + wire.latency;
+        let arrive = first_end + wire.latency;
         let (pcie, rev) = (wire.pcie, wire.reverse);
         if pcie {
+            let acks = DLLP_PER_TLP * tlp.count as u32;
             let r = &mut self.wires[rev as usize];
-            r.free_at = r.free_at.max(now) + serialize(DLLP_PER_TLP, r.ps_per_kib);
-            r.bytes += DLLP_PER_TLP as u64;
+            r.free_at = r.free_at.max(now) + serialize(acks, r.ps_per_kib);
+            r.bytes += acks as u64;
         }
-        // Leaving the previous receiver's buffer frees its credit.
-        self.release_credit(held, class);
+        // Leaving the previous receiver's buffer frees its credits.
+        self.release_credit(held, class, tlp.count);
         let tl = &mut self.tlps[t as usize];
         tl.held = w;
         tl.pos += 1;
+        tl.spread = end - first_end;
+        // Fixed delays right after the wire (a switch, an NTB, a root's forwarding) hold
+        // no state: the TLP goes on to the hop behind them at the same time, one event.
+        let arrive = arrive + self.skip_delays(t);
         self.engine.schedule_at(arrive, Ev::Hop(t)).expect("future");
+    }
+
+    /// Steps a TLP over the `Delay`/`MemoryDelay` hops at its position; their sum.
+    fn skip_delays(&mut self, t: u32) -> Time {
+        let tl = &mut self.tlps[t as usize];
+        let hops = &self.routes[tl.route as usize].hops;
+        let mut d = Time::ZERO;
+        while tl.pos < tl.stop {
+            match hops.get(tl.pos as usize) {
+                Some(Hop::Delay(x) | Hop::MemoryDelay(x)) => {
+                    d += *x;
+                    tl.pos += 1;
+                }
+                _ => break,
+            }
+        }
+        d
     }
 
     /// Processes the hop a TLP has reached.
@@ -918,8 +1116,8 @@ impl Net {
                 return;
             };
             match hop {
-                Hop::Delay(d) | Hop::MemoryDelay(d) => {
-                    self.tlps[t as usize].pos += 1;
+                Hop::Delay(_) | Hop::MemoryDelay(_) => {
+                    let d = self.skip_delays(t);
                     if d == Time::ZERO {
                         continue;
                     }
@@ -930,6 +1128,8 @@ impl Net {
                 Hop::Iommu(i) => {
                     self.tlps[t as usize].pos += 1;
                     let tlb = &mut self.iotlbs[i as usize];
+                    // A train's TLPs share a page: after the first lookup, the rest hit.
+                    tlb.hits += tlp.count as u64 - 1;
                     let d = if tlb.present.contains(&tlp.iotlb_key) {
                         tlb.hits += 1;
                         tlb.hit
@@ -942,7 +1142,12 @@ impl Net {
                         tlb.next = (n + 1) % tlb.entries.len();
                         tlb.miss
                     };
-                    let at = self.now() + d;
+                    if tlp.count > 1 {
+                        let hit = tlb.hit;
+                        let tl = &mut self.tlps[t as usize];
+                        tl.spread = (tl.spread + hit).max(d) - d;
+                    }
+                    let at = self.now() + d + self.skip_delays(t);
                     self.engine.schedule_at(at, Ev::Hop(t)).expect("future");
                     return;
                 }
@@ -952,14 +1157,26 @@ impl Net {
                 }
                 Hop::Wire(w) => {
                     let class = Self::class_of(tlp.kind);
+                    let now = self.now();
                     let wire = &mut self.wires[w as usize];
                     if wire.credit_cap[class] == 0 {
                         self.transmit(t, w);
-                    } else if wire.credits[class] > 0 && wire.queues[class].is_empty() {
-                        wire.credits[class] -= 1;
+                        return;
+                    }
+                    wire.absorb_returns(class, now);
+                    if wire.credits[class] >= tlp.count && wire.queues[class].is_empty() {
+                        wire.credits[class] -= tlp.count;
                         self.transmit(t, w);
                     } else {
                         wire.queues[class].push_back(t);
+                        if !wire.wake[class] {
+                            if let Some(&(at, _)) = wire.returns[class].front() {
+                                wire.wake[class] = true;
+                                self.engine
+                                    .schedule_at(at, Ev::Credit(w, class as u8))
+                                    .expect("future");
+                            }
+                        }
                     }
                     return;
                 }
@@ -968,8 +1185,13 @@ impl Net {
                     let now = self.now();
                     let pc = &mut self.pacers[p as usize];
                     let start = now.max(pc.free_at);
-                    pc.free_at = start + serialize(tlp.payload, pc.ps_per_kib);
+                    let last = serialize(tlp.last_payload(), pc.ps_per_kib);
+                    // A train's last TLP passes after the others' bytes, not before it came.
+                    let tail = (start + serialize(tlp.payload, pc.ps_per_kib) - last)
+                        .max(now + tlp.spread);
+                    pc.free_at = tail + last;
                     pc.bytes += tlp.payload as u64;
+                    self.tlps[t as usize].spread = tail - start;
                     if start == now {
                         continue;
                     }
@@ -996,11 +1218,11 @@ impl Net {
     /// request with Unsupported Request, and a completion routed to it is lost.
     fn dead_wire(&mut self, t: u32) {
         let tlp = self.tlps[t as usize];
-        self.release_credit(tlp.held, Self::class_of(tlp.kind));
+        self.release_credit(tlp.held, Self::class_of(tlp.kind), tlp.count);
         let now = self.now();
         match tlp.kind {
             Kind::Write => {
-                self.failures.writes_dropped += 1;
+                self.failures.writes_dropped += tlp.count as u64;
                 self.free_tlps.push(t);
                 let d = Delivery::WriteDone {
                     flow: tlp.flow,
@@ -1097,7 +1319,7 @@ impl Net {
     fn split(&mut self, t: u32, s: u32) {
         let tlp = self.tlps[t as usize];
         let class = CLASS_NONPOSTED;
-        self.release_credit(tlp.held, class);
+        self.release_credit(tlp.held, class, 1);
         let split = self.splitters[s as usize].split;
         let mut left = tlp.payload;
         let mut first = true;
@@ -1191,7 +1413,7 @@ impl Net {
         let tlp = self.tlps[t as usize];
         let now = self.now();
         let class = Self::class_of(tlp.kind);
-        self.release_credit(tlp.held, class);
+        self.release_credit(tlp.held, class, tlp.count);
         let sink = &mut self.sinks[s as usize];
         // What the LLC absorbs or serves, and what reaches DRAM.
         let lines = tlp.target / 64..=(tlp.target + tlp.payload.max(1) as u64 - 1) / 64;
@@ -1226,10 +1448,14 @@ impl Net {
         let (start, service) = if dram_bytes > 0 {
             let start = now.max(sink.free_at);
             let service = serialize(dram_bytes as u32, sink.ps_per_kib);
-            sink.free_at = start + service;
-            (start, service)
+            // A train's last TLP is served after the others, and not before it came.
+            let last = dram_bytes * tlp.last_payload() as u64 / tlp.payload.max(1) as u64;
+            let tail = serialize(last as u32, sink.ps_per_kib);
+            let end = (start + service).max(now + tlp.spread + tail);
+            sink.free_at = end;
+            (start, end - start)
         } else {
-            (now, Time::ZERO)
+            (now + tlp.spread, Time::ZERO)
         };
         match tlp.kind {
             Kind::Write => {
@@ -1314,6 +1540,10 @@ impl Net {
                         iotlb_key: 0,
                         target: tlp.target,
                         ur: false,
+                        count: 1,
+                        unit: n,
+                        unit_wire: pcie::wire_bytes(n, true, r.addr64),
+                        spread: Time::ZERO,
                     };
                     let id = if first {
                         first = false;
@@ -1336,7 +1566,7 @@ impl Net {
     fn end_of_route(&mut self, t: u32) {
         let tlp = self.tlps[t as usize];
         debug_assert_eq!(tlp.kind, Kind::Completion);
-        self.release_credit(tlp.held, CLASS_COMPLETION);
+        self.release_credit(tlp.held, CLASS_COMPLETION, 1);
         let r = self.reads[tlp.req as usize];
         let remaining = r.remaining - tlp.payload;
         self.reads[tlp.req as usize].remaining = remaining;
@@ -1417,13 +1647,8 @@ impl Net {
             match ev {
                 Ev::Hop(tlp) => self.hop(tlp),
                 Ev::Credit(w, class) => {
-                    let class = class as usize;
-                    let wire = &mut self.wires[w as usize];
-                    wire.credits[class] += 1;
-                    if let Some(next) = wire.queues[class].pop_front() {
-                        wire.credits[class] -= 1;
-                        self.transmit(next, w);
-                    }
+                    self.wires[w as usize].wake[class as usize] = false;
+                    self.pump_credits(w, class as usize);
                 }
                 Ev::Deliver(c, d) => {
                     self.failure = None;

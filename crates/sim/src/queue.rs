@@ -49,6 +49,11 @@ use crate::time::Time;
 /// sorted into bottom (if its events do not all share one time).
 const SPAWN_THRESHOLD: usize = 48;
 
+/// A bottom grown by insertions past this many events is spread over a finer rung
+/// (assumption: above `SPAWN_THRESHOLD`, so that a bucket just sorted into bottom is not
+/// spread again at once; sorted insertion into a deque of this size is still cheap).
+const BOTTOM_SPAWN: usize = 96;
+
 /// Deepest ladder. Each finer rung divides the bucket width by at least 2^6 (the
 /// threshold above), so 64-bit times need at most 11 rungs below rung 0; past this
 /// depth a bucket is sorted instead, which is still correct.
@@ -219,25 +224,28 @@ impl<E> Queue<E> {
             self.push_top(t, e);
             return;
         }
-        for r in &mut self.rungs[..self.active] {
+        // Finest rung first: most events land a short way ahead, in the finest rung or
+        // bottom. Each finer rung spans exactly the coarser one's bucket before its
+        // first unconsumed one, so an event past a rung's end belongs to a coarser rung,
+        // and one before the finest rung's first unconsumed bucket to bottom.
+        for r in self.rungs[..self.active].iter_mut().rev() {
             let idx = t >> r.shift;
-            // `idx >= base + cur`, written so that it cannot overflow.
+            // `idx < base + cur`, written so that it cannot overflow.
             let rel = idx.wrapping_sub(r.base);
-            if idx >= r.base && rel >= r.cur as u64 {
-                if rel < r.nb as u64 {
-                    let head = &mut r.heads[rel as usize];
-                    *head = alloc_node(&mut self.nodes, &mut self.free, t, e, *head);
-                    r.count += 1;
-                } else {
-                    // Past the end of a rung: only rung 0 has no coarser rung covering
-                    // its end, and what lies past rung 0 is top.
-                    self.push_top(t, e);
-                }
+            if idx < r.base || rel < r.cur as u64 {
+                // Earlier than every unconsumed bucket: bottom's range.
+                self.push_bottom(t, e);
+                return;
+            }
+            if rel < r.nb as u64 {
+                let head = &mut r.heads[rel as usize];
+                *head = alloc_node(&mut self.nodes, &mut self.free, t, e, *head);
+                r.count += 1;
                 return;
             }
         }
-        // Earlier than every unconsumed bucket: bottom's range.
-        self.push_bottom(t, e);
+        // Past the end of rung 0: top.
+        self.push_top(t, e);
     }
 
     fn push_top(&mut self, t: u64, e: E) {
@@ -246,11 +254,25 @@ impl<E> Queue<E> {
         self.top.push(Entry { t, e });
     }
 
-    /// Sorted insertion, popped after every event at the same time (FIFO).
+    /// Sorted insertion, popped after every event at the same time (FIFO). A bottom
+    /// that grows past `BOTTOM_SPAWN` (a model whose events mostly land inside the bucket
+    /// being consumed: nanosecond hops under a rung sized by a millisecond horizon) is
+    /// spread over a finer rung, as an over-full bucket is, so insertion stays short.
     fn push_bottom(&mut self, t: u64, e: E) {
         let node = alloc_node(&mut self.nodes, &mut self.free, t, e, NIL);
         let at = self.bottom.partition_point(|x| x.t > t);
         self.bottom.insert(at, Ref { t, node });
+        if self.bottom.len() > BOTTOM_SPAWN && self.active > 0 && self.active < MAX_RUNGS {
+            let level = self.active - 1;
+            let r = &self.rungs[level];
+            let (lo, hi) = (self.bottom[self.bottom.len() - 1].t, self.bottom[0].t);
+            // Only when bottom is exactly the bucket last consumed (an event pushed
+            // before that bucket's start, after a peek, stays in a sorted bottom).
+            if r.cur > 0 && r.shift > 0 && lo != hi && lo >> r.shift == r.base + r.cur as u64 - 1 {
+                let b = r.cur - 1;
+                self.spawn(level, b);
+            }
+        }
     }
 
     /// Remove and return the earliest event (the first inserted among equals).

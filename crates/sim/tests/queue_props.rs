@@ -125,6 +125,30 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A far horizon, then short hops that outnumber pops (a network under a run's
+    /// horizon): nearly every push lands in the bucket being consumed, so bottom grows
+    /// past its limit and is spread over finer rungs while it drains.
+    #[test]
+    fn matches_sorted_reference_under_a_far_horizon(
+        ops in prop::collection::vec(
+            prop_oneof![
+                5 => (0u64..5_000).prop_map(Op::After),
+                1 => Just(Op::After(0)),
+                3 => Just(Op::Pop),
+                1 => Just(Op::Peek),
+            ],
+            300..3000,
+        )
+    ) {
+        let mut all = vec![Op::At(1 << 40), Op::After(1), Op::Pop];
+        all.extend(ops);
+        check(&all, true)?;
+    }
+}
+
 /// A cluster plus one far outlier: rung 0 is so coarse that the cluster lands in one
 /// bucket, which must be split over several finer rungs.
 #[test]

@@ -815,6 +815,54 @@ impl NvmeController {
         }
     }
 
+    /// Posts `data` (within one 4 KiB page) to `addr` in TLPs of at most MPS bytes: as one
+    /// train (`Net::send_write_train`) when the network takes it, else TLP by TLP. Returns
+    /// (writes posted, whether a piece faulted).
+    fn post_data(
+        &mut self,
+        tf: &mut TimedFabric,
+        me: ComponentId,
+        addr: u64,
+        data: &[u8],
+        what: WriteFor,
+    ) -> (u32, bool) {
+        let mps = self.params.mps as usize;
+        if data.len() > mps && tf.net.trains() {
+            let len = data.len() as u32;
+            let flow = self.writes.insert(PendingWrite {
+                epoch: self.epoch,
+                addr,
+                data: data.to_vec(),
+                what,
+            });
+            if let Some(i) = self.issue(tf, me, addr, len, Access::Write, flow) {
+                let inline = data
+                    .iter()
+                    .take(8)
+                    .enumerate()
+                    .fold(0u64, |acc, (i, b)| acc | (*b as u64) << (8 * i));
+                if tf
+                    .net
+                    .send_write_train(Issue { data: inline, ..i }, mps as u32)
+                {
+                    return (1, false);
+                }
+            }
+            // No train on this route (or no route: each piece faults on its own below).
+            self.writes.remove(flow);
+        }
+        let (mut pieces, mut failed) = (0, false);
+        for (k, piece) in data.chunks(mps).enumerate() {
+            let a = addr + (k * mps) as u64;
+            if self.write(tf, me, a, piece.to_vec(), what) {
+                pieces += 1;
+            } else {
+                failed = true;
+            }
+        }
+        (pieces, failed)
+    }
+
     fn write_landed(&mut self, tf: &mut TimedFabric, me: ComponentId, flow: u32) {
         let Some(w) = self.writes.remove(flow) else {
             return;
@@ -1297,7 +1345,6 @@ impl NvmeController {
         let cmd = self.cmds.get_mut(slot).expect("under way");
         let segs = cmd.segs.clone();
         let mut off = 0u64;
-        let mps = self.params.mps as u64;
         if cmd.to_host {
             let buf = std::mem::take(&mut cmd.buf);
             let mut pieces = 0;
@@ -1306,13 +1353,11 @@ impl NvmeController {
                 let mut at = 0;
                 while at < len {
                     let a = addr + at;
-                    let n = (len - at).min(mps).min(4096 - (a & 0xfff));
-                    let data = buf[(off + at) as usize..(off + at + n) as usize].to_vec();
-                    if self.write(tf, me, a, data, WriteFor::Data { cmd: slot }) {
-                        pieces += 1;
-                    } else {
-                        failed = true;
-                    }
+                    let n = (len - at).min(4096 - (a & 0xfff));
+                    let data = &buf[(off + at) as usize..(off + at + n) as usize];
+                    let (p, f) = self.post_data(tf, me, a, data, WriteFor::Data { cmd: slot });
+                    pieces += p;
+                    failed |= f;
                     at += n;
                 }
                 off += len;
