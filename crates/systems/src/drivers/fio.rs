@@ -19,8 +19,9 @@
 //! bytes, and a read's bytes are checked only where a slot had one command.
 //!
 //! A thread's commands are a list long enough for the time it must run
-//! (`FioSpec::lasts`, at the media's bandwidth with the whole device to itself); a thread
-//! that runs out before then is an error, not a quiet drop in throughput.
+//! (`FioSpec::lasts`, at the media's bandwidth with the whole device to itself, or
+//! `iodepth` per media latency if fewer); a thread that runs out before then is an error,
+//! not a quiet drop in throughput.
 
 use devices::nvme::queue::{Buffer, DriverStep, IoCmd, IoJob};
 use devices::nvme::{NvmeController, NvmeDriver, NvmeDriverConfig, NvmeParams};
@@ -184,10 +185,10 @@ impl Fio {
                 max_transfer >> 10
             )));
         }
-        let media_gbps = if spec.write {
-            params.media.write_gbps
+        let (media_gbps, media_latency) = if spec.write {
+            (params.media.write_gbps, params.media.write)
         } else {
-            params.media.read_gbps
+            (params.media.read_gbps, params.media.read)
         };
         let ctrl = NvmeController::new(tf, function, params).map_err(|e| err(e.0))?;
         let ctrl = sim.add(ctrl);
@@ -231,8 +232,12 @@ impl Fio {
         let per_io = spec.block_bytes;
         let blocks = (per_io / lba_bytes) as u16;
         let ios_per_region = nsze * BLOCK / per_io;
-        // Commands enough for `lasts` at the media's rate with the device to itself.
-        let bound = (media_gbps * 1e9 * spec.lasts.as_secs_f64() / per_io as f64).ceil() as u64;
+        // Commands enough for `lasts`: at most the media's rate with the device to itself,
+        // and at most `iodepth` per media latency (a command holds a channel that long).
+        let secs = spec.lasts.as_secs_f64();
+        let by_rate = media_gbps * 1e9 * secs / per_io as f64;
+        let by_latency = slots as f64 * (secs / media_latency.as_secs_f64().max(1e-12) + 1.0);
+        let bound = by_rate.min(by_latency).ceil() as u64;
         let n_cmds = bound + 2 * slots + 1;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
         let mut threads = Vec::new();
