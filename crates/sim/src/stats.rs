@@ -79,6 +79,19 @@ impl Histogram {
         self.max_ns()
     }
 
+    /// Adds `other`'s samples (the histogram of both sample sets).
+    pub fn merge(&mut self, other: &Histogram) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.n += other.n;
+        self.sum_ps += other.sum_ps;
+        self.max_ps = self.max_ps.max(other.max_ps);
+    }
+
     pub fn clear(&mut self) {
         *self = Histogram::default();
     }
@@ -100,6 +113,26 @@ mod tests {
         assert!((p99 / 9900.0 - 1.0).abs() < 1.0 / 64.0, "{p99}");
         assert_eq!(h.mean_ns().unwrap(), 5000.5);
         assert_eq!(h.quantile_ns(1.0).unwrap(), 10_000.0);
+    }
+
+    #[test]
+    fn a_merge_is_the_histogram_of_both_sample_sets() {
+        let (mut a, mut b, mut both) = (
+            Histogram::default(),
+            Histogram::default(),
+            Histogram::default(),
+        );
+        for i in 1..=100u64 {
+            let t = Time::from_ps(i * 977);
+            if i % 3 == 0 {
+                a.record(t)
+            } else {
+                b.record(t)
+            }
+            both.record(t);
+        }
+        a.merge(&b);
+        assert_eq!(a, both);
     }
 
     #[test]

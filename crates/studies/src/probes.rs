@@ -235,6 +235,18 @@ pub const PROBES: &[Probe] = &[
         run: smartio::nvme::nvme_sharing,
     },
     Probe {
+        name: "fio_streams",
+        fields: &[
+            "fio_gbps",
+            "fio_norm",
+            "stream_gbps",
+            "stream_alone_gbps",
+            "stream_norm",
+            "upi_util",
+        ],
+        run: crate::nvme_upi::fio_streams,
+    },
+    Probe {
         name: "multicast_identify",
         fields: &["deliveries", "bytes_identical", "skipped_copies"],
         run: smartio::nvme::multicast_identify,

@@ -293,3 +293,42 @@ fn a_stream_on_a_node_the_host_lacks_is_refused() {
         .unwrap_err();
     assert!(e.to_string().contains("at least one"), "{e}");
 }
+
+/// `ioctopus.nvme_upi`'s mechanism: STREAM on node 0 against node 1 shares UPI pkg0 → pkg1
+/// with the SSDs' DMA only when fio's buffers are on node 1 (remote).
+#[test]
+fn streams_fill_upi_and_lose_more_beside_remote_fio_than_beside_local_fio() {
+    use studies::nvme_upi::{run_once, UpiSetup};
+    let s = fabric::builtin::load_builtin("ioctopus_nvme")
+        .unwrap()
+        .unwrap();
+    let topo = s.topology;
+    let setup = |fio_node| UpiSetup {
+        devices: (0..4).map(|i| format!("server.nvme{i}")).collect(),
+        fio_node,
+        threads: 8,
+        iodepth: 32,
+        block_bytes: 128 << 10,
+        stream_cpu_node: 0,
+        stream_mem_node: 1,
+        stream_op: sim::cpu_stream::StreamOp::Write,
+        stream_misses: 20,
+    };
+    let (remote, local) = (setup(1), setup(0));
+    let r0 = run_once(&topo, &remote, 0, true).unwrap();
+    let r6 = run_once(&topo, &remote, 6, true).unwrap();
+    let l6 = run_once(&topo, &local, 6, true).unwrap();
+    let alone = run_once(&topo, &remote, 6, false).unwrap();
+    // Remote fio alone already puts its DMA on UPI; streams fill it.
+    assert!(r0.upi_util > 0.25 && r6.upi_util > 0.95, "{r0:?} {r6:?}");
+    // Local fio puts nothing on UPI: STREAM there is as fast as alone.
+    assert!(
+        (l6.stream_gbps / alone.stream_gbps - 1.0).abs() < 0.01,
+        "{l6:?} {alone:?}"
+    );
+    // Beside remote fio, STREAM's misses wait behind the DMA.
+    assert!(r6.stream_gbps < 0.8 * l6.stream_gbps, "{r6:?} {l6:?}");
+    // fio itself is media-bound and posted: it keeps its rate either way (FIFO UPI).
+    assert!(r6.fio_gbps <= l6.fio_gbps * 1.001, "{r6:?} {l6:?}");
+    assert!(r6.fio_gbps > 0.99 * r0.fio_gbps, "{r6:?} {r0:?}");
+}

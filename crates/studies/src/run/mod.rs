@@ -4,8 +4,14 @@
 //!
 //! Each workload becomes a simulation component of one `Sim` on the scenario's timed
 //! fabric: a device's DMA (`devices::DmaJob`, endless operations), cores' memory traffic
-//! (`sim::cpu_stream::CpuStream`), an NTB adapter's DMA engine copying. Buffers are mapped
-//! as a driver would (NTB window, requester-ID entry, IOMMU mappings) before time starts.
+//! (`sim::cpu_stream::CpuStream`), an NTB adapter's DMA engine copying, fio's threads on
+//! an NVMe device (`systems::drivers::fio`). Buffers are mapped as a driver would (NTB
+//! window, requester-ID entry, IOMMU mappings) before time starts.
+//!
+//! A fio workload's block driver probes its controller first (reset, enable, Identify,
+//! queue creation: about a millisecond of simulated time with nothing else running); the
+//! run's time — warm-up, window, the scenario's fault times — counts from the end of the
+//! probes, when every workload starts.
 
 pub mod overrides;
 pub mod spec;
@@ -21,12 +27,13 @@ use sim::net::{ComponentId, Counters};
 use sim::stats::Histogram;
 use sim::timed::TimedFabric;
 use sim::Time;
+use systems::drivers::fio::{Fio, FioSpec};
 use systems::smartio::Cluster;
 
 use crate::harness::{self, RunError};
 use crate::result::Run;
 use overrides::{Override, Point};
-use spec::{Direction, Kind, Measure, Workload};
+use spec::{Direction, Kind, Measure, Pattern, Workload};
 
 /// What one point of a run produced: its rows and the hardware counters of its window.
 #[derive(Clone, Debug)]
@@ -84,6 +91,7 @@ enum Handle {
     Dma(ComponentId),
     Stream(ComponentId),
     PingPong(ComponentId),
+    Fio(Box<Fio>),
 }
 
 /// Runs one point: the scenario with the point's overrides, its workloads together.
@@ -91,7 +99,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     let (scenario, src) = overrides::load(src, point).map_err(RunError)?;
     let spec = spec::parse(&src).map_err(|e| RunError(e.to_string()))?;
     let name = scenario.topology.name.clone();
-    let faults = scenario.faults.clone();
+    let mut faults = scenario.faults.clone();
     let fabric = Fabric::from_scenario(scenario).map_err(|e| RunError(e.to_string()))?;
     let mut tf = TimedFabric::new(fabric, seed).map_err(RunError::from(&src.name))?;
     let mut sim: Sim<TimedFabric> = Sim::new();
@@ -105,12 +113,36 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
                 .map_err(|e| RunError(format!("{}: {e}", src.name)))?,
         )
     };
+    // fio's probes first, each alone on the simulation; time then starts for all.
+    let lasts = spec.measure.warmup + spec.measure.duration;
+    let mut fios = Vec::new();
+    for (i, w) in spec.workloads.iter().enumerate() {
+        if let Kind::Fio { .. } = w.kind {
+            let fio = probe_fio(&mut tf, &mut sim, w, seed ^ i as u64, lasts)
+                .map_err(|e| located(&w.at, e.0))?;
+            fios.push(Some(fio));
+        } else {
+            fios.push(None);
+        }
+    }
+    let origin = tf.net.now();
     let mut handles = Vec::new();
-    for w in &spec.workloads {
-        handles
-            .push(build(&mut tf, &mut sim, cluster.as_mut(), w).map_err(|e| located(&w.at, e.0))?);
+    for (w, fio) in spec.workloads.iter().zip(fios) {
+        let h = match fio {
+            Some(f) => {
+                f.start(&mut tf);
+                Handle::Fio(Box::new(f))
+            }
+            None => {
+                build(&mut tf, &mut sim, cluster.as_mut(), w).map_err(|e| located(&w.at, e.0))?
+            }
+        };
+        handles.push(h);
     }
     // Faults at their times, counted from the start of the run (warm-up included).
+    for f in &mut faults {
+        f.at_ps += origin.as_ps();
+    }
     let injector = (!faults.is_empty()).then(|| {
         let id = sim.add(FaultInjector::new(&faults));
         sim.get::<FaultInjector>(id)
@@ -118,7 +150,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
             .start(&mut tf, id);
         id
     });
-    let window = measure(&mut tf, &mut sim, &handles, spec.measure);
+    let window = measure(&mut tf, &mut sim, &mut handles, spec.measure, origin);
     let params = overrides::params_of(point);
     let rows = spec
         .workloads
@@ -128,21 +160,21 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
             let mut p = Map::new();
             p.insert("workload".into(), Value::from(w.name.as_str()));
             p.extend(params.clone());
-            Run {
+            Ok(Run {
                 experiment: "run".into(),
                 config: name.clone(),
                 params: p,
-                metrics: metrics(&sim, h, spec.measure.duration),
+                metrics: metrics(&sim, h, spec.measure.duration).map_err(|e| located(&w.at, e))?,
                 counters: Map::new(),
-            }
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, RunError>>()?;
     let mut counters = counters_json(&window);
     if let Some(id) = injector {
         let log = sim.get::<FaultInjector>(id).expect("added").log();
         counters["faults"] = json!(log
             .iter()
-            .map(|(t, what)| json!({ "at_ns": round3(t.as_ns_f64()), "what": what }))
+            .map(|(t, what)| json!({ "at_ns": round3((*t - origin).as_ns_f64()), "what": what }))
             .collect::<Vec<_>>());
     }
     Ok(PointResult { rows, counters })
@@ -157,6 +189,42 @@ fn located(at: &fabric::ScenarioError, msg: String) -> RunError {
         }
         .to_string(),
     )
+}
+
+/// A fio workload's job: its block driver probes the controller now (see the module notes).
+fn probe_fio(
+    tf: &mut TimedFabric,
+    sim: &mut Sim<TimedFabric>,
+    w: &Workload,
+    seed: u64,
+    lasts: Time,
+) -> Result<Fio, RunError> {
+    let Kind::Fio {
+        device,
+        cpu_node,
+        mem_node,
+        threads,
+        iodepth,
+        block_bytes,
+        op,
+        pattern,
+    } = &w.kind
+    else {
+        return Err(RunError("not a fio workload".into()));
+    };
+    let spec = FioSpec {
+        device: device.clone(),
+        cpu_node: *cpu_node,
+        mem_node: *mem_node,
+        threads: *threads,
+        iodepth: *iodepth,
+        block_bytes: *block_bytes,
+        write: *op == Direction::Write,
+        random: *pattern == Pattern::Random,
+        seed,
+        lasts,
+    };
+    Fio::probe(tf, sim, spec).map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))
 }
 
 /// The device function a workload names (a CPU is not a DMA requester here).
@@ -294,9 +362,13 @@ fn build(
             let pp =
                 PingPong::new(tf, ga, gb, counters).map_err(|f| harness::fault_error(tf, f))?;
             let id = sim.add(pp);
-            tf.net.timer_at(Time::ZERO, id, 0);
+            let now = tf.net.now();
+            tf.net.timer_at(now, id, 0);
             Ok(Handle::PingPong(id))
         }
+        Kind::Fio { .. } => Err(RunError(
+            "a fio workload is probed before the others are built".into(),
+        )),
         Kind::CpuStream {
             host,
             cpu_node,
@@ -317,7 +389,8 @@ fn build(
                 .cpu_stream(h, *cpu_node, *mem_node, op, *misses_in_flight)
                 .map_err(|e| RunError(e.0))?;
             let id = sim.add(s);
-            tf.net.timer_at(Time::ZERO, id, START);
+            let now = tf.net.now();
+            tf.net.timer_at(now, id, START);
             Ok(Handle::Stream(id))
         }
     }
@@ -337,7 +410,8 @@ fn dma_workload(
     let job = DmaJob::ops(tf, who, spec, op, transfer_bytes, Ops::Endless, in_flight)
         .map_err(|f| harness::fault_error(tf, f))?;
     let id = sim.add(job);
-    tf.net.timer_at(Time::ZERO, id, 0);
+    let now = tf.net.now();
+    tf.net.timer_at(now, id, 0);
     Ok(Handle::Dma(id))
 }
 
@@ -346,19 +420,24 @@ fn dma_workload(
 fn measure(
     tf: &mut TimedFabric,
     sim: &mut Sim<TimedFabric>,
-    handles: &[Handle],
+    handles: &mut [Handle],
     m: Measure,
+    origin: Time,
 ) -> Counters {
-    sim.run_until(tf, m.warmup);
+    sim.run_until(tf, origin + m.warmup);
     for h in handles {
-        match *h {
-            Handle::Dma(id) => sim.get_mut::<DmaJob>(id).expect("dma").reset_stats(),
-            Handle::Stream(id) => sim.get_mut::<CpuStream>(id).expect("stream").reset_stats(),
-            Handle::PingPong(id) => sim.get_mut::<PingPong>(id).expect("pingpong").reset_stats(),
+        match h {
+            Handle::Dma(id) => sim.get_mut::<DmaJob>(*id).expect("dma").reset_stats(),
+            Handle::Stream(id) => sim.get_mut::<CpuStream>(*id).expect("stream").reset_stats(),
+            Handle::PingPong(id) => sim
+                .get_mut::<PingPong>(*id)
+                .expect("pingpong")
+                .reset_stats(),
+            Handle::Fio(f) => f.reset_stats(sim),
         }
     }
     let before = tf.net.counters_sent();
-    sim.run_until(tf, m.warmup + m.duration);
+    sim.run_until(tf, origin + m.warmup + m.duration);
     counters_minus(&tf.net.counters_sent(), &before)
 }
 
@@ -373,10 +452,18 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Map<String, Value> {
+fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<String, Value>, String> {
     let secs = window.as_secs_f64();
     let mut m = Map::new();
     match *h {
+        Handle::Fio(ref f) => {
+            let s = f.stats(sim).map_err(|e| e.0)?;
+            m.insert("gbps".into(), json!(round3(s.bytes as f64 / secs / 1e9)));
+            m.insert("ops_per_sec".into(), json!((s.ops as f64 / secs).round()));
+            latency_metrics(&mut m, &s.latency);
+            m.insert("errors".into(), json!(s.errors));
+            m.insert("faults".into(), json!(s.faults));
+        }
         Handle::Dma(id) => {
             let s = sim.get::<DmaJob>(id).expect("dma").stats();
             m.insert("gbps".into(), json!(round3(s.bytes as f64 / secs / 1e9)));
@@ -410,7 +497,7 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Map<String, Valu
             m.insert("poll_reads".into(), json!(p.polls));
         }
     }
-    m
+    Ok(m)
 }
 
 /// `after − before`, by name (a wire or sink that saw no traffic before counts from zero).

@@ -68,6 +68,27 @@ pub enum Kind {
         transfer_bytes: u64,
         outstanding: u32,
     },
+    /// fio's asynchronous direct I/O on an NVMe device: `threads` jobs on `cpu_node`, each
+    /// `iodepth` requests of `block_bytes` in flight through its own queue pair, buffers on
+    /// `mem_node`.
+    Fio {
+        device: String,
+        cpu_node: u32,
+        mem_node: u32,
+        threads: u16,
+        iodepth: u16,
+        block_bytes: u64,
+        op: Direction,
+        pattern: Pattern,
+    },
+}
+
+/// Where a fio job's requests go in the namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    Random,
+    Sequential,
 }
 
 impl Kind {
@@ -77,6 +98,7 @@ impl Kind {
             Kind::CpuStream { .. } => "cpu_stream",
             Kind::NtbCopy { .. } => "ntb_copy",
             Kind::PingPong { .. } => "pingpong",
+            Kind::Fio { .. } => "fio",
         }
     }
 }
@@ -171,6 +193,27 @@ struct RawCopy {
     offset: Size,
     transfer_bytes: Size,
     outstanding: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFio {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    device: String,
+    cpu_node: u32,
+    mem_node: u32,
+    threads: u16,
+    iodepth: u16,
+    block_bytes: Size,
+    op: Direction,
+    #[serde(default = "random")]
+    pattern: Pattern,
+}
+
+fn random() -> Pattern {
+    Pattern::Random
 }
 
 /// Largest single DMA operation a workload may ask for (the model routes every page).
@@ -360,7 +403,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 src,
                 value_span(src, &span, "kind"),
                 Some(&format!("{wkey}.kind")),
-                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\" or \"pingpong\"",
+                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\" or \"fio\"",
             )
         })?;
         let (name, kind) = match kind {
@@ -431,13 +474,27 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     },
                 )
             }
+            "fio" => {
+                let r: RawFio = read_workload(src, &span, table, &wkey)?;
+                let k = Kind::Fio {
+                    device: r.device,
+                    cpu_node: r.cpu_node,
+                    mem_node: r.mem_node,
+                    threads: r.threads,
+                    iodepth: r.iodepth,
+                    block_bytes: r.block_bytes.0,
+                    op: r.op,
+                    pattern: r.pattern,
+                };
+                (r.name, k)
+            }
             other => {
                 return Err(error(
                     src,
                     value_span(src, &span, "kind"),
                     Some(&format!("{wkey}.kind")),
                     &format!(
-                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong)"
+                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio)"
                 ),
                 ))
             }
@@ -479,6 +536,25 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 )?;
             }
             Kind::PingPong { .. } => {}
+            // The device's limits (queue size, MDTS) are checked against it at run time.
+            Kind::Fio {
+                threads,
+                iodepth,
+                block_bytes,
+                ..
+            } => {
+                range(*threads >= 1, "threads", "must be at least 1 thread")?;
+                range(
+                    *iodepth >= 1,
+                    "iodepth",
+                    "must be at least 1 request in flight",
+                )?;
+                range(
+                    *block_bytes >= 4096 && block_bytes.is_multiple_of(4096),
+                    "block_bytes",
+                    "must be a whole number of 4 KiB blocks",
+                )?;
+            }
             Kind::CpuStream {
                 misses_in_flight, ..
             } => range(
@@ -601,18 +677,89 @@ duration = "1 ms"
         );
         assert_eq!(
             msg(&OK.replace("kind = \"dma\"", "kind = \"dmaa\"")),
-            "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, pingpong) \
-             (key `workload.rx.kind`)"
+            "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, pingpong, \
+             fio) (key `workload.rx.kind`)"
         );
         // Without a name, a workload is named by its position.
         assert_eq!(
             msg(&OK.replace("kind = \"cpu_stream\"\n", "")),
-            "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\" or \
-             \"pingpong\" (key `workload.ant.kind`)"
+            "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \
+             \"pingpong\" or \"fio\" (key `workload.ant.kind`)"
         );
         assert_eq!(
             msg(&OK.replace("name = \"rx\"\n", "")),
             "t.toml:2:1: missing field `name` (key `workload[0].name`)"
+        );
+    }
+
+    const FIO: &str = r#"
+[[workload]]
+name = "fio"
+kind = "fio"
+device = "server.nvme0"
+cpu_node = 1
+mem_node = 1
+threads = 8
+iodepth = 32
+block_bytes = "128 KiB"
+op = "read"
+
+[measure]
+warmup = "200 us"
+duration = "1 ms"
+"#;
+
+    #[test]
+    fn a_fio_workload_parses_with_random_offsets_by_default() {
+        let s = parse(&src(FIO)).unwrap();
+        assert_eq!(
+            s.workloads[0].kind,
+            Kind::Fio {
+                device: "server.nvme0".into(),
+                cpu_node: 1,
+                mem_node: 1,
+                threads: 8,
+                iodepth: 32,
+                block_bytes: 128 << 10,
+                op: Direction::Read,
+                pattern: Pattern::Random,
+            }
+        );
+        let seq = parse(&src(
+            &FIO.replace("op = \"read\"", "op = \"read\"\npattern = \"sequential\"")
+        ))
+        .unwrap();
+        assert!(matches!(
+            seq.workloads[0].kind,
+            Kind::Fio {
+                pattern: Pattern::Sequential,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn fio_fields_out_of_range_are_located() {
+        let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+        assert_eq!(
+            msg(&FIO.replace("iodepth = 32", "iodepth = 0")),
+            "t.toml:9:11: must be at least 1 request in flight (key `workload.fio.iodepth`)"
+        );
+        assert_eq!(
+            msg(&FIO.replace("threads = 8", "threads = 0")),
+            "t.toml:8:11: must be at least 1 thread (key `workload.fio.threads`)"
+        );
+        assert_eq!(
+            msg(&FIO.replace("\"128 KiB\"", "\"1000\"")),
+            "t.toml:10:15: must be a whole number of 4 KiB blocks (key `workload.fio.block_bytes`)"
+        );
+        assert_eq!(
+            msg(&FIO.replace("iodepth = 32", "iodepth = 70000")),
+            "t.toml:9:11: invalid value: integer `70000`, expected u16 (key `workload.fio.iodepth`)"
+        );
+        assert!(
+            msg(&FIO.replace("op = \"read\"", "op = \"read\"\npattern = \"zigzag\""))
+                .contains("unknown variant `zigzag`, expected `random` or `sequential`")
         );
     }
 

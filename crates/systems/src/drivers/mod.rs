@@ -15,8 +15,11 @@
 //! * `nvme_blk`: a kernel-style NVMe block driver (probe, one I/O queue pair per CPU,
 //!   map the buffer before each I/O and unmap it after) and the QD1 latency measurement
 //!   of `smartio.nvme_latency` (`nvme_qd1_latency`).
+//! * `fio`: fio's asynchronous direct I/O (threads × iodepth) through the block driver's
+//!   per-CPU queue pairs, for `nudma run`'s `fio` workload and `ioctopus.nvme_upi`.
 
 pub mod access;
+pub mod fio;
 pub mod nvme_blk;
 pub mod vm_access;
 

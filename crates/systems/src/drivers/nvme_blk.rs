@@ -305,6 +305,22 @@ impl NvmeBlk {
         self.bar0
     }
 
+    /// The memory of the I/O queue pair of CPU `cpu` (qid `cpu + 1`), for a submitter
+    /// that adopts it as its own (blk-mq's per-CPU hardware queue; `drivers::fio`).
+    pub fn io_queue(&self, cpu: usize) -> Option<QueueMemory> {
+        self.cpus.get(cpu).map(|c| QueueMemory {
+            sq_cpu: c.sq.cpu,
+            sq_dev: c.sq.dev,
+            cq_cpu: c.cq.cpu,
+            cq_dev: c.cq.dev,
+        })
+    }
+
+    /// The settings it was probed with.
+    pub fn config(&self) -> BlkConfig {
+        self.cfg
+    }
+
     /// Whether probing succeeded and no I/O failed.
     pub fn ready(&self) -> bool {
         self.state == State::Idle
