@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod experiment;
 pub mod harness;
+pub mod ioctopus;
 pub mod path_query;
 pub mod plot;
 pub mod probes;
