@@ -50,7 +50,7 @@ impl Core {
 
     /// A task ran from `start` to `end`.
     pub fn finish(&mut self, start: Time, end: Time) {
-        self.busy = self.busy + (end - start);
+        self.busy += end - start;
         self.busy_until = end;
     }
 

@@ -74,9 +74,9 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
             if stall > llc {
                 misses += 1;
             }
-            cur = cur + stall;
+            cur += stall;
         }
-        cur = cur + h.core.cycles(c.tx_packet_cycles);
+        cur += h.core.cycles(c.tx_packet_cycles);
         let s = slot % RING;
         slot += 1;
         h.mem.cpu_write(cur, sock, buf::TX_DESC + s, DESC_BYTES);

@@ -250,11 +250,10 @@ impl Sim<'_> {
             }
             let n = self.spec.msg_bytes;
             let lines = n.div_ceil(LINE);
-            cur = cur
-                + self
-                    .tx
-                    .core
-                    .cycles(c.syscall_cycles + lines * c.copy_line_cycles);
+            cur += self
+                .tx
+                .core
+                .cycles(c.syscall_cycles + lines * c.copy_line_cycles);
             // The user buffer is the same each call (hot); the skb pages are the socket's.
             let skb = buf::SKB + (self.app_written / TSO_BYTES) % (sndbuf / TSO_BYTES).max(1);
             let sock = self.tx.core.socket;
@@ -291,7 +290,7 @@ impl Sim<'_> {
             if n == 0 || (n < TSO_BYTES && !flush) || (n < self.mss && in_flight > 0) {
                 return;
             }
-            *cur = *cur + self.tx.core.cycles(c.tx_send_cycles);
+            *cur += self.tx.core.cycles(c.tx_send_cycles);
             let slot = self.tx_slot % RING;
             self.tx_slot += 1;
             let sock = self.tx.core.socket;
@@ -395,7 +394,7 @@ impl Sim<'_> {
         let mut cur = start;
         self.rx_q.napi = true;
         if irq {
-            cur = cur + self.rx.core.cycles(c.irq_cycles);
+            cur += self.rx.core.cycles(c.irq_cycles);
         }
         let sock = self.rx.core.socket;
         let node = self.rx.node;
@@ -414,7 +413,7 @@ impl Sim<'_> {
                     .rx
                     .mem
                     .cpu_read(cur, sock, node, buf::RX_CQE + seg.slot, CQE_BYTES, true);
-            cur = cur + self.rx.core.cycles(c.rx_segment_cycles);
+            cur += self.rx.core.cycles(c.rx_segment_cycles);
             if seg.seq != self.rcv_nxt {
                 self.out_of_order += 1;
                 continue;
@@ -431,11 +430,10 @@ impl Sim<'_> {
         // The process reads what is there, `msg_bytes` per call.
         while self.unread > 0 {
             let n = self.unread.min(self.spec.msg_bytes);
-            cur = cur
-                + self
-                    .rx
-                    .core
-                    .cycles(c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
+            cur += self
+                .rx
+                .core
+                .cycles(c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
             let mut left = n;
             while left > 0 {
                 let (len, off, slot) = self.sockq.front_mut().expect("unread bytes are queued");
@@ -489,7 +487,7 @@ impl Sim<'_> {
     /// A pure ACK from the receiver (cumulative, carrying the window).
     fn send_ack(&mut self, cur: &mut Time) {
         let c = &self.rx.costs;
-        *cur = *cur + self.rx.core.cycles(c.ack_cycles);
+        *cur += self.rx.core.cycles(c.ack_cycles);
         self.segs_unacked = 0;
         let wnd = c.rcvbuf_bytes - self.unread;
         self.adv_wnd = wnd;
@@ -533,7 +531,7 @@ impl Sim<'_> {
                     .tx
                     .mem
                     .cpu_read(cur, sock, node, buf::RX_CQE + a.slot, CQE_BYTES, true);
-            cur = cur + self.tx.core.cycles(c.ack_cycles);
+            cur += self.tx.core.cycles(c.ack_cycles);
             self.snd_una = self.snd_una.max(a.seq);
             // An ACK entry carries the cumulative ACK in `seq` and the window in `len`.
             self.rwnd = (a.len + a.seq).saturating_sub(self.snd_una);
