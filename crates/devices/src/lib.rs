@@ -3,6 +3,7 @@
 
 pub mod dma;
 pub mod gpu;
+pub mod nic;
 pub mod nvme;
 pub mod pingpong;
 

@@ -156,6 +156,8 @@ pub struct RawPlatform {
     pub memory_node: Vec<Spanned<RawMemoryNode>>,
     /// Timing parameters for the timing layer (validated when the scenario loads).
     pub timing: Option<Spanned<RawTiming>>,
+    /// Network-stack costs for `host::net` (validated when the scenario loads).
+    pub netstack: Option<Spanned<RawTiming>>,
 }
 
 #[derive(Debug, Deserialize, Clone)]

@@ -222,6 +222,10 @@ enum Rule {
     /// NVMe queues or queue entries: a whole number in 2..=65536 (16-bit queue IDs and
     /// sizes, 0-based in the registers).
     Queues,
+    /// CPU work: a whole number of cycles in 0..=1e9.
+    Cycles,
+    /// A socket buffer: a whole number of bytes in 4096..=2^30.
+    BufferBytes,
 }
 
 const MAX_LATENCY_NS: f64 = 1e9;
@@ -243,6 +247,8 @@ impl Rule {
                 Rule::AccessBytes => pow2(4.0, 4096.0),
                 Rule::CompletionTimeout => (50e3..=MAX_LATENCY_NS).contains(&x),
                 Rule::Queues => whole && (2.0..=65536.0).contains(&x),
+                Rule::Cycles => whole && (0.0..=1e9).contains(&x),
+                Rule::BufferBytes => whole && (4096.0..=(1u64 << 30) as f64).contains(&x),
             };
         if ok {
             return Ok(());
@@ -260,6 +266,8 @@ impl Rule {
                 Rule::CompletionTimeout =>
                     "a completion timeout in 50000..=1e9 ns (50 µs, PCIe's shortest, to 1 s)",
                 Rule::Queues => "a whole number in 2..=65536 (NVMe queues or entries)",
+                Rule::Cycles => "a whole number of cycles in 0..=1e9",
+                Rule::BufferBytes => "a whole number of bytes in 4096..=1073741824 (1 GiB)",
             }
         ))
     }
@@ -305,7 +313,7 @@ fn platform_rule(key: &str) -> Option<Rule> {
 }
 
 /// A device's (or device model's) `timing` keys.
-pub const DEVICE_TIMING_KEYS: [&str; 16] = [
+pub const DEVICE_TIMING_KEYS: [&str; 21] = [
     "bar_gbps",
     "bar_latency_ns",
     "bar_rcb_bytes",
@@ -322,7 +330,48 @@ pub const DEVICE_TIMING_KEYS: [&str; 16] = [
     "nvme_enable_ns",
     "nvme_queue_pairs",
     "nvme_max_queue_entries",
+    "nic_line_gbps",
+    "nic_latency_ns",
+    "nic_wire_ns",
+    "nic_coalesce_ns",
+    "nic_coalesce_frames",
 ];
+
+/// The keys a NIC model (`devices::nic`) reads, all or none: the port's line rate
+/// (GB/s), the NIC's own pipeline latency per packet, the Ethernet cable's propagation,
+/// and MSI-X coalescing (an interrupt after this long or this many completions).
+pub const NIC_TIMING_KEYS: [&str; 5] = [
+    "nic_line_gbps",
+    "nic_latency_ns",
+    "nic_wire_ns",
+    "nic_coalesce_ns",
+    "nic_coalesce_frames",
+];
+
+/// `[platform.X.netstack]`: the host network stack's costs on a core (`host::net`), all
+/// keys required when the table is present. Costs are in cycles so another clock
+/// rescales them.
+pub const NETSTACK_KEYS: [&str; 10] = [
+    "rx_segment_cycles",
+    "tx_send_cycles",
+    "tx_packet_cycles",
+    "ack_cycles",
+    "syscall_cycles",
+    "irq_cycles",
+    "copy_line_cycles",
+    "line_fill_buffers",
+    "rcvbuf_bytes",
+    "napi_budget",
+];
+
+fn netstack_rule(key: &str) -> Option<Rule> {
+    Some(match key {
+        "line_fill_buffers" | "napi_budget" => Rule::Tags,
+        "rcvbuf_bytes" => Rule::BufferBytes,
+        k if NETSTACK_KEYS.contains(&k) => Rule::Cycles,
+        _ => return None,
+    })
+}
 
 /// The keys an NVMe controller model (`devices::nvme`) reads, all or none: media latency
 /// per read and write command, media bandwidth for reads and writes, parallel media
@@ -351,6 +400,9 @@ fn device_rule(key: &str) -> Option<Rule> {
         "bar_rcb_bytes" => Rule::Rcb,
         "dma_max_reads" => Rule::Tags,
         "dma_mrrs_bytes" => Rule::Mrrs,
+        "nic_line_gbps" => Rule::Bandwidth,
+        "nic_latency_ns" | "nic_wire_ns" | "nic_coalesce_ns" => Rule::Latency,
+        "nic_coalesce_frames" => Rule::Tags,
         _ => return None,
     })
 }
@@ -374,6 +426,9 @@ fn adapter_rule(key: &str) -> Option<Rule> {
         "bar_rcb_bytes" => Rule::Rcb,
         "dma_max_reads" => Rule::Tags,
         "dma_mrrs_bytes" => Rule::Mrrs,
+        "nic_line_gbps" => Rule::Bandwidth,
+        "nic_latency_ns" | "nic_wire_ns" | "nic_coalesce_ns" => Rule::Latency,
+        "nic_coalesce_frames" => Rule::Tags,
         _ => return None,
     })
 }
@@ -797,6 +852,11 @@ impl Builder {
             "a DMA requester states both its outstanding reads and its read request size",
         )?;
         group(
+            &NIC_TIMING_KEYS,
+            false,
+            "a NIC model states its line rate, pipeline latency, cable and coalescing together",
+        )?;
+        group(
             &NVME_TIMING_KEYS,
             false,
             "an NVMe controller model states its media, processing, enable delay and queue \
@@ -995,6 +1055,51 @@ impl Builder {
             cpu_mmio_read_bytes: n("cpu_mmio_read_bytes"),
             cpu_mmio_reads: n("cpu_mmio_reads"),
             completion_timeout_ns: f("completion_timeout_ns"),
+            basis,
+        })
+    }
+
+    /// `[platform.X.netstack]`: every key required, each in range.
+    fn netstack(
+        &self,
+        file: usize,
+        name: &str,
+        t: &Spanned<RawTiming>,
+    ) -> Result<NetStackCosts, ScenarioError> {
+        let key = format!("platform.{name}.netstack");
+        let (v, basis) =
+            self.timing_table(file, t.get_ref(), netstack_rule, &NETSTACK_KEYS, &key)?;
+        let missing: Vec<&str> = NETSTACK_KEYS
+            .iter()
+            .copied()
+            .filter(|k| !v.contains_key(*k))
+            .collect();
+        if let Some(first) = missing.first() {
+            return Err(self.err(
+                file,
+                t.span(),
+                Some(format!("{key}.{first}")),
+                &format!(
+                    "platform `{name}` has no network-stack parameter {} (a netstack table gives all {} keys: {})",
+                    missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "),
+                    NETSTACK_KEYS.len(),
+                    NETSTACK_KEYS.join(", ")
+                ),
+            ));
+        }
+        // Whole numbers in range: checked by their rules above.
+        let n = |k: &str| v[k] as u64;
+        Ok(NetStackCosts {
+            rx_segment_cycles: n("rx_segment_cycles"),
+            tx_send_cycles: n("tx_send_cycles"),
+            tx_packet_cycles: n("tx_packet_cycles"),
+            ack_cycles: n("ack_cycles"),
+            syscall_cycles: n("syscall_cycles"),
+            irq_cycles: n("irq_cycles"),
+            copy_line_cycles: n("copy_line_cycles"),
+            line_fill_buffers: n("line_fill_buffers") as u32,
+            rcvbuf_bytes: n("rcvbuf_bytes"),
+            napi_budget: n("napi_budget") as u32,
             basis,
         })
     }
@@ -1290,6 +1395,10 @@ impl Builder {
             Some(t) => Some(self.platform_timing(file, name, sp.span(), t)?),
             None => None,
         };
+        let netstack = match &p.netstack {
+            Some(t) => Some(self.netstack(file, name, t)?),
+            None => None,
+        };
         let platform = Platform {
             name: name.to_string(),
             cpu: p.cpu.clone(),
@@ -1310,6 +1419,7 @@ impl Builder {
             iohs,
             memory_nodes,
             timing,
+            netstack,
             uncore_paths: Vec::new(),
         };
         // Every package and hub must be reachable from every other.

@@ -99,6 +99,8 @@ pub struct Platform {
     pub memory_nodes: Vec<MemoryNode>,
     /// `[platform.X.timing]`, validated; `None` when the platform has no timing table.
     pub timing: Option<PlatformTiming>,
+    /// `[platform.X.netstack]`, validated; `None` when the platform has none.
+    pub netstack: Option<NetStackCosts>,
     /// Shortest interconnect paths, `uncore_paths[from * V + to]`: once per platform,
     /// shared by all its hosts.
     pub uncore_paths: Vec<Vec<UncoreHop>>,
@@ -192,6 +194,34 @@ pub struct PlatformTiming {
     /// A read whose completions never come back (the completer crashed, a cable died
     /// under them) completes as Unsupported Request after this long from its issue.
     pub completion_timeout_ns: f64,
+    pub basis: Provenance,
+}
+
+/// Costs of the host network stack on one core, from `[platform.X.netstack]` (all keys
+/// required, each range-checked when the scenario loads). Work is in cycles of the
+/// platform's clock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetStackCosts {
+    /// Driver receive (CQE, descriptor, skb) and TCP/IP receive of one segment.
+    pub rx_segment_cycles: u64,
+    /// One TSO send down the stack to the driver's doorbell (per ≤ 64 KiB segment).
+    pub tx_send_cycles: u64,
+    /// One packet of an in-kernel generator (pktgen): descriptor, doorbell, completion.
+    pub tx_packet_cycles: u64,
+    /// Sending (receiver) or processing (sender) one TCP ACK.
+    pub ack_cycles: u64,
+    /// One `recv`/`send` system call, copy excluded.
+    pub syscall_cycles: u64,
+    /// One interrupt (handler and NAPI schedule).
+    pub irq_cycles: u64,
+    /// Copying one 64 B line whose source is in the LLC.
+    pub copy_line_cycles: u64,
+    /// Line misses a core keeps in flight for a copy (its line-fill buffers).
+    pub line_fill_buffers: u32,
+    /// The socket's receive buffer: the TCP window is what is left of it.
+    pub rcvbuf_bytes: u64,
+    /// NAPI poll budget: packets per poll.
+    pub napi_budget: u32,
     pub basis: Provenance,
 }
 

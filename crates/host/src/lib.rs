@@ -8,13 +8,16 @@
 //! IOVAs, and NTB windows and requester entries as handles. Mapping state lives here, kept with the
 //! fabric it programs (`Hosts::with`). Every change goes through the fabric's mutators,
 //! which bump its routing epoch, so timed routes that depended on it are dropped.
-//! Knows only the fabric: no time, no device behaviour, no experiments.
+//! `net` is the host network stack on a CPU core, run on `sim`'s engine with
+//! `devices::nic` and `sim::memsys` (packet-granular, for the IOctopus study).
+//! Mapping needs no time; no experiments here.
 
 pub mod alloc;
 pub mod dma;
 pub mod error;
 pub mod iommu;
 pub mod multicast;
+pub mod net;
 pub mod ntb;
 pub mod placement;
 pub mod remote;

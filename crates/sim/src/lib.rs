@@ -24,6 +24,7 @@ pub mod component;
 pub mod cpu_stream;
 pub mod faults;
 pub mod flow;
+pub mod memsys;
 pub mod net;
 pub mod pcie;
 pub mod stats;

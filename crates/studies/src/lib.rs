@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod experiment;
 pub mod harness;
+pub mod ioctopus;
 pub mod nvme_upi;
 pub mod path_query;
 pub mod plot;

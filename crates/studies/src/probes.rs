@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use sim::timed::TimedFabric;
 
 use crate::harness::{self, RunError};
-use crate::smartio;
+use crate::{ioctopus, smartio};
 
 /// What a probe's function returns: field name → value (a number, a string, a bool,
 /// null, a list or an object; the metrics that name a field report it as given).
@@ -151,6 +151,16 @@ pub fn one(name: &str, v: Value) -> Fields {
 
 /// The probes of the built-in experiment files.
 pub const PROBES: &[Probe] = &[
+    Probe {
+        name: "tcp_stream",
+        fields: &["throughput_gbps", "mem_bw_gbps", "cpu_util"],
+        run: ioctopus::tcp_stream,
+    },
+    Probe {
+        name: "pktgen",
+        fields: &["mpps", "throughput_gbps", "mem_bw_gbps"],
+        run: ioctopus::pktgen,
+    },
     Probe {
         name: "cpu_store_oneway",
         fields: &["ns"],

@@ -14,11 +14,12 @@ use studies::smartio;
 
 /// The built-in scenarios whose tables hold the SmartIO parameters (every platform, chip
 /// and device model the experiments use).
-const SCENARIOS: [&str; 4] = [
+const SCENARIOS: [&str; 5] = [
     "smartio_pxh810_b2b",
     "smartio_chassis_b2b",
     "smartio_chassis_k40c",
     "smartio_three_way",
+    "ioctopus_r730",
 ];
 
 fn topology(name: &str) -> Topology {
@@ -48,6 +49,12 @@ fn calibrated_basis(param: &str) -> Option<String> {
                 for p in &t.platforms {
                     if let Some(ParamBasis::Calibrated(on)) =
                         p.timing.as_ref().and_then(|pt| pt.basis.get(*key))
+                    {
+                        return Some(on.clone());
+                    }
+                    // Network-stack costs (`[platform.X.netstack]`).
+                    if let Some(ParamBasis::Calibrated(on)) =
+                        p.netstack.as_ref().and_then(|n| n.basis.get(*key))
                     {
                         return Some(on.clone());
                     }
@@ -97,7 +104,7 @@ fn every_calibration_point_names_parameters_the_tables_mark_calibrated_on_it() {
             }
         }
     }
-    assert_eq!(n, 6, "six fitted parameters");
+    assert_eq!(n, 8, "eight fitted parameters");
 }
 
 #[test]
@@ -116,6 +123,11 @@ fn every_parameter_marked_calibrated_has_its_published_point() {
             for (key, b) in &p.timing.as_ref().unwrap().basis {
                 if matches!(b, ParamBasis::Calibrated(_)) {
                     assert!(fitted.contains(&key.as_str()), "{name}: platform {key}");
+                }
+            }
+            for (key, b) in p.netstack.iter().flat_map(|n| n.basis.iter()) {
+                if matches!(b, ParamBasis::Calibrated(_)) {
+                    assert!(fitted.contains(&key.as_str()), "{name}: netstack {key}");
                 }
             }
         }

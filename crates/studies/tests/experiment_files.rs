@@ -12,6 +12,9 @@ fn the_built_in_files_are_the_implemented_catalog() {
         ids,
         [
             "ioctopus.nvme_upi",
+            "ioctopus.pktgen_1core",
+            "ioctopus.tcp_rx_1core",
+            "ioctopus.tcp_tx_1core",
             "smartio.failover",
             "smartio.gpu_dma",
             "smartio.limits",
@@ -26,14 +29,14 @@ fn the_built_in_files_are_the_implemented_catalog() {
         ]
     );
     let refs: Vec<_> = builtin().iter().flat_map(|e| e.references.iter()).collect();
-    assert_eq!(refs.len(), 30);
+    assert_eq!(refs.len(), 35);
     let calibrated = refs
         .iter()
         .filter(|r| matches!(r.basis, Basis::Calibration(p) if !p.is_empty()))
         .count();
     assert_eq!(
-        calibrated, 6,
-        "six points were fitted on, twenty-four are predicted"
+        calibrated, 8,
+        "eight points were fitted on, twenty-seven are predicted"
     );
 }
 

@@ -6,4 +6,5 @@
 //! components on the timed fabric.
 
 pub mod drivers;
+pub mod ioctopus;
 pub mod smartio;

@@ -1,0 +1,168 @@
+//! The host network stack on a CPU core, packet-granular (issue 11): a core is a FIFO
+//! server of work in cycles at the platform clock; per-packet costs come from the
+//! platform's `[platform.X.netstack]` table and every cache line the stack touches is
+//! priced by `sim::memsys` where it really is. `stream` runs netperf TCP_STREAM between
+//! two hosts' NICs over an Ethernet wire, `pktgen` the in-kernel packet generator.
+
+pub mod pktgen;
+pub mod stream;
+
+use fabric::{HostId, NetStackCosts, Topology};
+use sim::memsys::{MemSys, MemSysParams};
+use sim::Time;
+
+use devices::nic::Nic;
+
+fn ns(x: f64) -> Time {
+    Time::from_ps((x * 1000.0).round() as u64)
+}
+
+/// One core running the stack (and its process): busy from a task's start until its
+/// work is done.
+#[derive(Clone, Debug)]
+pub struct Core {
+    pub socket: u32,
+    ps_per_cycle: f64,
+    busy_until: Time,
+    /// Work done since the last reset.
+    pub busy: Time,
+}
+
+impl Core {
+    pub fn new(socket: u32, clock_ghz: f64) -> Core {
+        Core {
+            socket,
+            ps_per_cycle: 1000.0 / clock_ghz,
+            busy_until: Time::ZERO,
+            busy: Time::ZERO,
+        }
+    }
+
+    /// `c` cycles of work.
+    pub fn cycles(&self, c: u64) -> Time {
+        Time::from_ps((c as f64 * self.ps_per_cycle).round() as u64)
+    }
+
+    /// When a task ready at `at` starts.
+    pub fn start(&self, at: Time) -> Time {
+        self.busy_until.max(at)
+    }
+
+    /// A task ran from `start` to `end`.
+    pub fn finish(&mut self, start: Time, end: Time) {
+        self.busy += end - start;
+        self.busy_until = end;
+    }
+
+    pub fn busy_until(&self) -> Time {
+        self.busy_until
+    }
+}
+
+/// One host's side of a network workload: its memory system, its NIC, the PF it uses,
+/// the core the workload and its interrupts run on, the node of its rings and buffers.
+#[derive(Clone, Debug)]
+pub struct NetHost {
+    pub mem: MemSys,
+    pub nic: Nic,
+    /// PF the workload's queue is on (receive and transmit).
+    pub pf: usize,
+    pub core: Core,
+    /// NUMA node of the rings, packet buffers and the process's memory.
+    pub node: u32,
+    pub costs: NetStackCosts,
+    /// The NIC coalesces a burst's in-order frames into one receive (hardware LRO): one
+    /// completion and one pass through the stack per burst of up to 64 KiB.
+    pub lro: bool,
+}
+
+/// Buffer identities in a host's memory system: each ring slot, completion entry and
+/// socket buffer is its own buffer.
+pub(crate) mod buf {
+    pub const RX_DATA: u64 = 1 << 40;
+    pub const RX_CQE: u64 = 2 << 40;
+    pub const TX_DESC: u64 = 3 << 40;
+    pub const TX_CQE: u64 = 4 << 40;
+    pub const SKB: u64 = 5 << 40;
+    pub const USER: u64 = 6 << 40;
+}
+
+/// Descriptor rings of 1,024 entries (assumption: mlx5's default ring size).
+pub const RING: u64 = 1024;
+/// Completion entries are 64 B (ConnectX CQE).
+pub const CQE_BYTES: u64 = 64;
+/// Transmit descriptors (a WQE with its inline header) are 64 B.
+pub const DESC_BYTES: u64 = 64;
+/// Largest TSO send (the kernel's GSO limit).
+pub const TSO_BYTES: u64 = 65536;
+
+impl NetHost {
+    /// Host `host` of `topo` using PF `pf` of its NIC `nic`, the workload on a core of
+    /// `socket` with its memory on `node`.
+    pub fn new(
+        topo: &Topology,
+        host: HostId,
+        nic: &str,
+        pf: usize,
+        socket: u32,
+        node: u32,
+    ) -> Result<NetHost, String> {
+        let platform = topo.platform_of(host);
+        let hname = &topo.host(host).name;
+        let costs = platform.netstack.clone().ok_or_else(|| {
+            format!(
+                "platform `{}` of host `{hname}` has no [platform.{}.netstack] table (network-stack costs)",
+                platform.name, platform.name
+            )
+        })?;
+        let t = platform
+            .timing
+            .as_ref()
+            .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
+        let dev = topo
+            .device_by_name(host, nic)
+            .ok_or_else(|| format!("host `{hname}` has no device `{nic}`"))?;
+        let nic = Nic::from_topology(topo, dev)?;
+        if pf >= nic.pfs.len() {
+            return Err(format!(
+                "device `{hname}.{}` has {} PF(s), no pf{pf}",
+                topo.devices[dev as usize].name,
+                nic.pfs.len()
+            ));
+        }
+        if socket >= platform.packages || node >= platform.packages {
+            return Err(format!(
+                "host `{hname}` has {} sockets: no socket {socket} / node {node}",
+                platform.packages
+            ));
+        }
+        let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
+        let mem = MemSys::new(MemSysParams {
+            sockets: platform.packages,
+            llc_bytes: platform.llc_bytes,
+            llc_ways: platform.llc_ways,
+            ddio_ways: platform.ddio_ways,
+            llc_latency: ns(t.llc_latency_ns),
+            dram_latency: ns(t.dram_latency_ns),
+            interconnect_latency: ns(t.interconnect_latency_ns),
+            dram_gbps: t.dram_gbps,
+            interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
+            line_fill_buffers: costs.line_fill_buffers,
+        });
+        Ok(NetHost {
+            mem,
+            nic,
+            pf,
+            core: Core::new(socket, platform.clock_ghz),
+            node,
+            costs,
+            lro: false,
+        })
+    }
+
+    /// Starts a measurement window.
+    pub fn reset_counters(&mut self) {
+        self.mem.reset_counters();
+        self.core.busy = Time::ZERO;
+    }
+}

@@ -1,0 +1,509 @@
+//! A host's memory system for packet-level I/O studies (`host::net`, `devices::nic`):
+//! each cache-line access is *priced* by where the line is, not simulated as a message.
+//!
+//! Per socket an LLC holding buffers at buffer granularity with line counts, in two LRU
+//! shares: the DDIO share (`llc_bytes × ddio_ways / llc_ways`) that local device writes
+//! allocate into, and the rest that CPU stores and fills use. DRAM per node and each
+//! interconnect direction are FIFO servers at their bandwidth, with byte counters.
+//!
+//! Rules (REFERENCE.md §1): a device write to memory on the device's own socket
+//! allocates in that socket's DDIO share (evicting its oldest buffers to DRAM as
+//! write-backs); a device write to the other socket's memory goes to DRAM and
+//! invalidates cached copies; a device read of a line in an LLC is served from it
+//! without eviction, local or remote.
+//!
+//! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
+//! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
+//! request that arrives from the other socket — a speculative read that also looks up and
+//! updates the directory — even when the line turns out to be cached. So a remote device
+//! write costs a DRAM read and a write, and a remote device read of a cached line one DRAM
+//! read. Why: it is the documented behaviour of Intel's directory-assisted home snoop
+//! (Xeon E5 v4 uncore), and it is the one mechanism that explains REFERENCE.md §1's remote
+//! memory bandwidth relations (≈ 3 × throughput on receive, ≈ 1 × on transmit) without a
+//! constant of its own.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::pcie;
+use crate::time::Time;
+
+/// Bytes of a cache line.
+pub const LINE: u64 = 64;
+
+/// A server at a bandwidth, reserved per packet for its bytes. Packet models reserve
+/// it out of time order (a completion written after a payload read is priced before the
+/// next packet's request), so it keeps its busy intervals and places each reservation
+/// in the first gap at or after its arrival: a later packet does not queue behind an
+/// earlier packet's future work, and the server never serves two at once.
+#[derive(Clone, Debug)]
+pub struct Fifo {
+    /// Disjoint busy intervals, start → end, merged when they touch.
+    busy: BTreeMap<Time, Time>,
+    ps_per_kib: u64,
+    /// Bytes served since the last reset of the counters.
+    pub bytes: u64,
+}
+
+/// Busy intervals ending this long before an arrival are forgotten (no reservation
+/// arrives that far out of order).
+const HORIZON: Time = Time::from_us(1000);
+/// Gaps shorter than this are not kept (the smallest packet on the fastest link takes
+/// longer).
+const SLIVER: Time = Time::from_ps(1000);
+
+impl Fifo {
+    pub fn new(gbps: f64) -> Fifo {
+        Fifo {
+            busy: BTreeMap::new(),
+            ps_per_kib: pcie::ps_per_kib_at(gbps),
+            bytes: 0,
+        }
+    }
+
+    /// Reserves the server for `bytes` arriving at `at`; when they are through.
+    pub fn reserve(&mut self, at: Time, bytes: u64) -> Time {
+        let dur = Time::from_ps((bytes * self.ps_per_kib).div_ceil(1024));
+        self.bytes += bytes;
+        let mut t = at;
+        if let Some((_, &e)) = self.busy.range(..=t).next_back() {
+            t = t.max(e);
+        }
+        while let Some((&s, &e)) = self.busy.range(t..).next() {
+            if s >= t + dur {
+                break;
+            }
+            t = e;
+        }
+        let mut start = t;
+        let mut end = t + dur;
+        // Merge with neighbours closer than SLIVER: a gap too short for any packet would
+        // only lengthen every later search.
+        if let Some((&s, &e)) = self.busy.range(..=start).next_back() {
+            if e + SLIVER >= start {
+                self.busy.remove(&s);
+                start = s;
+            }
+        }
+        while let Some((&s, &e)) = self.busy.range(start..).next() {
+            if s > end + SLIVER {
+                break;
+            }
+            self.busy.remove(&s);
+            end = end.max(e);
+        }
+        self.busy.insert(start, end);
+        while let Some((&s, &e)) = self.busy.iter().next() {
+            if e + HORIZON >= at || s == start {
+                break;
+            }
+            self.busy.remove(&s);
+        }
+        t + dur
+    }
+}
+
+/// An LRU of buffers with a capacity in lines; evicting returns the dirty lines written
+/// back.
+#[derive(Clone, Debug, Default)]
+struct Lru {
+    cap_lines: u64,
+    used: u64,
+    stamp: u64,
+    /// buffer → (lines, stamp, dirty)
+    map: HashMap<u64, (u64, u64, bool)>,
+    order: BTreeMap<u64, u64>,
+}
+
+impl Lru {
+    fn contains(&self, buf: u64) -> bool {
+        self.map.contains_key(&buf)
+    }
+
+    fn touch(&mut self, buf: u64) {
+        if let Some(e) = self.map.get_mut(&buf) {
+            self.order.remove(&e.1);
+            self.stamp += 1;
+            e.1 = self.stamp;
+            self.order.insert(self.stamp, buf);
+        }
+    }
+
+    fn remove(&mut self, buf: u64) -> Option<(u64, bool)> {
+        let (lines, stamp, dirty) = self.map.remove(&buf)?;
+        self.order.remove(&stamp);
+        self.used -= lines;
+        Some((lines, dirty))
+    }
+
+    /// Inserts (or refreshes) `buf`; returns the dirty lines of the evicted buffers.
+    fn insert(&mut self, buf: u64, lines: u64, dirty: bool) -> u64 {
+        let was_dirty = self.remove(buf).is_some_and(|(_, d)| d);
+        let lines = lines.min(self.cap_lines);
+        let mut written_back = 0;
+        while self.used + lines > self.cap_lines {
+            let Some((_, &old)) = self.order.iter().next() else {
+                break;
+            };
+            if let Some((l, d)) = self.remove(old) {
+                if d {
+                    written_back += l;
+                }
+            }
+        }
+        self.stamp += 1;
+        self.map
+            .insert(buf, (lines, self.stamp, dirty || was_dirty));
+        self.order.insert(self.stamp, buf);
+        self.used += lines;
+        written_back
+    }
+}
+
+/// The memory system's parameters, from a platform (`[platform.X]` and its timing).
+#[derive(Clone, Debug)]
+pub struct MemSysParams {
+    pub sockets: u32,
+    pub llc_bytes: u64,
+    pub llc_ways: u32,
+    pub ddio_ways: u32,
+    pub llc_latency: Time,
+    pub dram_latency: Time,
+    /// One crossing of the socket interconnect.
+    pub interconnect_latency: Time,
+    pub dram_gbps: f64,
+    /// Per direction, all links between the two sockets together.
+    pub interconnect_gbps: f64,
+    /// Line misses one core keeps in flight while streaming (a copy).
+    pub line_fill_buffers: u32,
+}
+
+/// DRAM traffic of one node, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DramCounters {
+    pub read: u64,
+    pub write: u64,
+}
+
+/// A two-level picture of one host's memory: LLC shares per socket, DRAM and
+/// interconnect servers. Node n is socket n's memory.
+#[derive(Clone, Debug)]
+pub struct MemSys {
+    p: MemSysParams,
+    ddio: Vec<Lru>,
+    cpu: Vec<Lru>,
+    dram: Vec<Fifo>,
+    counters: Vec<DramCounters>,
+    /// `interconnect[from]`: the direction from socket `from` to the other.
+    interconnect: Vec<Fifo>,
+}
+
+fn lines(bytes: u64) -> u64 {
+    bytes.div_ceil(LINE).max(1)
+}
+
+impl MemSys {
+    pub fn new(p: MemSysParams) -> MemSys {
+        let n = p.sockets as usize;
+        let llc_lines = p.llc_bytes / LINE;
+        let ddio_lines = llc_lines * p.ddio_ways as u64 / p.llc_ways.max(1) as u64;
+        let lru = |cap| Lru {
+            cap_lines: cap,
+            ..Lru::default()
+        };
+        MemSys {
+            ddio: (0..n).map(|_| lru(ddio_lines)).collect(),
+            cpu: (0..n).map(|_| lru(llc_lines - ddio_lines)).collect(),
+            dram: (0..n).map(|_| Fifo::new(p.dram_gbps)).collect(),
+            counters: vec![DramCounters::default(); n],
+            interconnect: (0..n).map(|_| Fifo::new(p.interconnect_gbps)).collect(),
+            p,
+        }
+    }
+
+    pub fn params(&self) -> &MemSysParams {
+        &self.p
+    }
+
+    /// DRAM bytes read and written at `node` since the last reset.
+    pub fn dram(&self, node: u32) -> DramCounters {
+        self.counters[node as usize]
+    }
+
+    /// All DRAM bytes (reads and writes, every node) since the last reset.
+    pub fn dram_total(&self) -> u64 {
+        self.counters.iter().map(|c| c.read + c.write).sum()
+    }
+
+    /// Bytes that crossed the interconnect from `socket` since the last reset.
+    pub fn interconnect_bytes(&self, socket: u32) -> u64 {
+        self.interconnect[socket as usize].bytes
+    }
+
+    /// Starts a new measurement window (contents and queues stay).
+    pub fn reset_counters(&mut self) {
+        self.counters
+            .iter_mut()
+            .for_each(|c| *c = DramCounters::default());
+        self.interconnect.iter_mut().for_each(|f| f.bytes = 0);
+        self.dram.iter_mut().for_each(|f| f.bytes = 0);
+    }
+
+    /// Whether `buf` is in `socket`'s LLC (either share).
+    pub fn cached(&self, socket: u32, buf: u64) -> bool {
+        let s = socket as usize;
+        self.ddio[s].contains(buf) || self.cpu[s].contains(buf)
+    }
+
+    fn dram_read(&mut self, at: Time, node: u32, bytes: u64) -> Time {
+        self.counters[node as usize].read += bytes;
+        self.dram[node as usize].reserve(at, bytes)
+    }
+
+    fn dram_write(&mut self, at: Time, node: u32, bytes: u64) -> Time {
+        self.counters[node as usize].write += bytes;
+        self.dram[node as usize].reserve(at, bytes)
+    }
+
+    fn invalidate(&mut self, buf: u64) {
+        for s in 0..self.ddio.len() {
+            self.ddio[s].remove(buf);
+            self.cpu[s].remove(buf);
+        }
+    }
+
+    /// Write-backs of `lines` evicted from `node`'s LLC.
+    fn write_back(&mut self, at: Time, node: u32, lines: u64) {
+        if lines > 0 {
+            self.dram_write(at, node, lines * LINE);
+        }
+    }
+
+    /// A device on `dev_socket` writes `bytes` of buffer `buf` in `node`, arriving at the
+    /// root at `at`; when the write is globally visible.
+    pub fn device_write(
+        &mut self,
+        at: Time,
+        dev_socket: u32,
+        node: u32,
+        buf: u64,
+        bytes: u64,
+    ) -> Time {
+        let bytes_l = lines(bytes) * LINE;
+        if dev_socket == node && self.p.ddio_ways > 0 {
+            // DDIO: allocate in the local share; a copy in the CPU share is the stale one.
+            self.cpu[node as usize].remove(buf);
+            let wb = self.ddio[node as usize].insert(buf, lines(bytes), true);
+            self.write_back(at, node, wb);
+            return at + self.p.llc_latency;
+        }
+        let cross = self.interconnect[dev_socket as usize].reserve(at, bytes_l);
+        let arrive = if dev_socket == node {
+            at
+        } else {
+            cross + self.p.interconnect_latency
+        };
+        self.invalidate(buf);
+        if dev_socket != node {
+            // Home snoop: the remote request's speculative read (see the module text).
+            self.dram_read(arrive, node, bytes_l);
+        }
+        // Landed once DRAM has taken it, as the TLP network's DRAM sink charges it.
+        self.dram_write(arrive, node, bytes_l) + self.p.dram_latency
+    }
+
+    /// A device on `dev_socket` reads `bytes` of `buf` in `node` from `at`; when the data
+    /// is back at the device's root.
+    pub fn device_read(
+        &mut self,
+        at: Time,
+        dev_socket: u32,
+        node: u32,
+        buf: u64,
+        bytes: u64,
+    ) -> Time {
+        let bytes_l = lines(bytes) * LINE;
+        let remote = dev_socket != node;
+        let hops = if remote {
+            self.p.interconnect_latency + self.p.interconnect_latency
+        } else {
+            Time::ZERO
+        };
+        let cached = self.cached(node, buf);
+        let mut ready = if cached {
+            at + hops + self.p.llc_latency
+        } else {
+            Time::ZERO
+        };
+        if remote || !cached {
+            // A miss reads DRAM; a remote request reads it even for a cached line (home snoop).
+            let served = self.dram_read(at, node, bytes_l) + self.p.dram_latency + hops;
+            if !cached {
+                ready = served;
+            }
+        }
+        if remote {
+            let back = self.interconnect[node as usize].reserve(ready, bytes_l);
+            ready = ready.max(back);
+        }
+        ready
+    }
+
+    /// What a core on `socket` pays reading `bytes` of `buf` in `node` at `at`, beyond the
+    /// cycles of the work itself: a `dependent` read (a completion entry, a descriptor)
+    /// pays a line's full latency; a stream of independent line reads (a copy) overlaps
+    /// its misses over the line-fill buffers and is bounded by DRAM's bandwidth. The
+    /// lines are in the core's LLC afterwards.
+    pub fn cpu_read(
+        &mut self,
+        at: Time,
+        socket: u32,
+        node: u32,
+        buf: u64,
+        bytes: u64,
+        dependent: bool,
+    ) -> Time {
+        let n = lines(bytes);
+        let s = socket as usize;
+        if self.ddio[s].contains(buf) {
+            self.ddio[s].touch(buf);
+            return if dependent {
+                self.p.llc_latency
+            } else {
+                Time::ZERO
+            };
+        }
+        if self.cpu[s].contains(buf) {
+            self.cpu[s].touch(buf);
+            return if dependent {
+                self.p.llc_latency
+            } else {
+                Time::ZERO
+            };
+        }
+        let mut latency = self.p.dram_latency;
+        let mut served = self.dram_read(at, node, n * LINE);
+        if socket != node {
+            latency = latency + self.p.interconnect_latency + self.p.interconnect_latency;
+            served = served.max(self.interconnect[node as usize].reserve(at, n * LINE));
+        }
+        let wb = self.cpu[s].insert(buf, n, false);
+        self.write_back(at, socket, wb);
+        let stall = if dependent {
+            latency
+        } else {
+            Time::from_ps(latency.as_ps() * n.div_ceil(self.p.line_fill_buffers.max(1) as u64))
+        };
+        let bw = served.as_ps().saturating_sub(at.as_ps());
+        stall.max(Time::from_ps(bw))
+    }
+
+    /// A core on `socket` writes `bytes` of `buf` (in `node`): the lines are allocated in
+    /// its LLC, dirty (a copy's destination, a descriptor). No stall: stores retire into
+    /// the store buffer and the cost of the work is the caller's.
+    pub fn cpu_write(&mut self, at: Time, socket: u32, buf: u64, bytes: u64) {
+        for o in 0..self.ddio.len() {
+            if o != socket as usize {
+                self.ddio[o].remove(buf);
+                self.cpu[o].remove(buf);
+            }
+        }
+        let s = socket as usize;
+        if self.ddio[s].contains(buf) {
+            self.ddio[s].touch(buf);
+            return;
+        }
+        let wb = self.cpu[s].insert(buf, lines(bytes), true);
+        self.write_back(at, socket, wb);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms() -> MemSys {
+        MemSys::new(MemSysParams {
+            sockets: 2,
+            llc_bytes: 35 << 20,
+            llc_ways: 20,
+            ddio_ways: 2,
+            llc_latency: Time::from_ns(20),
+            dram_latency: Time::from_ns(90),
+            interconnect_latency: Time::from_ns(25),
+            dram_gbps: 60.0,
+            interconnect_gbps: 38.4,
+            line_fill_buffers: 10,
+        })
+    }
+
+    #[test]
+    fn a_server_fills_gaps_but_never_serves_two_at_once() {
+        let mut f = Fifo::new(1.0); // 1 B/ns
+        let late = f.reserve(Time::from_ns(1000), 100);
+        assert_eq!(late, Time::from_ns(1100));
+        // An earlier arrival fits in the gap before it…
+        assert_eq!(f.reserve(Time::ZERO, 100), Time::from_ns(100));
+        // …one that does not fit goes after it.
+        assert_eq!(f.reserve(Time::from_ns(950), 100), Time::from_ns(1200));
+        assert_eq!(f.bytes, 300);
+    }
+
+    #[test]
+    fn local_device_write_is_an_llc_hit_and_remote_one_a_miss() {
+        let mut m = ms();
+        m.device_write(Time::ZERO, 0, 0, 1, 1500);
+        assert_eq!(m.cpu_read(Time::ZERO, 0, 0, 1, 1500, false), Time::ZERO);
+        assert_eq!(m.dram_total(), 0, "DDIO: no DRAM traffic");
+        m.device_write(Time::ZERO, 1, 0, 2, 1536);
+        let stall = m.cpu_read(Time::ZERO, 0, 0, 2, 1536, false);
+        assert!(
+            stall >= Time::from_ns(90 * 3),
+            "24 lines over 10 LFBs: 3 latencies, got {stall:?}"
+        );
+        // Remote write: read + write by the home agent, then the copy's read.
+        assert_eq!(
+            m.dram(0),
+            DramCounters {
+                read: 2 * 1536,
+                write: 1536
+            }
+        );
+    }
+
+    #[test]
+    fn remote_device_read_of_a_cached_line_costs_one_dram_read_and_no_eviction() {
+        let mut m = ms();
+        m.cpu_write(Time::ZERO, 0, 7, 4096);
+        m.device_read(Time::ZERO, 1, 0, 7, 4096);
+        assert_eq!(
+            m.dram(0),
+            DramCounters {
+                read: 4096,
+                write: 0
+            }
+        );
+        assert!(m.cached(0, 7));
+        m.device_read(Time::ZERO, 0, 0, 7, 4096);
+        assert_eq!(
+            m.dram(0).read,
+            4096,
+            "a local device read of a cached line is an LLC hit"
+        );
+    }
+
+    #[test]
+    fn ddio_share_evicts_oldest_buffers_as_write_backs() {
+        let mut m = ms();
+        let share = (35u64 << 20) * 2 / 20;
+        let n = share / 4096 + 10;
+        for b in 0..n {
+            m.device_write(Time::ZERO, 0, 0, b, 4096);
+        }
+        assert_eq!(
+            m.dram(0).write,
+            10 * 4096,
+            "the ten oldest buffers were written back"
+        );
+        assert!(!m.cached(0, 0) && m.cached(0, n - 1));
+    }
+}
