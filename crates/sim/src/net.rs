@@ -923,13 +923,17 @@ impl Net {
         true
     }
 
-    /// Whether a write train of `count` TLPs can take `route`: every credited wire's
-    /// receiver holds that many posted headers, and the sink has no owner.
+    /// Whether a write train of `count` TLPs can take `route`: every wire is a PCIe link
+    /// whose receiver holds that many posted headers, and the sink has no owner. A CPU
+    /// interconnect (QPI/UPI) is refused: cores' line-sized misses interleave with DMA
+    /// there all the time, so a train would hold them back (measured: `ioctopus.nvme_upi`'s
+    /// STREAM lost half its bandwidth and UPI a third of its utilisation with trains).
     fn train_fits(&self, route: u32, count: u32) -> bool {
         self.routes[route as usize].hops.iter().all(|h| match *h {
             Hop::Wire(w) => {
-                let cap = self.wires[w as usize].credit_cap[CLASS_POSTED] as u32;
-                cap == 0 || cap >= count
+                let wire = &self.wires[w as usize];
+                let cap = wire.credit_cap[CLASS_POSTED] as u32;
+                wire.pcie && (cap == 0 || cap >= count)
             }
             Hop::Sink(s, _) => self.sinks[s as usize].owner == NONE,
             _ => true,
