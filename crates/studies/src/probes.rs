@@ -157,6 +157,16 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::tcp_stream,
     },
     Probe {
+        name: "tcp_multicore",
+        fields: &["throughput_gbps", "mem_bw_gbps"],
+        run: ioctopus::tcp_multicore,
+    },
+    Probe {
+        name: "tcp_rr",
+        fields: &["latency_us", "p99_us"],
+        run: ioctopus::tcp_rr,
+    },
+    Probe {
         name: "pktgen",
         fields: &["mpps", "throughput_gbps", "mem_bw_gbps"],
         run: ioctopus::pktgen,

@@ -2,9 +2,12 @@
 //! server of work in cycles at the platform clock; per-packet costs come from the
 //! platform's `[platform.X.netstack]` table and every cache line the stack touches is
 //! priced by `sim::memsys` where it really is. `stream` runs netperf TCP_STREAM between
-//! two hosts' NICs over an Ethernet wire, `pktgen` the in-kernel packet generator.
+//! two hosts' NICs over an Ethernet wire (`multicore`: one per core, all cores), `rr`
+//! netperf TCP_RR, `pktgen` the in-kernel packet generator.
 
+pub mod multicore;
 pub mod pktgen;
+pub mod rr;
 pub mod stream;
 
 use fabric::{HostId, NetStackCosts, Topology};
@@ -158,6 +161,14 @@ impl NetHost {
             costs,
             lro: false,
         })
+    }
+
+    /// Turns DDIO off in this host's memory system: device writes go to DRAM and
+    /// invalidate cached copies, as a remote device's do. Its caches start empty.
+    pub fn ddio_off(&mut self) {
+        let mut p = self.mem.params().clone();
+        p.ddio_ways = 0;
+        self.mem = MemSys::new(p);
     }
 
     /// Starts a measurement window.

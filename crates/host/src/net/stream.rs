@@ -5,6 +5,9 @@
 //! every second segment, and the receiving process copies `msg_bytes` per `recv`. The
 //! receive window is what the unread bytes leave of the socket buffer, so both sides
 //! settle at the bottleneck's rate.
+//!
+//! Several connections may run at once (`run_lanes`), each on its own pair of cores with
+//! its own rings and buffers, sharing both hosts' memory systems, PCIe links and ports.
 
 use std::collections::VecDeque;
 
@@ -12,7 +15,13 @@ use devices::nic::{frame, Coalescer};
 use sim::memsys::LINE;
 use sim::{Engine, Time};
 
-use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
+use super::{buf, Core, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
+
+/// TCP Small Queues' limit on one socket's bytes queued in the device: Linux 4.14's
+/// `tcp_limit_output_bytes` default (assumption: REFERENCE.md §1 names Linux 4.14 and no
+/// sysctl changes). Without it a socket's whole send buffer would queue on the PCIe link
+/// and port whenever several connections share them.
+pub const TSQ_BYTES: u64 = 262_144;
 
 /// What to run.
 #[derive(Clone, Copy, Debug)]
@@ -83,23 +92,56 @@ struct RxQueue {
 impl RxQueue {
     /// A frame's DMA and CQE write by `h`'s NIC, arriving at `at`: when its CQE is
     /// visible (completions are written in order).
-    fn receive(&mut self, h: &mut NetHost, at: Time, bytes: u64) -> (Time, u64) {
+    fn receive(&mut self, h: &mut NetHost, ns: u64, at: Time, bytes: u64) -> (Time, u64) {
         let slot = self.slot % RING;
         self.slot += 1;
         let pf = &mut h.nic.pfs[h.pf];
-        let data = pf.dma_write(at, &mut h.mem, h.node, buf::RX_DATA + (slot << 6), bytes);
-        let cqe = pf.dma_write(data, &mut h.mem, h.node, buf::RX_CQE + slot, CQE_BYTES);
+        let data = pf.dma_write(
+            at,
+            &mut h.mem,
+            h.node,
+            ns + buf::RX_DATA + (slot << 6),
+            bytes,
+        );
+        let cqe = pf.dma_write(data, &mut h.mem, h.node, ns + buf::RX_CQE + slot, CQE_BYTES);
         self.last_visible = self.last_visible.max(cqe);
         (self.last_visible, slot)
     }
 }
 
-struct Sim<'a> {
-    eng: Engine<Ev>,
-    spec: StreamSpec,
-    mss: u64,
-    tx: &'a mut NetHost,
-    rx: &'a mut NetHost,
+/// Where one side of a connection runs: its core, the PF of its queues, the node of its
+/// rings, buffers and process memory.
+#[derive(Clone, Debug)]
+pub struct Lane {
+    pub core: Core,
+    pub pf: usize,
+    pub node: u32,
+}
+
+impl Lane {
+    /// The lane a host is set up with.
+    pub fn of(h: &NetHost) -> Lane {
+        Lane {
+            core: h.core.clone(),
+            pf: h.pf,
+            node: h.node,
+        }
+    }
+
+    /// Exchanges this lane with the one `h` is running.
+    fn swap_into(&mut self, h: &mut NetHost) {
+        std::mem::swap(&mut self.core, &mut h.core);
+        std::mem::swap(&mut self.pf, &mut h.pf);
+        std::mem::swap(&mut self.node, &mut h.node);
+    }
+}
+
+/// One connection's state: sender, receiver, and where each side runs.
+struct Conn {
+    /// Buffer-identity namespace of the connection's rings and buffers.
+    ns: u64,
+    tx_lane: Lane,
+    rx_lane: Lane,
     // Sender.
     app_written: u64,
     snd_una: u64,
@@ -107,7 +149,10 @@ struct Sim<'a> {
     rwnd: u64,
     app_blocked: bool,
     app_scheduled: bool,
-    tx_cqes: VecDeque<(Time, u64)>,
+    /// Sends the NIC has not completed yet (as the driver last saw): visible, slot, bytes.
+    tx_cqes: VecDeque<(Time, u64, u64)>,
+    /// Bytes of those sends (TCP Small Queues' count).
+    in_device: u64,
     tx_slot: u64,
     acks: RxQueue,
     // Receiver.
@@ -122,73 +167,144 @@ struct Sim<'a> {
     out_of_order: u64,
     tso_sends: u64,
     frames: u64,
-    wire_back: Time,
+}
+
+impl Conn {
+    fn new(i: usize, tx_lane: Lane, rx_lane: Lane, rcvbuf: u64) -> Conn {
+        Conn {
+            // Connection i's buffers live above bit 32: disjoint from every other's.
+            ns: (i as u64) << 32,
+            tx_lane,
+            rx_lane,
+            app_written: 0,
+            snd_una: 0,
+            snd_nxt: 0,
+            rwnd: rcvbuf,
+            app_blocked: false,
+            app_scheduled: true,
+            tx_cqes: VecDeque::new(),
+            in_device: 0,
+            tx_slot: 0,
+            acks: RxQueue::default(),
+            rx_q: RxQueue::default(),
+            rcv_nxt: 0,
+            sockq: VecDeque::new(),
+            unread: 0,
+            segs_unacked: 0,
+            adv_wnd: rcvbuf,
+            delivered: 0,
+            delivered_window: 0,
+            out_of_order: 0,
+            tso_sends: 0,
+            frames: 0,
+        }
+    }
+}
+
+struct Sim<'a> {
+    eng: Engine<(u32, Ev)>,
+    spec: StreamSpec,
+    mss: u64,
+    tx: &'a mut NetHost,
+    rx: &'a mut NetHost,
+    /// The active connection and its index; the others wait in `conns`.
+    k: Conn,
+    cur: u32,
+    conns: Vec<Conn>,
 }
 
 /// Runs a TCP stream from `tx` to `rx` (each with its NIC, PF, core and node).
 pub fn run(tx: &mut NetHost, rx: &mut NetHost, spec: StreamSpec) -> Result<StreamResult, String> {
+    let lanes = vec![(Lane::of(tx), Lane::of(rx))];
+    run_lanes(tx, rx, spec, lanes)
+}
+
+/// Runs one TCP stream per `(sender lane, receiver lane)` from `tx` to `rx` at once;
+/// the result sums throughput and memory traffic, and averages core utilisation.
+pub fn run_lanes(
+    tx: &mut NetHost,
+    rx: &mut NetHost,
+    spec: StreamSpec,
+    lanes: Vec<(Lane, Lane)>,
+) -> Result<StreamResult, String> {
     if spec.msg_bytes == 0 {
         return Err("msg_bytes must be > 0".into());
     }
     if spec.mtu < 576 || spec.mtu > 9000 {
         return Err(format!("mtu {} must be in 576..=9000", spec.mtu));
     }
+    if lanes.is_empty() || lanes.len() > 256 {
+        return Err(format!("{} connections: must be 1..=256", lanes.len()));
+    }
+    for (i, (a, b)) in lanes.iter().enumerate() {
+        for (l, h, side) in [(a, &*tx, "sender"), (b, &*rx, "receiver")] {
+            if l.pf >= h.nic.pfs.len() || l.node >= h.mem.params().sockets {
+                return Err(format!(
+                    "connection {i}: {side} lane on pf{} / node {} does not exist",
+                    l.pf, l.node
+                ));
+            }
+        }
+    }
     let rcvbuf = rx.costs.rcvbuf_bytes;
+    let n = lanes.len();
+    let home = (Lane::of(tx), Lane::of(rx));
+    let mut conns: Vec<Conn> = lanes
+        .into_iter()
+        .enumerate()
+        .map(|(i, (a, b))| Conn::new(i, a, b, rcvbuf))
+        .collect();
+    // Connection 0 is active: its lanes in the hosts, the hosts' own lanes in its slot.
+    let mut k = std::mem::replace(&mut conns[0], Conn::new(0, home.0, home.1, rcvbuf));
+    k.tx_lane.swap_into(tx);
+    k.rx_lane.swap_into(rx);
     let mut s = Sim {
         eng: Engine::new(1),
         spec,
         mss: frame::mss(spec.mtu) as u64,
         tx,
         rx,
-        app_written: 0,
-        snd_una: 0,
-        snd_nxt: 0,
-        rwnd: rcvbuf,
-        app_blocked: false,
-        app_scheduled: true,
-        tx_cqes: VecDeque::new(),
-        tx_slot: 0,
-        acks: RxQueue::default(),
-        rx_q: RxQueue::default(),
-        rcv_nxt: 0,
-        sockq: VecDeque::new(),
-        unread: 0,
-        segs_unacked: 0,
-        adv_wnd: rcvbuf,
-        delivered: 0,
-        delivered_window: 0,
-        out_of_order: 0,
-        tso_sends: 0,
-        frames: 0,
-        wire_back: Time::ZERO,
+        k,
+        cur: 0,
+        conns,
     };
+    for i in 0..n as u32 {
+        s.eng
+            .schedule_at(Time::ZERO, (i, Ev::SenderApp))
+            .map_err(|e| e.to_string())?;
+    }
     s.eng
-        .schedule_at(Time::ZERO, Ev::SenderApp)
-        .map_err(|e| e.to_string())?;
-    s.eng
-        .schedule_at(spec.warmup, Ev::Warm)
+        .schedule_at(spec.warmup, (0, Ev::Warm))
         .map_err(|e| e.to_string())?;
     let end = spec.warmup + spec.window;
-    while let Some((t, ev)) = s.eng.pop() {
+    while let Some((t, (i, ev))) = s.eng.pop() {
         if t > end {
             break;
         }
+        s.activate(i);
         s.handle(t, ev);
     }
+    // Back to connection 0 and park it: every connection is in `conns`, the hosts hold
+    // their own lanes again.
+    s.activate(0);
+    s.park();
     let w = spec.window.as_secs_f64();
-    let util = |h: &NetHost| (h.core.busy.as_secs_f64() / w).min(1.0);
+    let util = |c: &Core| (c.busy.as_secs_f64() / w).min(1.0);
     let mem = |h: &NetHost| h.mem.dram_total() as f64 * 8.0 / w / 1e9;
+    let cs = &s.conns;
+    let mean = |f: &dyn Fn(&Conn) -> f64| cs.iter().map(f).sum::<f64>() / n as f64;
+    let sum = |f: &dyn Fn(&Conn) -> u64| cs.iter().map(f).sum::<u64>();
     Ok(StreamResult {
-        throughput_gbps: s.delivered_window as f64 * 8.0 / w / 1e9,
-        sender_util: util(s.tx),
-        receiver_util: util(s.rx),
+        throughput_gbps: sum(&|c| c.delivered_window) as f64 * 8.0 / w / 1e9,
+        sender_util: mean(&|c| util(&c.tx_lane.core)),
+        receiver_util: mean(&|c| util(&c.rx_lane.core)),
         sender_mem_gbps: mem(s.tx),
         receiver_mem_gbps: mem(s.rx),
-        out_of_order: s.out_of_order,
-        bytes_delivered: s.delivered,
-        bytes_sent: s.snd_nxt,
-        tso_sends: s.tso_sends,
-        frames: s.frames,
+        out_of_order: sum(&|c| c.out_of_order),
+        bytes_delivered: sum(&|c| c.delivered),
+        bytes_sent: sum(&|c| c.snd_nxt),
+        tso_sends: sum(&|c| c.tso_sends),
+        frames: sum(&|c| c.frames),
         events: s.eng.stats().handled,
     })
 }
@@ -196,7 +312,29 @@ pub fn run(tx: &mut NetHost, rx: &mut NetHost, spec: StreamSpec) -> Result<Strea
 impl Sim<'_> {
     fn at(&mut self, t: Time, ev: Ev) {
         let t = t.max(self.eng.now());
-        self.eng.schedule_at(t, ev).expect("time moves forward");
+        self.eng
+            .schedule_at(t, (self.cur, ev))
+            .expect("time moves forward");
+    }
+
+    /// Makes connection `i` the active one: its state in `k`, its cores, PFs and nodes
+    /// in the two hosts.
+    fn activate(&mut self, i: u32) {
+        if i == self.cur {
+            return;
+        }
+        self.park();
+        std::mem::swap(&mut self.k, &mut self.conns[i as usize]);
+        self.cur = i;
+        self.k.tx_lane.swap_into(self.tx);
+        self.k.rx_lane.swap_into(self.rx);
+    }
+
+    /// Puts the active connection back in its slot (its lanes back from the hosts).
+    fn park(&mut self) {
+        self.k.tx_lane.swap_into(self.tx);
+        self.k.rx_lane.swap_into(self.rx);
+        std::mem::swap(&mut self.k, &mut self.conns[self.cur as usize]);
     }
 
     fn handle(&mut self, t: Time, ev: Ev) {
@@ -204,29 +342,34 @@ impl Sim<'_> {
             Ev::Warm => {
                 self.tx.reset_counters();
                 self.rx.reset_counters();
-                self.delivered_window = 0;
+                self.k.delivered_window = 0;
+                for c in &mut self.conns {
+                    c.delivered_window = 0;
+                    c.tx_lane.core.busy = Time::ZERO;
+                    c.rx_lane.core.busy = Time::ZERO;
+                }
             }
             Ev::SenderApp => self.sender_app(t),
             Ev::DataCqe => {
-                if let Some(at) = completion(&mut self.rx_q, t, &self.rx.nic.params) {
-                    let g = self.rx_q.gen;
+                if let Some(at) = completion(&mut self.k.rx_q, t, &self.rx.nic.params) {
+                    let g = self.k.rx_q.gen;
                     self.at(at, Ev::RxIrq(g));
                 }
             }
             Ev::RxIrq(g) => {
-                if g == self.rx_q.gen && !self.rx_q.napi {
+                if g == self.k.rx_q.gen && !self.k.rx_q.napi {
                     self.receiver_poll(t, true);
                 }
             }
             Ev::RxPoll => self.receiver_poll(t, false),
             Ev::AckCqe => {
-                if let Some(at) = completion(&mut self.acks, t, &self.tx.nic.params) {
-                    let g = self.acks.gen;
+                if let Some(at) = completion(&mut self.k.acks, t, &self.tx.nic.params) {
+                    let g = self.k.acks.gen;
                     self.at(at, Ev::TxIrq(g));
                 }
             }
             Ev::TxIrq(g) => {
-                if g == self.acks.gen && !self.acks.napi {
+                if g == self.k.acks.gen && !self.k.acks.napi {
                     self.sender_poll(t);
                 }
             }
@@ -236,7 +379,7 @@ impl Sim<'_> {
     /// The sending process: `send` calls until it has written a TSO's worth or the
     /// socket buffer is full, then the stack transmits what the window allows.
     fn sender_app(&mut self, t: Time) {
-        self.app_scheduled = false;
+        self.k.app_scheduled = false;
         let start = self.tx.core.start(t);
         let mut cur = start;
         let sndbuf = self.tx.costs.rcvbuf_bytes;
@@ -244,8 +387,8 @@ impl Sim<'_> {
         let mut batch = 0;
         self.reap_tx_completions(&mut cur);
         while batch < TSO_BYTES {
-            if self.app_written - self.snd_una + self.spec.msg_bytes > sndbuf {
-                self.app_blocked = true;
+            if self.k.app_written - self.k.snd_una + self.spec.msg_bytes > sndbuf {
+                self.k.app_blocked = true;
                 break;
             }
             let n = self.spec.msg_bytes;
@@ -255,25 +398,27 @@ impl Sim<'_> {
                 .core
                 .cycles(c.syscall_cycles + lines * c.copy_line_cycles);
             // The user buffer is the same each call (hot); the skb pages are the socket's.
-            let skb = buf::SKB + (self.app_written / TSO_BYTES) % (sndbuf / TSO_BYTES).max(1);
+            let skb = self.k.ns
+                + buf::SKB
+                + (self.k.app_written / TSO_BYTES) % (sndbuf / TSO_BYTES).max(1);
             let sock = self.tx.core.socket;
             cur = cur
                 + self
                     .tx
                     .mem
-                    .cpu_read(cur, sock, self.tx.node, buf::USER, n, false);
+                    .cpu_read(cur, sock, self.tx.node, self.k.ns + buf::USER, n, false);
             self.tx.mem.cpu_write(cur, sock, skb, TSO_BYTES);
-            self.app_written += n;
+            self.k.app_written += n;
             batch += n;
-            if self.app_written - self.snd_nxt >= TSO_BYTES {
+            if self.k.app_written - self.k.snd_nxt >= TSO_BYTES {
                 self.transmit(&mut cur, false);
             }
         }
         // End of the batch: no more data is coming right now (autocork releases it).
         self.transmit(&mut cur, true);
         self.tx.core.finish(start, cur);
-        if !self.app_blocked {
-            self.app_scheduled = true;
+        if !self.k.app_blocked {
+            self.k.app_scheduled = true;
             self.at(cur, Ev::SenderApp);
         }
     }
@@ -283,23 +428,28 @@ impl Sim<'_> {
     fn transmit(&mut self, cur: &mut Time, flush: bool) {
         let c = self.tx.costs.clone();
         loop {
-            let queued = self.app_written - self.snd_nxt;
-            let in_flight = self.snd_nxt - self.snd_una;
-            let room = self.rwnd.saturating_sub(in_flight);
+            let queued = self.k.app_written - self.k.snd_nxt;
+            let in_flight = self.k.snd_nxt - self.k.snd_una;
+            let room = self.k.rwnd.saturating_sub(in_flight);
+            // TCP Small Queues: no more than TSQ_BYTES of this socket in the device's queue.
+            if self.k.in_device >= TSQ_BYTES {
+                return;
+            }
             let n = queued.min(TSO_BYTES).min(room);
             if n == 0 || (n < TSO_BYTES && !flush) || (n < self.mss && in_flight > 0) {
                 return;
             }
             *cur += self.tx.core.cycles(c.tx_send_cycles);
-            let slot = self.tx_slot % RING;
-            self.tx_slot += 1;
+            let slot = self.k.tx_slot % RING;
+            self.k.tx_slot += 1;
             let sock = self.tx.core.socket;
             self.tx
                 .mem
-                .cpu_write(*cur, sock, buf::TX_DESC + slot, DESC_BYTES);
+                .cpu_write(*cur, sock, self.k.ns + buf::TX_DESC + slot, DESC_BYTES);
             let node = self.tx.node;
-            let skb = buf::SKB
-                + (self.snd_nxt / TSO_BYTES) % (self.tx.costs.rcvbuf_bytes / TSO_BYTES).max(1);
+            let skb = self.k.ns
+                + buf::SKB
+                + (self.k.snd_nxt / TSO_BYTES) % (self.tx.costs.rcvbuf_bytes / TSO_BYTES).max(1);
             let params = self.tx.nic.params.clone();
             let pf = &mut self.tx.nic.pfs[self.tx.pf];
             let doorbell = *cur + params.latency;
@@ -307,13 +457,13 @@ impl Sim<'_> {
                 doorbell,
                 &mut self.tx.mem,
                 node,
-                buf::TX_DESC + slot,
+                self.k.ns + buf::TX_DESC + slot,
                 DESC_BYTES,
             );
             let headers = frame::ETH_HEADER as u64 + frame::TCP_IP_HEADERS as u64;
             let data = pf.dma_read(desc, &mut self.tx.mem, node, skb, n + headers);
             // Segments onto the wire, each with its own headers and framing.
-            let mut seq = self.snd_nxt;
+            let mut seq = self.k.snd_nxt;
             let segs = frame::tso_segments(n as u32, self.mss as u32).count();
             for (i, len) in frame::tso_segments(n as u32, self.mss as u32).enumerate() {
                 let ip = len + frame::TCP_IP_HEADERS;
@@ -323,32 +473,38 @@ impl Sim<'_> {
                     .tx_port
                     .reserve(data, frame::wire_bytes(ip) as u64);
                 let arrive = on_wire + params.wire + self.rx.nic.params.latency;
-                self.frames += 1;
+                self.k.frames += 1;
                 if self.rx.lro {
                     // LRO: the burst's frames land in one aggregate; one completion at its end.
                     let pf = &mut self.rx.nic.pfs[self.rx.pf];
-                    let slot = self.rx_q.slot % RING;
-                    let b = buf::RX_DATA + (slot << 6) + i as u64;
+                    let slot = self.k.rx_q.slot % RING;
+                    let b = self.k.ns + buf::RX_DATA + (slot << 6) + i as u64;
                     pf.dma_write(arrive, &mut self.rx.mem, self.rx.node, b, len as u64 + 66);
                     if i + 1 < segs {
                         continue;
                     }
-                    let (visible, slot) =
-                        self.rx_q
-                            .receive(self.rx, arrive, frame::ETH_HEADER as u64 + 52);
-                    self.rx_q.pending.push_back(Seg {
+                    let (visible, slot) = self.k.rx_q.receive(
+                        self.rx,
+                        self.k.ns,
+                        arrive,
+                        frame::ETH_HEADER as u64 + 52,
+                    );
+                    self.k.rx_q.pending.push_back(Seg {
                         visible,
-                        seq: self.snd_nxt,
+                        seq: self.k.snd_nxt,
                         len: n,
                         slot,
                     });
                     self.at(visible, Ev::DataCqe);
                     break;
                 }
-                let (visible, slot) =
-                    self.rx_q
-                        .receive(self.rx, arrive, frame::frame_in_memory(ip) as u64);
-                self.rx_q.pending.push_back(Seg {
+                let (visible, slot) = self.k.rx_q.receive(
+                    self.rx,
+                    self.k.ns,
+                    arrive,
+                    frame::frame_in_memory(ip) as u64,
+                );
+                self.k.rx_q.pending.push_back(Seg {
                     visible,
                     seq,
                     len: len as u64,
@@ -358,10 +514,17 @@ impl Sim<'_> {
                 seq += len as u64;
             }
             let pf = &mut self.tx.nic.pfs[self.tx.pf];
-            let cqe = pf.dma_write(data, &mut self.tx.mem, node, buf::TX_CQE + slot, CQE_BYTES);
-            self.tx_cqes.push_back((cqe, slot));
-            self.snd_nxt += n;
-            self.tso_sends += 1;
+            let cqe = pf.dma_write(
+                data,
+                &mut self.tx.mem,
+                node,
+                self.k.ns + buf::TX_CQE + slot,
+                CQE_BYTES,
+            );
+            self.k.tx_cqes.push_back((cqe, slot, n));
+            self.k.in_device += n;
+            self.k.snd_nxt += n;
+            self.k.tso_sends += 1;
         }
     }
 
@@ -369,17 +532,18 @@ impl Sim<'_> {
     /// line each, priced where it is).
     fn reap_tx_completions(&mut self, cur: &mut Time) {
         let sock = self.tx.core.socket;
-        while let Some(&(vis, slot)) = self.tx_cqes.front() {
+        while let Some(&(vis, slot, bytes)) = self.k.tx_cqes.front() {
             if vis > *cur {
                 break;
             }
-            self.tx_cqes.pop_front();
+            self.k.tx_cqes.pop_front();
+            self.k.in_device -= bytes;
             *cur = *cur
                 + self.tx.mem.cpu_read(
                     *cur,
                     sock,
                     self.tx.node,
-                    buf::TX_CQE + slot,
+                    self.k.ns + buf::TX_CQE + slot,
                     CQE_BYTES,
                     true,
                 );
@@ -392,7 +556,7 @@ impl Sim<'_> {
         let c = self.rx.costs.clone();
         let start = self.rx.core.start(t);
         let mut cur = start;
-        self.rx_q.napi = true;
+        self.k.rx_q.napi = true;
         if irq {
             cur += self.rx.core.cycles(c.irq_cycles);
         }
@@ -400,83 +564,88 @@ impl Sim<'_> {
         let node = self.rx.node;
         let mut done = 0;
         while done < c.napi_budget {
-            let Some(&seg) = self.rx_q.pending.front() else {
+            let Some(&seg) = self.k.rx_q.pending.front() else {
                 break;
             };
             if seg.visible > cur {
                 break;
             }
-            self.rx_q.pending.pop_front();
+            self.k.rx_q.pending.pop_front();
             done += 1;
             cur = cur
-                + self
-                    .rx
-                    .mem
-                    .cpu_read(cur, sock, node, buf::RX_CQE + seg.slot, CQE_BYTES, true);
+                + self.rx.mem.cpu_read(
+                    cur,
+                    sock,
+                    node,
+                    self.k.ns + buf::RX_CQE + seg.slot,
+                    CQE_BYTES,
+                    true,
+                );
             cur += self.rx.core.cycles(c.rx_segment_cycles);
-            if seg.seq != self.rcv_nxt {
-                self.out_of_order += 1;
+            if seg.seq != self.k.rcv_nxt {
+                self.k.out_of_order += 1;
                 continue;
             }
-            self.rcv_nxt += seg.len;
-            self.sockq.push_back((seg.len, 0, seg.slot));
+            self.k.rcv_nxt += seg.len;
+            self.k.sockq.push_back((seg.len, 0, seg.slot));
             // The frames of the segment (one, or an LRO aggregate's) are read by the copy.
-            self.unread += seg.len;
-            self.segs_unacked += 1;
-            if self.segs_unacked >= 2 {
+            self.k.unread += seg.len;
+            self.k.segs_unacked += 1;
+            if self.k.segs_unacked >= 2 {
                 self.send_ack(&mut cur);
             }
         }
         // The process reads what is there, `msg_bytes` per call.
-        while self.unread > 0 {
-            let n = self.unread.min(self.spec.msg_bytes);
+        while self.k.unread > 0 {
+            let n = self.k.unread.min(self.spec.msg_bytes);
             cur += self
                 .rx
                 .core
                 .cycles(c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
             let mut left = n;
             while left > 0 {
-                let (len, off, slot) = self.sockq.front_mut().expect("unread bytes are queued");
+                let (len, off, slot) = self.k.sockq.front_mut().expect("unread bytes are queued");
                 let take = left.min(*len - *off);
                 // The copy touches the frames under [off, off + take): price each once.
                 let (first, last) = (*off / self.mss, (*off + take - 1) / self.mss);
                 for k in first..=last {
-                    let b = buf::RX_DATA + (*slot << 6) + k;
+                    let b = self.k.ns + buf::RX_DATA + (*slot << 6) + k;
                     let bytes = (*len - k * self.mss).min(self.mss) + 66;
                     cur = cur + self.rx.mem.cpu_read(cur, sock, node, b, bytes, false);
                 }
                 *off += take;
                 left -= take;
                 if *off == *len {
-                    self.sockq.pop_front();
+                    self.k.sockq.pop_front();
                 }
             }
-            self.rx.mem.cpu_write(cur, sock, buf::USER, n);
-            self.unread -= n;
-            self.delivered += n;
-            self.delivered_window += n;
+            self.rx.mem.cpu_write(cur, sock, self.k.ns + buf::USER, n);
+            self.k.unread -= n;
+            self.k.delivered += n;
+            self.k.delivered_window += n;
         }
         // Window update once the reader has freed half the buffer behind the last ACK.
-        if self.adv_wnd < c.rcvbuf_bytes / 2 {
+        if self.k.adv_wnd < c.rcvbuf_bytes / 2 {
             self.send_ack(&mut cur);
         }
         self.rx.core.finish(start, cur);
-        let more = self.rx_q.pending.front().map(|s| s.visible);
+        let more = self.k.rx_q.pending.front().map(|s| s.visible);
         match more {
             Some(v) if v <= cur => self.at(cur, Ev::RxPoll),
             _ => {
                 // NAPI complete: interrupts on again; anything pending re-counts.
-                self.rx_q.napi = false;
-                self.rx_q.gen += 1;
-                self.rx_q.coalesce.clear();
-                let pending: Vec<Time> = self.rx_q.pending.iter().map(|s| s.visible).collect();
+                self.k.rx_q.napi = false;
+                self.k.rx_q.gen += 1;
+                self.k.rx_q.coalesce.clear();
+                let pending: Vec<Time> = self.k.rx_q.pending.iter().map(|s| s.visible).collect();
                 for v in pending {
                     if let Some(at) = self
+                        .k
                         .rx_q
                         .coalesce
                         .completion(v.max(cur), &self.rx.nic.params)
                     {
-                        let g = self.rx_q.gen;
+                        let g = self.k.rx_q.gen;
                         self.at(at, Ev::RxIrq(g));
                     }
                 }
@@ -488,25 +657,26 @@ impl Sim<'_> {
     fn send_ack(&mut self, cur: &mut Time) {
         let c = &self.rx.costs;
         *cur += self.rx.core.cycles(c.ack_cycles);
-        self.segs_unacked = 0;
-        let wnd = c.rcvbuf_bytes - self.unread;
-        self.adv_wnd = wnd;
+        self.k.segs_unacked = 0;
+        let wnd = c.rcvbuf_bytes - self.k.unread;
+        self.k.adv_wnd = wnd;
         let p = self.rx.nic.params.clone();
-        let on_wire = self.wire_back.max(*cur + p.latency)
-            + sim::pcie::serialize(
-                frame::wire_bytes(frame::ACK_BYTES),
-                sim::pcie::ps_per_kib_at(p.line_gbps),
-            );
-        self.wire_back = on_wire;
+        // The receiver's port, shared by every connection's ACKs (and any data it sends).
+        let on_wire = self
+            .rx
+            .nic
+            .tx_port
+            .reserve(*cur + p.latency, frame::wire_bytes(frame::ACK_BYTES) as u64);
         let arrive = on_wire + p.wire + self.tx.nic.params.latency;
-        let (visible, slot) = self.acks.receive(
+        let (visible, slot) = self.k.acks.receive(
             self.tx,
+            self.k.ns,
             arrive,
             frame::frame_in_memory(frame::ACK_BYTES) as u64,
         );
-        self.acks.pending.push_back(Seg {
+        self.k.acks.pending.push_back(Seg {
             visible,
-            seq: self.rcv_nxt,
+            seq: self.k.rcv_nxt,
             len: wnd,
             slot,
         });
@@ -518,48 +688,53 @@ impl Sim<'_> {
         let c = self.tx.costs.clone();
         let start = self.tx.core.start(t);
         let mut cur = start + self.tx.core.cycles(c.irq_cycles);
-        self.acks.napi = true;
+        self.k.acks.napi = true;
         let sock = self.tx.core.socket;
         let node = self.tx.node;
-        while let Some(&a) = self.acks.pending.front() {
+        while let Some(&a) = self.k.acks.pending.front() {
             if a.visible > cur {
                 break;
             }
-            self.acks.pending.pop_front();
+            self.k.acks.pending.pop_front();
             cur = cur
-                + self
-                    .tx
-                    .mem
-                    .cpu_read(cur, sock, node, buf::RX_CQE + a.slot, CQE_BYTES, true);
+                + self.tx.mem.cpu_read(
+                    cur,
+                    sock,
+                    node,
+                    self.k.ns + buf::RX_CQE + a.slot,
+                    CQE_BYTES,
+                    true,
+                );
             cur += self.tx.core.cycles(c.ack_cycles);
-            self.snd_una = self.snd_una.max(a.seq);
+            self.k.snd_una = self.k.snd_una.max(a.seq);
             // An ACK entry carries the cumulative ACK in `seq` and the window in `len`.
-            self.rwnd = (a.len + a.seq).saturating_sub(self.snd_una);
+            self.k.rwnd = (a.len + a.seq).saturating_sub(self.k.snd_una);
         }
         self.reap_tx_completions(&mut cur);
         self.transmit(&mut cur, true);
         self.tx.core.finish(start, cur);
-        self.acks.napi = false;
-        self.acks.gen += 1;
-        self.acks.coalesce.clear();
-        let pending: Vec<Time> = self.acks.pending.iter().map(|s| s.visible).collect();
+        self.k.acks.napi = false;
+        self.k.acks.gen += 1;
+        self.k.acks.coalesce.clear();
+        let pending: Vec<Time> = self.k.acks.pending.iter().map(|s| s.visible).collect();
         for v in pending {
             if let Some(at) = self
+                .k
                 .acks
                 .coalesce
                 .completion(v.max(cur), &self.tx.nic.params)
             {
-                let g = self.acks.gen;
+                let g = self.k.acks.gen;
                 self.at(at, Ev::TxIrq(g));
             }
         }
-        if self.app_blocked
-            && self.app_written - self.snd_una + self.spec.msg_bytes <= c.rcvbuf_bytes
+        if self.k.app_blocked
+            && self.k.app_written - self.k.snd_una + self.spec.msg_bytes <= c.rcvbuf_bytes
         {
-            self.app_blocked = false;
+            self.k.app_blocked = false;
         }
-        if !self.app_blocked && !self.app_scheduled {
-            self.app_scheduled = true;
+        if !self.k.app_blocked && !self.k.app_scheduled {
+            self.k.app_scheduled = true;
             self.at(cur, Ev::SenderApp);
         }
     }

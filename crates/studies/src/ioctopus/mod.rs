@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use devices::nic::{FiveTuple, Steering, SteeringMode};
-use host::net::{pktgen, stream, NetHost};
+use host::net::{multicore, pktgen, rr, stream, NetHost};
 use serde_json::json;
 use sim::Time;
 
@@ -29,6 +29,15 @@ const FLOW: FiveTuple = FiveTuple {
 /// same metrics to within 1 % as windows twice as long).
 const STREAM_WARMUP: Time = Time::from_us(3000);
 const STREAM_WINDOW: Time = Time::from_us(10000);
+/// Multi-core: every core's connection must have cycled its 1,024-slot receive ring
+/// several times (≈ 0.7 ms per ring at 100 Gb/s over 28 cores) before the window, so the
+/// DDIO share holds its steady-state mix; metrics change < 1 % with a window twice as long.
+const MULTICORE_WARMUP: Time = Time::from_us(2000);
+const MULTICORE_WINDOW: Time = Time::from_us(2000);
+/// TCP_RR: transactions before and in the window (deterministic: every steady-state
+/// transaction takes the same time once the rings have wrapped).
+const RR_WARMUP: u32 = 2100;
+const RR_TRANSACTIONS: u32 = 1000;
 const PKTGEN_WARMUP: Time = Time::from_us(3000);
 const PKTGEN_WINDOW: Time = Time::from_us(5000);
 
@@ -148,5 +157,123 @@ pub fn pktgen(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         ("mpps".to_string(), json!(r.mpps)),
         ("throughput_gbps".to_string(), json!(r.throughput_gbps)),
         ("mem_bw_gbps".to_string(), json!(r.mem_gbps)),
+    ]))
+}
+
+/// One netperf TCP_STREAM per server core on every core of every socket, `direction`
+/// rx or tx, 64 KiB messages. Each core's queue is on the PF the config names for that
+/// core's socket: `local` the PF of its own socket, `remote` the other socket's, the
+/// octoNIC the steering's choice (the local one).
+pub fn tcp_multicore(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+    let rx = cx.choice("direction", "rx", "tx")?;
+    let nic = cx.arg("nic")?;
+    let placement = cx.arg("placement")?;
+    let octonic = cx.choice("mode", "octonic", "standard")?;
+    let topo = &cx.tf.fabric.topo;
+    let sname = cx.arg("server")?;
+    let host = topo
+        .host_by_name(&sname)
+        .ok_or_else(|| cx.error(format!("no host `{sname}`")))?;
+    let cores = topo.platform_of(host).cores_per_package;
+    let mut server = NetHost::new(topo, host, &nic, 0, 0, 0).map_err(|e| cx.error(e))?;
+    let sockets: Vec<u32> = server.nic.pfs.iter().map(|p| p.socket).collect();
+    let local = match placement.as_str() {
+        "local" => true,
+        "remote" => false,
+        other => return Err(cx.error(format!("placement `{other}`: expected `local` or `remote`"))),
+    };
+    let mode = if octonic {
+        SteeringMode::OctoNic
+    } else {
+        SteeringMode::Standard
+    };
+    // The standard NIC's netdev a core uses: its socket's PF (local) or the other's.
+    let netdev = |socket: u32| -> usize {
+        let own = sockets.iter().position(|&s| s == socket).unwrap_or(0);
+        if local || sockets.len() < 2 {
+            own
+        } else {
+            (own + 1) % sockets.len()
+        }
+    };
+    let pf_of = |socket: u32| systems::ioctopus::tx_pf(mode, netdev(socket), socket, &sockets);
+    let mut client = client(cx, &cx.arg("client")?, &nic)?;
+    let spec = stream::StreamSpec {
+        msg_bytes: 65536,
+        mtu: 1500,
+        warmup: MULTICORE_WARMUP,
+        window: MULTICORE_WINDOW,
+    };
+    let r = multicore::run(&mut server, &mut client, rx, cores, pf_of, spec)
+        .map_err(|e| cx.error(e))?;
+    let mem = if rx {
+        r.receiver_mem_gbps
+    } else {
+        r.sender_mem_gbps
+    };
+    cx.set_counters(json!({
+        "connections": cores * sockets.len() as u32,
+        "frames": r.frames,
+        "out_of_order": r.out_of_order,
+        "events": r.events,
+        "server_cpu_util": if rx { r.receiver_util } else { r.sender_util },
+    }));
+    Ok(BTreeMap::from([
+        ("throughput_gbps".to_string(), json!(r.throughput_gbps)),
+        ("mem_bw_gbps".to_string(), json!(mem)),
+    ]))
+}
+
+/// netperf TCP_RR, one core each side, coalescing off, `msg_bytes` swept. `client_remote`
+/// puts the client's process and memory on the socket away from its NIC; `ddio` off
+/// turns DDIO off on both hosts.
+pub fn tcp_rr(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+    let msg = cx.need_swept("msg_bytes")?;
+    let nic = cx.arg("nic")?;
+    let ddio = cx.choice("ddio", "on", "off")?;
+    let client_remote = cx.choice("client_remote", "yes", "no")?;
+    let (mut server, pf) = server_pf(cx, &cx.arg("server")?, &nic)?;
+    let topo = &cx.tf.fabric.topo;
+    let cname = cx.arg("client")?;
+    let host = topo
+        .host_by_name(&cname)
+        .ok_or_else(|| cx.error(format!("no host `{cname}`")))?;
+    let probe = NetHost::new(topo, host, &nic, 0, 0, 0).map_err(|e| cx.error(e))?;
+    let nic_socket = probe.nic.pfs[0].socket;
+    let socket = if client_remote {
+        (nic_socket + 1) % probe.mem.params().sockets
+    } else {
+        nic_socket
+    };
+    let mut client = NetHost::new(topo, host, &nic, 0, socket, socket).map_err(|e| cx.error(e))?;
+    // Coalescing off (REFERENCE.md §1: off for latency tests); no LRO for one message.
+    for h in [&mut server, &mut client] {
+        h.nic.params.coalesce = Time::ZERO;
+        h.nic.params.coalesce_frames = 1;
+        if !ddio {
+            h.ddio_off();
+        }
+    }
+    let r = rr::run(
+        &mut client,
+        &mut server,
+        rr::RrSpec {
+            msg_bytes: msg,
+            mtu: 1500,
+            warmup: RR_WARMUP,
+            transactions: RR_TRANSACTIONS,
+        },
+    )
+    .map_err(|e| cx.error(e))?;
+    cx.set_counters(json!({
+        "pf": pf,
+        "client_socket": socket,
+        "transactions_per_s": r.transactions_per_s,
+        "cqe_misses_per_transaction": r.cqe_misses,
+        "frames_per_message": r.frames_per_message,
+    }));
+    Ok(BTreeMap::from([
+        ("latency_us".to_string(), json!(r.latency_us)),
+        ("p99_us".to_string(), json!(r.p99_us)),
     ]))
 }

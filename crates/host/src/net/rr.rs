@@ -1,0 +1,267 @@
+//! netperf TCP_RR between two hosts, one core each, interrupt coalescing off: a
+//! transaction is a request of `msg_bytes` from the client and a response of
+//! `msg_bytes` back; one transaction is outstanding at a time, so the round trip is the
+//! sum of the critical path: on the sending side the `send` syscall and copy, the TSO
+//! send, the doorbell and the NIC's descriptor and payload reads; the NIC latencies and
+//! the wire; on the receiving side the NIC's payload and completion writes, an interrupt
+//! per poll that finds nothing yet (coalescing off), the completion reads and per-segment
+//! stack work, the wakeup of the blocked process and its `recv` copy. Every line is
+//! priced by `sim::memsys` where it is (DDIO share, CPU share, local or remote DRAM).
+//!
+//! Simplifications, stated: the process is woken once, when the whole message is in
+//! (netperf loops `recv` until it has the message; the partial copies overlap arrivals,
+//! which this does not model); TCP's ACKs of multi-segment messages cost the receiver
+//! their send work but the sender's handling of them is off the critical path (it idles
+//! waiting for the response); the response of a one-segment message carries the ACK
+//! (delayed ACK). There is no variance source, so every steady-state transaction takes
+//! the same time and the 99th percentile equals the mean.
+
+use devices::nic::frame;
+use sim::memsys::LINE;
+use sim::Time;
+
+use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
+
+/// Scheduler wakeup of the blocked netperf process and the context switch into it, on
+/// the core that ran the softirq, in cycles. Assumption: ≈ 1.5 µs at 2 GHz — the direct
+/// cost of `try_to_wake_up` plus a same-core context switch on Linux 4.x with page-table
+/// isolation off is of order 1–2 µs; REFERENCE.md §1 gives no figure.
+pub const WAKEUP_CYCLES: u64 = 3000;
+
+#[derive(Clone, Copy, Debug)]
+pub struct RrSpec {
+    pub msg_bytes: u64,
+    /// IP MTU.
+    pub mtu: u32,
+    /// Transactions run before the measured ones (rings and caches reach steady state).
+    pub warmup: u32,
+    pub transactions: u32,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct RrResult {
+    /// Mean round trip: 1 / transactions per second, µs.
+    pub latency_us: f64,
+    pub p99_us: f64,
+    pub transactions_per_s: f64,
+    /// Dependent completion reads that missed the LLC, per transaction (both sides).
+    pub cqe_misses: f64,
+    /// Payload frames per one-way message.
+    pub frames_per_message: u64,
+}
+
+/// One side's rings.
+#[derive(Default)]
+struct Side {
+    tx_slot: u64,
+    rx_slot: u64,
+    /// The completion of the last send, reaped by the next poll.
+    tx_cqe: Option<u64>,
+}
+
+struct Rr {
+    mss: u64,
+    misses: u64,
+}
+
+/// Runs TCP_RR between `client` and `server` (each with its NIC, PF, core and node).
+pub fn run(client: &mut NetHost, server: &mut NetHost, spec: RrSpec) -> Result<RrResult, String> {
+    if spec.msg_bytes == 0 || spec.msg_bytes > 1 << 20 {
+        return Err(format!(
+            "msg_bytes {} must be in 1..=1048576",
+            spec.msg_bytes
+        ));
+    }
+    if spec.mtu < 576 || spec.mtu > 9000 {
+        return Err(format!("mtu {} must be in 576..=9000", spec.mtu));
+    }
+    if spec.transactions == 0 {
+        return Err("transactions must be > 0".into());
+    }
+    let mut m = Rr {
+        mss: frame::mss(spec.mtu) as u64,
+        misses: 0,
+    };
+    let (mut cs, mut ss) = (Side::default(), Side::default());
+    let mut t = Time::ZERO;
+    let mut lat = Vec::with_capacity(spec.transactions as usize);
+    let mut frames = 0;
+    for i in 0..spec.warmup + spec.transactions {
+        if i == spec.warmup {
+            m.misses = 0;
+        }
+        let (arr, f) = m.send(client, &mut cs, t, spec.msg_bytes, server);
+        let req = m.receive(server, &mut ss, &arr, spec.msg_bytes);
+        let (arr, _) = m.send(server, &mut ss, req, spec.msg_bytes, client);
+        let done = m.receive(client, &mut cs, &arr, spec.msg_bytes);
+        if i >= spec.warmup {
+            lat.push(done - t);
+        }
+        frames = f;
+        t = done;
+    }
+    let n = lat.len() as f64;
+    let mean = lat.iter().map(|d| d.as_secs_f64()).sum::<f64>() / n;
+    lat.sort();
+    let p99 = lat[((lat.len() * 99).div_ceil(100)).saturating_sub(1)];
+    Ok(RrResult {
+        latency_us: mean * 1e6,
+        p99_us: p99.as_secs_f64() * 1e6,
+        transactions_per_s: 1.0 / mean,
+        cqe_misses: m.misses as f64 / n,
+        frames_per_message: frames,
+    })
+}
+
+impl Rr {
+    /// `h`'s process sends `n` bytes at `t`: when each segment (or, for an LRO receiver,
+    /// each TSO burst) arrives at `peer`'s NIC, with its payload bytes; and the frames.
+    fn send(
+        &mut self,
+        h: &mut NetHost,
+        side: &mut Side,
+        t: Time,
+        n: u64,
+        peer: &NetHost,
+    ) -> (Vec<(Time, u64)>, u64) {
+        let c = h.costs.clone();
+        let start = h.core.start(t);
+        let sock = h.core.socket;
+        let mut cur = start
+            + h.core
+                .cycles(c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
+        cur = cur + h.mem.cpu_read(cur, sock, h.node, buf::USER, n, false);
+        let skbs = (c.rcvbuf_bytes / TSO_BYTES).max(1);
+        let mut arrivals = Vec::new();
+        let mut frames = 0;
+        let mut sent = 0;
+        while sent < n {
+            let len = (n - sent).min(TSO_BYTES);
+            let skb = buf::SKB + side.tx_slot % skbs;
+            h.mem.cpu_write(cur, sock, skb, len);
+            cur += h.core.cycles(c.tx_send_cycles);
+            let slot = side.tx_slot % RING;
+            side.tx_slot += 1;
+            h.mem.cpu_write(cur, sock, buf::TX_DESC + slot, DESC_BYTES);
+            let p = h.nic.params.clone();
+            let pf = &mut h.nic.pfs[h.pf];
+            let desc = pf.dma_read(
+                cur + p.latency,
+                &mut h.mem,
+                h.node,
+                buf::TX_DESC + slot,
+                DESC_BYTES,
+            );
+            let headers = (frame::ETH_HEADER + frame::TCP_IP_HEADERS) as u64;
+            let data = pf.dma_read(desc, &mut h.mem, h.node, skb, len + headers);
+            let mut last = data;
+            for seg in frame::tso_segments(len as u32, self.mss as u32) {
+                let on_wire = h
+                    .nic
+                    .tx_port
+                    .reserve(data, frame::wire_bytes(seg + frame::TCP_IP_HEADERS) as u64);
+                last = on_wire + p.wire + peer.nic.params.latency;
+                frames += 1;
+                if !peer.lro {
+                    arrivals.push((last, seg as u64));
+                }
+            }
+            if peer.lro {
+                arrivals.push((last, len));
+            }
+            let pf = &mut h.nic.pfs[h.pf];
+            pf.dma_write(data, &mut h.mem, h.node, buf::TX_CQE + slot, CQE_BYTES);
+            side.tx_cqe = Some(slot);
+            sent += len;
+        }
+        h.core.finish(start, cur);
+        (arrivals, frames)
+    }
+
+    /// `h` receives the segments of an `n`-byte message arriving at its NIC at the given
+    /// times: when its process has copied the message out.
+    fn receive(
+        &mut self,
+        h: &mut NetHost,
+        side: &mut Side,
+        arrivals: &[(Time, u64)],
+        n: u64,
+    ) -> Time {
+        let c = h.costs.clone();
+        let sock = h.core.socket;
+        // The NIC writes each segment's frame(s) and completion, in order.
+        let mut segs = Vec::with_capacity(arrivals.len());
+        let mut visible = Time::ZERO;
+        for &(at, len) in arrivals {
+            let slot = side.rx_slot % RING;
+            side.rx_slot += 1;
+            let pf = &mut h.nic.pfs[h.pf];
+            let mut data = at;
+            let frames = len.div_ceil(self.mss);
+            for k in 0..frames {
+                let b = (len - k * self.mss).min(self.mss);
+                let bytes =
+                    frame::frame_in_memory((b + frame::TCP_IP_HEADERS as u64) as u32) as u64;
+                data = data.max(pf.dma_write(
+                    at,
+                    &mut h.mem,
+                    h.node,
+                    buf::RX_DATA + (slot << 6) + k,
+                    bytes,
+                ));
+            }
+            let cqe = pf.dma_write(data, &mut h.mem, h.node, buf::RX_CQE + slot, CQE_BYTES);
+            visible = visible.max(cqe);
+            segs.push((visible, len, slot, frames));
+        }
+        let mut start = Time::ZERO;
+        let mut cur = Time::ZERO;
+        let mut polling = false;
+        let mut unacked = 0;
+        for (i, &(vis, _, slot, _)) in segs.iter().enumerate() {
+            if !polling || vis > cur {
+                // Nothing to poll: NAPI completes, and the next completion interrupts.
+                if polling {
+                    h.core.finish(start, cur);
+                }
+                start = h.core.start(vis);
+                cur = start + h.core.cycles(c.irq_cycles);
+                polling = true;
+                if let Some(tx) = side.tx_cqe.take() {
+                    cur = cur + self.dependent(h, cur, buf::TX_CQE + tx);
+                }
+            }
+            cur = cur + self.dependent(h, cur, buf::RX_CQE + slot);
+            cur += h.core.cycles(c.rx_segment_cycles);
+            unacked += 1;
+            if segs.len() > 1 && (unacked == 2 || i + 1 == segs.len()) {
+                cur += h.core.cycles(c.ack_cycles);
+                unacked = 0;
+            }
+        }
+        // The process wakes and copies the message out of the frames.
+        cur += h
+            .core
+            .cycles(WAKEUP_CYCLES + c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
+        for &(_, len, slot, frames) in &segs {
+            for k in 0..frames {
+                let b = (len - k * self.mss).min(self.mss) + 66;
+                cur = cur
+                    + h.mem
+                        .cpu_read(cur, sock, h.node, buf::RX_DATA + (slot << 6) + k, b, false);
+            }
+        }
+        h.mem.cpu_write(cur, sock, buf::USER, n);
+        h.core.finish(start, cur);
+        cur
+    }
+
+    /// A dependent read of a completion entry; counts misses.
+    fn dependent(&mut self, h: &mut NetHost, at: Time, b: u64) -> Time {
+        let sock = h.core.socket;
+        if !h.mem.cached(sock, b) {
+            self.misses += 1;
+        }
+        h.mem.cpu_read(at, sock, h.node, b, CQE_BYTES, true)
+    }
+}
