@@ -22,7 +22,9 @@
 //! memory bandwidth relations (≈ 3 × throughput on receive, ≈ 1 × on transmit) without a
 //! constant of its own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use crate::pcie;
 use crate::time::Time;
@@ -110,7 +112,7 @@ struct Lru {
     used: u64,
     stamp: u64,
     /// buffer → (lines, stamp, dirty)
-    map: HashMap<u64, (u64, u64, bool)>,
+    map: FxHashMap<u64, (u64, u64, bool)>,
     order: BTreeMap<u64, u64>,
 }
 

@@ -850,10 +850,17 @@ impl Net {
 
     /// Injects a posted write now.
     pub fn send_write(&mut self, i: Issue) {
+        let wire_bytes = pcie::wire_bytes(i.bytes, false, i.addr64);
+        self.inject_write(&i, wire_bytes, 1, i.bytes, 0);
+    }
+
+    /// A posted write TLP (or a train of `count`, each `unit` bytes and `unit_wire` wire
+    /// bytes but the last) from `i`, sent to its first hop.
+    fn inject_write(&mut self, i: &Issue, wire_bytes: u32, count: u16, unit: u32, unit_wire: u32) {
         let t = self.alloc_tlp(Tlp {
             kind: Kind::Write,
             payload: i.bytes,
-            wire_bytes: pcie::wire_bytes(i.bytes, false, i.addr64),
+            wire_bytes,
             route: i.route,
             pos: 0,
             stop: u16::MAX,
@@ -868,9 +875,9 @@ impl Net {
             iotlb_key: i.iotlb_key,
             target: i.target,
             ur: false,
-            count: 1,
-            unit: i.bytes,
-            unit_wire: 0,
+            count,
+            unit,
+            unit_wire,
             spread: Time::ZERO,
         });
         self.hop(t);
@@ -896,30 +903,8 @@ impl Net {
         }
         let last = i.bytes - (count - 1) * unit;
         let unit_wire = pcie::wire_bytes(unit, false, i.addr64);
-        let t = self.alloc_tlp(Tlp {
-            kind: Kind::Write,
-            payload: i.bytes,
-            wire_bytes: (count - 1) * unit_wire + pcie::wire_bytes(last, false, i.addr64),
-            route: i.route,
-            pos: 0,
-            stop: u16::MAX,
-            held: NONE,
-            owner: i.owner,
-            data: i.data,
-            cpu: i.cpu,
-            sample: i.sample,
-            req: NONE,
-            parent: NONE,
-            flow: i.flow,
-            iotlb_key: i.iotlb_key,
-            target: i.target,
-            ur: false,
-            count: count as u16,
-            unit,
-            unit_wire,
-            spread: Time::ZERO,
-        });
-        self.hop(t);
+        let wire_bytes = (count - 1) * unit_wire + pcie::wire_bytes(last, false, i.addr64);
+        self.inject_write(&i, wire_bytes, count as u16, unit, unit_wire);
         true
     }
 

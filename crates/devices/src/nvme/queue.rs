@@ -17,7 +17,7 @@ use fabric::{Access, Request, Requester};
 use sim::component::Component;
 use sim::net::{ComponentId, Delivery, Event, Hop, Issue};
 use sim::stats::Histogram;
-use sim::timed::{ns, sink_address, TimedFabric};
+use sim::timed::{ns, TimedFabric};
 use sim::Time;
 
 #[cfg(test)]
@@ -508,12 +508,7 @@ impl NvmeDriver {
             len,
             access,
         };
-        let (r, t) = tf.route(&req).ok()?;
-        Some(Issue {
-            addr64: addr >= 1 << 32,
-            cpu: false,
-            ..Issue::new(r, me, flow, len, sink_address(&t))
-        })
+        tf.issue(&req, me, flow)
     }
 
     fn mmio_write(
