@@ -6,6 +6,10 @@
 //! allocate into, and the rest that CPU stores and fills use. DRAM per node and each
 //! interconnect direction are FIFO servers at their bandwidth, with byte counters.
 //!
+//! Background STREAM cores (`add_stream`, see `arbitration`) are steady agents on those
+//! servers: the measured workload's accesses get the share a round-robin arbiter leaves
+//! them, so they slow and wait longer as the streams load a link.
+//!
 //! Rules (REFERENCE.md §1): a device write to memory on the device's own socket
 //! allocates in that socket's DDIO share (evicting its oldest buffers to DRAM as
 //! write-backs); a device write to the other socket's memory goes to DRAM and
@@ -29,6 +33,9 @@ use rustc_hash::FxHashMap;
 use crate::pcie;
 use crate::time::Time;
 
+mod arbitration;
+pub use arbitration::{StreamAgent, StreamRates};
+
 /// Bytes of a cache line.
 pub const LINE: u64 = 64;
 
@@ -42,6 +49,7 @@ pub struct Fifo {
     /// Disjoint busy intervals, start → end, merged when they touch.
     busy: BTreeMap<Time, Time>,
     ps_per_kib: u64,
+    gbps: f64,
     /// Bytes served since the last reset of the counters.
     pub bytes: u64,
 }
@@ -58,8 +66,27 @@ impl Fifo {
         Fifo {
             busy: BTreeMap::new(),
             ps_per_kib: pcie::ps_per_kib_at(gbps),
+            gbps,
             bytes: 0,
         }
+    }
+
+    /// The server's full bandwidth, GB/s.
+    pub fn gbps(&self) -> f64 {
+        self.gbps
+    }
+
+    /// Serves this server's own requests at `share_gbps` from now on: the part of the
+    /// bandwidth an arbiter leaves them beside background agents (`arbitration`).
+    pub fn set_share(&mut self, share_gbps: f64) {
+        self.ps_per_kib = pcie::ps_per_kib_at(share_gbps.min(self.gbps));
+    }
+
+    /// How much longer `bytes` take at the share left to this server's own requests than
+    /// at its full bandwidth: the turns they wait for the background agents.
+    pub fn wait(&self, bytes: u64) -> Time {
+        let full = pcie::ps_per_kib_at(self.gbps);
+        Time::from_ps((bytes * self.ps_per_kib.saturating_sub(full)).div_ceil(1024))
     }
 
     /// Reserves the server for `bytes` arriving at `at`; when they are through.
@@ -197,6 +224,9 @@ pub struct MemSys {
     counters: Vec<DramCounters>,
     /// `interconnect[from]`: the direction from socket `from` to the other.
     interconnect: Vec<Fifo>,
+    /// Background STREAM cores and the arbitration solved for them.
+    streams: Vec<StreamAgent>,
+    rates: StreamRates,
 }
 
 fn lines(bytes: u64) -> u64 {
@@ -218,8 +248,97 @@ impl MemSys {
             dram: (0..n).map(|_| Fifo::new(p.dram_gbps)).collect(),
             counters: vec![DramCounters::default(); n],
             interconnect: (0..n).map(|_| Fifo::new(p.interconnect_gbps)).collect(),
+            streams: Vec::new(),
+            rates: StreamRates::default(),
             p,
         }
+    }
+
+    /// Adds `cores` background STREAM cores on `cpu_socket` streaming through `node`'s
+    /// memory (`write`: read for ownership and write back), and re-solves the arbitration:
+    /// from now on this memory system's own accesses get what is left to them
+    /// (`arbitration`).
+    pub fn add_streams(
+        &mut self,
+        cpu_socket: u32,
+        node: u32,
+        write: bool,
+        cores: u32,
+    ) -> Result<(), String> {
+        let n = self.p.sockets;
+        if cpu_socket >= n || node >= n {
+            return Err(format!(
+                "a stream on socket {cpu_socket} against node {node}: the host has {n} sockets"
+            ));
+        }
+        let a = StreamAgent {
+            cpu_socket,
+            node,
+            write,
+        };
+        self.streams.extend(std::iter::repeat_n(a, cores as usize));
+        self.arbitrate();
+        Ok(())
+    }
+
+    /// The background streams, one per core.
+    pub fn streams(&self) -> &[StreamAgent] {
+        &self.streams
+    }
+
+    /// The streams' solved rates and what they leave per server.
+    pub fn stream_rates(&self) -> &StreamRates {
+        &self.rates
+    }
+
+    fn arbitrate(&mut self) {
+        let n = self.p.sockets;
+        let caps: Vec<f64> = self
+            .dram
+            .iter()
+            .chain(&self.interconnect)
+            .map(Fifo::gbps)
+            .collect();
+        let uses: Vec<_> = self
+            .streams
+            .iter()
+            .map(|a| arbitration::usage(a, n))
+            .collect();
+        // A core's own limit: its line-fill buffers over the zero-load miss latency
+        // (bytes per ns = GB/s).
+        let demands: Vec<f64> = self
+            .streams
+            .iter()
+            .map(|a| {
+                let mut lat = self.p.dram_latency;
+                if a.cpu_socket != a.node {
+                    lat = lat + self.p.interconnect_latency + self.p.interconnect_latency;
+                }
+                (self.p.line_fill_buffers.max(1) as u64 * LINE) as f64
+                    / (lat.as_ps() as f64 / 1000.0)
+            })
+            .collect();
+        let rate = arbitration::max_min(&caps, &demands, &uses);
+        let mut per_server: Vec<Vec<f64>> = vec![Vec::new(); caps.len()];
+        for (i, u) in uses.iter().enumerate() {
+            for &(s, k) in u {
+                per_server[s].push(k * rate[i]);
+            }
+        }
+        let share: Vec<f64> = caps
+            .iter()
+            .zip(&per_server)
+            .map(|(&c, l)| arbitration::residual_share(c, l))
+            .collect();
+        let servers = self.dram.iter_mut().chain(self.interconnect.iter_mut());
+        for (f, &sh) in servers.zip(&share) {
+            f.set_share(sh);
+        }
+        self.rates = StreamRates {
+            agent_gbps: rate,
+            load_gbps: per_server.iter().map(|l| l.iter().sum()).collect(),
+            share_gbps: share,
+        };
     }
 
     pub fn params(&self) -> &MemSysParams {
@@ -388,10 +507,16 @@ impl MemSys {
             latency = latency + self.p.interconnect_latency + self.p.interconnect_latency;
             served = served.max(self.interconnect[node as usize].reserve(at, n * LINE));
         }
+        // A dependent miss also waits its turns behind background streams on the
+        // servers it crosses (none without them).
+        let mut wait = self.dram[node as usize].wait(LINE);
+        if socket != node {
+            wait += self.interconnect[node as usize].wait(LINE);
+        }
         let wb = self.cpu[s].insert(buf, n, false);
         self.write_back(at, socket, wb);
         let stall = if dependent {
-            latency
+            latency + wait
         } else {
             Time::from_ps(latency.as_ps() * n.div_ceil(self.p.line_fill_buffers.max(1) as u64))
         };
@@ -507,5 +632,46 @@ mod tests {
             "the ten oldest buffers were written back"
         );
         assert!(!m.cached(0, 0) && m.cached(0, n - 1));
+    }
+
+    #[test]
+    fn streams_squeeze_the_link_they_load_and_nothing_else() {
+        let mut quiet = ms();
+        let mut loaded = ms();
+        // Six pairs of STREAM cores on socket 0 against node 1: twelve requesters on the
+        // direction 1 → 0 (their fills), each held to 38.4 / 12 GB/s there.
+        loaded.add_streams(0, 1, false, 6).unwrap();
+        loaded.add_streams(0, 1, true, 6).unwrap();
+        let r = loaded.stream_rates();
+        assert!(
+            r.agent_gbps.iter().all(|&x| (x - 3.2).abs() < 1e-6),
+            "{r:?}"
+        );
+        // A device on socket 1 writing node 0 crosses 1 → 0 and gets one turn in 13:
+        // its 1,536 B take 520 ns instead of 40.
+        let q = quiet.device_write(Time::ZERO, 1, 0, 9, 1536);
+        let l = loaded.device_write(Time::ZERO, 1, 0, 9, 1536);
+        let extra = (l - q).as_ps() as f64 / 1000.0;
+        assert!((extra - 480.0).abs() < 1.0, "extra {extra} ns");
+        // Nothing that stays off the streams' servers changes: a DDIO write on socket 0
+        // and a core's miss to its own node 0.
+        assert_eq!(
+            quiet.device_write(Time::ZERO, 0, 0, 10, 1536),
+            loaded.device_write(Time::ZERO, 0, 0, 10, 1536)
+        );
+        assert_eq!(
+            quiet.cpu_read(Time::ZERO, 0, 0, 11, 64, true),
+            loaded.cpu_read(Time::ZERO, 0, 0, 11, 64, true)
+        );
+        // A core's dependent miss to node 1 waits its turn on DRAM 1 and the link.
+        let q = quiet.cpu_read(Time::ZERO, 0, 1, 12, 64, true);
+        let l = loaded.cpu_read(Time::ZERO, 0, 1, 12, 64, true);
+        assert!(l > q, "{l:?} vs {q:?}");
+    }
+
+    #[test]
+    fn a_stream_on_a_missing_socket_is_refused() {
+        let e = ms().add_streams(0, 2, false, 1).unwrap_err();
+        assert!(e.contains("node 2") && e.contains("2 sockets"), "{e}");
     }
 }

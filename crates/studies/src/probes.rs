@@ -167,6 +167,11 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::tcp_rr,
     },
     Probe {
+        name: "qpi_congestion",
+        fields: &["rx_gbps", "udp_latency_us", "stream_gbps"],
+        run: ioctopus::qpi::qpi_congestion,
+    },
+    Probe {
         name: "pktgen",
         fields: &["mpps", "throughput_gbps", "mem_bw_gbps"],
         run: ioctopus::pktgen,

@@ -13,6 +13,7 @@ fn the_built_in_files_are_the_implemented_catalog() {
         [
             "ioctopus.nvme_upi",
             "ioctopus.pktgen_1core",
+            "ioctopus.qpi_congestion",
             "ioctopus.tcp_multicore",
             "ioctopus.tcp_rr",
             "ioctopus.tcp_rx_1core",

@@ -9,6 +9,7 @@ pub mod multicore;
 pub mod pktgen;
 pub mod rr;
 pub mod stream;
+pub mod udp;
 
 use fabric::{HostId, NetStackCosts, Topology};
 use sim::memsys::{MemSys, MemSysParams};

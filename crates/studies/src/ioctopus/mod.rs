@@ -14,6 +14,8 @@ use sim::Time;
 use crate::harness::RunError;
 use crate::probes::{Fields, ProbeCx};
 
+pub mod qpi;
+
 /// Socket (and memory node) of the measured workload.
 const WORKLOAD_SOCKET: u32 = 0;
 /// The netperf data connection (client → server port 12865's data port).
