@@ -33,6 +33,7 @@ fn pktgen_run(pf: usize, pkt: u64) -> pktgen::PktgenResult {
         pkt_bytes: pkt,
         warmup: Time::from_us(1000),
         window: Time::from_us(2000),
+        fragments: Vec::new(),
     };
     pktgen::run(&mut s, spec).unwrap()
 }
@@ -135,6 +136,7 @@ fn bad_workload_values_are_errors_not_panics() {
         pkt_bytes: 9000,
         warmup: Time::ZERO,
         window: Time::from_us(1),
+        fragments: Vec::new(),
     };
     assert!(pktgen::run(&mut s, spec).unwrap_err().contains("pkt_bytes"));
     let e = NetHost::new(&t, t.host_by_name("server").unwrap(), "nic", 2, 0, 0).unwrap_err();

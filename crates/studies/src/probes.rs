@@ -177,6 +177,11 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::pktgen,
     },
     Probe {
+        name: "pktgen_fragments",
+        fields: &["mpps", "mem_bw_gbps", "interconnect_gbps"],
+        run: ioctopus::ioctosg::pktgen_fragments,
+    },
+    Probe {
         name: "cpu_store_oneway",
         fields: &["ns"],
         run: cpu_store_oneway,

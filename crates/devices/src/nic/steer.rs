@@ -1,5 +1,8 @@
-//! Receive steering: RSS (Toeplitz over the 5-tuple), per-PF ARFS tables, and the
-//! multi-PF switch (MPFS) of an octoNIC (REFERENCE.md §1).
+//! Receive steering: RSS (Toeplitz over the 5-tuple), per-PF ARFS tables, the
+//! multi-PF switch (MPFS) of an octoNIC (REFERENCE.md §1), and Linux's multi-PF netdev
+//! (mlx5 "socket direct", Documentation/networking/multi-pf-netdev.rst): one netdev whose
+//! channels are spread over the PFs round-robin and whose receive steering tables belong
+//! to the primary PF, pointing at any PF's receive queues.
 
 use std::collections::HashMap;
 
@@ -54,6 +57,11 @@ pub enum SteeringMode {
     /// One port and MAC: the multi-PF switch maps a flow to a PF, then that PF's ARFS
     /// table (or RSS) picks the queue.
     OctoNic,
+    /// Linux's multi-PF netdev: channel `c` works against PF `c % pfs` (its queue there
+    /// is `c / pfs`); the primary PF (0) holds the one RSS indirection table and the ARFS
+    /// rules, both over channels, so a flow lands on the PF of the channel its rule or
+    /// hash names.
+    LinuxMultiPf,
 }
 
 /// A PF's receive steering: an indirection table for RSS and an ARFS table of exact
@@ -86,6 +94,8 @@ impl PfSteering {
 #[derive(Clone, Debug)]
 pub struct Steering {
     pub mode: SteeringMode,
+    /// Per PF its tables; with `LinuxMultiPf` only the primary's (0) are used, and they
+    /// name channels, not PF-local queues.
     pub pfs: Vec<PfSteering>,
     /// Octonic's multi-PF switch: flow → PF. Unknown flows go to PF 0 (the primary).
     pub mpfs: HashMap<FiveTuple, u8>,
@@ -93,21 +103,40 @@ pub struct Steering {
 
 impl Steering {
     pub fn new(mode: SteeringMode, pfs: u8, queues_per_pf: u16) -> Steering {
-        Steering {
+        let mut s = Steering {
             mode,
             pfs: (0..pfs).map(|_| PfSteering::new(queues_per_pf)).collect(),
             mpfs: HashMap::new(),
+        };
+        if mode == SteeringMode::LinuxMultiPf && pfs > 0 {
+            // One default RSS table over every channel of the netdev.
+            s.pfs[0] = PfSteering::new(queues_per_pf.saturating_mul(pfs as u16));
         }
+        s
     }
 
     /// Where a frame of flow `t` goes: (PF, queue). In standard mode the frame already
     /// belongs to the netdev whose MAC it carries, `netdev_pf`.
     pub fn steer(&self, t: &FiveTuple, netdev_pf: u8) -> (u8, u16) {
-        let pf = match self.mode {
-            SteeringMode::Standard => netdev_pf,
-            SteeringMode::OctoNic => self.mpfs.get(t).copied().unwrap_or(0),
-        };
-        (pf, self.pfs[pf as usize].queue(t))
+        match self.mode {
+            SteeringMode::Standard => (netdev_pf, self.pfs[netdev_pf as usize].queue(t)),
+            SteeringMode::OctoNic => {
+                let pf = self.mpfs.get(t).copied().unwrap_or(0);
+                (pf, self.pfs[pf as usize].queue(t))
+            }
+            SteeringMode::LinuxMultiPf => self.channel_pf(self.pfs[0].queue(t)),
+        }
+    }
+
+    /// A multi-PF netdev's channel as (PF, queue on that PF): round-robin over the PFs.
+    pub fn channel_pf(&self, channel: u16) -> (u8, u16) {
+        let n = self.pfs.len().max(1) as u16;
+        ((channel % n) as u8, channel / n)
+    }
+
+    /// The channel of queue `queue` on PF `pf` of a multi-PF netdev.
+    pub fn pf_channel(&self, pf: u8, queue: u16) -> u16 {
+        queue * self.pfs.len().max(1) as u16 + pf as u16
     }
 }
 
@@ -143,5 +172,42 @@ mod tests {
         assert_eq!(s.steer(&t, 0), (1, 5));
         s.mode = SteeringMode::Standard;
         assert_eq!(s.steer(&t, 0).0, 0);
+    }
+
+    #[test]
+    fn linux_multipf_spreads_channels_round_robin_and_steers_through_the_primary() {
+        // multi-pf-netdev.rst's example: 2 PFs, 5 channels → PFs 0 1 0 1 0.
+        let s = Steering::new(SteeringMode::LinuxMultiPf, 2, 3);
+        let pfs: Vec<u8> = (0..5).map(|c| s.channel_pf(c).0).collect();
+        assert_eq!(pfs, [0, 1, 0, 1, 0]);
+        for c in 0..6 {
+            let (pf, q) = s.channel_pf(c);
+            assert_eq!(s.pf_channel(pf, q), c);
+        }
+        // RSS alone spreads flows over both PFs' channels, whatever netdev they name.
+        let mut hit = [0u32; 2];
+        for port in 0..64u16 {
+            let t = FiveTuple {
+                src_ip: 1,
+                dst_ip: 2,
+                src_port: 1000 + port,
+                dst_port: 4,
+                proto: 6,
+            };
+            hit[s.steer(&t, 0).0 as usize] += 1;
+        }
+        assert!(hit[0] > 10 && hit[1] > 10, "{hit:?}");
+        // An ARFS rule in the primary's table points at a secondary PF's queue.
+        let t = FiveTuple {
+            src_ip: 1,
+            dst_ip: 2,
+            src_port: 3,
+            dst_port: 4,
+            proto: 6,
+        };
+        let mut s = s;
+        let channel = s.pf_channel(1, 2);
+        s.pfs[0].arfs.insert(t, channel);
+        assert_eq!(s.steer(&t, 0), (1, 2));
     }
 }

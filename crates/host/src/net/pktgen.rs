@@ -3,6 +3,10 @@
 //! reads descriptor and packet and writes a completion entry, which the core reads back
 //! (one dependent line, priced where it is: REFERENCE.md §1's ≈ 80 ns miss when the NIC
 //! is remote, so its write went to DRAM instead of the LLC).
+//!
+//! A packet may be several fragments (pages) on different nodes; each fragment is read
+//! by the PF its transmit descriptor names — the queue's PF, or with IOctoSG's per-
+//! fragment hint (`systems::ioctopus::fragment_pf`) another PF of the same NIC.
 
 use std::collections::VecDeque;
 
@@ -11,12 +15,23 @@ use sim::Time;
 
 use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING};
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct PktgenSpec {
     /// Ethernet frame size, header to FCS (64 … 1518).
     pub pkt_bytes: u64,
     pub warmup: Time,
     pub window: Time,
+    /// The packet's fragments in order (equal shares of the frame, the first takes the
+    /// remainder); empty: one fragment on the host's node read by its queue's PF.
+    pub fragments: Vec<Fragment>,
+}
+
+/// A fragment of the packet: the node its page is on (written there by a core of that
+/// node, so it sits in that socket's LLC) and the PF that reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fragment {
+    pub node: u32,
+    pub pf: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -28,6 +43,8 @@ pub struct PktgenResult {
     pub cpu_util: f64,
     /// Completion reads that missed the LLC, per packet, in the window.
     pub cqe_misses_per_packet: f64,
+    /// Bytes over the CPU interconnect (both directions), Gb/s.
+    pub interconnect_gbps: f64,
     pub packets: u64,
 }
 
@@ -39,6 +56,34 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
             spec.pkt_bytes
         ));
     }
+    let frags = if spec.fragments.is_empty() {
+        vec![Fragment {
+            node: h.node,
+            pf: h.pf,
+        }]
+    } else {
+        spec.fragments.clone()
+    };
+    let sockets = h.mem.params().sockets;
+    for f in &frags {
+        if f.pf >= h.nic.pfs.len() || f.node >= sockets {
+            return Err(format!(
+                "fragment on node {} via pf{}: the host has {sockets} node(s) and its NIC {} PF(s)",
+                f.node,
+                f.pf,
+                h.nic.pfs.len()
+            ));
+        }
+    }
+    let n_frags = frags.len() as u64;
+    if spec.pkt_bytes < n_frags * 64 {
+        return Err(format!(
+            "pkt_bytes {}: {n_frags} fragments need at least 64 B each",
+            spec.pkt_bytes
+        ));
+    }
+    let frag_bytes =
+        |i: usize| spec.pkt_bytes / n_frags + if i == 0 { spec.pkt_bytes % n_frags } else { 0 };
     let c = h.costs.clone();
     let p = h.nic.params.clone();
     let sock = h.core.socket;
@@ -50,7 +95,10 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
     let mut warm = false;
     let (mut sent_w, mut misses_w) = (0u64, 0u64);
     let llc = h.mem.params().llc_latency;
-    h.mem.cpu_write(cur, sock, buf::SKB, spec.pkt_bytes);
+    for (i, f) in frags.iter().enumerate() {
+        h.mem
+            .cpu_write(cur, f.node, buf::SKB + i as u64, frag_bytes(i));
+    }
     while cur < end {
         if !warm && cur >= spec.warmup {
             warm = true;
@@ -88,7 +136,18 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
             buf::TX_DESC + s,
             DESC_BYTES,
         );
-        let data = pf.dma_read(desc, &mut h.mem, node, buf::SKB, spec.pkt_bytes);
+        // The NIC requests every fragment once it has the descriptor, each through the
+        // fragment's PF; the packet goes out when the last has arrived.
+        let mut data = desc;
+        for (i, f) in frags.iter().enumerate() {
+            data = data.max(h.nic.pfs[f.pf].dma_read(
+                desc,
+                &mut h.mem,
+                f.node,
+                buf::SKB + i as u64,
+                frag_bytes(i),
+            ));
+        }
         // The NIC completes a packet once it has left the port.
         let on_wire = h.nic.tx_port.reserve(data, frame::wire_bytes(ip) as u64);
         let pf = &mut h.nic.pfs[h.pf];
@@ -105,6 +164,12 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
         mem_gbps: h.mem.dram_total() as f64 * 8.0 / w / 1e9,
         cpu_util: (h.core.busy.as_secs_f64() / w).min(1.0),
         cqe_misses_per_packet: (misses - misses_w) as f64 / n.max(1) as f64,
+        interconnect_gbps: (0..sockets)
+            .map(|s| h.mem.interconnect_bytes(s))
+            .sum::<u64>() as f64
+            * 8.0
+            / w
+            / 1e9,
         packets: n,
     })
 }

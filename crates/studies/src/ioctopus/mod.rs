@@ -4,6 +4,8 @@
 //! steering mode (`standard` or `octonic`) and, for a standard NIC, the PF whose netdev
 //! the workload uses; the workload runs on one core of socket 0 with its memory on node 0.
 
+pub mod ioctosg;
+
 use std::collections::BTreeMap;
 
 use devices::nic::{FiveTuple, Steering, SteeringMode};
@@ -146,6 +148,7 @@ pub fn pktgen(cx: &mut ProbeCx) -> Result<Fields, RunError> {
             pkt_bytes: pkt,
             warmup: PKTGEN_WARMUP,
             window: PKTGEN_WINDOW,
+            fragments: Vec::new(),
         },
     )
     .map_err(|e| cx.error(e))?;
