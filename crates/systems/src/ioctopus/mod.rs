@@ -5,6 +5,8 @@
 //! and fills the NIC's multi-PF switch so a flow is steered to the PF local to the
 //! thread that receives it; that PF's ARFS table then picks the thread's queue.
 
+pub mod team;
+
 use devices::nic::{FiveTuple, Steering, SteeringMode};
 
 /// The PF a transmit from a core on `core_socket` goes through.
