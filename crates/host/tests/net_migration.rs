@@ -33,7 +33,7 @@ impl FlowDriver for Alternate {
     fn work(&mut self, _t: Time) {}
     fn rx_steer(&mut self, _t: Time) -> (usize, u16) {
         self.frames += 1;
-        (1, if self.frames % 2 == 0 { 0 } else { 1 })
+        (1, if self.frames.is_multiple_of(2) { 0 } else { 1 })
     }
     fn tx_pf(&mut self, _t: Time, _socket: u32, _done: Time) -> usize {
         0
@@ -91,7 +91,8 @@ fn segments_overtaken_across_rings_wait_in_tcps_out_of_order_queue_and_nothing_i
 fn a_bad_migration_is_refused_with_the_reason() {
     let t = topo();
     let mut d = Alternate::default();
-    let cases: [(Box<dyn Fn(&mut MigrationSpec)>, &str); 4] = [
+    type Edit = Box<dyn Fn(&mut MigrationSpec)>;
+    let cases: [(Edit, &str); 4] = [
         (
             Box::new(|s| s.sample = Time::ZERO),
             "sampling period must be > 0",
