@@ -349,9 +349,10 @@ pub const NIC_TIMING_KEYS: [&str; 5] = [
 ];
 
 /// `[platform.X.netstack]`: the host network stack's costs on a core (`host::net`), all
-/// keys required when the table is present. Costs are in cycles so another clock
-/// rescales them.
-pub const NETSTACK_KEYS: [&str; 10] = [
+/// keys required when the table is present. CPU work is in cycles so another clock
+/// rescales it; TCP Small Queues' limit in bytes; the driver's flow-rule worker delay
+/// and idle expiry (`systems::ioctopus::team`) in ns, as they are waits, not work.
+pub const NETSTACK_KEYS: [&str; 14] = [
     "rx_segment_cycles",
     "tx_send_cycles",
     "tx_packet_cycles",
@@ -362,12 +363,17 @@ pub const NETSTACK_KEYS: [&str; 10] = [
     "line_fill_buffers",
     "rcvbuf_bytes",
     "napi_budget",
+    "wakeup_cycles",
+    "tsq_bytes",
+    "flow_rule_update_ns",
+    "flow_rule_expiry_ns",
 ];
 
 fn netstack_rule(key: &str) -> Option<Rule> {
     Some(match key {
         "line_fill_buffers" | "napi_budget" => Rule::Tags,
-        "rcvbuf_bytes" => Rule::BufferBytes,
+        "rcvbuf_bytes" | "tsq_bytes" => Rule::BufferBytes,
+        "flow_rule_update_ns" | "flow_rule_expiry_ns" => Rule::Latency,
         k if NETSTACK_KEYS.contains(&k) => Rule::Cycles,
         _ => return None,
     })
@@ -1100,6 +1106,10 @@ impl Builder {
             line_fill_buffers: n("line_fill_buffers") as u32,
             rcvbuf_bytes: n("rcvbuf_bytes"),
             napi_budget: n("napi_budget") as u32,
+            wakeup_cycles: n("wakeup_cycles"),
+            tsq_bytes: n("tsq_bytes"),
+            flow_rule_update_ns: v["flow_rule_update_ns"],
+            flow_rule_expiry_ns: v["flow_rule_expiry_ns"],
             basis,
         })
     }

@@ -199,7 +199,7 @@ pub struct PlatformTiming {
 
 /// Costs of the host network stack on one core, from `[platform.X.netstack]` (all keys
 /// required, each range-checked when the scenario loads). Work is in cycles of the
-/// platform's clock.
+/// platform's clock; the driver's flow-rule waits are in ns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetStackCosts {
     /// Driver receive (CQE, descriptor, skb) and TCP/IP receive of one segment.
@@ -222,6 +222,15 @@ pub struct NetStackCosts {
     pub rcvbuf_bytes: u64,
     /// NAPI poll budget: packets per poll.
     pub napi_budget: u32,
+    /// Waking a blocked process and switching to it on the core that ran the softirq.
+    pub wakeup_cycles: u64,
+    /// TCP Small Queues: most bytes of one socket queued in the device.
+    pub tsq_bytes: u64,
+    /// From the stack's ARFS callback (`ndo_rx_flow_steer`) until the driver's worker has
+    /// the flow's new rule in the NIC, ns.
+    pub flow_rule_update_ns: f64,
+    /// A flow rule no frame has hit for this long is removed by the driver, ns.
+    pub flow_rule_expiry_ns: f64,
     pub basis: Provenance,
 }
 

@@ -69,6 +69,12 @@ fn the_r730_netstack_table_loads_typed_with_its_bases() {
     let n = f.topo.platform_of(0).netstack.clone().unwrap();
     assert_eq!(n.line_fill_buffers, 10);
     assert_eq!(n.napi_budget, 64);
+    assert_eq!((n.wakeup_cycles, n.tsq_bytes), (3000, 262_144));
+    assert_eq!(
+        (n.flow_rule_update_ns, n.flow_rule_expiry_ns),
+        (50_000.0, 10_000_000.0)
+    );
+    assert!(matches!(n.basis["tsq_bytes"], Basis::Assumption(_)));
     assert!(matches!(n.basis["tx_packet_cycles"], Basis::Calibrated(_)));
     assert!(matches!(n.basis["rcvbuf_bytes"], Basis::Assumption(_)));
 }
@@ -90,6 +96,26 @@ fn bad_netstack_values_are_located() {
             "copy_line_cycles",
             "2.5",
             "copy_line_cycles must be a whole number of cycles",
+        ),
+        (
+            "wakeup_cycles",
+            "-1",
+            "wakeup_cycles must be a whole number of cycles",
+        ),
+        (
+            "tsq_bytes",
+            "1024",
+            "tsq_bytes must be a whole number of bytes in 4096",
+        ),
+        (
+            "flow_rule_update_ns",
+            "2e9",
+            "flow_rule_update_ns must be a latency in 0..=1e9 ns",
+        ),
+        (
+            "flow_rule_expiry_ns",
+            "-5",
+            "flow_rule_expiry_ns must be a latency",
         ),
     ] {
         let e = load_edited("platforms/r730.toml", |t| {
@@ -124,6 +150,21 @@ fn unknown_and_missing_netstack_keys_are_refused() {
         "platform.r730.netstack.irq_cycles",
         "has no network-stack parameter `irq_cycles`",
     );
+    // The keys added for the stack's last constants are required like the others.
+    for key in [
+        "wakeup_cycles",
+        "tsq_bytes",
+        "flow_rule_update_ns",
+        "flow_rule_expiry_ns",
+    ] {
+        let e = load_edited("platforms/r730.toml", |t| set_line(t, key, "")).unwrap_err();
+        assert_located(
+            &e,
+            "r730.toml",
+            &format!("platform.r730.netstack.{key}"),
+            &format!("has no network-stack parameter `{key}`"),
+        );
+    }
 }
 
 #[test]

@@ -8,8 +8,11 @@
 //! circle for a prediction, a diamond for a calibration point ("fitted"), a published
 //! range as both ends joined by a bar; the legend names both kinds.
 //!
-//! Experiments without an x parameter get no plot: their few values read better in the
-//! table. Drawing uses plotters' SVG backend, which writes text as `<text>` elements with a
+//! An experiment whose x names a list-valued metric rather than a parameter (a timeline:
+//! `t_ms` beside per-sample metrics of the same length) gets one line per run, each
+//! plotted metric's list against the x list.
+//!
+//! Experiments without an x get no plot: their few values read better in the table. Drawing uses plotters' SVG backend, which writes text as `<text>` elements with a
 //! generic `font-family`, so no font file is read here; the viewer picks a font.
 
 use std::collections::BTreeSet;
@@ -92,6 +95,8 @@ pub fn published_label(basis: Basis) -> &'static str {
 
 /// Half the size of a series marker and of a published one, in pixels.
 const MARK: i32 = 4;
+/// Most markers drawn on a timeline's line (a sweep marks every point).
+const MAX_MARKERS: usize = 25;
 const PUBLISHED_MARK: i32 = 7;
 
 /// A point marker: a filled one for a series point, a hollow one (stroke 2) for a
@@ -174,18 +179,36 @@ pub fn plot_file_name(id: &str) -> String {
     format!("{safe}.svg")
 }
 
-/// Whether [`write_plots`] draws a plot for `info`: it names an x parameter and metrics
-/// to plot, and some run of it has that parameter.
+/// Whether [`write_plots`] draws a plot for `info`: it names an x and metrics to plot,
+/// and some run of it has x as a parameter or (a timeline) as a list metric.
 pub fn has_plot(info: &ExperimentInfo, runs: &[Run]) -> bool {
     match info.x_param {
         Some(x) => {
             !info.plot_metrics.is_empty()
-                && runs
-                    .iter()
-                    .any(|r| r.experiment == info.id && r.params.contains_key(x))
+                && runs.iter().any(|r| {
+                    r.experiment == info.id && (r.params.contains_key(x) || is_timeline(r, x))
+                })
         }
         None => false,
     }
+}
+
+/// A run whose `x` is a list metric (and no parameter): its plot is a timeline.
+fn is_timeline(run: &Run, x: &str) -> bool {
+    !run.params.contains_key(x) && run.metrics.get(x).is_some_and(Value::is_array)
+}
+
+/// The finite numbers of a list metric, by position (`None` where an entry is not one).
+fn list(run: &Run, metric: &str) -> Vec<Option<f64>> {
+    run.metrics
+        .get(metric)
+        .and_then(Value::as_array)
+        .map(|v| {
+            v.iter()
+                .map(|y| y.as_f64().filter(|y| y.is_finite()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Writes `<id>.svg` into `dir` (created if missing) for every experiment of `infos` that
@@ -223,12 +246,29 @@ pub fn render_svg(
     let Some(x) = info.x_param.filter(|_| has_plot(info, runs)) else {
         return Ok(None);
     };
-    let runs: Vec<&Run> = runs
+    let sweep: Vec<&Run> = runs
         .iter()
         .filter(|r| r.experiment == info.id && r.params.contains_key(x))
         .collect();
-    let axis = XAxis::new(&runs, x, info.x_log2);
-    let series = Series::collect(&runs, x, &axis);
+    if !sweep.is_empty() {
+        let axis = XAxis::new(&sweep, x, info.x_log2);
+        let series = Series::collect(&sweep, x, &axis);
+        return draw(info, x, &axis, &series, refs).map(Some);
+    }
+    let timeline: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.experiment == info.id && is_timeline(r, x))
+        .collect();
+    let xs: Vec<f64> = timeline.iter().flat_map(|r| list(r, x)).flatten().collect();
+    let axis = XAxis::numeric(&xs, x, false);
+    let series: Vec<Series> = timeline
+        .iter()
+        .map(|r| Series {
+            label: series_label(r, x),
+            runs: Vec::new(),
+            timeline: Some((x.to_string(), *r)),
+        })
+        .collect();
     draw(info, x, &axis, &series, refs).map(Some)
 }
 
@@ -320,11 +360,16 @@ impl XAxis {
                 range: -0.5..n - 0.5,
             };
         }
+        XAxis::numeric(&numbers, x, log2)
+    }
+
+    /// A numeric axis over `numbers` (log2 if asked and all are positive).
+    fn numeric(numbers: &[f64], x: &str, log2: bool) -> XAxis {
         let log2 = log2 && numbers.iter().all(|v| *v > 0.0);
         let pos: Vec<f64> = if log2 {
             numbers.iter().map(|v| v.log2()).collect()
         } else {
-            numbers.clone()
+            numbers.to_vec()
         };
         let lo = pos.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = pos.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -423,10 +468,12 @@ fn linear_ticks(values: &[f64], lo: f64, hi: f64) -> Vec<f64> {
     ticks
 }
 
-/// One line of a chart: the runs of one (config, other params), sorted by x.
+/// One line of a chart: the runs of one (config, other params), sorted by x; or, on a
+/// timeline, one run's lists (the x metric's name and the run).
 struct Series<'a> {
     label: String,
     runs: Vec<(f64, &'a Run)>,
+    timeline: Option<(String, &'a Run)>,
 }
 
 impl<'a> Series<'a> {
@@ -442,6 +489,7 @@ impl<'a> Series<'a> {
                 None => series.push(Series {
                     label,
                     runs: vec![(pos, run)],
+                    timeline: None,
                 }),
             }
         }
@@ -452,6 +500,14 @@ impl<'a> Series<'a> {
     }
 
     fn points(&self, metric: &str) -> Vec<(f64, f64)> {
+        if let Some((x, run)) = &self.timeline {
+            // Sample by sample, where both lists have a number.
+            return list(run, x)
+                .into_iter()
+                .zip(list(run, metric))
+                .filter_map(|(x, y)| Some((x?, y?)))
+                .collect();
+        }
         self.runs
             .iter()
             .filter_map(|(x, run)| {
@@ -646,7 +702,12 @@ fn draw_chart<DB: DrawingBackend>(
             ))
             .map_err(io_err)?;
         let marker = Marker::series(style);
-        for p in pts {
+        // A timeline's samples are too dense for a marker each: about 25 per line.
+        let stride = match series[i].timeline {
+            Some(_) => pts.len().div_ceil(MAX_MARKERS).max(1),
+            None => 1,
+        };
+        for p in pts.iter().step_by(stride) {
             marker.draw(chart.plotting_area(), *p)?;
         }
     }

@@ -182,6 +182,19 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::ioctosg::pktgen_fragments,
     },
     Probe {
+        name: "tcp_migration",
+        fields: &[
+            "before_gbps",
+            "after_gbps",
+            "t_ms",
+            "pf0_gbps",
+            "pf1_gbps",
+            "reordered",
+            "lost",
+        ],
+        run: ioctopus::migration::tcp_migration,
+    },
+    Probe {
         name: "cpu_store_oneway",
         fields: &["ns"],
         run: cpu_store_oneway,

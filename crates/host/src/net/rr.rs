@@ -22,12 +22,6 @@ use sim::Time;
 
 use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
 
-/// Scheduler wakeup of the blocked netperf process and the context switch into it, on
-/// the core that ran the softirq, in cycles. Assumption: ≈ 1.5 µs at 2 GHz — the direct
-/// cost of `try_to_wake_up` plus a same-core context switch on Linux 4.x with page-table
-/// isolation off is of order 1–2 µs; REFERENCE.md §1 gives no figure.
-pub const WAKEUP_CYCLES: u64 = 3000;
-
 #[derive(Clone, Copy, Debug)]
 pub struct RrSpec {
     pub msg_bytes: u64,
@@ -242,7 +236,7 @@ impl Rr {
         // The process wakes and copies the message out of the frames.
         cur += h
             .core
-            .cycles(WAKEUP_CYCLES + c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
+            .cycles(c.wakeup_cycles + c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
         for &(_, len, slot, frames) in &segs {
             for k in 0..frames {
                 let b = (len - k * self.mss).min(self.mss) + 66;

@@ -8,20 +8,19 @@
 //!
 //! Several connections may run at once (`run_lanes`), each on its own pair of cores with
 //! its own rings and buffers, sharing both hosts' memory systems, PCIe links and ports.
+//! One connection may have its receiving thread moved (`migration`): its frames then
+//! enter the rings the NIC driver steers them to, and TCP holds segments that arrive
+//! ahead of a hole in its out-of-order queue.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
-use devices::nic::{frame, Coalescer};
+use devices::nic::frame;
 use sim::memsys::LINE;
 use sim::{Engine, Time};
 
+use super::migration::{Migrating, MigrationResult, Observed};
+use super::rxq::{RxQueue, Seg};
 use super::{buf, Core, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
-
-/// TCP Small Queues' limit on one socket's bytes queued in the device: Linux 4.14's
-/// `tcp_limit_output_bytes` default (assumption: REFERENCE.md §1 names Linux 4.14 and no
-/// sysctl changes). Without it a socket's whole send buffer would queue on the PCIe link
-/// and port whenever several connections share them.
-pub const TSQ_BYTES: u64 = 262_144;
 
 /// What to run.
 #[derive(Clone, Copy, Debug)]
@@ -68,45 +67,10 @@ enum Ev {
     AckCqe,
     TxIrq(u64),
     Warm,
-}
-
-/// A segment waiting in a receive queue: sequence, payload, ring slot.
-#[derive(Clone, Copy, Debug)]
-struct Seg {
-    visible: Time,
-    seq: u64,
-    len: u64,
-    slot: u64,
-}
-
-#[derive(Default)]
-struct RxQueue {
-    slot: u64,
-    last_visible: Time,
-    pending: VecDeque<Seg>,
-    coalesce: Coalescer,
-    gen: u64,
-    napi: bool,
-}
-
-impl RxQueue {
-    /// A frame's DMA and CQE write by `h`'s NIC, arriving at `at`: when its CQE is
-    /// visible (completions are written in order).
-    fn receive(&mut self, h: &mut NetHost, ns: u64, at: Time, bytes: u64) -> (Time, u64) {
-        let slot = self.slot % RING;
-        self.slot += 1;
-        let pf = &mut h.nic.pfs[h.pf];
-        let data = pf.dma_write(
-            at,
-            &mut h.mem,
-            h.node,
-            ns + buf::RX_DATA + (slot << 6),
-            bytes,
-        );
-        let cqe = pf.dma_write(data, &mut h.mem, h.node, ns + buf::RX_CQE + slot, CQE_BYTES);
-        self.last_visible = self.last_visible.max(cqe);
-        (self.last_visible, slot)
-    }
+    /// The scheduler moves the receiving thread (migration runs only).
+    Move,
+    /// The receive NIC's driver has work due (migration runs only).
+    Driver,
 }
 
 /// Where one side of a connection runs: its core, the PF of its queues, the node of its
@@ -158,7 +122,11 @@ struct Conn {
     // Receiver.
     rx_q: RxQueue,
     rcv_nxt: u64,
-    sockq: VecDeque<(u64, u64, u64)>,
+    /// Segments TCP holds ahead of a hole, by sequence, and how many it has held.
+    ofo: BTreeMap<u64, Seg>,
+    reordered: u64,
+    /// Received segments not yet copied out: length, bytes copied, slot, node.
+    sockq: VecDeque<(u64, u64, u64, u32)>,
     unread: u64,
     segs_unacked: u32,
     adv_wnd: u64,
@@ -174,6 +142,8 @@ impl Conn {
         Conn {
             // Connection i's buffers live above bit 32: disjoint from every other's.
             ns: (i as u64) << 32,
+            acks: RxQueue::on(tx_lane.node),
+            rx_q: RxQueue::on(rx_lane.node),
             tx_lane,
             rx_lane,
             app_written: 0,
@@ -185,9 +155,9 @@ impl Conn {
             tx_cqes: VecDeque::new(),
             in_device: 0,
             tx_slot: 0,
-            acks: RxQueue::default(),
-            rx_q: RxQueue::default(),
             rcv_nxt: 0,
+            ofo: BTreeMap::new(),
+            reordered: 0,
             sockq: VecDeque::new(),
             unread: 0,
             segs_unacked: 0,
@@ -211,6 +181,8 @@ struct Sim<'a> {
     k: Conn,
     cur: u32,
     conns: Vec<Conn>,
+    /// Connection 0's receiving thread moves (one connection only).
+    mig: Option<Migrating<'a>>,
 }
 
 /// Runs a TCP stream from `tx` to `rx` (each with its NIC, PF, core and node).
@@ -227,6 +199,29 @@ pub fn run_lanes(
     spec: StreamSpec,
     lanes: Vec<(Lane, Lane)>,
 ) -> Result<StreamResult, String> {
+    run_inner(tx, rx, spec, lanes, None).map(|(r, _)| r)
+}
+
+/// One stream whose receiving thread moves (`migration::run` checks the spec).
+pub(crate) fn run_migrating<'a>(
+    tx: &'a mut NetHost,
+    rx: &'a mut NetHost,
+    spec: super::migration::MigrationSpec,
+    mig: Migrating<'a>,
+) -> Result<MigrationResult, String> {
+    let lanes = vec![(Lane::of(tx), Lane::of(rx))];
+    let (stream, out) = run_inner(tx, rx, spec.stream, lanes, Some(mig))?;
+    let (mig, observed) = out.expect("a migrating run returns its state");
+    Ok(mig.result(stream, observed))
+}
+
+fn run_inner<'a>(
+    tx: &'a mut NetHost,
+    rx: &'a mut NetHost,
+    spec: StreamSpec,
+    lanes: Vec<(Lane, Lane)>,
+    mig: Option<Migrating<'a>>,
+) -> Result<(StreamResult, Option<(Migrating<'a>, Observed)>), String> {
     if spec.msg_bytes == 0 {
         return Err("msg_bytes must be > 0".into());
     }
@@ -256,6 +251,9 @@ pub fn run_lanes(
         .collect();
     // Connection 0 is active: its lanes in the hosts, the hosts' own lanes in its slot.
     let mut k = std::mem::replace(&mut conns[0], Conn::new(0, home.0, home.1, rcvbuf));
+    if let Some(m) = &mig {
+        k.rx_q.rings = m.rings();
+    }
     k.tx_lane.swap_into(tx);
     k.rx_lane.swap_into(rx);
     let mut s = Sim {
@@ -267,6 +265,7 @@ pub fn run_lanes(
         k,
         cur: 0,
         conns,
+        mig,
     };
     for i in 0..n as u32 {
         s.eng
@@ -276,6 +275,14 @@ pub fn run_lanes(
     s.eng
         .schedule_at(spec.warmup, (0, Ev::Warm))
         .map_err(|e| e.to_string())?;
+    if let Some(m) = &s.mig {
+        if n != 1 {
+            return Err(format!("a migrating stream is one connection, not {n}"));
+        }
+        s.eng
+            .schedule_at(m.spec.mv.at, (0, Ev::Move))
+            .map_err(|e| e.to_string())?;
+    }
     let end = spec.warmup + spec.window;
     while let Some((t, (i, ev))) = s.eng.pop() {
         if t > end {
@@ -283,6 +290,7 @@ pub fn run_lanes(
         }
         s.activate(i);
         s.handle(t, ev);
+        s.schedule_driver();
     }
     // Back to connection 0 and park it: every connection is in `conns`, the hosts hold
     // their own lanes again.
@@ -294,7 +302,7 @@ pub fn run_lanes(
     let cs = &s.conns;
     let mean = |f: &dyn Fn(&Conn) -> f64| cs.iter().map(f).sum::<f64>() / n as f64;
     let sum = |f: &dyn Fn(&Conn) -> u64| cs.iter().map(f).sum::<u64>();
-    Ok(StreamResult {
+    let r = StreamResult {
         throughput_gbps: sum(&|c| c.delivered_window) as f64 * 8.0 / w / 1e9,
         sender_util: mean(&|c| util(&c.tx_lane.core)),
         receiver_util: mean(&|c| util(&c.rx_lane.core)),
@@ -306,7 +314,20 @@ pub fn run_lanes(
         tso_sends: sum(&|c| c.tso_sends),
         frames: sum(&|c| c.frames),
         events: s.eng.stats().handled,
-    })
+    };
+    let out = s.mig.map(|m| {
+        let c = &s.conns[0];
+        // Conservation: every byte sent was read, is unread, held out of order or still
+        // in a ring (frames on the wire are already queued for their completion time).
+        let held: u64 = c.ofo.values().chain(&c.rx_q.pending).map(|g| g.len).sum();
+        let observed = Observed {
+            reordered: c.reordered,
+            lost: c.snd_nxt - c.delivered - c.unread - held,
+            ring_peak: c.rx_q.rings.iter().map(|r| r.peak).collect(),
+        };
+        (m, observed)
+    });
+    Ok((r, out))
 }
 
 impl Sim<'_> {
@@ -335,6 +356,28 @@ impl Sim<'_> {
         self.k.tx_lane.swap_into(self.tx);
         self.k.rx_lane.swap_into(self.rx);
         std::mem::swap(&mut self.k, &mut self.conns[self.cur as usize]);
+    }
+
+    /// Wakes the driver when its next work is earlier than its pending wake-up.
+    fn schedule_driver(&mut self) {
+        let Some(m) = &mut self.mig else { return };
+        if let Some(w) = m.driver.next_work() {
+            if m.driver_at.is_none_or(|a| w < a) {
+                m.driver_at = Some(w);
+                self.at(w, Ev::Driver);
+            }
+        }
+    }
+
+    /// Where a frame reaching the receive NIC at `at` goes: PF and ring.
+    fn rx_path(&mut self, at: Time) -> (usize, usize) {
+        let Some(m) = &mut self.mig else {
+            return (self.rx.pf, 0);
+        };
+        let (pf, q) = m.driver.rx_steer(at);
+        // The driver only learns the thread's two queues, which are the two rings.
+        let ring = self.k.rx_q.rings.iter().position(|r| r.index == q);
+        (pf, ring.unwrap_or(0))
     }
 
     fn handle(&mut self, t: Time, ev: Ev) {
@@ -372,6 +415,24 @@ impl Sim<'_> {
                 if g == self.k.acks.gen && !self.k.acks.napi {
                     self.sender_poll(t);
                 }
+            }
+            Ev::Move => {
+                // Only the receiving thread moves; its queue's interrupts follow it (the
+                // new core's queue is the one its NAPI polls).
+                let m = self
+                    .mig
+                    .as_mut()
+                    .expect("moves are scheduled by migrations");
+                self.rx.core.socket = m.spec.mv.to_socket;
+                m.consumer = m.spec.mv.to_queue;
+            }
+            Ev::Driver => {
+                let m = self
+                    .mig
+                    .as_mut()
+                    .expect("driver work is scheduled by migrations");
+                m.driver_at = None;
+                m.driver.work(t);
             }
         }
     }
@@ -431,8 +492,8 @@ impl Sim<'_> {
             let queued = self.k.app_written - self.k.snd_nxt;
             let in_flight = self.k.snd_nxt - self.k.snd_una;
             let room = self.k.rwnd.saturating_sub(in_flight);
-            // TCP Small Queues: no more than TSQ_BYTES of this socket in the device's queue.
-            if self.k.in_device >= TSQ_BYTES {
+            // TCP Small Queues: no more than `tsq_bytes` of this socket in the device's queue.
+            if self.k.in_device >= c.tsq_bytes {
                 return;
             }
             let n = queued.min(TSO_BYTES).min(room);
@@ -477,38 +538,45 @@ impl Sim<'_> {
                 if self.rx.lro {
                     // LRO: the burst's frames land in one aggregate; one completion at its end.
                     let pf = &mut self.rx.nic.pfs[self.rx.pf];
-                    let slot = self.k.rx_q.slot % RING;
-                    let b = self.k.ns + buf::RX_DATA + (slot << 6) + i as u64;
-                    pf.dma_write(arrive, &mut self.rx.mem, self.rx.node, b, len as u64 + 66);
+                    let ring = self.k.rx_q.rings[0];
+                    let b = self.k.ns + buf::RX_DATA + ((ring.slot % RING) << 6) + i as u64;
+                    pf.dma_write(arrive, &mut self.rx.mem, ring.node, b, len as u64 + 66);
                     if i + 1 < segs {
                         continue;
                     }
-                    let (visible, slot) = self.k.rx_q.receive(
-                        self.rx,
-                        self.k.ns,
-                        arrive,
-                        frame::ETH_HEADER as u64 + 52,
-                    );
-                    self.k.rx_q.pending.push_back(Seg {
+                    let bytes = frame::ETH_HEADER as u64 + 52;
+                    let rx_pf = self.rx.pf;
+                    let (visible, slot) = self
+                        .k
+                        .rx_q
+                        .receive(self.rx, rx_pf, 0, self.k.ns, arrive, bytes);
+                    self.k.rx_q.push(Seg {
                         visible,
                         seq: self.k.snd_nxt,
                         len: n,
                         slot,
+                        ring: 0,
+                        node: ring.node,
                     });
                     self.at(visible, Ev::DataCqe);
                     break;
                 }
-                let (visible, slot) = self.k.rx_q.receive(
-                    self.rx,
-                    self.k.ns,
-                    arrive,
-                    frame::frame_in_memory(ip) as u64,
-                );
-                self.k.rx_q.pending.push_back(Seg {
+                let (rx_pf, ring) = self.rx_path(arrive);
+                let bytes = frame::frame_in_memory(ip) as u64;
+                let (visible, slot) = self
+                    .k
+                    .rx_q
+                    .receive(self.rx, rx_pf, ring, self.k.ns, arrive, bytes);
+                if let Some(m) = &mut self.mig {
+                    m.sample(arrive, rx_pf, len as u64);
+                }
+                self.k.rx_q.push(Seg {
                     visible,
                     seq,
                     len: len as u64,
                     slot,
+                    ring,
+                    node: self.k.rx_q.rings[ring].node,
                 });
                 self.at(visible, Ev::DataCqe);
                 seq += len as u64;
@@ -561,38 +629,48 @@ impl Sim<'_> {
             cur += self.rx.core.cycles(c.irq_cycles);
         }
         let sock = self.rx.core.socket;
-        let node = self.rx.node;
         let mut done = 0;
         while done < c.napi_budget {
-            let Some(&seg) = self.k.rx_q.pending.front() else {
+            let Some(seg) = self.k.rx_q.pop_visible(cur) else {
                 break;
             };
-            if seg.visible > cur {
-                break;
-            }
-            self.k.rx_q.pending.pop_front();
             done += 1;
             cur = cur
                 + self.rx.mem.cpu_read(
                     cur,
                     sock,
-                    node,
+                    seg.node,
                     self.k.ns + buf::RX_CQE + seg.slot,
                     CQE_BYTES,
                     true,
                 );
             cur += self.rx.core.cycles(c.rx_segment_cycles);
-            if seg.seq != self.k.rcv_nxt {
+            if let Some(m) = &mut self.mig {
+                // The ARFS callback: the flow met on a queue the thread no longer reads.
+                m.met(cur, sock, self.k.rx_q.rings[seg.ring].index);
+            }
+            if seg.seq < self.k.rcv_nxt {
                 self.k.out_of_order += 1;
                 continue;
             }
-            self.k.rcv_nxt += seg.len;
-            self.k.sockq.push_back((seg.len, 0, seg.slot));
-            // The frames of the segment (one, or an LRO aggregate's) are read by the copy.
-            self.k.unread += seg.len;
-            self.k.segs_unacked += 1;
-            if self.k.segs_unacked >= 2 {
-                self.send_ack(&mut cur);
+            if seg.seq > self.k.rcv_nxt {
+                // Ahead of a hole: TCP's out-of-order queue holds it until the hole fills.
+                self.k.reordered += 1;
+                self.k.out_of_order += 1;
+                self.k.ofo.insert(seg.seq, seg);
+                continue;
+            }
+            let mut next = Some(seg);
+            while let Some(seg) = next {
+                self.k.rcv_nxt += seg.len;
+                self.k.sockq.push_back((seg.len, 0, seg.slot, seg.node));
+                // The frames of the segment (one, or an LRO aggregate's) are read by the copy.
+                self.k.unread += seg.len;
+                self.k.segs_unacked += 1;
+                if self.k.segs_unacked >= 2 {
+                    self.send_ack(&mut cur);
+                }
+                next = self.k.ofo.remove(&self.k.rcv_nxt);
             }
         }
         // The process reads what is there, `msg_bytes` per call.
@@ -604,7 +682,9 @@ impl Sim<'_> {
                 .cycles(c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
             let mut left = n;
             while left > 0 {
-                let (len, off, slot) = self.k.sockq.front_mut().expect("unread bytes are queued");
+                let (len, off, slot, node) =
+                    self.k.sockq.front_mut().expect("unread bytes are queued");
+                let node = *node;
                 let take = left.min(*len - *off);
                 // The copy touches the frames under [off, off + take): price each once.
                 let (first, last) = (*off / self.mss, (*off + take - 1) / self.mss);
@@ -667,18 +747,24 @@ impl Sim<'_> {
             .nic
             .tx_port
             .reserve(*cur + p.latency, frame::wire_bytes(frame::ACK_BYTES) as u64);
+        if let Some(m) = &mut self.mig {
+            // The team driver's transmit PF (its choice, `ooo_okay`, is the driver's).
+            m.driver.tx_pf(*cur, self.rx.core.socket, on_wire);
+        }
         let arrive = on_wire + p.wire + self.tx.nic.params.latency;
-        let (visible, slot) = self.k.acks.receive(
-            self.tx,
-            self.k.ns,
-            arrive,
-            frame::frame_in_memory(frame::ACK_BYTES) as u64,
-        );
-        self.k.acks.pending.push_back(Seg {
+        let bytes = frame::frame_in_memory(frame::ACK_BYTES) as u64;
+        let tx_pf = self.tx.pf;
+        let (visible, slot) = self
+            .k
+            .acks
+            .receive(self.tx, tx_pf, 0, self.k.ns, arrive, bytes);
+        self.k.acks.push(Seg {
             visible,
             seq: self.k.rcv_nxt,
             len: wnd,
             slot,
+            ring: 0,
+            node: self.k.acks.rings[0].node,
         });
         self.at(visible, Ev::AckCqe);
     }
@@ -691,11 +777,7 @@ impl Sim<'_> {
         self.k.acks.napi = true;
         let sock = self.tx.core.socket;
         let node = self.tx.node;
-        while let Some(&a) = self.k.acks.pending.front() {
-            if a.visible > cur {
-                break;
-            }
-            self.k.acks.pending.pop_front();
+        while let Some(a) = self.k.acks.pop_visible(cur) {
             cur = cur
                 + self.tx.mem.cpu_read(
                     cur,

@@ -5,6 +5,7 @@
 //! the workload uses; the workload runs on one core of socket 0 with its memory on node 0.
 
 pub mod ioctosg;
+pub mod migration;
 
 use std::collections::BTreeMap;
 
@@ -21,7 +22,7 @@ pub mod qpi;
 /// Socket (and memory node) of the measured workload.
 const WORKLOAD_SOCKET: u32 = 0;
 /// The netperf data connection (client → server port 12865's data port).
-const FLOW: FiveTuple = FiveTuple {
+pub(crate) const FLOW: FiveTuple = FiveTuple {
     src_ip: 0x0a00_0002,
     dst_ip: 0x0a00_0001,
     src_port: 40000,
@@ -87,7 +88,7 @@ fn server_pf(cx: &ProbeCx, server: &str, nic: &str) -> Result<(NetHost, usize), 
 /// The client: its NIC's first PF, a core and memory on its socket 0, hardware LRO on
 /// (REFERENCE.md §1's client is a stock R730 with a ConnectX-4, whose receive is not what
 /// the single-core server experiments measure).
-fn client(cx: &ProbeCx, client: &str, nic: &str) -> Result<NetHost, RunError> {
+pub(crate) fn client(cx: &ProbeCx, client: &str, nic: &str) -> Result<NetHost, RunError> {
     let topo = &cx.tf.fabric.topo;
     let host = topo
         .host_by_name(client)

@@ -9,6 +9,8 @@
 //! an ARFS rule in the primary PF's table names the channel whose interrupt is on the
 //! receiving CPU — with the driver's default affinity, a channel of the CPU's local PF.
 
+pub mod team;
+
 use devices::nic::{FiveTuple, Steering, SteeringMode};
 
 /// The PF a transmit from a core on `core_socket` goes through.
