@@ -1002,6 +1002,112 @@ duration = "1 ms"
         assert!(e.message.starts_with("`1 MB` is ambiguous"), "{e}");
     }
 
+    const NET: &str = r#"
+[[workload]]
+name = "rx"
+kind = "netperf"
+test = "TCP_STREAM"
+msg_bytes = "64 KiB"
+server = "srv"
+client = "cli"
+nic = "nic"
+cpu_node = 0
+mem_node = 0
+nic_mode = "standard"
+netdev_pf = "pf1"
+
+[[workload]]
+name = "gen"
+kind = "pktgen"
+host = "srv"
+nic = "nic"
+cpu_node = 1
+mem_node = 1
+pkt_bytes = 64
+nic_mode = "octonic"
+
+[measure]
+warmup = "1 ms"
+duration = "2 ms"
+"#;
+
+    #[test]
+    fn network_workloads_parse_with_their_defaults() {
+        let s = parse(&src(NET)).unwrap();
+        assert_eq!(
+            s.workloads[0].kind,
+            Kind::Netperf {
+                test: NetTest::TcpStream {
+                    server_receives: true
+                },
+                msg_bytes: 65536,
+                connections: 1,
+                server: "srv".into(),
+                client: "cli".into(),
+                nic: "nic".into(),
+                client_nic: "nic".into(),
+                cpu_node: 0,
+                mem_node: 0,
+                nic_mode: NicMode::Standard,
+                netdev_pf: 1,
+            }
+        );
+        assert!(matches!(
+            s.workloads[1].kind,
+            Kind::Pktgen {
+                pkt_bytes: 64,
+                nic_mode: NicMode::Octonic,
+                netdev_pf: 0,
+                ..
+            }
+        ));
+        let tx = parse(&src(
+            &NET.replace("\"TCP_STREAM\"", "\"TCP_STREAM\"\ndirection = \"tx\"")
+        ))
+        .unwrap();
+        assert!(matches!(
+            tx.workloads[0].kind,
+            Kind::Netperf {
+                test: NetTest::TcpStream {
+                    server_receives: false
+                },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn network_fields_out_of_range_are_located() {
+        let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+        assert_eq!(
+            msg(&NET.replace("\"64 KiB\"", "0")),
+            "t.toml:6:13: must be at least 1 byte (key `workload.rx.msg_bytes`)"
+        );
+        assert_eq!(
+            msg(&NET.replace("pkt_bytes = 64", "pkt_bytes = 63")),
+            "t.toml:22:13: must be an Ethernet frame size, 64 .. 1518 bytes (key `workload.gen.pkt_bytes`)"
+        );
+        assert_eq!(
+            msg(&NET.replace("\"pf1\"", "\"port1\"")),
+            "t.toml:13:13: `port1` is not a PF: write its index (1) or its name (\"pf1\") (key `workload.rx.netdev_pf`)"
+        );
+        assert!(msg(&NET.replace("cpu_node = 0", "cpu_core = 0"))
+            .starts_with("t.toml:10:1: unknown field `cpu_core`"));
+        let rr = NET.replace("\"TCP_STREAM\"", "\"TCP_RR\"");
+        assert_eq!(
+            msg(&rr.replace("\"TCP_RR\"", "\"TCP_RR\"\ndirection = \"rx\"")),
+            "t.toml:6:13: `direction` is for TCP_STREAM: a TCP_RR transaction goes both ways \
+             (key `workload.rx.direction`)"
+        );
+        assert_eq!(
+            msg(&rr.replace("netdev_pf", "connections = 2\nnetdev_pf")),
+            "t.toml:13:15: TCP_RR runs one connection (one transaction outstanding) (key \
+             `workload.rx.connections`)"
+        );
+        assert!(msg(&NET.replace("\"TCP_STREAM\"", "\"UDP_STREAM\""))
+            .contains("unknown variant `UDP_STREAM`, expected `TCP_STREAM` or `TCP_RR`"));
+    }
+
     #[test]
     fn durations_need_units_and_stay_in_range() {
         assert_eq!(parse_duration("250ns").unwrap(), Time::from_ns(250));
