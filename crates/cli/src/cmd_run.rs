@@ -154,6 +154,29 @@ fn table(rows: &[studies::Run]) -> String {
             .iter()
             .map(|s| s.to_string()),
     );
+    // Network workloads report the catalog's metrics (throughput_gbps, mpps, latency_us,
+    // …): a last column names them. The TLP-level kinds' error counts stay in the JSON.
+    const SHOWN: [&str; 4] = ["gbps", "ops_per_sec", "latency_ns_p50", "latency_ns_p99"];
+    const JSON_ONLY: [&str; 6] = [
+        "errors",
+        "faults",
+        "ur_completions",
+        "writes_dropped",
+        "wrong_values",
+        "poll_reads",
+    ];
+    let other = |r: &studies::Run| -> String {
+        r.metrics
+            .iter()
+            .filter(|(k, _)| !SHOWN.contains(&k.as_str()) && !JSON_ONLY.contains(&k.as_str()))
+            .map(|(k, v)| format!("{k}={}", fmt(Some(v))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let others = rows.iter().any(|r| !other(r).is_empty());
+    if others {
+        header.push("metrics".into());
+    }
     let mut lines = vec![header];
     for r in rows {
         let mut l = vec![fmt(r.params.get("workload")).trim_matches('"').to_string()];
@@ -161,8 +184,11 @@ fn table(rows: &[studies::Run]) -> String {
             keys.iter()
                 .map(|k| fmt(r.params.get(*k)).trim_matches('"').to_string()),
         );
-        for m in ["gbps", "ops_per_sec", "latency_ns_p50", "latency_ns_p99"] {
+        for m in SHOWN {
             l.push(fmt(r.metrics.get(m)));
+        }
+        if others {
+            l.push(other(r));
         }
         lines.push(l);
     }
@@ -181,7 +207,7 @@ fn table(rows: &[studies::Run]) -> String {
             .zip(&widths)
             .enumerate()
             .map(|(i, (c, w))| {
-                if i <= keys.len() {
+                if i <= keys.len() || (others && i == l.len() - 1) {
                     format!("{c:<w$}")
                 } else {
                     format!("{c:>w$}")

@@ -9,7 +9,7 @@
 //! a send is `syscall_cycles` + the copy + `tx_send_cycles` (socket send to the driver's
 //! doorbell: UDP's path is no longer than TCP's), a receive is `irq_cycles` + the
 //! completion reads + `rx_segment_cycles` (driver receive and IP/UDP of one packet) +
-//! the process's wakeup (`rr::WAKEUP_CYCLES`), `syscall_cycles` and the copy. One
+//! the process's wakeup (`wakeup_cycles`), `syscall_cycles` and the copy. One
 //! datagram is one frame (`msg_bytes` ≤ the MTU's payload). There is no variance
 //! source, so the 99th percentile equals the mean in steady state.
 
@@ -17,7 +17,6 @@ use devices::nic::frame;
 use sim::memsys::LINE;
 use sim::Time;
 
-use super::rr::WAKEUP_CYCLES;
 use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING};
 
 /// IPv4 and UDP headers.
@@ -160,7 +159,7 @@ fn receive(h: &mut NetHost, side: &mut Side, at: Time, n: u64, misses: &mut u64)
     cur = cur + dependent(h, cur, buf::RX_CQE + slot, misses);
     cur += h.core.cycles(
         c.rx_segment_cycles
-            + WAKEUP_CYCLES
+            + c.wakeup_cycles
             + c.syscall_cycles
             + n.div_ceil(LINE) * c.copy_line_cycles,
     );

@@ -11,7 +11,7 @@ use serde_json::json;
 use sim::Time;
 use systems::ioctopus::team::{TeamDriver, TeamTiming};
 
-use super::FLOW;
+use super::setup::{self, FLOW};
 use crate::harness::RunError;
 use crate::probes::{Fields, ProbeCx};
 
@@ -117,7 +117,8 @@ pub fn tcp_migration(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         .ok_or_else(|| cx.error(format!("no host `{name}`")))?;
     let mut server =
         NetHost::new(topo, host, &nic, netdev_pf, FROM.node, FROM.node).map_err(|e| cx.error(e))?;
-    let mut client = super::client(cx, &cx.arg("client")?, &nic)?;
+    let mut client =
+        setup::stream_client(topo, &cx.arg("client")?, &nic).map_err(|e| cx.error(e))?;
     let mode = if octonic {
         SteeringMode::OctoNic
     } else {

@@ -6,29 +6,23 @@
 
 pub mod ioctosg;
 pub mod migration;
+pub mod setup;
 
 use std::collections::BTreeMap;
 
-use devices::nic::{FiveTuple, Steering, SteeringMode};
+use devices::nic::SteeringMode;
 use host::net::{multicore, pktgen, rr, stream, NetHost};
 use serde_json::json;
 use sim::Time;
 
 use crate::harness::RunError;
 use crate::probes::{Fields, ProbeCx};
+use setup::{NicChoice, MTU, RR_WARMUP};
 
 pub mod qpi;
 
 /// Socket (and memory node) of the measured workload.
 const WORKLOAD_SOCKET: u32 = 0;
-/// The netperf data connection (client → server port 12865's data port).
-pub(crate) const FLOW: FiveTuple = FiveTuple {
-    src_ip: 0x0a00_0002,
-    dst_ip: 0x0a00_0001,
-    src_port: 40000,
-    dst_port: 50000,
-    proto: 6,
-};
 
 /// Steady-state windows (the model is deterministic; these were checked to give the
 /// same metrics to within 1 % as windows twice as long).
@@ -39,63 +33,33 @@ const STREAM_WINDOW: Time = Time::from_us(10000);
 /// DDIO share holds its steady-state mix; metrics change < 1 % with a window twice as long.
 const MULTICORE_WARMUP: Time = Time::from_us(2000);
 const MULTICORE_WINDOW: Time = Time::from_us(2000);
-/// TCP_RR: transactions before and in the window (deterministic: every steady-state
-/// transaction takes the same time once the rings have wrapped).
-const RR_WARMUP: u32 = 2100;
+/// TCP_RR: transactions in the window (deterministic: every steady-state transaction
+/// takes the same time once the rings have wrapped, `setup::RR_WARMUP`).
 const RR_TRANSACTIONS: u32 = 1000;
 const PKTGEN_WARMUP: Time = Time::from_us(3000);
 const PKTGEN_WINDOW: Time = Time::from_us(5000);
 
-/// The server side of a config: which PF its workload's queue is on.
-fn server_pf(cx: &ProbeCx, server: &str, nic: &str) -> Result<(NetHost, usize), RunError> {
+/// The NIC netdev a config names: `mode` and `netdev_pf`.
+fn nic_choice(cx: &ProbeCx) -> Result<NicChoice, RunError> {
     let octonic = cx.choice("mode", "octonic", "standard")?;
     let netdev_pf: usize = cx
         .arg("netdev_pf")?
         .parse()
         .map_err(|_| cx.error("netdev_pf must be a PF index (0, 1, …)"))?;
-    let topo = &cx.tf.fabric.topo;
-    let host = topo
-        .host_by_name(server)
-        .ok_or_else(|| cx.error(format!("no host `{server}`")))?;
-    let probe = NetHost::new(topo, host, nic, 0, WORKLOAD_SOCKET, WORKLOAD_SOCKET)
-        .map_err(|e| cx.error(e))?;
-    let sockets: Vec<u32> = probe.nic.pfs.iter().map(|p| p.socket).collect();
-    if netdev_pf >= sockets.len() {
-        return Err(cx.error(format!(
-            "netdev_pf {netdev_pf}: `{server}.{nic}` has {} PF(s)",
-            sockets.len()
-        )));
-    }
     let mode = if octonic {
         SteeringMode::OctoNic
     } else {
         SteeringMode::Standard
     };
-    // Receive: the driver's steering rules for the flow; transmit: the team driver's
-    // choice. Both name the same PF for a thread that stays on its core.
-    let mut steering = Steering::new(mode, sockets.len() as u8, 1);
-    let rx_pf =
-        systems::ioctopus::steer_flow(&mut steering, FLOW, WORKLOAD_SOCKET, 0, netdev_pf, &sockets);
-    let (pf, _) = steering.steer(&FLOW, netdev_pf as u8);
-    debug_assert_eq!(pf as usize, rx_pf);
-    let tx_pf = systems::ioctopus::tx_pf(mode, netdev_pf, WORKLOAD_SOCKET, &sockets);
-    debug_assert_eq!(tx_pf, rx_pf);
-    let h = NetHost::new(topo, host, nic, rx_pf, WORKLOAD_SOCKET, WORKLOAD_SOCKET)
-        .map_err(|e| cx.error(e))?;
-    Ok((h, rx_pf))
+    Ok(NicChoice { mode, netdev_pf })
 }
 
-/// The client: its NIC's first PF, a core and memory on its socket 0, hardware LRO on
-/// (REFERENCE.md §1's client is a stock R730 with a ConnectX-4, whose receive is not what
-/// the single-core server experiments measure).
-pub(crate) fn client(cx: &ProbeCx, client: &str, nic: &str) -> Result<NetHost, RunError> {
+/// The server side of a config: which PF its workload's queue is on.
+fn server_pf(cx: &ProbeCx, server: &str, nic: &str) -> Result<(NetHost, usize), RunError> {
+    let choice = nic_choice(cx)?;
     let topo = &cx.tf.fabric.topo;
-    let host = topo
-        .host_by_name(client)
-        .ok_or_else(|| cx.error(format!("no host `{client}`")))?;
-    let mut h = NetHost::new(topo, host, nic, 0, 0, 0).map_err(|e| cx.error(e))?;
-    h.lro = true;
-    Ok(h)
+    setup::server(topo, server, nic, choice, WORKLOAD_SOCKET, WORKLOAD_SOCKET)
+        .map_err(|e| cx.error(e))
 }
 
 /// netperf TCP_STREAM, `direction` rx (the server receives) or tx, `msg_bytes` swept.
@@ -104,10 +68,11 @@ pub fn tcp_stream(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     let rx = cx.choice("direction", "rx", "tx")?;
     let nic = cx.arg("nic")?;
     let (mut server, pf) = server_pf(cx, &cx.arg("server")?, &nic)?;
-    let mut client = client(cx, &cx.arg("client")?, &nic)?;
+    let mut client = setup::stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic)
+        .map_err(|e| cx.error(e))?;
     let spec = stream::StreamSpec {
         msg_bytes: msg,
-        mtu: 1500,
+        mtu: MTU,
         warmup: STREAM_WARMUP,
         window: STREAM_WINDOW,
     };
@@ -203,10 +168,11 @@ pub fn tcp_multicore(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         }
     };
     let pf_of = |socket: u32| systems::ioctopus::tx_pf(mode, netdev(socket), socket, &sockets);
-    let mut client = client(cx, &cx.arg("client")?, &nic)?;
+    let mut client =
+        setup::stream_client(topo, &cx.arg("client")?, &nic).map_err(|e| cx.error(e))?;
     let spec = stream::StreamSpec {
         msg_bytes: 65536,
-        mtu: 1500,
+        mtu: MTU,
         warmup: MULTICORE_WARMUP,
         window: MULTICORE_WINDOW,
     };
@@ -241,21 +207,11 @@ pub fn tcp_rr(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     let (mut server, pf) = server_pf(cx, &cx.arg("server")?, &nic)?;
     let topo = &cx.tf.fabric.topo;
     let cname = cx.arg("client")?;
-    let host = topo
-        .host_by_name(&cname)
-        .ok_or_else(|| cx.error(format!("no host `{cname}`")))?;
-    let probe = NetHost::new(topo, host, &nic, 0, 0, 0).map_err(|e| cx.error(e))?;
-    let nic_socket = probe.nic.pfs[0].socket;
-    let socket = if client_remote {
-        (nic_socket + 1) % probe.mem.params().sockets
-    } else {
-        nic_socket
-    };
-    let mut client = NetHost::new(topo, host, &nic, 0, socket, socket).map_err(|e| cx.error(e))?;
+    let socket = setup::nic_socket(topo, &cname, &nic, client_remote).map_err(|e| cx.error(e))?;
+    let mut client = setup::host(topo, &cname, &nic, 0, socket, socket).map_err(|e| cx.error(e))?;
     // Coalescing off (REFERENCE.md §1: off for latency tests); no LRO for one message.
     for h in [&mut server, &mut client] {
-        h.nic.params.coalesce = Time::ZERO;
-        h.nic.params.coalesce_frames = 1;
+        setup::coalescing_off(h);
         if !ddio {
             h.ddio_off();
         }
@@ -265,7 +221,7 @@ pub fn tcp_rr(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         &mut server,
         rr::RrSpec {
             msg_bytes: msg,
-            mtu: 1500,
+            mtu: MTU,
             warmup: RR_WARMUP,
             transactions: RR_TRANSACTIONS,
         },

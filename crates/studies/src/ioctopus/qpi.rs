@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use host::net::{stream, udp, NetHost};
 use serde_json::json;
 
-use super::{client, server_pf, STREAM_WARMUP, STREAM_WINDOW, WORKLOAD_SOCKET};
+use super::setup::stream_client;
+use super::{server_pf, STREAM_WARMUP, STREAM_WINDOW, WORKLOAD_SOCKET};
 use crate::harness::RunError;
 use crate::probes::{Fields, ProbeCx};
 
@@ -60,7 +61,8 @@ pub fn qpi_congestion(cx: &mut ProbeCx) -> Result<Fields, RunError> {
 
     // TCP receive, as ioctopus.tcp_rx_1core.
     let (mut server, pf) = loaded_server(cx, pairs, mem_node)?;
-    let mut cl = client(cx, &cx.arg("client")?, &nic)?;
+    let mut cl = stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic)
+        .map_err(|e| cx.error(e))?;
     let spec = stream::StreamSpec {
         msg_bytes: msg,
         mtu: 1500,
@@ -74,7 +76,8 @@ pub fn qpi_congestion(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     // The UDP ping-pong on fresh hosts with the same streams; coalescing off
     // (REFERENCE.md §1: off for latency tests).
     let (mut server, _) = loaded_server(cx, pairs, mem_node)?;
-    let mut cl = client(cx, &cx.arg("client")?, &nic)?;
+    let mut cl = stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic)
+        .map_err(|e| cx.error(e))?;
     for h in [&mut server, &mut cl] {
         h.nic.params.coalesce = sim::Time::ZERO;
         h.nic.params.coalesce_frames = 1;

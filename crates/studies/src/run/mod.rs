@@ -6,13 +6,16 @@
 //! fabric: a device's DMA (`devices::DmaJob`, endless operations), cores' memory traffic
 //! (`sim::cpu_stream::CpuStream`), an NTB adapter's DMA engine copying, fio's threads on
 //! an NVMe device (`systems::drivers::fio`). Buffers are mapped as a driver would (NTB
-//! window, requester-ID entry, IOMMU mappings) before time starts.
+//! window, requester-ID entry, IOMMU mappings) before time starts. Network workloads
+//! (netperf, pktgen) run on the packet-granular host stack instead, each on its own
+//! (`net`).
 //!
 //! A fio workload's block driver probes its controller first (reset, enable, Identify,
 //! queue creation: about a millisecond of simulated time with nothing else running); the
 //! run's time — warm-up, window, the scenario's fault times — counts from the end of the
 //! probes, when every workload starts.
 
+pub mod net;
 pub mod overrides;
 pub mod spec;
 
@@ -92,6 +95,8 @@ enum Handle {
     Stream(ComponentId),
     PingPong(ComponentId),
     Fio(Box<Fio>),
+    /// A network workload, already run over the window.
+    Net(Box<net::NetOutcome>),
 }
 
 /// Runs one point: the scenario with the point's overrides, its workloads together.
@@ -133,9 +138,8 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
                 f.start(&mut tf);
                 Handle::Fio(Box::new(f))
             }
-            None => {
-                build(&mut tf, &mut sim, cluster.as_mut(), w).map_err(|e| located(&w.at, e.0))?
-            }
+            None => build(&mut tf, &mut sim, cluster.as_mut(), w, spec.measure)
+                .map_err(|e| located(&w.at, e.0))?,
         };
         handles.push(h);
     }
@@ -170,6 +174,18 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
         })
         .collect::<Result<Vec<_>, RunError>>()?;
     let mut counters = counters_json(&window);
+    let network: Map<String, Value> = spec
+        .workloads
+        .iter()
+        .zip(&handles)
+        .filter_map(|(w, h)| match h {
+            Handle::Net(o) => Some((w.name.clone(), o.counters.clone())),
+            _ => None,
+        })
+        .collect();
+    if !network.is_empty() {
+        counters["network"] = Value::Object(network);
+    }
     if let Some(id) = injector {
         let log = sim.get::<FaultInjector>(id).expect("added").log();
         counters["faults"] = json!(log
@@ -290,8 +306,12 @@ fn build(
     sim: &mut Sim<TimedFabric>,
     cluster: Option<&mut Cluster>,
     w: &Workload,
+    m: Measure,
 ) -> Result<Handle, RunError> {
     match &w.kind {
+        Kind::Netperf { .. } | Kind::Pktgen { .. } => net::run(&tf.fabric.topo, &w.kind, m)
+            .map(|o| Handle::Net(Box::new(o)))
+            .map_err(|e| RunError(format!("workload `{}`: {e}", w.name))),
         Kind::Dma {
             device,
             target,
@@ -434,6 +454,7 @@ fn measure(
                 .expect("pingpong")
                 .reset_stats(),
             Handle::Fio(f) => f.reset_stats(sim),
+            Handle::Net(_) => {}
         }
     }
     let before = tf.net.counters_sent();
@@ -456,6 +477,7 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
     let secs = window.as_secs_f64();
     let mut m = Map::new();
     match *h {
+        Handle::Net(ref o) => m = o.metrics.clone(),
         Handle::Fio(ref f) => {
             let s = f.stats(sim).map_err(|e| e.0)?;
             m.insert("gbps".into(), json!(round3(s.bytes as f64 / secs / 1e9)));

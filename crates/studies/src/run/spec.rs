@@ -81,6 +81,108 @@ pub enum Kind {
         op: Direction,
         pattern: Pattern,
     },
+    /// netperf between the NICs of two hosts: the measured process on `server`, its
+    /// core on `cpu_node` and its memory on `mem_node`, `connections` connections each on
+    /// a core of its own (TCP_STREAM).
+    Netperf {
+        test: NetTest,
+        msg_bytes: u64,
+        connections: u32,
+        server: String,
+        client: String,
+        /// The NIC's device name on the server and on the client.
+        nic: String,
+        client_nic: String,
+        cpu_node: u32,
+        mem_node: u32,
+        nic_mode: NicMode,
+        netdev_pf: usize,
+    },
+    /// The in-kernel packet generator on one core of `host`, the same `pkt_bytes` packet
+    /// sent again and again.
+    Pktgen {
+        host: String,
+        nic: String,
+        cpu_node: u32,
+        mem_node: u32,
+        pkt_bytes: u64,
+        nic_mode: NicMode,
+        netdev_pf: usize,
+    },
+    // `memcached` (issue 11, `host::net::memcached`) joins the network kinds here: its
+    // fields beside `Netperf`'s, its run in `run/net.rs`.
+}
+
+/// A netperf test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetTest {
+    /// TCP_STREAM, bulk transfer; the server receives (`rx`) or sends (`tx`).
+    TcpStream { server_receives: bool },
+    /// TCP_RR, a request and a response of `msg_bytes`, one transaction outstanding.
+    TcpRr,
+}
+
+/// How the server's NIC presents its PFs (REFERENCE.md §1): each PF its own netdev, or
+/// the octoNIC's one netdev steered to the PF local to the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NicMode {
+    Standard,
+    Octonic,
+}
+
+/// Which side of a TCP_STREAM the server is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum NetDirection {
+    Rx,
+    Tx,
+}
+
+/// The test's name as a file writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+enum RawNetTest {
+    #[serde(rename = "TCP_STREAM")]
+    TcpStream,
+    #[serde(rename = "TCP_RR")]
+    TcpRr,
+}
+
+/// A PF of a NIC: its index (`1`) or its name (`"pf1"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PfIndex(usize);
+
+impl<'de> Deserialize<'de> for PfIndex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PfIndex, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = PfIndex;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a PF index (0, 1, …) or a PF name (\"pf0\", \"pf1\", …)")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PfIndex, E> {
+                usize::try_from(v)
+                    .map(PfIndex)
+                    .map_err(|_| E::custom(format!("PF index {v} is negative")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PfIndex, E> {
+                usize::try_from(v)
+                    .map(PfIndex)
+                    .map_err(|_| E::custom(format!("PF index {v} is too large")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PfIndex, E> {
+                v.strip_prefix("pf")
+                    .and_then(|n| n.parse().ok())
+                    .map(PfIndex)
+                    .ok_or_else(|| {
+                        E::custom(format!(
+                            "`{v}` is not a PF: write its index (1) or its name (\"pf1\")"
+                        ))
+                    })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Where a fio job's requests go in the namespace.
@@ -99,6 +201,8 @@ impl Kind {
             Kind::NtbCopy { .. } => "ntb_copy",
             Kind::PingPong { .. } => "pingpong",
             Kind::Fio { .. } => "fio",
+            Kind::Netperf { .. } => "netperf",
+            Kind::Pktgen { .. } => "pktgen",
         }
     }
 }
@@ -215,6 +319,55 @@ struct RawFio {
 fn random() -> Pattern {
     Pattern::Random
 }
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetperf {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    test: RawNetTest,
+    /// TCP_STREAM only: the server receives (rx, the default) or sends.
+    direction: Option<NetDirection>,
+    msg_bytes: Size,
+    #[serde(default = "one")]
+    connections: u32,
+    server: String,
+    client: String,
+    nic: String,
+    /// The client's NIC when its name differs from the server's.
+    client_nic: Option<String>,
+    cpu_node: u32,
+    mem_node: u32,
+    nic_mode: NicMode,
+    #[serde(default)]
+    netdev_pf: PfIndex,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPktgen {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    host: String,
+    nic: String,
+    cpu_node: u32,
+    mem_node: u32,
+    pkt_bytes: Size,
+    nic_mode: NicMode,
+    #[serde(default)]
+    netdev_pf: PfIndex,
+}
+
+/// Most connections a netperf workload may open (the packet model's limit).
+pub const MAX_CONNECTIONS: u32 = 256;
+/// Largest TCP_RR message (the packet model's limit).
+pub const MAX_RR_MSG: u64 = 1 << 20;
 
 /// Largest single DMA operation a workload may ask for (the model routes every page).
 pub const MAX_TRANSFER: u64 = 1 << 30;
@@ -403,7 +556,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 src,
                 value_span(src, &span, "kind"),
                 Some(&format!("{wkey}.kind")),
-                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\" or \"fio\"",
+                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\" or \"pktgen\"",
             )
         })?;
         let (name, kind) = match kind {
@@ -488,13 +641,57 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 };
                 (r.name, k)
             }
+            "netperf" => {
+                let r: RawNetperf = read_workload(src, &span, table, &wkey)?;
+                let test = match (r.test, r.direction) {
+                    (RawNetTest::TcpStream, d) => NetTest::TcpStream {
+                        server_receives: d != Some(NetDirection::Tx),
+                    },
+                    (RawNetTest::TcpRr, None) => NetTest::TcpRr,
+                    (RawNetTest::TcpRr, Some(_)) => {
+                        return Err(error(
+                            src,
+                            value_span(src, &span, "direction"),
+                            Some(&format!("workload.{}.direction", r.name)),
+                            "`direction` is for TCP_STREAM: a TCP_RR transaction goes both ways",
+                        ))
+                    }
+                };
+                let k = Kind::Netperf {
+                    test,
+                    msg_bytes: r.msg_bytes.0,
+                    connections: r.connections,
+                    server: r.server,
+                    client: r.client,
+                    client_nic: r.client_nic.unwrap_or_else(|| r.nic.clone()),
+                    nic: r.nic,
+                    cpu_node: r.cpu_node,
+                    mem_node: r.mem_node,
+                    nic_mode: r.nic_mode,
+                    netdev_pf: r.netdev_pf.0,
+                };
+                (r.name, k)
+            }
+            "pktgen" => {
+                let r: RawPktgen = read_workload(src, &span, table, &wkey)?;
+                let k = Kind::Pktgen {
+                    host: r.host,
+                    nic: r.nic,
+                    cpu_node: r.cpu_node,
+                    mem_node: r.mem_node,
+                    pkt_bytes: r.pkt_bytes.0,
+                    nic_mode: r.nic_mode,
+                    netdev_pf: r.netdev_pf.0,
+                };
+                (r.name, k)
+            }
             other => {
                 return Err(error(
                     src,
                     value_span(src, &span, "kind"),
                     Some(&format!("{wkey}.kind")),
                     &format!(
-                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio)"
+                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen)"
                 ),
                 ))
             }
@@ -555,6 +752,37 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     "must be a whole number of 4 KiB blocks",
                 )?;
             }
+            // Hosts, NICs, PFs and nodes are checked against the fabric at run time.
+            Kind::Netperf {
+                test,
+                msg_bytes,
+                connections,
+                ..
+            } => {
+                range(*msg_bytes >= 1, "msg_bytes", "must be at least 1 byte")?;
+                range(
+                    (1..=MAX_CONNECTIONS).contains(connections),
+                    "connections",
+                    "must be 1 .. 256 connections",
+                )?;
+                if *test == NetTest::TcpRr {
+                    range(
+                        *msg_bytes <= MAX_RR_MSG,
+                        "msg_bytes",
+                        "a TCP_RR message must be at most 1 MiB",
+                    )?;
+                    range(
+                        *connections == 1,
+                        "connections",
+                        "TCP_RR runs one connection (one transaction outstanding)",
+                    )?;
+                }
+            }
+            Kind::Pktgen { pkt_bytes, .. } => range(
+                (64..=1518).contains(pkt_bytes),
+                "pkt_bytes",
+                "must be an Ethernet frame size, 64 .. 1518 bytes",
+            )?,
             Kind::CpuStream {
                 misses_in_flight, ..
             } => range(
@@ -678,13 +906,13 @@ duration = "1 ms"
         assert_eq!(
             msg(&OK.replace("kind = \"dma\"", "kind = \"dmaa\"")),
             "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, pingpong, \
-             fio) (key `workload.rx.kind`)"
+             fio, netperf, pktgen) (key `workload.rx.kind`)"
         );
         // Without a name, a workload is named by its position.
         assert_eq!(
             msg(&OK.replace("kind = \"cpu_stream\"\n", "")),
             "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \
-             \"pingpong\" or \"fio\" (key `workload.ant.kind`)"
+             \"pingpong\", \"fio\", \"netperf\" or \"pktgen\" (key `workload.ant.kind`)"
         );
         assert_eq!(
             msg(&OK.replace("name = \"rx\"\n", "")),
@@ -772,6 +1000,112 @@ duration = "1 ms"
         assert_eq!(e.key.as_deref(), Some("workload.rx.transfer_bytes"), "{e}");
         assert_eq!((e.line, e.col), (1, 100), "{e}");
         assert!(e.message.starts_with("`1 MB` is ambiguous"), "{e}");
+    }
+
+    const NET: &str = r#"
+[[workload]]
+name = "rx"
+kind = "netperf"
+test = "TCP_STREAM"
+msg_bytes = "64 KiB"
+server = "srv"
+client = "cli"
+nic = "nic"
+cpu_node = 0
+mem_node = 0
+nic_mode = "standard"
+netdev_pf = "pf1"
+
+[[workload]]
+name = "gen"
+kind = "pktgen"
+host = "srv"
+nic = "nic"
+cpu_node = 1
+mem_node = 1
+pkt_bytes = 64
+nic_mode = "octonic"
+
+[measure]
+warmup = "1 ms"
+duration = "2 ms"
+"#;
+
+    #[test]
+    fn network_workloads_parse_with_their_defaults() {
+        let s = parse(&src(NET)).unwrap();
+        assert_eq!(
+            s.workloads[0].kind,
+            Kind::Netperf {
+                test: NetTest::TcpStream {
+                    server_receives: true
+                },
+                msg_bytes: 65536,
+                connections: 1,
+                server: "srv".into(),
+                client: "cli".into(),
+                nic: "nic".into(),
+                client_nic: "nic".into(),
+                cpu_node: 0,
+                mem_node: 0,
+                nic_mode: NicMode::Standard,
+                netdev_pf: 1,
+            }
+        );
+        assert!(matches!(
+            s.workloads[1].kind,
+            Kind::Pktgen {
+                pkt_bytes: 64,
+                nic_mode: NicMode::Octonic,
+                netdev_pf: 0,
+                ..
+            }
+        ));
+        let tx = parse(&src(
+            &NET.replace("\"TCP_STREAM\"", "\"TCP_STREAM\"\ndirection = \"tx\"")
+        ))
+        .unwrap();
+        assert!(matches!(
+            tx.workloads[0].kind,
+            Kind::Netperf {
+                test: NetTest::TcpStream {
+                    server_receives: false
+                },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn network_fields_out_of_range_are_located() {
+        let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+        assert_eq!(
+            msg(&NET.replace("\"64 KiB\"", "0")),
+            "t.toml:6:13: must be at least 1 byte (key `workload.rx.msg_bytes`)"
+        );
+        assert_eq!(
+            msg(&NET.replace("pkt_bytes = 64", "pkt_bytes = 63")),
+            "t.toml:22:13: must be an Ethernet frame size, 64 .. 1518 bytes (key `workload.gen.pkt_bytes`)"
+        );
+        assert_eq!(
+            msg(&NET.replace("\"pf1\"", "\"port1\"")),
+            "t.toml:13:13: `port1` is not a PF: write its index (1) or its name (\"pf1\") (key `workload.rx.netdev_pf`)"
+        );
+        assert!(msg(&NET.replace("cpu_node = 0", "cpu_core = 0"))
+            .starts_with("t.toml:10:1: unknown field `cpu_core`"));
+        let rr = NET.replace("\"TCP_STREAM\"", "\"TCP_RR\"");
+        assert_eq!(
+            msg(&rr.replace("\"TCP_RR\"", "\"TCP_RR\"\ndirection = \"rx\"")),
+            "t.toml:6:13: `direction` is for TCP_STREAM: a TCP_RR transaction goes both ways \
+             (key `workload.rx.direction`)"
+        );
+        assert_eq!(
+            msg(&rr.replace("netdev_pf", "connections = 2\nnetdev_pf")),
+            "t.toml:13:15: TCP_RR runs one connection (one transaction outstanding) (key \
+             `workload.rx.connections`)"
+        );
+        assert!(msg(&NET.replace("\"TCP_STREAM\"", "\"UDP_STREAM\""))
+            .contains("unknown variant `UDP_STREAM`, expected `TCP_STREAM` or `TCP_RR`"));
     }
 
     #[test]
