@@ -3,8 +3,10 @@
 //! platform's `[platform.X.netstack]` table and every cache line the stack touches is
 //! priced by `sim::memsys` where it really is. `stream` runs netperf TCP_STREAM between
 //! two hosts' NICs over an Ethernet wire (`multicore`: one per core, all cores), `rr`
-//! netperf TCP_RR, `pktgen` the in-kernel packet generator.
+//! netperf TCP_RR, `pktgen` the in-kernel packet generator, `memcached` a memcached
+//! server under memslap clients.
 
+pub mod memcached;
 pub mod multicore;
 pub mod pktgen;
 pub mod rr;
