@@ -63,7 +63,7 @@ fn an_unimplemented_experiment_by_id_is_an_error() {
     let (code, _, err) = nudma(&["reproduce", "rdma.latency"]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("experiment `rdma.latency` is in the catalog but not implemented yet (implemented: ioctopus.nvme_upi, ioctopus.pktgen_1core, ioctopus.tcp_multicore, ioctopus.tcp_rr, ioctopus.tcp_rx_1core, ioctopus.tcp_tx_1core, smartio.failover, smartio.gpu_dma, smartio.limits,"),
+        err.contains("experiment `rdma.latency` is in the catalog but not implemented yet (implemented: ioctopus.memcached, ioctopus.nvme_upi, ioctopus.pktgen_1core, ioctopus.tcp_multicore, ioctopus.tcp_rr, ioctopus.tcp_rx_1core, ioctopus.tcp_tx_1core, smartio.failover, smartio.gpu_dma, smartio.limits,"),
         "{err}"
     );
 }

@@ -327,7 +327,7 @@ pub fn run_with(
         }
         s.handle(t, c as usize, ev);
     }
-    if let Some(b) = bg.as_deref_mut() {
+    if let Some(b) = bg {
         b.advance(&mut s.server.mem, end);
     }
     let w = spec.window.as_secs_f64();

@@ -4,6 +4,12 @@
 //! steering mode (`standard` or `octonic`) and, for a standard NIC, the PF whose netdev
 //! the workload uses; the workload runs on one core of socket 0 with its memory on node 0.
 
+mod colocation;
+mod memcached;
+
+pub use colocation::colocation;
+pub use memcached::memcached;
+
 use std::collections::BTreeMap;
 
 use devices::nic::{FiveTuple, Steering, SteeringMode};
