@@ -9,7 +9,8 @@
 //! fabric it programs (`Hosts::with`). Every change goes through the fabric's mutators,
 //! which bump its routing epoch, so timed routes that depended on it are dropped.
 //! `net` is the host network stack on a CPU core, run on `sim`'s engine with
-//! `devices::nic` and `sim::memsys` (packet-granular, for the IOctopus study).
+//! `devices::nic` and `sim::memsys` (packet-granular, for the IOctopus study); `victim` a
+//! memory-bound PageRank-like workload priced on the same memory system.
 //! Mapping needs no time; no experiments here.
 
 pub mod alloc;
@@ -21,6 +22,7 @@ pub mod net;
 pub mod ntb;
 pub mod placement;
 pub mod remote;
+pub mod victim;
 
 pub use dma::{
     Coherent, DmaAddr, DmaDirection, DmaMapping, Hosts, MappingId, NumaNode, PhysAddr, SgMapping,

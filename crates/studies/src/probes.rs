@@ -172,6 +172,16 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::qpi::qpi_congestion,
     },
     Probe {
+        name: "memcached",
+        fields: &["kops", "mem_bw_gbps"],
+        run: ioctopus::memcached,
+    },
+    Probe {
+        name: "colocation",
+        fields: &["pagerank_slowdown", "io_throughput_gbps"],
+        run: ioctopus::colocation,
+    },
+    Probe {
         name: "pktgen",
         fields: &["mpps", "throughput_gbps", "mem_bw_gbps"],
         run: ioctopus::pktgen,

@@ -4,8 +4,10 @@
 //! priced by `sim::memsys` where it really is. `stream` runs netperf TCP_STREAM between
 //! two hosts' NICs over an Ethernet wire (`multicore`: one per core, all cores), `rr`
 //! netperf TCP_RR, `pktgen` the in-kernel packet generator, `migration` a stream whose
-//! receiving thread the scheduler moves to another socket.
+//! receiving thread the scheduler moves to another socket, `memcached` a memcached
+//! server under memslap clients.
 
+pub mod memcached;
 pub mod migration;
 pub mod multicore;
 pub mod pktgen;

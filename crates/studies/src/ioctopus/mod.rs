@@ -7,6 +7,11 @@
 pub mod ioctosg;
 pub mod migration;
 pub mod setup;
+mod colocation;
+mod memcached;
+
+pub use colocation::colocation;
+pub use memcached::memcached;
 
 use std::collections::BTreeMap;
 
@@ -60,6 +65,11 @@ fn server_pf(cx: &ProbeCx, server: &str, nic: &str) -> Result<(NetHost, usize), 
     let topo = &cx.tf.fabric.topo;
     setup::server(topo, server, nic, choice, WORKLOAD_SOCKET, WORKLOAD_SOCKET)
         .map_err(|e| cx.error(e))
+}
+
+/// The bulk-transfer client of a config (`setup::stream_client`).
+fn client(cx: &ProbeCx, name: &str, nic: &str) -> Result<NetHost, RunError> {
+    setup::stream_client(&cx.tf.fabric.topo, name, nic).map_err(|e| cx.error(e))
 }
 
 /// netperf TCP_STREAM, `direction` rx (the server receives) or tx, `msg_bytes` swept.
