@@ -96,14 +96,9 @@ impl RxQueue {
         let slot = self.slot % RING;
         self.slot += 1;
         let pf = &mut h.nic.pfs[h.pf];
-        let data = pf.dma_write(
-            at,
-            &mut h.mem,
-            h.node,
-            ns + buf::RX_DATA + (slot << 6),
-            bytes,
-        );
-        let cqe = pf.dma_write(data, &mut h.mem, h.node, ns + buf::RX_CQE + slot, CQE_BYTES);
+        // The completion entry follows the frame's TLPs on the link (posted writes in order).
+        let (data, entry) = (ns + buf::RX_DATA + (slot << 6), ns + buf::RX_CQE + slot);
+        let cqe = pf.dma_write_then(at, &mut h.mem, h.node, data, bytes, entry, CQE_BYTES);
         self.last_visible = self.last_visible.max(cqe);
         (self.last_visible, slot)
     }
