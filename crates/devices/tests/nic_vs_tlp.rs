@@ -101,3 +101,38 @@ fn packet_dma_pricing_agrees_with_the_timed_routes() {
         }
     }
 }
+
+#[test]
+fn frames_and_their_completion_entries_keep_a_backlogged_link_busy() {
+    let tf = tf();
+    let server = tf.fabric.topo.host_by_name("server").unwrap();
+    let dev = tf.fabric.topo.device_by_name(server, "nic").unwrap();
+    let mut nic = Nic::from_topology(&tf.fabric.topo, dev).unwrap();
+    let mut ms = memsys(&tf);
+    let pf = &mut nic.pfs[0];
+    let node = pf.socket;
+    // 2,000 frames of 1,514 B, all waiting at t = 0, each followed by its 64 B entry.
+    let mut last = Time::ZERO;
+    for k in 0..2000u64 {
+        let frame_alone = {
+            let mut p = pf.clone();
+            let mut m = ms.clone();
+            p.dma_write(Time::ZERO, &mut m, node, k, 1514)
+        };
+        let cqe = pf.dma_write_then(Time::ZERO, &mut ms, node, k, 1514, 1 << 40 | k, 64);
+        assert!(
+            cqe >= frame_alone,
+            "an entry is never visible before its frame"
+        );
+        last = last.max(cqe);
+    }
+    // Busy from the first TLP to the last: the link's bytes at its rate, plus one trip.
+    // (`link_data_gbps` is in GB/s: bytes per ns.)
+    let busy_ps = pf.up.bytes as f64 / sim::pcie::link_data_gbps(3, 8) * 1000.0;
+    let trip = pf.link_latency + ms.params().llc_latency;
+    let expect = busy_ps + trip.as_ps() as f64;
+    assert!(
+        within(last.as_ps() as f64, expect, 0.01),
+        "last entry visible at {last:?}, a busy link gives {expect} ps"
+    );
+}

@@ -8,6 +8,7 @@
 //! ```toml
 //! [sweep]
 //! clients = [1, 8, 16, 30, 31, 32]   # plain integers; `bytes` takes sizes or { from, to }
+//! direction = ["rx", "tx"]           # or words (all of one sweep the same kind)
 //!
 //! [[metric]]
 //! name = "total_kiops"
@@ -22,12 +23,13 @@
 //! Each probe runs once per (config, sweep point, probe, resolved arguments, metric
 //! hardware); every metric naming that run takes its field from it. Values may be numbers,
 //! strings, booleans or null. Swept parameters appear in each row's `params` under their
-//! names, as numbers; several are swept as their product.
+//! names, as numbers or as the words written; several are swept as their product. A
+//! probe reads a swept word through an argument (`direction = "{direction}"`); its
+//! `swept()` sees the numeric ones.
 
 use std::collections::BTreeMap;
 
 use fabric::scenario::Source;
-use fabric::units::Size;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use toml::Spanned;
@@ -148,8 +150,9 @@ struct Metric {
 #[serde(deny_unknown_fields)]
 struct Published {
     config: Option<String>,
+    /// Integers, sizes (for size parameters) or words, as the sweep writes them.
     #[serde(default)]
-    params: BTreeMap<String, Size>,
+    params: BTreeMap<String, toml::Value>,
     metric: String,
     value: f64,
     /// The high end of a published range.
@@ -168,7 +171,7 @@ pub struct Experiment {
     pub references: Vec<Reference>,
     /// Swept parameters in name order, each with its values; the points are their
     /// product (the first name varies slowest).
-    sweep: Vec<(String, Vec<u64>)>,
+    sweep: Vec<(String, Vec<SweepValue>)>,
     configs: Vec<ConfigSpec>,
     metrics: Vec<MetricSpec>,
 }
@@ -192,8 +195,33 @@ struct MetricSpec {
     set: Vec<(String, toml::Value)>,
 }
 
+/// One value of a swept parameter: an integer (a count; a size in bytes) or a word (a
+/// direction, a mode). One parameter's values are all of one kind.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SweepValue {
+    Int(u64),
+    Word(String),
+}
+
+impl SweepValue {
+    fn json(&self) -> Value {
+        match self {
+            SweepValue::Int(n) => json!(n),
+            SweepValue::Word(w) => json!(w),
+        }
+    }
+
+    /// As substituted for `{name}` in an argument.
+    fn text(&self) -> String {
+        match self {
+            SweepValue::Int(n) => n.to_string(),
+            SweepValue::Word(w) => w.clone(),
+        }
+    }
+}
+
 /// One sweep point: a value per swept parameter.
-type SweepPoint = Vec<(String, u64)>;
+type SweepPoint = Vec<(String, SweepValue)>;
 
 /// What identifies one probe run within a config: the probe, the metric's hardware, the
 /// resolved arguments and the sweep point (none for `once` metrics).
@@ -253,10 +281,18 @@ fn placeholders(s: &str) -> Vec<&str> {
 
 /// The values of one swept parameter (`sweep.NAME`): a list, or powers of two
 /// `{ from, to }`. `bytes` and `*_bytes` take sizes (`"4 KiB"`, integers of bytes); any
-/// other name plain non-negative integers. Errors are located at the value, with its key.
-fn sweep_values(src: &Source, name: &str, raw: &Spanned<SweepRaw>) -> Result<Vec<u64>, RunError> {
+/// other name a list of plain non-negative integers or a list of words, not both. Errors
+/// are located at the value, with its key.
+fn sweep_values(
+    src: &Source,
+    name: &str,
+    raw: &Spanned<SweepRaw>,
+) -> Result<Vec<SweepValue>, RunError> {
     let sizes = is_size_param(name);
-    let one = |x: &Spanned<toml::Value>, key: String| -> Result<u64, RunError> {
+    let located = |x: &Spanned<toml::Value>, key: &str, m: String| {
+        RunError(format!("{}: {m} (key `{key}`)", place(src, x.span())))
+    };
+    let int = |x: &Spanned<toml::Value>, key: String| -> Result<u64, RunError> {
         let r = match x.get_ref() {
             toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
             toml::Value::Integer(i) => Err(format!("{i} is negative")),
@@ -269,22 +305,62 @@ fn sweep_values(src: &Source, name: &str, raw: &Spanned<SweepRaw>) -> Result<Vec
                 if sizes { "a size" } else { "a plain integer" }
             )),
         };
-        r.map_err(|m| RunError(format!("{}: {m} (key `{key}`)", place(src, x.span()))))
+        r.map_err(|m| located(x, &key, m))
     };
     match raw.get_ref() {
         SweepRaw::List(list) if list.is_empty() => Err(RunError(format!(
             "{}: sweep `{name}` has no values (key `sweep.{name}`)",
             place(src, raw.span())
         ))),
-        SweepRaw::List(list) => list
-            .iter()
-            .enumerate()
-            .map(|(i, x)| one(x, format!("sweep.{name}[{i}]")))
-            .collect(),
+        // Words: the first value (of a parameter that is not a size) is a string.
+        SweepRaw::List(list) if !sizes && matches!(list[0].get_ref(), toml::Value::String(_)) => {
+            let first = list[0].get_ref();
+            list.iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    let key = format!("sweep.{name}[{i}]");
+                    match x.get_ref() {
+                        toml::Value::String(w) if w.trim().is_empty() => {
+                            Err(located(x, &key, "an empty word".into()))
+                        }
+                        toml::Value::String(w) => Ok(SweepValue::Word(w.clone())),
+                        other => Err(located(
+                            x,
+                            &key,
+                            format!(
+                                "{other} is not a word, but sweep `{name}` starts with the word {first}: one sweep is all integers or all words"
+                            ),
+                        )),
+                    }
+                })
+                .collect()
+        }
+        SweepRaw::List(list) => {
+            let first = list[0].get_ref();
+            list.iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    let key = format!("sweep.{name}[{i}]");
+                    match x.get_ref() {
+                        toml::Value::String(s) if !sizes && i > 0 => Err(located(
+                            x,
+                            &key,
+                            format!(
+                                "\"{s}\" is a word, but sweep `{name}` starts with the integer {first}: one sweep is all integers or all words (sizes are for `bytes` and `*_bytes`)"
+                            ),
+                        )),
+                        _ => int(x, key).map(SweepValue::Int),
+                    }
+                })
+                .collect()
+        }
         SweepRaw::Powers(p) => Ok(powers(
-            one(&p.from, format!("sweep.{name}.from"))?,
-            one(&p.to, format!("sweep.{name}.to"))?,
-        )),
+            int(&p.from, format!("sweep.{name}.from"))?,
+            int(&p.to, format!("sweep.{name}.to"))?,
+        )
+        .into_iter()
+        .map(SweepValue::Int)
+        .collect()),
     }
 }
 
@@ -477,14 +553,30 @@ impl Experiment {
                     )))
                 }
             };
+            let mut params = Vec::new();
+            for (k, v) in p.params {
+                let value = match &v {
+                    toml::Value::Integer(i) if *i >= 0 => json!(i),
+                    toml::Value::String(s) if is_size_param(&k) => {
+                        json!(fabric::units::parse_size(s).map_err(|e| bad(format!(
+                            "published {}: params.{k}: {e}",
+                            p.metric
+                        )))?)
+                    }
+                    toml::Value::String(s) => json!(s),
+                    other => {
+                        return Err(bad(format!(
+                            "published {}: params.{k}: {other} is neither a non-negative integer nor a word",
+                            p.metric
+                        )))
+                    }
+                };
+                params.push((leak(k), value));
+            }
             references.push(Reference {
                 experiment: id,
                 config: p.config.map(leak),
-                params: p
-                    .params
-                    .into_iter()
-                    .map(|(k, v)| (leak(k), json!(v.0)))
-                    .collect(),
+                params,
                 metric: leak(p.metric),
                 value: p.value,
                 value_high: p.high.unwrap_or(p.value),
@@ -509,9 +601,9 @@ impl Experiment {
             pts = pts
                 .into_iter()
                 .flat_map(|p| {
-                    vs.iter().map(move |&v| {
+                    vs.iter().map(move |v| {
                         let mut q = p.clone();
-                        q.push((k.clone(), v));
+                        q.push((k.clone(), v.clone()));
                         q
                     })
                 })
@@ -567,7 +659,7 @@ impl Experiment {
                 }
                 let mut params = Map::new();
                 for (k, v) in point {
-                    params.insert(k.clone(), json!(v));
+                    params.insert(k.clone(), v.json());
                 }
                 params.extend(overrides::params_of(&user));
                 out.push(Run {
@@ -588,7 +680,7 @@ impl Experiment {
         c: &ConfigSpec,
         m: &MetricSpec,
         args: &BTreeMap<String, String>,
-        point: &[(String, u64)],
+        point: &[(String, SweepValue)],
         user: &Point,
     ) -> Result<Outcome, RunError> {
         let what = format!(
@@ -608,7 +700,15 @@ impl Experiment {
         let src = crate::run::source(scenario)?;
         let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
         let mut tf = harness::timed(scenario, &src.name)?;
-        let mut cx = ProbeCx::new(&mut tf, args, point, what.clone());
+        // Probes see the numeric values of the point; words reach them as arguments.
+        let numbers: Vec<(String, u64)> = point
+            .iter()
+            .filter_map(|(k, v)| match v {
+                SweepValue::Int(n) => Some((k.clone(), *n)),
+                SweepValue::Word(_) => None,
+            })
+            .collect();
+        let mut cx = ProbeCx::new(&mut tf, args, &numbers, what.clone());
         let fields = (m.probe.run)(&mut cx).map_err(|e| {
             if e.0.starts_with(&what) {
                 e
@@ -626,7 +726,7 @@ impl Experiment {
 fn resolve_args(
     c: &ConfigSpec,
     m: &MetricSpec,
-    point: &[(String, u64)],
+    point: &[(String, SweepValue)],
 ) -> BTreeMap<String, String> {
     m.args
         .iter()
@@ -636,7 +736,7 @@ fn resolve_args(
                 s = s.replace(&format!("{{{var}}}"), val);
             }
             for (var, val) in point {
-                s = s.replace(&format!("{{{var}}}"), &val.to_string());
+                s = s.replace(&format!("{{{var}}}"), &val.text());
             }
             (k.clone(), s)
         })
@@ -862,7 +962,7 @@ once = true
             e.starts_with(&format!("x.toml:{}:", line_of(&t, "clients ="))),
             "{e}"
         );
-        assert!(e.ends_with("\"4 KiB\" is not a plain integer (sizes are for `bytes` and `*_bytes`) (key `sweep.clients[1]`)"), "{e}");
+        assert!(e.ends_with("\"4 KiB\" is a word, but sweep `clients` starts with the integer 1: one sweep is all integers or all words (sizes are for `bytes` and `*_bytes`) (key `sweep.clients[1]`)"), "{e}");
         assert!(err(&file("[sweep]\nhosts = [-2]", TWO))
             .ends_with("-2 is negative (key `sweep.hosts[0]`)"));
         // An unknown probe, located and listing the known ones.
@@ -891,6 +991,80 @@ once = true
         assert!(err(&t).contains(
             "a `once` metric is measured once per config and cannot use the swept `{clients}`"
         ));
+    }
+
+    #[test]
+    fn word_sweeps_reach_arguments_and_stay_words_in_results() {
+        let e = parse(&file(
+            "[sweep]\ndirection = [\"rx\", \"tx\"]\nclients = [2]",
+            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"b\"\nargs = { tag = \"{who}-{direction}\" }\n\n[[metric]]\nname = \"n\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
+        ))
+        .unwrap();
+        let runs = e.run(&[]).unwrap();
+        assert_eq!(runs.len(), 2);
+        for (r, d) in runs.iter().zip(["rx", "tx"]) {
+            assert_eq!(r.params["direction"], json!(d));
+            assert_eq!(r.metrics["m"], json!(format!("a-{d}")));
+            // The probe's `swept` sees the numeric parameters only.
+            assert_eq!(r.metrics["n"], json!(2));
+        }
+        let j = crate::report::results_json(&runs, &[]);
+        assert_eq!(
+            j["results"][1]["params"],
+            json!({ "clients": 2, "direction": "tx" })
+        );
+        // Report tables print the word bare.
+        assert_eq!(
+            crate::report::render_params(&runs[1].params),
+            "clients=2 direction=tx"
+        );
+    }
+
+    #[test]
+    fn mixed_sweeps_are_refused_at_the_odd_value() {
+        let t = file("[sweep]\ndirection = [\"rx\", 3]", TWO);
+        let e = err(&t);
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&t, "direction ="))),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("3 is not a word, but sweep `direction` starts with the word \"rx\": one sweep is all integers or all words (key `sweep.direction[1]`)"),
+            "{e}"
+        );
+        assert!(err(&file("[sweep]\ndirection = [\"rx\", \" \"]", TWO))
+            .ends_with("an empty word (key `sweep.direction[1]`)"));
+        // Powers of two are integers only.
+        assert!(
+            err(&file("[sweep]\nclients = { from = \"rx\", to = 4 }", TWO)).ends_with(
+                "\"rx\" is not a plain integer (sizes are for `bytes` and `*_bytes`) (key `sweep.clients.from`)"
+            )
+        );
+    }
+
+    #[test]
+    fn published_points_name_words_and_sizes() {
+        let base = file(
+            "[sweep]\ndirection = [\"rx\", \"tx\"]",
+            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
+        );
+        let e = parse(&format!(
+            "{base}\n[[published]]\nparams = {{ direction = \"tx\", bytes = \"4 KiB\" }}\nmetric = \"m\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            e.references[0].params,
+            [("bytes", json!(4096)), ("direction", json!("tx"))]
+        );
+        let e = err(&format!(
+            "{base}\n[[published]]\nparams = {{ direction = 1.5 }}\nmetric = \"m\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
+        ));
+        assert!(
+            e.ends_with(
+                "published m: params.direction: 1.5 is neither a non-negative integer nor a word"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

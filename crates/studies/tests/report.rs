@@ -406,6 +406,66 @@ fn plots_one_svg_per_experiment_with_an_x_param() {
 }
 
 #[test]
+fn a_word_parameter_is_a_category_axis_in_plots_and_bare_in_tables() {
+    // ioctopus.tcp_multicore's shape: configs × direction ∈ {rx, tx}.
+    let mut runs = Vec::new();
+    for (config, rx) in [("local", 90.0), ("remote", 80.0)] {
+        for (d, gbps) in [("rx", rx), ("tx", 93.9)] {
+            runs.push(run(
+                "ioctopus.tcp_multicore",
+                config,
+                &[("direction", json!(d))],
+                &[("throughput_gbps", json!(gbps))],
+            ));
+        }
+    }
+    let mut i = info(
+        "ioctopus.tcp_multicore",
+        Some("direction"),
+        vec!["throughput_gbps"],
+    );
+    i.x_log2 = false;
+    let svg = plot::render_svg(&i, &runs, &[]).unwrap().unwrap();
+    assert_well_formed(&svg);
+    let els = svg_elements(&svg);
+    let tick = |w: &str| {
+        els.iter()
+            .filter(|e| e.tag == "text" && e.text == w)
+            .count()
+    };
+    assert_eq!((tick("rx"), tick("tx")), (1, 1), "one tick label per word");
+    // Both series join rx and tx at the two category positions.
+    let segments: Vec<Vec<(i64, i64)>> = els
+        .iter()
+        .filter(|e| e.tag == "polyline" && e.points().len() == 2)
+        .map(El::points)
+        .collect();
+    // The x axis' tick marks are short vertical segments below the plot area.
+    let ticks: Vec<i64> = segments
+        .iter()
+        .filter(|p| p[0].0 == p[1].0 && (p[1].1 - p[0].1).abs() <= 8)
+        .map(|p| p[0].0)
+        .collect();
+    let lines: Vec<&Vec<(i64, i64)>> = segments
+        .iter()
+        .filter(|p| p[0].0 != p[1].0 && ticks.contains(&p[0].0) && ticks.contains(&p[1].0))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0][0].0, lines[1][0].0);
+    assert_eq!(lines[0][1].0, lines[1][1].0);
+    assert!(lines[0][0].0 < lines[0][1].0, "rx left of tx");
+    let text = table(&runs, &[], &[i]);
+    assert!(
+        line_with(&text, "throughput_gbps").contains("direction=rx"),
+        "{text}"
+    );
+    assert_eq!(
+        results_json(&runs, &[])["results"][3]["params"]["direction"],
+        json!("tx")
+    );
+}
+
+#[test]
 fn report_files_contain_every_experiment_and_are_deterministic() {
     let (mut runs, refs, mut infos) = sweep();
     runs.push(run(

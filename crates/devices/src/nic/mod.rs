@@ -97,6 +97,39 @@ impl Pf {
         ms.device_write(on_link + self.link_latency, self.socket, node, buf, bytes)
     }
 
+    /// A posted DMA write of `bytes` into `buf` followed by one of `next_bytes` into
+    /// `next` (a frame, then its completion entry), both on `node`, from `at`. Posted
+    /// writes keep their order on the link and in the root, so the NIC sends the second
+    /// right behind the first's TLPs instead of waiting for the first to land (waiting
+    /// would leave the link idle for a round trip per frame). When the second is visible,
+    /// never before the first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dma_write_then(
+        &mut self,
+        at: Time,
+        ms: &mut MemSys,
+        node: u32,
+        buf: u64,
+        bytes: u64,
+        next: u64,
+        next_bytes: u64,
+    ) -> Time {
+        let first = self.up.reserve(at, tlp_wire_bytes(bytes, self.mps, false));
+        let first_visible =
+            ms.device_write(first + self.link_latency, self.socket, node, buf, bytes);
+        let second = self
+            .up
+            .reserve(first, tlp_wire_bytes(next_bytes, self.mps, false));
+        ms.device_write(
+            second + self.link_latency,
+            self.socket,
+            node,
+            next,
+            next_bytes,
+        )
+        .max(first_visible)
+    }
+
     /// A DMA read of `bytes` of `buf` on `node` from `at` (requests of at most 4 KiB):
     /// when the last completion byte is in the device.
     pub fn dma_read(&mut self, at: Time, ms: &mut MemSys, node: u32, buf: u64, bytes: u64) -> Time {

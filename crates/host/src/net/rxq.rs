@@ -85,14 +85,11 @@ impl RxQueue {
         let slot = ring as u64 * RING + r.slot % RING;
         r.slot += 1;
         let pf = &mut h.nic.pfs[pf];
-        let data = pf.dma_write(
-            at,
-            &mut h.mem,
-            r.node,
-            ns + buf::RX_DATA + (slot << 6),
-            bytes,
-        );
-        let cqe = pf.dma_write(data, &mut h.mem, r.node, ns + buf::RX_CQE + slot, CQE_BYTES);
+        // The completion entry follows the frame's TLPs on the link (posted writes stay
+        // in order), so it is never visible before its frame and the link never idles
+        // for the frame's trip into memory.
+        let (data, entry) = (ns + buf::RX_DATA + (slot << 6), ns + buf::RX_CQE + slot);
+        let cqe = pf.dma_write_then(at, &mut h.mem, r.node, data, bytes, entry, CQE_BYTES);
         r.last_visible = r.last_visible.max(cqe);
         (r.last_visible, slot)
     }
