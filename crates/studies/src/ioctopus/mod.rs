@@ -4,11 +4,11 @@
 //! steering mode (`standard` or `octonic`) and, for a standard NIC, the PF whose netdev
 //! the workload uses; the workload runs on one core of socket 0 with its memory on node 0.
 
+mod colocation;
 pub mod ioctosg;
+mod memcached;
 pub mod migration;
 pub mod setup;
-mod colocation;
-mod memcached;
 
 pub use colocation::colocation;
 pub use memcached::memcached;
@@ -46,17 +46,24 @@ const PKTGEN_WINDOW: Time = Time::from_us(5000);
 
 /// The NIC netdev a config names: `mode` and `netdev_pf`.
 fn nic_choice(cx: &ProbeCx) -> Result<NicChoice, RunError> {
-    let octonic = cx.choice("mode", "octonic", "standard")?;
+    let mode = steering_mode(cx)?;
     let netdev_pf: usize = cx
         .arg("netdev_pf")?
         .parse()
         .map_err(|_| cx.error("netdev_pf must be a PF index (0, 1, …)"))?;
-    let mode = if octonic {
-        SteeringMode::OctoNic
-    } else {
-        SteeringMode::Standard
-    };
     Ok(NicChoice { mode, netdev_pf })
+}
+
+/// The NIC's steering mode a config names: `standard`, `octonic` or `linux_multipf`.
+fn steering_mode(cx: &ProbeCx) -> Result<SteeringMode, RunError> {
+    match cx.arg("mode")?.as_str() {
+        "standard" => Ok(SteeringMode::Standard),
+        "octonic" => Ok(SteeringMode::OctoNic),
+        "linux_multipf" => Ok(SteeringMode::LinuxMultiPf),
+        other => Err(cx.error(format!(
+            "mode = `{other}`: use \"standard\", \"octonic\" or \"linux_multipf\""
+        ))),
+    }
 }
 
 /// The server side of a config: which PF its workload's queue is on.
@@ -149,7 +156,7 @@ pub fn tcp_multicore(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     let rx = cx.choice("direction", "rx", "tx")?;
     let nic = cx.arg("nic")?;
     let placement = cx.arg("placement")?;
-    let octonic = cx.choice("mode", "octonic", "standard")?;
+    let mode = steering_mode(cx)?;
     let topo = &cx.tf.fabric.topo;
     let sname = cx.arg("server")?;
     let host = topo
@@ -162,11 +169,6 @@ pub fn tcp_multicore(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         "local" => true,
         "remote" => false,
         other => return Err(cx.error(format!("placement `{other}`: expected `local` or `remote`"))),
-    };
-    let mode = if octonic {
-        SteeringMode::OctoNic
-    } else {
-        SteeringMode::Standard
     };
     // The standard NIC's netdev a core uses: its socket's PF (local) or the other's.
     let netdev = |socket: u32| -> usize {

@@ -61,8 +61,8 @@ pub fn qpi_congestion(cx: &mut ProbeCx) -> Result<Fields, RunError> {
 
     // TCP receive, as ioctopus.tcp_rx_1core.
     let (mut server, pf) = loaded_server(cx, pairs, mem_node)?;
-    let mut cl = stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic)
-        .map_err(|e| cx.error(e))?;
+    let mut cl =
+        stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic).map_err(|e| cx.error(e))?;
     let spec = stream::StreamSpec {
         msg_bytes: msg,
         mtu: 1500,
@@ -76,8 +76,8 @@ pub fn qpi_congestion(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     // The UDP ping-pong on fresh hosts with the same streams; coalescing off
     // (REFERENCE.md §1: off for latency tests).
     let (mut server, _) = loaded_server(cx, pairs, mem_node)?;
-    let mut cl = stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic)
-        .map_err(|e| cx.error(e))?;
+    let mut cl =
+        stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic).map_err(|e| cx.error(e))?;
     for h in [&mut server, &mut cl] {
         h.nic.params.coalesce = sim::Time::ZERO;
         h.nic.params.coalesce_frames = 1;

@@ -62,6 +62,7 @@ fn choice(mode: NicMode, netdev_pf: usize) -> NicChoice {
         mode: match mode {
             NicMode::Standard => SteeringMode::Standard,
             NicMode::Octonic => SteeringMode::OctoNic,
+            NicMode::LinuxMultiPf => SteeringMode::LinuxMultiPf,
         },
         netdev_pf,
     }

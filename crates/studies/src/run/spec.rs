@@ -129,6 +129,10 @@ pub enum NetTest {
 pub enum NicMode {
     Standard,
     Octonic,
+    /// Linux's multi-PF netdev (mlx5 socket direct): one netdev, channels spread over the
+    /// PFs, XPS and ARFS to the PF local to the thread.
+    #[serde(rename = "linux_multipf")]
+    LinuxMultiPf,
 }
 
 /// Which side of a TCP_STREAM the server is.
