@@ -23,12 +23,14 @@ const WARMUP: Time = Time::from_us(40000);
 const WINDOW: Time = Time::from_us(40000);
 const SEED: u64 = 11;
 
-/// memcached under memslap, `set_pct` (percent of SETs) swept.
+/// memcached under memslap, `set_ratio` (the fraction of requests that are SETs, 0 … 1).
 pub fn memcached(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let pct = cx.need_swept("set_pct")?;
-    if pct > 100 {
-        return Err(cx.error(format!("set_pct {pct} must be in 0..=100")));
-    }
+    let word = cx.arg("set_ratio")?;
+    let set_ratio: f64 = word
+        .parse()
+        .ok()
+        .filter(|r: &f64| (0.0..=1.0).contains(r))
+        .ok_or_else(|| cx.error(format!("set_ratio `{word}` must be a number in 0 … 1")))?;
     let nic = cx.arg("nic")?;
     let (mut server, pf) = server_pf(cx, &cx.arg("server")?, &nic)?;
     let mut client = client(cx, &cx.arg("client")?, &nic)?;
@@ -38,7 +40,7 @@ pub fn memcached(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         MemcachedSpec {
             key_bytes: KEY_BYTES,
             value_bytes: VALUE_BYTES,
-            set_ratio: pct as f64 / 100.0,
+            set_ratio,
             clients: CLIENTS,
             keys: memcached::MEMSLAP_KEYS,
             mtu: 1500,
