@@ -53,26 +53,32 @@ fn after(m: &Migrated) -> f64 {
 }
 
 #[test]
-fn with_the_octonic_rx_moves_to_the_pf_local_to_the_new_core_at_the_local_rate() {
-    let m = migrate(SteeringMode::OctoNic);
-    let r = &m.result;
-    let settled = sample(MOVE_AT) + 2;
-    // Before the move everything enters PF 0; once the worker's rule is in, PF 1.
-    assert!(r.pf_rx_bytes[1][..sample(MOVE_AT)].iter().all(|&b| b == 0));
-    assert!(
-        r.pf_rx_bytes[0][settled..].iter().all(|&b| b == 0),
-        "{:?}",
-        r.pf_rx_bytes[0]
-    );
-    assert!(r.pf_rx_bytes[1][settled..].iter().all(|&b| b > 0));
-    let local = steady(1, 1);
-    let a = after(&m);
-    assert!((a / local - 1.0).abs() < 0.02, "after {a} vs local {local}");
-    assert_eq!((r.reordered, r.lost), (0, 0));
-    assert_eq!(r.stream.out_of_order, 0);
-    // The flow's ACKs follow the thread to PF 1, switching once.
-    assert_eq!(m.driver.tx_switches, 1);
-    assert!(m.driver.tx_per_pf[1] > 0);
+fn with_the_octonic_or_linux_multipf_rx_moves_to_the_pf_local_to_the_new_core_at_the_local_rate() {
+    // Linux's multi-PF netdev retargets the primary PF's ARFS rule to a channel of PF 1.
+    for mode in [SteeringMode::OctoNic, SteeringMode::LinuxMultiPf] {
+        let m = migrate(mode);
+        let r = &m.result;
+        let settled = sample(MOVE_AT) + 2;
+        // Before the move everything enters PF 0; once the worker's rule is in, PF 1.
+        assert!(r.pf_rx_bytes[1][..sample(MOVE_AT)].iter().all(|&b| b == 0));
+        assert!(
+            r.pf_rx_bytes[0][settled..].iter().all(|&b| b == 0),
+            "{:?}",
+            r.pf_rx_bytes[0]
+        );
+        assert!(r.pf_rx_bytes[1][settled..].iter().all(|&b| b > 0));
+        let local = steady(1, 1);
+        let a = after(&m);
+        assert!(
+            (a / local - 1.0).abs() < 0.02,
+            "{mode:?}: after {a} vs local {local}"
+        );
+        assert_eq!((r.reordered, r.lost), (0, 0));
+        assert_eq!(r.stream.out_of_order, 0);
+        // The flow's ACKs follow the thread to PF 1, switching once.
+        assert_eq!(m.driver.tx_switches, 1);
+        assert!(m.driver.tx_per_pf[1] > 0);
+    }
 }
 
 #[test]
@@ -102,7 +108,11 @@ fn the_rule_changes_once_per_migration_and_the_stale_one_expires_after_the_idle_
     let t = topo();
     let server = t.host_by_name("server").unwrap();
     let timing = TeamTiming::of(t.platform_of(server).netstack.as_ref().unwrap());
-    for mode in [SteeringMode::OctoNic, SteeringMode::Standard] {
+    for mode in [
+        SteeringMode::OctoNic,
+        SteeringMode::Standard,
+        SteeringMode::LinuxMultiPf,
+    ] {
         let m = migrate(mode);
         assert_eq!(m.result.callbacks, 1, "{mode:?}");
         assert_eq!(m.driver.rule_updates, 1, "{mode:?}");
@@ -117,8 +127,9 @@ fn the_rule_changes_once_per_migration_and_the_stale_one_expires_after_the_idle_
                 assert!(at >= lo && at < lo + Time::from_us(1000), "{at:?}");
                 assert_eq!(m.driver.rules(), vec![Rule::Mpfs, Rule::Arfs(1)]);
             }
-            SteeringMode::Standard => {
-                // The one rule is retargeted in place and stays hit.
+            SteeringMode::Standard | SteeringMode::LinuxMultiPf => {
+                // The one rule (in the netdev's or the primary PF's table) is retargeted in
+                // place and stays hit.
                 assert!(m.driver.expired.is_empty());
                 assert_eq!(m.driver.rules(), vec![Rule::Arfs(0)]);
             }

@@ -104,7 +104,7 @@ pub fn mean_gbps(r: &MigrationResult, (from, to): (Time, Time)) -> f64 {
 
 /// The `tcp_migration` probe.
 pub fn tcp_migration(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let octonic = cx.choice("mode", "octonic", "standard")?;
+    let mode = super::steering_mode(cx)?;
     let nic = cx.arg("nic")?;
     let netdev_pf: usize = cx
         .arg("netdev_pf")?
@@ -119,11 +119,6 @@ pub fn tcp_migration(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         NetHost::new(topo, host, &nic, netdev_pf, FROM.node, FROM.node).map_err(|e| cx.error(e))?;
     let mut client =
         setup::stream_client(topo, &cx.arg("client")?, &nic).map_err(|e| cx.error(e))?;
-    let mode = if octonic {
-        SteeringMode::OctoNic
-    } else {
-        SteeringMode::Standard
-    };
     let m = run(&mut client, &mut server, mode).map_err(|e| cx.error(e))?;
     let r = &m.result;
     cx.set_counters(json!({

@@ -66,6 +66,16 @@ pub struct TeamDriver {
     pub tx_switches: u64,
 }
 
+/// The PF whose ARFS table holds a flow's rule when the flow lands on `pf`: that PF's
+/// own, except on Linux's multi-PF netdev, whose rules all live in the primary PF's table
+/// (one rule per flow, retargeted in place to another PF's channel).
+fn arfs_table(mode: SteeringMode, pf: usize) -> usize {
+    match mode {
+        SteeringMode::LinuxMultiPf => 0,
+        _ => pf,
+    }
+}
+
 impl TeamDriver {
     /// The driver of `flow` on a NIC of `steering.mode`, the flow consumed at first on
     /// a core of `socket` reading `queue`.
@@ -79,7 +89,7 @@ impl TeamDriver {
         timing: TeamTiming,
     ) -> TeamDriver {
         let pf = steer_flow(&mut steering, flow, socket, queue, netdev_pf, pf_sockets);
-        let mut last_hit = HashMap::from([(Rule::Arfs(pf), Time::ZERO)]);
+        let mut last_hit = HashMap::from([(Rule::Arfs(arfs_table(steering.mode, pf)), Time::ZERO)]);
         if steering.mode == SteeringMode::OctoNic {
             last_hit.insert(Rule::Mpfs, Time::ZERO);
         }
@@ -146,7 +156,8 @@ impl FlowDriver for TeamDriver {
                     &self.pf_sockets,
                 );
                 self.rule_updates += 1;
-                self.last_hit.insert(Rule::Arfs(pf), t);
+                self.last_hit
+                    .insert(Rule::Arfs(arfs_table(self.steering.mode, pf)), t);
                 if self.steering.mode == SteeringMode::OctoNic {
                     self.last_hit.insert(Rule::Mpfs, t);
                 }
@@ -179,8 +190,9 @@ impl FlowDriver for TeamDriver {
         if self.steering.mode == SteeringMode::OctoNic && self.last_hit.contains_key(&Rule::Mpfs) {
             self.last_hit.insert(Rule::Mpfs, t);
         }
-        if self.last_hit.contains_key(&Rule::Arfs(pf)) {
-            self.last_hit.insert(Rule::Arfs(pf), t);
+        let arfs = Rule::Arfs(arfs_table(self.steering.mode, pf));
+        if self.last_hit.contains_key(&arfs) {
+            self.last_hit.insert(arfs, t);
         }
         (pf, q)
     }
