@@ -150,7 +150,7 @@ fn network_workloads_name_missing_hardware_where_they_are_written() {
     );
     let err = run(&["workload.rr.nic_mode=octopus"]);
     assert!(
-        err.contains("unknown variant `octopus`, expected `standard` or `octonic` (key `workload.rr.nic_mode`)"),
+        err.contains("unknown variant `octopus`, expected one of `standard`, `octonic`, `linux_multipf` (key `workload.rr.nic_mode`)"),
         "{err}"
     );
 
