@@ -28,6 +28,7 @@
 //! it is busy (NAPI keeps polling).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use devices::nic::frame;
 use sim::memsys::LINE;
@@ -149,7 +150,9 @@ enum Op {
         key: u64,
         /// A SET of the key acknowledged before this GET was sent (None: one in flight).
         at_least: Option<u64>,
-        reply: Vec<u8>,
+        /// The item's bytes as sent: shared with the item (a later SET links a new one),
+        /// so a 512 KiB GET moves no bytes in the simulator itself.
+        reply: Arc<[u8]>,
     },
     Set {
         key: u64,
@@ -182,7 +185,7 @@ struct Inst {
     skb: u64,
     /// Transmit completions not yet reaped: visible, slot.
     tx_cqes: VecDeque<(Time, u64)>,
-    items: HashMap<u64, Vec<u8>>,
+    items: HashMap<u64, Arc<[u8]>>,
 }
 
 struct Sim<'a> {
@@ -418,7 +421,7 @@ impl Sim<'_> {
             self.conns[c].op = Some(Op::Get {
                 key,
                 at_least,
-                reply: Vec::new(),
+                reply: Arc::from([]),
             });
             let (visible, slot, _) = self.client_send(t, c, cmd);
             self.at(visible, c, Ev::GetReq(slot));
@@ -575,8 +578,8 @@ impl Sim<'_> {
         };
         let key = *key;
         *reply = match inst.items.get(&key) {
-            Some(v) => v.clone(),
-            None => value_bytes(key, 0, self.spec.value_bytes),
+            Some(v) => Arc::clone(v),
+            None => value_bytes(key, 0, self.spec.value_bytes).into(),
         };
         let done = self.server_send(i, c, &mut cur, self.spec.value_bytes, Some(key));
         self.end(i, start, cur);
@@ -640,7 +643,7 @@ impl Sim<'_> {
         cur += inst.core.cycles(REQUEST_CYCLES);
         let (value, version) = (std::mem::take(value), *version);
         debug_assert_eq!(check_value(key, &value), Some(version));
-        inst.items.insert(key, value);
+        inst.items.insert(key, value.into());
         let done = self.server_send(i, c, &mut cur, 8, None);
         self.end(i, start, cur);
         self.at(done, c, Ev::Reply);

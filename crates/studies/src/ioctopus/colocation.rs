@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use devices::nic::SteeringMode;
 use host::net::memcached::{self, MemcachedSpec};
 use host::net::stream::Lane;
 use host::net::NetHost;
@@ -43,11 +42,7 @@ pub fn colocation(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         "remote" => false,
         other => return Err(cx.error(format!("placement `{other}`: expected `local` or `remote`"))),
     };
-    let mode = if cx.choice("mode", "octonic", "standard")? {
-        SteeringMode::OctoNic
-    } else {
-        SteeringMode::Standard
-    };
+    let mode = super::steering_mode(cx)?;
     let topo = &cx.tf.fabric.topo;
     let sname = cx.arg("server")?;
     let host = topo
