@@ -76,6 +76,10 @@ pub const ALL: &[(&str, &[Entry])] = &[
                 "fio on the node remote from the SSDs beside STREAM instances",
             ),
             extension(
+                "ioctopus.coalescing",
+                "TCP_RR and TCP receive with interrupt coalescing off, static and adaptive (DIM)",
+            ),
+            extension(
                 "ioctopus.ioctosg",
                 "pktgen with packets whose pages span both nodes: IOctoSG's per-fragment PF hint",
             ),

@@ -187,6 +187,18 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::pktgen,
     },
     Probe {
+        name: "coalescing",
+        fields: &[
+            "rr_64_latency_us",
+            "rr_16k_latency_us",
+            "rr_64_irqs_per_s",
+            "rx_gbps",
+            "rx_cpu_util",
+            "rx_irqs_per_s",
+        ],
+        run: ioctopus::coalescing::coalescing,
+    },
+    Probe {
         name: "pktgen_fragments",
         fields: &["mpps", "mem_bw_gbps", "interconnect_gbps"],
         run: ioctopus::ioctosg::pktgen_fragments,

@@ -1,6 +1,6 @@
 //! A packet-granular NIC (issue 11): a port with line rate and Ethernet framing, PFs
 //! each on its own PCIe link, DMA priced per packet against a host's memory system
-//! (`sim::memsys`), MSI-X coalescing, RSS/ARFS and a multi-PF switch, TSO.
+//! (`sim::memsys`), MSI-X coalescing (off, static or adaptive: `coalesce`), RSS/ARFS and a multi-PF switch, TSO.
 //!
 //! 100 Gb/s of MTU-1500 traffic is ≈ 8 M packets/s, which the TLP network (`sim::net`,
 //! one event per TLP per hop) cannot run fast enough; here a packet is a handful of
@@ -8,6 +8,7 @@
 //! including framing and TLP overhead (`sim::pcie`). `tests/nic_vs_tlp.rs` checks the
 //! pricing against the timed fabric's routes.
 
+pub mod coalesce;
 pub mod frame;
 pub mod steer;
 
@@ -17,6 +18,7 @@ use fabric::{DeviceId, NodeKind, Topology};
 use sim::memsys::{Fifo, MemSys};
 use sim::{pcie, Time};
 
+pub use coalesce::{CoalesceMode, Coalescer, Coalescing, Moderation};
 pub use steer::{FiveTuple, Steering, SteeringMode};
 
 /// A NIC model's parameters from its device timing table (`nic_*` keys).
@@ -29,6 +31,7 @@ pub struct NicParams {
     /// Propagation of the Ethernet cable.
     pub wire: Time,
     /// MSI-X coalescing: an interrupt this long after the first unsignalled completion…
+    /// (the driver's static setting, `coalesce::Coalescing::of`)
     pub coalesce: Time,
     /// …or at this many completions, whichever comes first.
     pub coalesce_frames: u32,
@@ -195,39 +198,5 @@ impl Nic {
             params,
             pfs,
         })
-    }
-}
-
-/// Interrupt moderation of one completion queue: fire at `frames` completions or
-/// `delay` after the first unsignalled one.
-#[derive(Clone, Debug, Default)]
-pub struct Coalescer {
-    pending: u32,
-    /// When the armed timer fires, if armed.
-    pub timer: Option<Time>,
-}
-
-impl Coalescer {
-    /// A completion at `at`: `Some(t)` when an interrupt must be raised at t now (the
-    /// frame threshold) or a timer armed for t (the caller schedules it once).
-    pub fn completion(&mut self, at: Time, p: &NicParams) -> Option<Time> {
-        self.pending += 1;
-        if self.pending >= p.coalesce_frames {
-            self.pending = 0;
-            self.timer = None;
-            return Some(at);
-        }
-        if self.timer.is_none() {
-            let t = at + p.coalesce;
-            self.timer = Some(t);
-            return Some(t);
-        }
-        None
-    }
-
-    /// The interrupt fired (or NAPI polled everything): start counting again.
-    pub fn clear(&mut self) {
-        self.pending = 0;
-        self.timer = None;
     }
 }

@@ -20,7 +20,7 @@ use fabric::{HostId, NetStackCosts, Topology};
 use sim::memsys::{MemSys, MemSysParams};
 use sim::Time;
 
-use devices::nic::Nic;
+use devices::nic::{Coalescing, Nic};
 
 fn ns(x: f64) -> Time {
     Time::from_ps((x * 1000.0).round() as u64)
@@ -83,6 +83,9 @@ pub struct NetHost {
     /// The NIC coalesces a burst's in-order frames into one receive (hardware LRO): one
     /// completion and one pass through the stack per burst of up to 64 KiB.
     pub lro: bool,
+    /// The driver's interrupt moderation of this host's receive queues (`ethtool -C`):
+    /// static with the NIC model's values unless a workload sets it.
+    pub coalescing: Coalescing,
 }
 
 /// Buffer identities in a host's memory system: each ring slot, completion entry and
@@ -160,6 +163,7 @@ impl NetHost {
         });
         Ok(NetHost {
             mem,
+            coalescing: Coalescing::of(&nic.params),
             nic,
             pf,
             core: Core::new(socket, platform.clock_ghz),

@@ -1,10 +1,11 @@
-//! netperf TCP_RR between two hosts, one core each, interrupt coalescing off: a
+//! netperf TCP_RR between two hosts, one core each: a
 //! transaction is a request of `msg_bytes` from the client and a response of
 //! `msg_bytes` back; one transaction is outstanding at a time, so the round trip is the
 //! sum of the critical path: on the sending side the `send` syscall and copy, the TSO
 //! send, the doorbell and the NIC's descriptor and payload reads; the NIC latencies and
 //! the wire; on the receiving side the NIC's payload and completion writes, an interrupt
-//! per poll that finds nothing yet (coalescing off), the completion reads and per-segment
+//! when a poll finds nothing yet (at once with coalescing off, else when the host's
+//! moderation fires: `devices::nic::coalesce`), the completion reads and per-segment
 //! stack work, the wakeup of the blocked process and its `recv` copy. Every line is
 //! priced by `sim::memsys` where it is (DDIO share, CPU share, local or remote DRAM).
 //!
@@ -16,7 +17,7 @@
 //! (delayed ACK). There is no variance source, so every steady-state transaction takes
 //! the same time and the 99th percentile equals the mean.
 
-use devices::nic::frame;
+use devices::nic::{frame, Coalescer};
 use sim::memsys::LINE;
 use sim::Time;
 
@@ -42,6 +43,8 @@ pub struct RrResult {
     pub cqe_misses: f64,
     /// Payload frames per one-way message.
     pub frames_per_message: u64,
+    /// The server's receive interrupts per second over the measured transactions.
+    pub server_interrupts_per_s: f64,
 }
 
 /// One side's rings.
@@ -51,6 +54,10 @@ struct Side {
     rx_slot: u64,
     /// The completion of the last send, reaped by the next poll.
     tx_cqe: Option<u64>,
+    /// The receive queue's interrupt moderation, and the frames and bytes it has taken.
+    coalesce: Coalescer,
+    rx_packets: u64,
+    rx_bytes: u64,
 }
 
 struct Rr {
@@ -83,6 +90,7 @@ pub fn run(client: &mut NetHost, server: &mut NetHost, spec: RrSpec) -> Result<R
     for i in 0..spec.warmup + spec.transactions {
         if i == spec.warmup {
             m.misses = 0;
+            ss.coalesce.reset_count();
         }
         let (arr, f) = m.send(client, &mut cs, t, spec.msg_bytes, server);
         let req = m.receive(server, &mut ss, &arr, spec.msg_bytes);
@@ -98,7 +106,9 @@ pub fn run(client: &mut NetHost, server: &mut NetHost, spec: RrSpec) -> Result<R
     let mean = lat.iter().map(|d| d.as_secs_f64()).sum::<f64>() / n;
     lat.sort();
     let p99 = lat[((lat.len() * 99).div_ceil(100)).saturating_sub(1)];
+    let measured: f64 = lat.iter().map(|d| d.as_secs_f64()).sum();
     Ok(RrResult {
+        server_interrupts_per_s: ss.coalesce.interrupts() as f64 / measured,
         latency_us: mean * 1e6,
         p99_us: p99.as_secs_f64() * 1e6,
         transactions_per_s: 1.0 / mean,
@@ -212,13 +222,23 @@ impl Rr {
         let mut cur = Time::ZERO;
         let mut polling = false;
         let mut unacked = 0;
-        for (i, &(vis, _, slot, _)) in segs.iter().enumerate() {
+        for (i, &(vis, len, slot, _)) in segs.iter().enumerate() {
+            side.rx_packets += 1;
+            side.rx_bytes += len;
             if !polling || vis > cur {
-                // Nothing to poll: NAPI completes, and the next completion interrupts.
+                // Nothing to poll: NAPI completes, and the moderation decides when the
+                // next completions interrupt.
                 if polling {
                     h.core.finish(start, cur);
+                    side.coalesce.rearm(
+                        cur,
+                        &h.coalescing,
+                        side.rx_packets - 1,
+                        side.rx_bytes - len,
+                    );
                 }
-                start = h.core.start(vis);
+                let irq = interrupt_at(&mut side.coalesce, &h.coalescing, &segs[i..]);
+                start = h.core.start(irq);
                 cur = start + h.core.cycles(c.irq_cycles);
                 polling = true;
                 if let Some(tx) = side.tx_cqe.take() {
@@ -247,6 +267,8 @@ impl Rr {
         }
         h.mem.cpu_write(cur, sock, buf::USER, n);
         h.core.finish(start, cur);
+        side.coalesce
+            .rearm(cur, &h.coalescing, side.rx_packets, side.rx_bytes);
         cur
     }
 
@@ -258,4 +280,25 @@ impl Rr {
         }
         h.mem.cpu_read(at, sock, h.node, b, CQE_BYTES, true)
     }
+}
+
+/// When the interrupt for the first of `segs` (visible, in order, while interrupts are
+/// on) fires: the moderation's timer from the first, or the completion that reaches its
+/// frame count before the timer.
+fn interrupt_at(
+    q: &mut Coalescer,
+    c: &devices::nic::Coalescing,
+    segs: &[(Time, u64, u64, u64)],
+) -> Time {
+    let mut irq = None;
+    for &(vis, ..) in segs {
+        if irq.is_some_and(|t| vis >= t) {
+            break;
+        }
+        if let Some(t) = q.completion(vis, c) {
+            irq = Some(irq.map_or(t, |i: Time| i.min(t)));
+        }
+    }
+    q.clear();
+    irq.expect("a completion interrupts or arms the timer")
 }

@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use devices::nic::Coalescer;
+use devices::nic::{Coalescer, Coalescing};
 use sim::Time;
 
 use super::{buf, NetHost, CQE_BYTES, RING};
@@ -55,6 +55,10 @@ pub(crate) struct RxQueue {
     pub coalesce: Coalescer,
     pub gen: u64,
     pub napi: bool,
+    /// Frames and bytes the NIC has written into the queue (the driver's counters DIM
+    /// samples).
+    packets: u64,
+    bytes: u64,
 }
 
 impl RxQueue {
@@ -79,6 +83,8 @@ impl RxQueue {
         at: Time,
         bytes: u64,
     ) -> (Time, u64) {
+        self.packets += 1;
+        self.bytes += bytes;
         let r = &mut self.rings[ring];
         r.outstanding += 1;
         r.peak = r.peak.max(r.outstanding);
@@ -102,6 +108,14 @@ impl RxQueue {
             .rposition(|s| s.visible <= seg.visible)
             .map_or(0, |i| i + 1);
         self.pending.insert(at, seg);
+    }
+
+    /// NAPI completed at `at` and re-arms the queue's interrupt under `c`: one event for
+    /// the moderation (and DIM's sample, when adaptive).
+    pub fn rearm(&mut self, at: Time, c: &Coalescing) {
+        self.napi = false;
+        self.gen += 1;
+        self.coalesce.rearm(at, c, self.packets, self.bytes);
     }
 
     /// NAPI takes the next segment if its completion is visible at `t`.

@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use devices::nic::frame;
+use devices::nic::{frame, Coalescing};
 use sim::memsys::LINE;
 use sim::{Engine, Time};
 
@@ -53,6 +53,9 @@ pub struct StreamResult {
     pub frames: u64,
     /// Engine events handled.
     pub events: u64,
+    /// Receive interrupts (NAPI polls an interrupt started) of the data queues over the
+    /// window.
+    pub receiver_interrupts: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -314,6 +317,7 @@ fn run_inner<'a>(
         tso_sends: sum(&|c| c.tso_sends),
         frames: sum(&|c| c.frames),
         events: s.eng.stats().handled,
+        receiver_interrupts: sum(&|c| c.rx_q.coalesce.interrupts()),
     };
     let out = s.mig.map(|m| {
         let c = &s.conns[0];
@@ -386,15 +390,17 @@ impl Sim<'_> {
                 self.tx.reset_counters();
                 self.rx.reset_counters();
                 self.k.delivered_window = 0;
+                self.k.rx_q.coalesce.reset_count();
                 for c in &mut self.conns {
                     c.delivered_window = 0;
+                    c.rx_q.coalesce.reset_count();
                     c.tx_lane.core.busy = Time::ZERO;
                     c.rx_lane.core.busy = Time::ZERO;
                 }
             }
             Ev::SenderApp => self.sender_app(t),
             Ev::DataCqe => {
-                if let Some(at) = completion(&mut self.k.rx_q, t, &self.rx.nic.params) {
+                if let Some(at) = completion(&mut self.k.rx_q, t, &self.rx.coalescing) {
                     let g = self.k.rx_q.gen;
                     self.at(at, Ev::RxIrq(g));
                 }
@@ -406,7 +412,7 @@ impl Sim<'_> {
             }
             Ev::RxPoll => self.receiver_poll(t, false),
             Ev::AckCqe => {
-                if let Some(at) = completion(&mut self.k.acks, t, &self.tx.nic.params) {
+                if let Some(at) = completion(&mut self.k.acks, t, &self.tx.coalescing) {
                     let g = self.k.acks.gen;
                     self.at(at, Ev::TxIrq(g));
                 }
@@ -714,16 +720,10 @@ impl Sim<'_> {
             Some(v) if v <= cur => self.at(cur, Ev::RxPoll),
             _ => {
                 // NAPI complete: interrupts on again; anything pending re-counts.
-                self.k.rx_q.napi = false;
-                self.k.rx_q.gen += 1;
-                self.k.rx_q.coalesce.clear();
+                self.k.rx_q.rearm(cur, &self.rx.coalescing);
                 let pending: Vec<Time> = self.k.rx_q.pending.iter().map(|s| s.visible).collect();
                 for v in pending {
-                    if let Some(at) = self
-                        .k
-                        .rx_q
-                        .coalesce
-                        .completion(v.max(cur), &self.rx.nic.params)
+                    if let Some(at) = completion(&mut self.k.rx_q, v.max(cur), &self.rx.coalescing)
                     {
                         let g = self.k.rx_q.gen;
                         self.at(at, Ev::RxIrq(g));
@@ -795,17 +795,10 @@ impl Sim<'_> {
         self.reap_tx_completions(&mut cur);
         self.transmit(&mut cur, true);
         self.tx.core.finish(start, cur);
-        self.k.acks.napi = false;
-        self.k.acks.gen += 1;
-        self.k.acks.coalesce.clear();
+        self.k.acks.rearm(cur, &self.tx.coalescing);
         let pending: Vec<Time> = self.k.acks.pending.iter().map(|s| s.visible).collect();
         for v in pending {
-            if let Some(at) = self
-                .k
-                .acks
-                .coalesce
-                .completion(v.max(cur), &self.tx.nic.params)
-            {
+            if let Some(at) = completion(&mut self.k.acks, v.max(cur), &self.tx.coalescing) {
                 let g = self.k.acks.gen;
                 self.at(at, Ev::TxIrq(g));
             }
@@ -822,10 +815,11 @@ impl Sim<'_> {
     }
 }
 
-/// A completion became visible while interrupts are on: the coalescer's decision.
-fn completion(q: &mut RxQueue, t: Time, p: &devices::nic::NicParams) -> Option<Time> {
+/// A completion became visible: while interrupts are on (no NAPI poll running), the
+/// coalescer's decision under the host driver's setting.
+fn completion(q: &mut RxQueue, t: Time, c: &Coalescing) -> Option<Time> {
     if q.napi {
         return None;
     }
-    q.coalesce.completion(t, p)
+    q.coalesce.completion(t, c)
 }

@@ -4,6 +4,7 @@
 //! steering mode (`standard` or `octonic`) and, for a standard NIC, the PF whose netdev
 //! the workload uses; the workload runs on one core of socket 0 with its memory on node 0.
 
+pub mod coalescing;
 mod colocation;
 pub mod ioctosg;
 mod memcached;

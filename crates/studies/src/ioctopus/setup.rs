@@ -4,10 +4,9 @@
 //! `nudma run`'s network workloads both set hosts up here, so a config and a workload
 //! naming the same hardware get the same PF.
 
-use devices::nic::{FiveTuple, Steering, SteeringMode};
+use devices::nic::{CoalesceMode, FiveTuple, Steering, SteeringMode};
 use fabric::Topology;
 use host::net::NetHost;
-use sim::Time;
 
 /// The netperf data connection (client → server port 12865's data port).
 pub const FLOW: FiveTuple = FiveTuple {
@@ -134,6 +133,5 @@ pub fn stream_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, 
 
 /// Interrupt coalescing off, as latency tests run (REFERENCE.md §1).
 pub fn coalescing_off(h: &mut NetHost) {
-    h.nic.params.coalesce = Time::ZERO;
-    h.nic.params.coalesce_frames = 1;
+    h.coalescing.mode = CoalesceMode::Off;
 }

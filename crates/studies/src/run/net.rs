@@ -8,7 +8,7 @@
 //! scenario's `[[fault]]`s. Its window is the scenario's `[measure]` table; TCP_RR, which
 //! counts transactions, runs as many as fit in it at its steady-state round trip.
 
-use devices::nic::{FiveTuple, SteeringMode};
+use devices::nic::{CoalesceMode, FiveTuple, SteeringMode};
 use fabric::Topology;
 use host::net::stream::{self, Lane, StreamSpec};
 use host::net::{pktgen, rr, NetHost};
@@ -83,13 +83,18 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, Strin
             mem_node,
             nic_mode,
             netdev_pf,
+            coalescing,
         } => {
             let (socket, node) = placement(topo, server, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
-            let (srv, pf) = setup::server(topo, server, nic, choice, socket, node)?;
+            let (mut srv, pf) = setup::server(topo, server, nic, choice, socket, node)?;
             match test {
                 NetTest::TcpStream { server_receives } => {
-                    let cli = setup::stream_client(topo, client, client_nic)?;
+                    let mut cli = setup::stream_client(topo, client, client_nic)?;
+                    if let Some(mode) = coalescing {
+                        srv.coalescing.mode = *mode;
+                        cli.coalescing.mode = *mode;
+                    }
                     let net = Stream {
                         server: srv,
                         client: cli,
@@ -102,7 +107,14 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, Strin
                 NetTest::TcpRr => {
                     let s = setup::nic_socket(topo, client, client_nic, false)?;
                     let cli = setup::host(topo, client, client_nic, 0, s, s)?;
-                    tcp_rr(srv, cli, *msg_bytes, pf, m)
+                    tcp_rr(
+                        srv,
+                        cli,
+                        *msg_bytes,
+                        coalescing.unwrap_or(CoalesceMode::Off),
+                        pf,
+                        m,
+                    )
                 }
             }
         }
@@ -235,24 +247,27 @@ impl Stream {
                 "out_of_order": r.out_of_order,
                 "bytes_delivered": r.bytes_delivered,
                 "events": r.events,
+                "receiver_interrupts": r.receiver_interrupts,
                 "client_cpu_util": client_util,
             }),
         })
     }
 }
 
-/// TCP_RR with coalescing off on both sides (REFERENCE.md §1: off for latency tests): a
-/// pilot run gives the steady-state round trip, then the warm-up (at least the rings'
-/// wrap, `RR_WARMUP`) and the window are as many transactions as fit in `m`.
+/// TCP_RR with `coalescing` on both sides (off unless the workload says otherwise:
+/// REFERENCE.md §1 runs latency tests without it): a pilot run gives the steady-state
+/// round trip, then the warm-up (at least the rings' wrap, `RR_WARMUP`) and the window
+/// are as many transactions as fit in `m`.
 fn tcp_rr(
     mut server: NetHost,
     mut client: NetHost,
     msg_bytes: u64,
+    coalescing: CoalesceMode,
     pf: usize,
     m: Measure,
 ) -> Result<NetOutcome, String> {
-    setup::coalescing_off(&mut server);
-    setup::coalescing_off(&mut client);
+    server.coalescing.mode = coalescing;
+    client.coalescing.mode = coalescing;
     let spec = |warmup, transactions| rr::RrSpec {
         msg_bytes,
         mtu: MTU,
@@ -273,6 +288,7 @@ fn tcp_rr(
             "transactions_per_s": r.transactions_per_s,
             "cqe_misses_per_transaction": r.cqe_misses,
             "frames_per_message": r.frames_per_message,
+            "server_interrupts_per_s": r.server_interrupts_per_s,
         }),
     })
 }

@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use devices::nic::CoalesceMode;
 use fabric::keypath::key_of_error;
 use fabric::scenario::Source;
 use fabric::units::Size;
@@ -97,6 +98,9 @@ pub enum Kind {
         mem_node: u32,
         nic_mode: NicMode,
         netdev_pf: usize,
+        /// Both hosts' interrupt moderation (`ethtool -C`); `None` is the test's usual
+        /// setting: off for TCP_RR (latency tests run without it), static for TCP_STREAM.
+        coalescing: Option<CoalesceMode>,
     },
     /// The in-kernel packet generator on one core of `host`, the same `pkt_bytes` packet
     /// sent again and again.
@@ -350,6 +354,8 @@ struct RawNetperf {
     nic_mode: NicMode,
     #[serde(default)]
     netdev_pf: PfIndex,
+    /// "off", "static" or "adaptive".
+    coalescing: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -661,8 +667,20 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                         ))
                     }
                 };
+                let coalescing = match &r.coalescing {
+                    None => None,
+                    Some(c) => Some(CoalesceMode::parse(c).map_err(|m| {
+                        error(
+                            src,
+                            value_span(src, &span, "coalescing"),
+                            Some(&format!("workload.{}.coalescing", r.name)),
+                            &m,
+                        )
+                    })?),
+                };
                 let k = Kind::Netperf {
                     test,
+                    coalescing,
                     msg_bytes: r.msg_bytes.0,
                     connections: r.connections,
                     server: r.server,
@@ -1054,6 +1072,7 @@ duration = "2 ms"
                 mem_node: 0,
                 nic_mode: NicMode::Standard,
                 netdev_pf: 1,
+                coalescing: None,
             }
         );
         assert!(matches!(
@@ -1110,6 +1129,29 @@ duration = "2 ms"
         );
         assert!(msg(&NET.replace("\"TCP_STREAM\"", "\"UDP_STREAM\""))
             .contains("unknown variant `UDP_STREAM`, expected `TCP_STREAM` or `TCP_RR`"));
+    }
+
+    #[test]
+    fn netperf_coalescing_is_a_driver_mode_and_a_bad_one_is_located() {
+        let with = |v: &str| {
+            NET.replace(
+                "netdev_pf = \"pf1\"",
+                &format!("netdev_pf = \"pf1\"\ncoalescing = {v}"),
+            )
+        };
+        let s = parse(&src(&with("\"adaptive\""))).unwrap();
+        assert!(matches!(
+            s.workloads[0].kind,
+            Kind::Netperf {
+                coalescing: Some(CoalesceMode::Adaptive),
+                ..
+            }
+        ));
+        assert_eq!(
+            parse(&src(&with("\"dynamic\""))).unwrap_err().to_string(),
+            "t.toml:14:14: coalescing = \"dynamic\": use \"off\", \"static\" or \"adaptive\" \
+             (key `workload.rx.coalescing`)"
+        );
     }
 
     #[test]
