@@ -450,7 +450,7 @@ mod tests {
 
     /// A window of 64 interrupts over `us` µs carrying `packets` of `bytes` each.
     fn window(d: &mut Dim, s: &mut DimSample, us: u64, packets: u64, bytes: u64) -> bool {
-        s.time = s.time + Time::from_us(us);
+        s.time += Time::from_us(us);
         s.events += DIM_NEVENTS;
         s.packets += packets;
         s.bytes += packets * bytes;
