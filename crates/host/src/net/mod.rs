@@ -127,10 +127,6 @@ impl NetHost {
                 platform.name, platform.name
             )
         })?;
-        let t = platform
-            .timing
-            .as_ref()
-            .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
         let dev = topo
             .device_by_name(host, nic)
             .ok_or_else(|| format!("host `{hname}` has no device `{nic}`"))?;
@@ -148,19 +144,7 @@ impl NetHost {
                 platform.packages
             ));
         }
-        let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
-        let mem = MemSys::new(MemSysParams {
-            sockets: platform.packages,
-            llc_bytes: platform.llc_bytes,
-            llc_ways: platform.llc_ways,
-            ddio_ways: platform.ddio_ways,
-            llc_latency: ns(t.llc_latency_ns),
-            dram_latency: ns(t.dram_latency_ns),
-            interconnect_latency: ns(t.interconnect_latency_ns),
-            dram_gbps: t.dram_gbps,
-            interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
-            line_fill_buffers: costs.line_fill_buffers,
-        });
+        let mem = memory_system(topo, host)?;
         Ok(NetHost {
             mem,
             coalescing: Coalescing::of(&nic.params),
@@ -186,4 +170,36 @@ impl NetHost {
         self.mem.reset_counters();
         self.core.busy = Time::ZERO;
     }
+}
+
+/// The memory system of host `host` of `topo` (its sockets' LLCs, DDIO share, DRAM and
+/// interconnect, from its platform's timing), its cores' line-fill buffers from the
+/// platform's network-stack table.
+pub fn memory_system(topo: &Topology, host: HostId) -> Result<MemSys, String> {
+    let platform = topo.platform_of(host);
+    let costs = platform.netstack.as_ref().ok_or_else(|| {
+        format!(
+            "platform `{}` of host `{}` has no [platform.{}.netstack] table (network-stack costs)",
+            platform.name,
+            topo.host(host).name,
+            platform.name
+        )
+    })?;
+    let t = platform
+        .timing
+        .as_ref()
+        .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
+    let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
+    Ok(MemSys::new(MemSysParams {
+        sockets: platform.packages,
+        llc_bytes: platform.llc_bytes,
+        llc_ways: platform.llc_ways,
+        ddio_ways: platform.ddio_ways,
+        llc_latency: ns(t.llc_latency_ns),
+        dram_latency: ns(t.dram_latency_ns),
+        interconnect_latency: ns(t.interconnect_latency_ns),
+        dram_gbps: t.dram_gbps,
+        interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
+        line_fill_buffers: costs.line_fill_buffers,
+    }))
 }

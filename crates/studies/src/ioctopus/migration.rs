@@ -44,18 +44,6 @@ pub fn run(
     server: &mut NetHost,
     mode: SteeringMode,
 ) -> Result<Migrated, String> {
-    let sockets: Vec<u32> = server.nic.pfs.iter().map(|p| p.socket).collect();
-    if !sockets.contains(&TO.node) {
-        return Err(format!(
-            "the NIC has no PF on socket {} (PF sockets {sockets:?})",
-            TO.node
-        ));
-    }
-    let steering = Steering::new(mode, sockets.len() as u8, 2);
-    let timing = TeamTiming::of(&server.costs);
-    let mut driver = TeamDriver::new(
-        steering, FLOW, FROM.node, FROM.index, server.pf, &sockets, timing,
-    );
     let spec = MigrationSpec {
         stream: stream::StreamSpec {
             msg_bytes: 65536,
@@ -71,6 +59,30 @@ pub fn run(
         from_queue: FROM,
         sample: SAMPLE,
     };
+    run_spec(client, server, mode, spec)
+}
+
+/// Runs `spec`'s migrating stream `client` → `server` under the team driver of `mode`
+/// (`nudma run`'s netperf with `migrate_at_ms` runs its own timeline here).
+pub fn run_spec(
+    client: &mut NetHost,
+    server: &mut NetHost,
+    mode: SteeringMode,
+    spec: MigrationSpec,
+) -> Result<Migrated, String> {
+    let sockets: Vec<u32> = server.nic.pfs.iter().map(|p| p.socket).collect();
+    let to = spec.mv.to_queue.node;
+    if !sockets.contains(&to) {
+        return Err(format!(
+            "the NIC has no PF on socket {to} (PF sockets {sockets:?})"
+        ));
+    }
+    let steering = Steering::new(mode, sockets.len() as u8, 2);
+    let timing = TeamTiming::of(&server.costs);
+    let from = spec.from_queue;
+    let mut driver = TeamDriver::new(
+        steering, FLOW, from.node, from.index, server.pf, &sockets, timing,
+    );
     let result = migration::run(client, server, spec, &mut driver)?;
     Ok(Migrated { result, driver })
 }

@@ -7,8 +7,9 @@
 //! (`sim::cpu_stream::CpuStream`), an NTB adapter's DMA engine copying, fio's threads on
 //! an NVMe device (`systems::drivers::fio`). Buffers are mapped as a driver would (NTB
 //! window, requester-ID entry, IOMMU mappings) before time starts. Network workloads
-//! (netperf, pktgen) run on the packet-granular host stack instead, each on its own
-//! (`net`).
+//! (netperf, pktgen, memcached, udp_pingpong) run on the packet-granular host stack
+//! instead, each on its own (`net`), as does the PageRank victim on its host's memory
+//! system (`victim`).
 //!
 //! A fio workload's block driver probes its controller first (reset, enable, Identify,
 //! queue creation: about a millisecond of simulated time with nothing else running); the
@@ -18,6 +19,7 @@
 pub mod net;
 pub mod overrides;
 pub mod spec;
+pub mod victim;
 
 use devices::{DmaJob, Gpu, Op, Ops, PingPong};
 use fabric::scenario::Source;
@@ -95,7 +97,7 @@ enum Handle {
     Stream(ComponentId),
     PingPong(ComponentId),
     Fio(Box<Fio>),
-    /// A network workload, already run over the window.
+    /// A network workload or the PageRank victim, already run over the window.
     Net(Box<net::NetOutcome>),
 }
 
@@ -132,14 +134,21 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     }
     let origin = tf.net.now();
     let mut handles = Vec::new();
-    for (w, fio) in spec.workloads.iter().zip(fios) {
+    for (i, (w, fio)) in spec.workloads.iter().zip(fios).enumerate() {
         let h = match fio {
             Some(f) => {
                 f.start(&mut tf);
                 Handle::Fio(Box::new(f))
             }
-            None => build(&mut tf, &mut sim, cluster.as_mut(), w, spec.measure)
-                .map_err(|e| located(&w.at, e.0))?,
+            None => build(
+                &mut tf,
+                &mut sim,
+                cluster.as_mut(),
+                w,
+                spec.measure,
+                seed ^ i as u64,
+            )
+            .map_err(|e| located(&w.at, e.0))?,
         };
         handles.push(h);
     }
@@ -307,11 +316,27 @@ fn build(
     cluster: Option<&mut Cluster>,
     w: &Workload,
     m: Measure,
+    seed: u64,
 ) -> Result<Handle, RunError> {
+    let own = |o: Result<net::NetOutcome, String>| {
+        o.map(|o| Handle::Net(Box::new(o)))
+            .map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))
+    };
     match &w.kind {
-        Kind::Netperf { .. } | Kind::Pktgen { .. } => net::run(&tf.fabric.topo, &w.kind, m)
-            .map(|o| Handle::Net(Box::new(o)))
-            .map_err(|e| RunError(format!("workload `{}`: {e}", w.name))),
+        Kind::Netperf { .. }
+        | Kind::Pktgen { .. }
+        | Kind::Memcached { .. }
+        | Kind::UdpPingPong { .. } => own(net::run(&tf.fabric.topo, &w.kind, m, seed)),
+        Kind::PageRank {
+            host,
+            threads_per_socket,
+        } => own(victim::pagerank(
+            &tf.fabric.topo,
+            host,
+            *threads_per_socket,
+            m,
+            seed,
+        )),
         Kind::Dma {
             device,
             target,

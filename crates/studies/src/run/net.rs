@@ -1,6 +1,8 @@
-//! The network workloads of `nudma run`: netperf (TCP_STREAM, TCP_RR) and pktgen on the
-//! packet-granular host stack (`host::net`), each host set up as the IOctopus probes set
-//! theirs up (`ioctopus::setup`: the NIC's steering picks the PF).
+//! The network workloads of `nudma run`: netperf (TCP_STREAM, TCP_RR; STREAM antagonists
+//! beside it; its receiver migrating to the other socket), pktgen, memcached under
+//! memaslap and a sockperf UDP ping-pong on the packet-granular host stack (`host::net`),
+//! each host set up as the IOctopus probes set theirs up (`ioctopus::setup`: the NIC's
+//! steering picks the PF).
 //!
 //! A network workload runs on its own model of its hosts — their memory systems priced
 //! per packet by `sim::memsys`, their NICs' PCIe links and port — not on the TLP-level
@@ -10,11 +12,15 @@
 
 use devices::nic::{CoalesceMode, FiveTuple, SteeringMode};
 use fabric::Topology;
+use host::net::memcached::{self, MemcachedSpec};
+use host::net::migration::{MigrationSpec, Move, RxQueue};
 use host::net::stream::{self, Lane, StreamSpec};
-use host::net::{pktgen, rr, NetHost};
+use host::net::{pktgen, rr, udp, NetHost};
 use serde_json::{json, Map, Value};
+use sim::Time;
 
-use super::spec::{Kind, Measure, NetTest, NicMode};
+use super::spec::{Antagonists, Kind, Measure, Migration, NetEnds, NetTest, NicMode};
+use crate::ioctopus::migration as team;
 use crate::ioctopus::setup::{self, NicChoice, FLOW, MTU, RR_WARMUP};
 
 /// What a network workload measured: its metrics (the catalog's names) and counters.
@@ -68,8 +74,71 @@ fn choice(mode: NicMode, netdev_pf: usize) -> NicChoice {
     }
 }
 
-/// Runs a network workload over the window `m`.
-pub fn run(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, String> {
+/// `setup::server`, refusing a multi-PF steering mode on a NIC with a single PF (there
+/// is no local PF to steer to: the workload would silently run as a standard NIC's).
+fn nic_server(
+    topo: &Topology,
+    name: &str,
+    nic: &str,
+    choice: NicChoice,
+    socket: u32,
+    node: u32,
+) -> Result<(NetHost, usize), String> {
+    let (h, pf) = setup::server(topo, name, nic, choice, socket, node)?;
+    if choice.mode != SteeringMode::Standard && h.nic.pfs.len() < 2 {
+        return Err(format!(
+            "nic_mode {}: `{name}.{nic}` has one PF, and the octoNIC and Linux's multi-PF \
+             netdev need a PF on each socket (use nic_mode = \"standard\")",
+            match choice.mode {
+                SteeringMode::OctoNic => "octonic",
+                _ => "linux_multipf",
+            }
+        ));
+    }
+    Ok((h, pf))
+}
+
+/// The server side of a workload of `ends`: the host set up with its queue on the PF the
+/// NIC's steering gives, the process's socket, that PF.
+fn net_server(topo: &Topology, ends: &NetEnds) -> Result<(NetHost, u32, usize), String> {
+    let (socket, node) = placement(topo, &ends.server, ends.cpu_node, ends.mem_node)?;
+    let choice = choice(ends.nic_mode, ends.netdev_pf);
+    let (h, pf) = nic_server(topo, &ends.server, &ends.nic, choice, socket, node)?;
+    Ok((h, socket, pf))
+}
+
+/// Loads `h`'s memory system with STREAM antagonists (as `ioctopus::qpi`): `a.pairs`
+/// pairs of cores of `socket`, one reading and one writing, against node `a.node`; the
+/// socket's other cores must hold them beside the workload's `busy` cores. Returns the
+/// antagonists' own Gb/s.
+fn load(
+    topo: &Topology,
+    h: &mut NetHost,
+    host: &str,
+    socket: u32,
+    busy: u32,
+    a: Antagonists,
+) -> Result<f64, String> {
+    let id = topo.host_by_name(host).expect("set up");
+    let cores = topo.platform_of(id).cores_per_package;
+    if busy + 2 * a.pairs > cores {
+        return Err(format!(
+            "stream_pairs {}: {} STREAM cores and the workload's {busy} need more than socket \
+             {socket}'s {cores} cores of host `{host}`",
+            a.pairs,
+            2 * a.pairs
+        ));
+    }
+    let (_, node) =
+        placement(topo, host, 0, a.node).map_err(|e| format!("stream_node {}: {e}", a.node))?;
+    for write in [false, true] {
+        h.mem.add_streams(socket, node, write, a.pairs)?;
+    }
+    Ok(h.mem.stream_rates().stream_gbps(h.mem.streams()))
+}
+
+/// Runs a network workload over the window `m`; `seed` draws memcached's keys and mix.
+pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOutcome, String> {
     match kind {
         Kind::Netperf {
             test,
@@ -84,11 +153,24 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, Strin
             nic_mode,
             netdev_pf,
             coalescing,
+            streams,
+            migration,
         } => {
             let (socket, node) = placement(topo, server, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
-            let (mut srv, pf) = setup::server(topo, server, nic, choice, socket, node)?;
-            match test {
+            let (mut srv, pf) = nic_server(topo, server, nic, choice, socket, node)?;
+            let stream_gbps = match streams {
+                Some(a) => Some(load(topo, &mut srv, server, socket, *connections, *a)?),
+                None => None,
+            };
+            let mut out = match test {
+                NetTest::TcpStream { .. } if migration.is_some() => {
+                    let mv = migration.expect("checked");
+                    // The team driver steers the flow: the server starts on the netdev's PF.
+                    srv.pf = *netdev_pf;
+                    let cli = setup::stream_client(topo, client, client_nic)?;
+                    migrate(srv, cli, choice.mode, *msg_bytes, socket, node, mv, m)
+                }
                 NetTest::TcpStream { server_receives } => {
                     let mut cli = setup::stream_client(topo, client, client_nic)?;
                     if let Some(mode) = coalescing {
@@ -105,8 +187,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, Strin
                     net.run(topo, server, *cpu_node, *msg_bytes, *connections, pf, m)
                 }
                 NetTest::TcpRr => {
-                    let s = setup::nic_socket(topo, client, client_nic, false)?;
-                    let cli = setup::host(topo, client, client_nic, 0, s, s)?;
+                    let cli = latency_client(topo, client, client_nic)?;
                     tcp_rr(
                         srv,
                         cli,
@@ -116,7 +197,73 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, Strin
                         m,
                     )
                 }
+            }?;
+            if let Some(g) = stream_gbps {
+                out.counters["stream_gbps"] = json!(g);
             }
+            Ok(out)
+        }
+        Kind::Memcached {
+            ends,
+            key_bytes,
+            value_bytes,
+            set_ratio,
+            clients,
+            keys,
+        } => {
+            let (mut srv, _, pf) = net_server(topo, ends)?;
+            let mut cli = setup::stream_client(topo, &ends.client, &ends.client_nic)?;
+            let spec = MemcachedSpec {
+                key_bytes: *key_bytes,
+                value_bytes: *value_bytes,
+                set_ratio: *set_ratio,
+                clients: *clients,
+                keys: *keys,
+                mtu: MTU,
+                warmup: m.warmup,
+                window: m.duration,
+                seed,
+            };
+            let r = memcached::run(&mut srv, &mut cli, spec)?;
+            // Every GET reply is checked whole against what the SETs stored.
+            if r.values_corrupt > 0 || r.values_stale > 0 {
+                return Err(format!(
+                    "{} of {} GET replies were not the bytes a SET stored ({} stale)",
+                    r.values_corrupt + r.values_stale,
+                    r.values_checked,
+                    r.values_stale
+                ));
+            }
+            Ok(NetOutcome {
+                metrics: metrics(&[("kops", r.kops), ("mem_bw_gbps", r.mem_gbps)]),
+                counters: json!({
+                    "pf": pf,
+                    "gets": r.gets,
+                    "sets": r.sets,
+                    "value_gbps": r.value_gbps,
+                    "interconnect_gbps": r.interconnect_gbps,
+                    "server_cpu_util": r.server_util,
+                    "values_checked": r.values_checked,
+                    "events": r.events,
+                }),
+            })
+        }
+        Kind::UdpPingPong {
+            ends,
+            msg_bytes,
+            streams,
+        } => {
+            let (mut srv, socket, pf) = net_server(topo, ends)?;
+            let stream_gbps = match streams {
+                Some(a) => Some(load(topo, &mut srv, &ends.server, socket, 1, *a)?),
+                None => None,
+            };
+            let cli = latency_client(topo, &ends.client, &ends.client_nic)?;
+            let mut out = udp_pingpong(srv, cli, *msg_bytes, pf, m)?;
+            if let Some(g) = stream_gbps {
+                out.counters["stream_gbps"] = json!(g);
+            }
+            Ok(out)
         }
         Kind::Pktgen {
             host,
@@ -129,7 +276,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, Strin
         } => {
             let (socket, node) = placement(topo, host, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
-            let (mut h, pf) = setup::server(topo, host, nic, choice, socket, node)?;
+            let (mut h, pf) = nic_server(topo, host, nic, choice, socket, node)?;
             let r = pktgen::run(
                 &mut h,
                 pktgen::PktgenSpec {
@@ -254,6 +401,122 @@ impl Stream {
     }
 }
 
+/// The client of a latency test: a core and memory on its NIC's first PF's socket, no
+/// LRO (one message at a time).
+fn latency_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, String> {
+    let s = setup::nic_socket(topo, name, nic, false)?;
+    setup::host(topo, name, nic, 0, s, s)
+}
+
+/// Round trips of `round_trip_ns` that fit in `m`: warm-up (at least the rings' wrap,
+/// `RR_WARMUP`) and window.
+fn fit(round_trip_ns: f64, m: Measure) -> (u32, u32) {
+    let n = |t: Time| (t.as_ns_f64() / round_trip_ns).round() as u32;
+    (n(m.warmup).max(RR_WARMUP), n(m.duration).max(1))
+}
+
+/// sockperf's UDP ping-pong, coalescing off on both sides (REFERENCE.md §1: off for
+/// latency tests), as many round trips as fit in `m` (a pilot gives the round trip). The
+/// model has no variance source, so it reports the mean alone (its p99 would equal it).
+fn udp_pingpong(
+    mut server: NetHost,
+    mut client: NetHost,
+    msg_bytes: u64,
+    pf: usize,
+    m: Measure,
+) -> Result<NetOutcome, String> {
+    setup::coalescing_off(&mut server);
+    setup::coalescing_off(&mut client);
+    let spec = |warmup, round_trips| udp::UdpSpec {
+        msg_bytes,
+        mtu: MTU,
+        warmup,
+        round_trips,
+    };
+    let pilot = udp::ping_pong(&mut client.clone(), &mut server.clone(), spec(RR_WARMUP, 1))?;
+    // sockperf's latency is half the round trip.
+    let (warmup, round_trips) = fit(2.0 * pilot.latency_us * 1e3, m);
+    let r = udp::ping_pong(&mut client, &mut server, spec(warmup, round_trips))?;
+    Ok(NetOutcome {
+        metrics: metrics(&[("latency_us", r.latency_us)]),
+        counters: json!({
+            "pf": pf,
+            "round_trips": round_trips,
+            "cqe_misses_per_round_trip": r.cqe_misses,
+        }),
+    })
+}
+
+/// TCP_STREAM rx whose receiving process the scheduler moves from `socket` to the next
+/// socket at `mv.at`, under the team driver of `mode` (`ioctopus::migration`): one
+/// receive queue per core, its ring on its core's node.
+#[allow(clippy::too_many_arguments)]
+fn migrate(
+    mut server: NetHost,
+    mut client: NetHost,
+    mode: SteeringMode,
+    msg_bytes: u64,
+    socket: u32,
+    node: u32,
+    mv: Migration,
+    m: Measure,
+) -> Result<NetOutcome, String> {
+    let sockets = server.mem.params().sockets;
+    if sockets < 2 {
+        return Err("migrate_at_ms: the host has one socket, none to move to".into());
+    }
+    let to = (socket + 1) % sockets;
+    let spec = MigrationSpec {
+        stream: StreamSpec {
+            msg_bytes,
+            mtu: MTU,
+            warmup: m.warmup,
+            window: m.duration,
+        },
+        mv: Move {
+            at: mv.at,
+            to_socket: to,
+            to_queue: RxQueue { index: 1, node: to },
+        },
+        from_queue: RxQueue { index: 0, node },
+        sample: mv.sample,
+    };
+    let t = team::run_spec(&mut client, &mut server, mode, spec)?;
+    let r = &t.result;
+    let secs = mv.sample.as_secs_f64();
+    let gbps = |bytes: &[u64]| -> Vec<f64> {
+        bytes.iter().map(|&b| b as f64 * 8.0 / secs / 1e9).collect()
+    };
+    let mut out = Map::new();
+    out.insert("throughput_gbps".into(), json!(r.stream.throughput_gbps));
+    for (pf, bytes) in r.pf_rx_bytes.iter().enumerate() {
+        out.insert(format!("pf{pf}_gbps"), json!(gbps(bytes)));
+    }
+    let n = r.pf_rx_bytes.first().map_or(0, Vec::len);
+    let t_ms: Vec<f64> = (0..n)
+        .map(|i| mv.sample.as_us_f64() * i as f64 / 1e3)
+        .collect();
+    out.insert("t_ms".into(), json!(t_ms));
+    out.insert("reordered".into(), json!(r.reordered));
+    out.insert("lost".into(), json!(r.lost));
+    Ok(NetOutcome {
+        metrics: out,
+        counters: json!({
+            "to_socket": to,
+            "rule_updates": t.driver.rule_updates,
+            "arfs_callbacks": r.callbacks,
+            "tx_per_pf": t.driver.tx_per_pf,
+            "ring_peak": r.ring_peak,
+            "bytes_delivered": r.stream.bytes_delivered,
+            "events": r.stream.events,
+        }),
+    })
+}
+
+/// TCP_RR with coalescing off on both sides (REFERENCE.md §1: off for latency tests): a
+/// pilot run gives the steady-state round trip, then the warm-up (at least the rings'
+/// wrap, `RR_WARMUP`) and the window are as many transactions as fit in `m`.
+
 /// TCP_RR with `coalescing` on both sides (off unless the workload says otherwise:
 /// REFERENCE.md §1 runs latency tests without it): a pilot run gives the steady-state
 /// round trip, then the warm-up (at least the rings' wrap, `RR_WARMUP`) and the window
@@ -275,10 +538,7 @@ fn tcp_rr(
         transactions,
     };
     let pilot = rr::run(&mut client.clone(), &mut server.clone(), spec(RR_WARMUP, 1))?;
-    let round_trip_ns = pilot.latency_us * 1e3;
-    let fit = |t: sim::Time| (t.as_ns_f64() / round_trip_ns).round() as u32;
-    let warmup = fit(m.warmup).max(RR_WARMUP);
-    let transactions = fit(m.duration).max(1);
+    let (warmup, transactions) = fit(pilot.latency_us * 1e3, m);
     let r = rr::run(&mut client, &mut server, spec(warmup, transactions))?;
     Ok(NetOutcome {
         metrics: metrics(&[("latency_us", r.latency_us), ("p99_us", r.p99_us)]),

@@ -101,6 +101,10 @@ pub enum Kind {
         /// Both hosts' interrupt moderation (`ethtool -C`); `None` is the test's usual
         /// setting: off for TCP_RR (latency tests run without it), static for TCP_STREAM.
         coalescing: Option<CoalesceMode>,
+        /// STREAM antagonists beside the server's process.
+        streams: Option<Antagonists>,
+        /// TCP_STREAM rx: the receiving process moves to the other socket mid-run.
+        migration: Option<Migration>,
     },
     /// The in-kernel packet generator on one core of `host`, the same `pkt_bytes` packet
     /// sent again and again.
@@ -113,8 +117,61 @@ pub enum Kind {
         nic_mode: NicMode,
         netdev_pf: usize,
     },
-    // `memcached` (issue 11, `host::net::memcached`) joins the network kinds here: its
-    // fields beside `Netperf`'s, its run in `run/net.rs`.
+    /// A memcached server instance on one core of `ends.cpu_node`, its items on
+    /// `ends.mem_node`, driven by `clients` memaslap connections from the client with one
+    /// request outstanding each: `key_bytes` keys, `value_bytes` values drawn from `keys`
+    /// keys, a `set_ratio` share of SETs.
+    Memcached {
+        ends: NetEnds,
+        key_bytes: u64,
+        value_bytes: u64,
+        set_ratio: f64,
+        clients: u32,
+        keys: u64,
+    },
+    /// sockperf ping-pong over UDP: one datagram of `msg_bytes` outstanding, the server's
+    /// process on a core of `ends.cpu_node`, interrupt coalescing off.
+    UdpPingPong {
+        ends: NetEnds,
+        msg_bytes: u64,
+        streams: Option<Antagonists>,
+    },
+    /// A PageRank-like memory-bound victim alone on `host`: `threads_per_socket` threads
+    /// on every socket, each over its own node's part of the graph.
+    PageRank {
+        host: String,
+        threads_per_socket: u32,
+    },
+}
+
+/// The two hosts of a network workload and where its server side runs (as `Netperf`'s
+/// fields of the same names).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetEnds {
+    pub server: String,
+    pub client: String,
+    pub nic: String,
+    pub client_nic: String,
+    pub cpu_node: u32,
+    pub mem_node: u32,
+    pub nic_mode: NicMode,
+    pub netdev_pf: usize,
+}
+
+/// STREAM antagonists on the server: `pairs` pairs of cores (one reading, one writing)
+/// on the other cores of the workload's socket, against memory node `node`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Antagonists {
+    pub pairs: u32,
+    pub node: u32,
+}
+
+/// The scheduler moves a TCP_STREAM receiver to the next socket at `at` (from the start
+/// of the run); each PF's received bytes are sampled every `sample`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Migration {
+    pub at: Time,
+    pub sample: Time,
 }
 
 /// A netperf test.
@@ -211,6 +268,9 @@ impl Kind {
             Kind::Fio { .. } => "fio",
             Kind::Netperf { .. } => "netperf",
             Kind::Pktgen { .. } => "pktgen",
+            Kind::Memcached { .. } => "memcached",
+            Kind::UdpPingPong { .. } => "udp_pingpong",
+            Kind::PageRank { .. } => "pagerank",
         }
     }
 }
@@ -356,6 +416,85 @@ struct RawNetperf {
     netdev_pf: PfIndex,
     /// "off", "static" or "adaptive".
     coalescing: Option<String>,
+    stream_pairs: Option<u32>,
+    stream_node: Option<u32>,
+    migrate_at_ms: Option<f64>,
+    sample_ms: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemcached {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    server: String,
+    client: String,
+    nic: String,
+    client_nic: Option<String>,
+    cpu_node: u32,
+    mem_node: u32,
+    nic_mode: NicMode,
+    #[serde(default)]
+    netdev_pf: PfIndex,
+    #[serde(default = "memaslap_key_bytes")]
+    key_bytes: Size,
+    #[serde(default = "memaslap_value_bytes")]
+    value_bytes: Size,
+    #[serde(default = "memaslap_set_ratio")]
+    set_ratio: f64,
+    #[serde(default = "memaslap_concurrency")]
+    clients: u32,
+    #[serde(default = "memaslap_window")]
+    keys: u64,
+}
+
+// memaslap's documented defaults (libmemcached, docs/bin/memaslap.rst: key size 64,
+// value size 1024, get/set 9:1, concurrency 16, window size 10k).
+fn memaslap_key_bytes() -> Size {
+    Size(64)
+}
+fn memaslap_value_bytes() -> Size {
+    Size(1024)
+}
+fn memaslap_set_ratio() -> f64 {
+    0.1
+}
+fn memaslap_concurrency() -> u32 {
+    16
+}
+fn memaslap_window() -> u64 {
+    host::net::memcached::MEMSLAP_KEYS
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUdp {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    msg_bytes: Size,
+    server: String,
+    client: String,
+    nic: String,
+    client_nic: Option<String>,
+    cpu_node: u32,
+    mem_node: u32,
+    nic_mode: NicMode,
+    #[serde(default)]
+    netdev_pf: PfIndex,
+    stream_pairs: Option<u32>,
+    stream_node: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPageRank {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    host: String,
+    threads_per_socket: u32,
 }
 
 #[derive(Deserialize)]
@@ -378,6 +517,11 @@ struct RawPktgen {
 pub const MAX_CONNECTIONS: u32 = 256;
 /// Largest TCP_RR message (the packet model's limit).
 pub const MAX_RR_MSG: u64 = 1 << 20;
+
+/// Largest UDP datagram in one 1500-byte MTU frame (IPv4 and UDP headers off).
+pub const MAX_UDP_MSG: u64 = 1500 - 28;
+/// A migration's default sampling period of the per-PF counters (issue 11: every 50 ms).
+pub const MIGRATION_SAMPLE_MS: f64 = 50.0;
 
 /// Largest single DMA operation a workload may ask for (the model routes every page).
 pub const MAX_TRANSFER: u64 = 1 << 30;
@@ -484,6 +628,50 @@ fn value_span(src: &Source, span: &Range<usize>, key: &str) -> Range<usize> {
     span.clone()
 }
 
+/// An error at the value of `field` of workload `name` (at its table when not written).
+fn field_error(
+    src: &Source,
+    span: &Range<usize>,
+    name: &str,
+    field: &str,
+    msg: &str,
+) -> ScenarioError {
+    error(
+        src,
+        value_span(src, span, field),
+        Some(&format!("workload.{name}.{field}")),
+        msg,
+    )
+}
+
+/// STREAM antagonists: `stream_pairs` and `stream_node` go together.
+fn antagonists(
+    pairs: Option<u32>,
+    node: Option<u32>,
+    field: &dyn Fn(&str, &str) -> ScenarioError,
+) -> Result<Option<Antagonists>, ScenarioError> {
+    match (pairs, node) {
+        (None, None) => Ok(None),
+        (Some(pairs), Some(node)) => Ok(Some(Antagonists { pairs, node })),
+        (Some(_), None) => Err(field(
+            "stream_pairs",
+            "STREAM antagonists need `stream_node` too: the memory node they load",
+        )),
+        (None, Some(_)) => Err(field(
+            "stream_node",
+            "`stream_node` is the memory node STREAM antagonists load: give `stream_pairs` too",
+        )),
+    }
+}
+
+/// `ms` milliseconds as a simulated time, when finite and within a run's longest window.
+fn millis(ms: f64) -> Option<Time> {
+    let ns = ms * 1e6;
+    (ns.is_finite() && (0.0..=MAX_WINDOW_NS).contains(&ns))
+        .then(|| Time::from_ns_f64(ns))
+        .flatten()
+}
+
 /// "100 us", "1 ms", "250ns", "2 s" (also µs): a duration in simulated time.
 pub fn parse_duration(s: &str) -> Result<Time, String> {
     let t = s.trim();
@@ -566,7 +754,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 src,
                 value_span(src, &span, "kind"),
                 Some(&format!("{wkey}.kind")),
-                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\" or \"pktgen\"",
+                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\" or \"pagerank\"",
             )
         })?;
         let (name, kind) = match kind {
@@ -678,6 +866,45 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                         )
                     })?),
                 };
+                let field = |f: &str, msg: &str| field_error(src, &span, &r.name, f, msg);
+                let streams = antagonists(r.stream_pairs, r.stream_node, &field)?;
+                let migration = match (r.migrate_at_ms, r.sample_ms) {
+                    (None, None) => None,
+                    (None, Some(_)) => {
+                        return Err(field(
+                            "sample_ms",
+                            "`sample_ms` samples a migration: give `migrate_at_ms` too",
+                        ))
+                    }
+                    (Some(at), sample) => {
+                        let sample = sample.unwrap_or(MIGRATION_SAMPLE_MS);
+                        let lasts = measure.warmup + measure.duration;
+                        let at = millis(at)
+                            .filter(|t| *t > Time::ZERO && *t < lasts)
+                            .ok_or_else(|| {
+                                field(
+                                    "migrate_at_ms",
+                                    &format!(
+                                        "must be a time inside the run, 0 .. {} ms (warm-up and window)",
+                                        lasts.as_us_f64() / 1e3
+                                    ),
+                                )
+                            })?;
+                        let sample = millis(sample)
+                            .filter(|t| *t >= Time::from_us(1))
+                            .ok_or_else(|| field("sample_ms", "must be 0.001 ms .. 1 s"))?;
+                        let rx = test == NetTest::TcpStream {
+                            server_receives: true,
+                        };
+                        if !rx || r.connections != 1 {
+                            return Err(field(
+                                "migrate_at_ms",
+                                "a migration moves the receiver of one TCP_STREAM rx connection",
+                            ));
+                        }
+                        Some(Migration { at, sample })
+                    }
+                };
                 let k = Kind::Netperf {
                     test,
                     coalescing,
@@ -691,6 +918,57 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     mem_node: r.mem_node,
                     nic_mode: r.nic_mode,
                     netdev_pf: r.netdev_pf.0,
+                    streams,
+                    migration,
+                };
+                (r.name, k)
+            }
+            "memcached" => {
+                let r: RawMemcached = read_workload(src, &span, table, &wkey)?;
+                let k = Kind::Memcached {
+                    ends: NetEnds {
+                        server: r.server,
+                        client: r.client,
+                        client_nic: r.client_nic.unwrap_or_else(|| r.nic.clone()),
+                        nic: r.nic,
+                        cpu_node: r.cpu_node,
+                        mem_node: r.mem_node,
+                        nic_mode: r.nic_mode,
+                        netdev_pf: r.netdev_pf.0,
+                    },
+                    key_bytes: r.key_bytes.0,
+                    value_bytes: r.value_bytes.0,
+                    set_ratio: r.set_ratio,
+                    clients: r.clients,
+                    keys: r.keys,
+                };
+                (r.name, k)
+            }
+            "udp_pingpong" => {
+                let r: RawUdp = read_workload(src, &span, table, &wkey)?;
+                let field = |f: &str, msg: &str| field_error(src, &span, &r.name, f, msg);
+                let streams = antagonists(r.stream_pairs, r.stream_node, &field)?;
+                let k = Kind::UdpPingPong {
+                    ends: NetEnds {
+                        server: r.server,
+                        client: r.client,
+                        client_nic: r.client_nic.unwrap_or_else(|| r.nic.clone()),
+                        nic: r.nic,
+                        cpu_node: r.cpu_node,
+                        mem_node: r.mem_node,
+                        nic_mode: r.nic_mode,
+                        netdev_pf: r.netdev_pf.0,
+                    },
+                    msg_bytes: r.msg_bytes.0,
+                    streams,
+                };
+                (r.name, k)
+            }
+            "pagerank" => {
+                let r: RawPageRank = read_workload(src, &span, table, &wkey)?;
+                let k = Kind::PageRank {
+                    host: r.host,
+                    threads_per_socket: r.threads_per_socket,
                 };
                 (r.name, k)
             }
@@ -713,7 +991,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     value_span(src, &span, "kind"),
                     Some(&format!("{wkey}.kind")),
                     &format!(
-                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen)"
+                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen, memcached, udp_pingpong, pagerank)"
                 ),
                 ))
             }
@@ -800,6 +1078,52 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     )?;
                 }
             }
+            Kind::Memcached {
+                key_bytes,
+                value_bytes,
+                set_ratio,
+                clients,
+                keys,
+                ..
+            } => {
+                range(
+                    (16..=256).contains(key_bytes),
+                    "key_bytes",
+                    "must be 16 .. 256 bytes (memaslap's shortest key; memcached's 250 bytes and the client's prefix)",
+                )?;
+                range(
+                    (16..=1 << 20).contains(value_bytes),
+                    "value_bytes",
+                    "must be 16 B .. 1 MiB (a value carries its key and version; memcached's default item size limit)",
+                )?;
+                range(
+                    (0.0..=1.0).contains(set_ratio),
+                    "set_ratio",
+                    "must be a share of SETs in 0 .. 1",
+                )?;
+                range(
+                    (1..=1024).contains(clients),
+                    "clients",
+                    "must be 1 .. 1024 memaslap connections",
+                )?;
+                range(
+                    (1..=1 << 24).contains(keys),
+                    "keys",
+                    "must be 1 .. 16777216 keys",
+                )?;
+            }
+            Kind::UdpPingPong { msg_bytes, .. } => range(
+                (1..=MAX_UDP_MSG).contains(msg_bytes),
+                "msg_bytes",
+                "must be 1 .. 1472 bytes (one datagram in one 1500-byte MTU frame)",
+            )?,
+            Kind::PageRank {
+                threads_per_socket, ..
+            } => range(
+                (1..=64).contains(threads_per_socket),
+                "threads_per_socket",
+                "must be 1 .. 64 threads",
+            )?,
             Kind::Pktgen { pkt_bytes, .. } => range(
                 (64..=1518).contains(pkt_bytes),
                 "pkt_bytes",
@@ -928,13 +1252,14 @@ duration = "1 ms"
         assert_eq!(
             msg(&OK.replace("kind = \"dma\"", "kind = \"dmaa\"")),
             "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, pingpong, \
-             fio, netperf, pktgen) (key `workload.rx.kind`)"
+             fio, netperf, pktgen, memcached, udp_pingpong, pagerank) (key `workload.rx.kind`)"
         );
         // Without a name, a workload is named by its position.
         assert_eq!(
             msg(&OK.replace("kind = \"cpu_stream\"\n", "")),
             "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \
-             \"pingpong\", \"fio\", \"netperf\" or \"pktgen\" (key `workload.ant.kind`)"
+             \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\" or \
+             \"pagerank\" (key `workload.ant.kind`)"
         );
         assert_eq!(
             msg(&OK.replace("name = \"rx\"\n", "")),
@@ -1073,6 +1398,8 @@ duration = "2 ms"
                 nic_mode: NicMode::Standard,
                 netdev_pf: 1,
                 coalescing: None,
+                streams: None,
+                migration: None,
             }
         );
         assert!(matches!(
@@ -1129,6 +1456,165 @@ duration = "2 ms"
         );
         assert!(msg(&NET.replace("\"TCP_STREAM\"", "\"UDP_STREAM\""))
             .contains("unknown variant `UDP_STREAM`, expected `TCP_STREAM` or `TCP_RR`"));
+    }
+
+    const MC: &str = r#"
+[[workload]]
+name = "mc"
+kind = "memcached"
+server = "srv"
+client = "cli"
+nic = "nic"
+cpu_node = 0
+mem_node = 0
+nic_mode = "octonic"
+
+[[workload]]
+name = "udp"
+kind = "udp_pingpong"
+msg_bytes = 64
+server = "srv"
+client = "cli"
+nic = "nic"
+cpu_node = 1
+mem_node = 1
+nic_mode = "standard"
+
+[[workload]]
+name = "pr"
+kind = "pagerank"
+host = "srv"
+threads_per_socket = 8
+
+[measure]
+warmup = "1 ms"
+duration = "2 ms"
+"#;
+
+    #[test]
+    fn memcached_takes_memaslaps_defaults_and_the_others_parse() {
+        let s = parse(&src(MC)).unwrap();
+        let ends = |cpu_node, mem_node, nic_mode| NetEnds {
+            server: "srv".into(),
+            client: "cli".into(),
+            nic: "nic".into(),
+            client_nic: "nic".into(),
+            cpu_node,
+            mem_node,
+            nic_mode,
+            netdev_pf: 0,
+        };
+        assert_eq!(
+            s.workloads[0].kind,
+            Kind::Memcached {
+                ends: ends(0, 0, NicMode::Octonic),
+                key_bytes: 64,
+                value_bytes: 1024,
+                set_ratio: 0.1,
+                clients: 16,
+                keys: 10_000,
+            }
+        );
+        assert_eq!(
+            s.workloads[1].kind,
+            Kind::UdpPingPong {
+                ends: ends(1, 1, NicMode::Standard),
+                msg_bytes: 64,
+                streams: None,
+            }
+        );
+        assert_eq!(
+            s.workloads[2].kind,
+            Kind::PageRank {
+                host: "srv".into(),
+                threads_per_socket: 8,
+            }
+        );
+        let loaded = parse(&src(&MC.replace(
+            "msg_bytes = 64",
+            "msg_bytes = 64\nstream_pairs = 3\nstream_node = 1",
+        )))
+        .unwrap();
+        assert!(matches!(
+            loaded.workloads[1].kind,
+            Kind::UdpPingPong {
+                streams: Some(Antagonists { pairs: 3, node: 1 }),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn new_kinds_errors_are_located() {
+        let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+        assert_eq!(
+            msg(&MC.replace(
+                "nic_mode = \"octonic\"",
+                "nic_mode = \"octonic\"\nkey_bytes = 8"
+            )),
+            "t.toml:11:13: must be 16 .. 256 bytes (memaslap's shortest key; memcached's 250 \
+             bytes and the client's prefix) (key `workload.mc.key_bytes`)"
+        );
+        assert_eq!(
+            msg(&MC.replace(
+                "nic_mode = \"octonic\"",
+                "nic_mode = \"octonic\"\nset_ratio = 1.5"
+            )),
+            "t.toml:11:13: must be a share of SETs in 0 .. 1 (key `workload.mc.set_ratio`)"
+        );
+        assert!(msg(&MC.replace(
+            "nic_mode = \"octonic\"",
+            "nic_mode = \"octonic\"\nvalue = 5"
+        ))
+        .starts_with("t.toml:11:1: unknown field `value`, expected one of"),);
+        assert_eq!(
+            msg(&MC.replace("msg_bytes = 64", "msg_bytes = 2000")),
+            "t.toml:15:13: must be 1 .. 1472 bytes (one datagram in one 1500-byte MTU frame) \
+             (key `workload.udp.msg_bytes`)"
+        );
+        assert_eq!(
+            msg(&MC.replace("msg_bytes = 64", "msg_bytes = 64\nstream_pairs = 2")),
+            "t.toml:16:16: STREAM antagonists need `stream_node` too: the memory node they \
+             load (key `workload.udp.stream_pairs`)"
+        );
+        assert_eq!(
+            msg(&MC.replace("threads_per_socket = 8", "threads_per_socket = 0")),
+            "t.toml:27:22: must be 1 .. 64 threads (key `workload.pr.threads_per_socket`)"
+        );
+        assert!(msg(&MC.replace("host = \"srv\"\n", ""))
+            .starts_with("t.toml:23:1: missing field `host` (key `workload.pr.host`)"));
+    }
+
+    #[test]
+    fn a_migration_is_a_tcp_stream_rx_inside_the_run() {
+        let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+        let mig = NET.replace(
+            "netdev_pf = \"pf1\"",
+            "netdev_pf = \"pf1\"\nmigrate_at_ms = 1.5",
+        );
+        let s = parse(&src(&mig)).unwrap();
+        assert!(matches!(
+            s.workloads[0].kind,
+            Kind::Netperf {
+                migration: Some(Migration { at, sample }),
+                ..
+            } if at == Time::from_us(1500) && sample == Time::from_us(50_000)
+        ));
+        assert_eq!(
+            msg(&mig.replace("1.5", "3")),
+            "t.toml:14:17: must be a time inside the run, 0 .. 3 ms (warm-up and window) \
+             (key `workload.rx.migrate_at_ms`)"
+        );
+        assert_eq!(
+            msg(&mig.replace("\"TCP_STREAM\"", "\"TCP_STREAM\"\ndirection = \"tx\"")),
+            "t.toml:15:17: a migration moves the receiver of one TCP_STREAM rx connection \
+             (key `workload.rx.migrate_at_ms`)"
+        );
+        assert_eq!(
+            msg(&NET.replace("netdev_pf = \"pf1\"", "netdev_pf = \"pf1\"\nsample_ms = 1")),
+            "t.toml:14:13: `sample_ms` samples a migration: give `migrate_at_ms` too (key \
+             `workload.rx.sample_ms`)"
+        );
     }
 
     #[test]
