@@ -512,19 +512,17 @@ impl Sim<'_> {
                 + buf::SKB
                 + (self.k.snd_nxt / TSO_BYTES) % (self.tx.costs.rcvbuf_bytes / TSO_BYTES).max(1);
             let params = self.tx.nic.params.clone();
-            let pf = &mut self.tx.nic.pfs[self.tx.pf];
-            let doorbell = *cur + params.latency;
-            let desc = pf.dma_read(
-                doorbell,
-                &mut self.tx.mem,
-                node,
-                self.k.ns + buf::TX_DESC + slot,
-                DESC_BYTES,
-            );
             let headers = frame::ETH_HEADER as u64 + frame::TCP_IP_HEADERS as u64;
-            let data = pf.dma_read(desc, &mut self.tx.mem, node, skb, n + headers);
+            let data = super::fetch_send(
+                self.tx,
+                *cur,
+                self.k.ns + buf::TX_DESC + slot,
+                skb,
+                n + headers,
+            );
             // Segments onto the wire, each with its own headers and framing.
             let mut seq = self.k.snd_nxt;
+            let mut left_port = data;
             let segs = frame::tso_segments(n as u32, self.mss as u32).count();
             for (i, len) in frame::tso_segments(n as u32, self.mss as u32).enumerate() {
                 let ip = len + frame::TCP_IP_HEADERS;
