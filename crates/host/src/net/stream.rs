@@ -531,6 +531,7 @@ impl Sim<'_> {
                     .nic
                     .tx_port
                     .reserve(data, frame::wire_bytes(ip) as u64);
+                left_port = left_port.max(on_wire);
                 let arrive = on_wire + params.wire + self.rx.nic.params.latency;
                 self.k.frames += 1;
                 if self.rx.lro {
@@ -579,9 +580,12 @@ impl Sim<'_> {
                 self.at(visible, Ev::DataCqe);
                 seq += len as u64;
             }
+            // The send completes once its last frame has left the port (as pktgen's): until
+            // then its bytes count against TCP Small Queues, which so bounds what waits in
+            // the NIC for the port, not only what waits for its reads.
             let pf = &mut self.tx.nic.pfs[self.tx.pf];
             let cqe = pf.dma_write(
-                data,
+                left_port,
                 &mut self.tx.mem,
                 node,
                 self.k.ns + buf::TX_CQE + slot,
