@@ -468,7 +468,7 @@ impl Sim<'_> {
                     .tx
                     .mem
                     .cpu_read(cur, sock, self.tx.node, self.k.ns + buf::USER, n, false);
-            self.tx.mem.cpu_write(cur, sock, skb, TSO_BYTES);
+            cur = cur + self.tx.mem.cpu_write(cur, sock, skb, TSO_BYTES);
             self.k.app_written += n;
             batch += n;
             if self.k.app_written - self.k.snd_nxt >= TSO_BYTES {
