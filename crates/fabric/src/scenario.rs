@@ -852,15 +852,20 @@ impl Builder {
             "the timing layer serves accesses to a device's BARs on a platform with timing; \
              bar_gbps, bar_latency_ns and bar_rcb_bytes go together",
         )?;
-        let dma = group(
-            &["dma_max_reads", "dma_mrrs_bytes"],
-            false,
-            "a DMA requester states both its outstanding reads and its read request size",
-        )?;
-        group(
+        let nic = group(
             &NIC_TIMING_KEYS,
             false,
             "a NIC model states its line rate, pipeline latency, cable and coalescing together",
+        )?;
+        let dma = group(
+            &["dma_max_reads", "dma_mrrs_bytes"],
+            nic,
+            if nic {
+                "a NIC model reads descriptors and payload as a DMA requester: it states its \
+                 outstanding reads and its read request size"
+            } else {
+                "a DMA requester states both its outstanding reads and its read request size"
+            },
         )?;
         group(
             &NVME_TIMING_KEYS,

@@ -392,11 +392,13 @@ impl MemSys {
         }
     }
 
-    /// Write-backs of `lines` evicted from `node`'s LLC.
-    fn write_back(&mut self, at: Time, node: u32, lines: u64) {
-        if lines > 0 {
-            self.dram_write(at, node, lines * LINE);
+    /// Write-backs of `lines` evicted from `node`'s LLC: when DRAM has taken them (`at`
+    /// when there are none).
+    fn write_back(&mut self, at: Time, node: u32, lines: u64) -> Time {
+        if lines == 0 {
+            return at;
         }
+        self.dram_write(at, node, lines * LINE)
     }
 
     /// A device on `dev_socket` writes `bytes` of buffer `buf` in `node`, arriving at the
@@ -525,9 +527,13 @@ impl MemSys {
     }
 
     /// A core on `socket` writes `bytes` of `buf` (in `node`): the lines are allocated in
-    /// its LLC, dirty (a copy's destination, a descriptor). No stall: stores retire into
-    /// the store buffer and the cost of the work is the caller's.
-    pub fn cpu_write(&mut self, at: Time, socket: u32, buf: u64, bytes: u64) {
+    /// its LLC, dirty (a copy's destination, a descriptor). What the core waits beyond
+    /// the work itself (the caller's): nothing while the lines fit, but a line allocated
+    /// by evicting a dirty one waits for that write-back, so stores over an LLC full of
+    /// dirty buffers go no faster than DRAM takes the write-backs. Without that, cores
+    /// filling socket buffers (28 senders × 6 MiB) queued milliseconds of write-backs on
+    /// DRAM in a moment, and every DMA read behind them waited that long.
+    pub fn cpu_write(&mut self, at: Time, socket: u32, buf: u64, bytes: u64) -> Time {
         for o in 0..self.ddio.len() {
             if o != socket as usize {
                 self.ddio[o].remove(buf);
@@ -537,10 +543,11 @@ impl MemSys {
         let s = socket as usize;
         if self.ddio[s].contains(buf) {
             self.ddio[s].touch(buf);
-            return;
+            return Time::ZERO;
         }
         let wb = self.cpu[s].insert(buf, lines(bytes), true);
-        self.write_back(at, socket, wb);
+        let taken = self.write_back(at, socket, wb);
+        Time::from_ps(taken.as_ps().saturating_sub(at.as_ps()))
     }
 }
 
@@ -667,6 +674,31 @@ mod tests {
         let q = quiet.cpu_read(Time::ZERO, 0, 1, 12, 64, true);
         let l = loaded.cpu_read(Time::ZERO, 0, 1, 12, 64, true);
         assert!(l > q, "{l:?} vs {q:?}");
+    }
+
+    #[test]
+    fn stores_over_an_llc_full_of_dirty_buffers_wait_for_their_write_backs() {
+        let mut m = ms();
+        // The CPU share (18 of 20 ways of 35 MiB) fills without a stall…
+        let share = (35u64 << 20) * 18 / 20;
+        let n = share / 65536;
+        for b in 0..n {
+            assert_eq!(m.cpu_write(Time::ZERO, 0, 100 + b, 65536), Time::ZERO);
+        }
+        assert_eq!(m.dram_total(), 0);
+        // …then every 64 KiB written evicts 64 KiB of dirty lines: writing 64 more
+        // buffers at once takes as long as DRAM needs for their write-backs (60 GB/s).
+        let mut last = Time::ZERO;
+        for b in 0..64 {
+            last = last.max(m.cpu_write(Time::ZERO, 0, 1_000_000 + b, 65536));
+        }
+        assert_eq!(m.dram(0).write, 64 * 65536);
+        let ns = last.as_ns_f64();
+        let dram_ns = 64.0 * 65536.0 / 60.0;
+        assert!(
+            (ns - dram_ns).abs() < 0.01 * dram_ns,
+            "{ns:.0} vs {dram_ns:.0} ns"
+        );
     }
 
     #[test]

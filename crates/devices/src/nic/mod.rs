@@ -6,11 +6,13 @@
 //! one event per TLP per hop) cannot run fast enough; here a packet is a handful of
 //! events and each bandwidth resource is a FIFO server reserved per packet for its bytes
 //! including framing and TLP overhead (`sim::pcie`). `tests/nic_vs_tlp.rs` checks the
-//! pricing against the timed fabric's routes.
+//! pricing against the timed fabric's routes. Reads go out in MRRS requests bounded by
+//! the PF's tags (`tx`).
 
 pub mod coalesce;
 pub mod frame;
 pub mod steer;
+pub mod tx;
 
 use std::collections::BTreeMap;
 
@@ -20,6 +22,7 @@ use sim::{pcie, Time};
 
 pub use coalesce::{CoalesceMode, Coalescer, Coalescing, Moderation};
 pub use steer::{FiveTuple, Steering, SteeringMode};
+pub use tx::{HostBuf, ReadTags};
 
 /// A NIC model's parameters from its device timing table (`nic_*` keys).
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +38,10 @@ pub struct NicParams {
     pub coalesce: Time,
     /// …or at this many completions, whichever comes first.
     pub coalesce_frames: u32,
+    /// Reads a PF may have in flight (its tags) and its read request size, as every DMA
+    /// requester states them (`dma_max_reads`, `dma_mrrs_bytes`).
+    pub max_reads: u32,
+    pub mrrs_bytes: u32,
 }
 
 fn ns(x: f64) -> Time {
@@ -46,7 +53,7 @@ impl NicParams {
     pub fn from_timing(device: &str, t: &BTreeMap<String, f64>) -> Result<NicParams, String> {
         let get = |k: &str| {
             t.get(k).copied().ok_or_else(|| {
-                format!("device `{device}` has no NIC timing parameter `{k}` (a NIC model states nic_line_gbps, nic_latency_ns, nic_wire_ns, nic_coalesce_ns and nic_coalesce_frames)")
+                format!("device `{device}` has no NIC timing parameter `{k}` (a NIC model states nic_line_gbps, nic_latency_ns, nic_wire_ns, nic_coalesce_ns, nic_coalesce_frames, and as a DMA requester dma_max_reads and dma_mrrs_bytes)")
             })
         };
         Ok(NicParams {
@@ -55,6 +62,8 @@ impl NicParams {
             wire: ns(get("nic_wire_ns")?),
             coalesce: ns(get("nic_coalesce_ns")?),
             coalesce_frames: get("nic_coalesce_frames")? as u32,
+            max_reads: get("dma_max_reads")? as u32,
+            mrrs_bytes: get("dma_mrrs_bytes")? as u32,
         })
     }
 }
@@ -73,6 +82,10 @@ pub struct Pf {
     pub rcb: u32,
     /// Latency of the link (PHY/DLL) plus the root's forwarding.
     pub link_latency: Time,
+    /// Largest read request.
+    pub mrrs: u32,
+    /// The function's outstanding reads.
+    pub read_tags: ReadTags,
 }
 
 /// Bytes on the link of `bytes` cut into TLPs of at most `max` payload, with 64-bit
@@ -133,17 +146,27 @@ impl Pf {
         .max(first_visible)
     }
 
-    /// A DMA read of `bytes` of `buf` on `node` from `at` (requests of at most 4 KiB):
-    /// when the last completion byte is in the device.
+    /// A DMA read of `bytes` of `buf` on `node` from `at`: requests of at most `mrrs`
+    /// bytes, each sent once a tag is free and holding it until its last completion is
+    /// in the device (`tx`). When the last completion byte is in the device.
     pub fn dma_read(&mut self, at: Time, ms: &mut MemSys, node: u32, buf: u64, bytes: u64) -> Time {
-        let requests = bytes.div_ceil(4096).max(1);
-        let req = self
-            .up
-            .reserve(at, requests * pcie::wire_bytes(0, false, true) as u64);
-        let data = ms.device_read(req + self.link_latency, self.socket, node, buf, bytes);
-        self.down
-            .reserve(data, tlp_wire_bytes(bytes, self.rcb, true))
-            + self.link_latency
+        let request = pcie::wire_bytes(0, false, true) as u64;
+        let mut done = at;
+        let mut off = 0;
+        loop {
+            let n = (bytes - off).min(self.mrrs.max(1) as u64);
+            let issue = self.read_tags.acquire(at);
+            let req = self.up.reserve(issue, request);
+            let data = ms.device_read(req + self.link_latency, self.socket, node, buf, n);
+            let end =
+                self.down.reserve(data, tlp_wire_bytes(n, self.rcb, true)) + self.link_latency;
+            self.read_tags.release(end);
+            done = done.max(end);
+            off += n;
+            if off >= bytes {
+                return done;
+            }
+        }
     }
 }
 
@@ -191,6 +214,8 @@ impl Nic {
                 mps: host.mps,
                 rcb: timing.rcb_bytes,
                 link_latency: ns(timing.pcie_link_ns + timing.rc_latency_ns),
+                mrrs: params.mrrs_bytes,
+                read_tags: ReadTags::new(params.max_reads),
             });
         }
         Ok(Nic {

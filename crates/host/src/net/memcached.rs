@@ -30,7 +30,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use devices::nic::frame;
+use devices::nic::{frame, HostBuf};
 use sim::memsys::LINE;
 use sim::{Engine, Time};
 
@@ -701,16 +701,20 @@ impl Sim<'_> {
             inst.tx_slot += 1;
             let desc_buf = inst.ns + buf::TX_DESC + slot;
             self.server.mem.cpu_write(*cur, sock, desc_buf, DESC_BYTES);
-            let pf = &mut self.server.nic.pfs[inst.pf];
-            let desc = pf.dma_read(
-                *cur + sp.latency,
-                &mut self.server.mem,
-                inst.node,
-                desc_buf,
-                DESC_BYTES,
-            );
             let headers = (frame::ETH_HEADER + frame::TCP_IP_HEADERS) as u64;
-            let data = pf.dma_read(desc, &mut self.server.mem, inst.node, skb, n + headers);
+            let on = |buf, bytes| HostBuf {
+                node: inst.node,
+                buf,
+                bytes,
+            };
+            let data = self.server.nic.fetch_send(
+                *cur,
+                &mut self.server.mem,
+                inst.pf,
+                on(desc_buf, DESC_BYTES),
+                &[(inst.pf, on(skb, n + headers))],
+            );
+            let pf = &mut self.server.nic.pfs[inst.pf];
             let cqe = pf.dma_write(
                 data,
                 &mut self.server.mem,

@@ -20,7 +20,7 @@ use fabric::{HostId, NetStackCosts, Topology};
 use sim::memsys::{MemSys, MemSysParams};
 use sim::Time;
 
-use devices::nic::{Coalescing, Nic};
+use devices::nic::{Coalescing, HostBuf, Nic};
 
 fn ns(x: f64) -> Time {
     Time::from_ps((x * 1000.0).round() as u64)
@@ -107,6 +107,23 @@ pub const CQE_BYTES: u64 = 64;
 pub const DESC_BYTES: u64 = 64;
 /// Largest TSO send (the kernel's GSO limit).
 pub const TSO_BYTES: u64 = 65536;
+
+/// `h` rings its NIC at `doorbell` for a send on its PF whose descriptor is `desc` and
+/// whose payload is `bytes` of buffer `data`, both on its node: when the payload is in
+/// the NIC (`devices::nic::Nic::fetch_send`).
+pub(crate) fn fetch_send(
+    h: &mut NetHost,
+    doorbell: Time,
+    desc: u64,
+    data: u64,
+    bytes: u64,
+) -> Time {
+    let node = h.node;
+    let at = |buf, bytes| HostBuf { node, buf, bytes };
+    let payload = [(h.pf, at(data, bytes))];
+    h.nic
+        .fetch_send(doorbell, &mut h.mem, h.pf, at(desc, DESC_BYTES), &payload)
+}
 
 impl NetHost {
     /// Host `host` of `topo` using PF `pf` of its NIC `nic`, the workload on a core of

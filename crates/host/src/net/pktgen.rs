@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use devices::nic::frame;
+use devices::nic::{frame, HostBuf};
 use sim::Time;
 
 use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING};
@@ -85,7 +85,6 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
     let frag_bytes =
         |i: usize| spec.pkt_bytes / n_frags + if i == 0 { spec.pkt_bytes % n_frags } else { 0 };
     let c = h.costs.clone();
-    let p = h.nic.params.clone();
     let sock = h.core.socket;
     let node = h.node;
     let end = spec.warmup + spec.window;
@@ -128,26 +127,26 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
         let s = slot % RING;
         slot += 1;
         h.mem.cpu_write(cur, sock, buf::TX_DESC + s, DESC_BYTES);
-        let pf = &mut h.nic.pfs[h.pf];
-        let desc = pf.dma_read(
-            cur + p.latency,
-            &mut h.mem,
-            node,
-            buf::TX_DESC + s,
-            DESC_BYTES,
-        );
         // The NIC requests every fragment once it has the descriptor, each through the
         // fragment's PF; the packet goes out when the last has arrived.
-        let mut data = desc;
-        for (i, f) in frags.iter().enumerate() {
-            data = data.max(h.nic.pfs[f.pf].dma_read(
-                desc,
-                &mut h.mem,
-                f.node,
-                buf::SKB + i as u64,
-                frag_bytes(i),
-            ));
-        }
+        let payload: Vec<(usize, HostBuf)> = frags
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let b = HostBuf {
+                    node: f.node,
+                    buf: buf::SKB + i as u64,
+                    bytes: frag_bytes(i),
+                };
+                (f.pf, b)
+            })
+            .collect();
+        let desc = HostBuf {
+            node,
+            buf: buf::TX_DESC + s,
+            bytes: DESC_BYTES,
+        };
+        let data = h.nic.fetch_send(cur, &mut h.mem, h.pf, desc, &payload);
         // The NIC completes a packet once it has left the port.
         let on_wire = h.nic.tx_port.reserve(data, frame::wire_bytes(ip) as u64);
         let pf = &mut h.nic.pfs[h.pf];

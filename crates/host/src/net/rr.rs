@@ -148,16 +148,8 @@ impl Rr {
             side.tx_slot += 1;
             h.mem.cpu_write(cur, sock, buf::TX_DESC + slot, DESC_BYTES);
             let p = h.nic.params.clone();
-            let pf = &mut h.nic.pfs[h.pf];
-            let desc = pf.dma_read(
-                cur + p.latency,
-                &mut h.mem,
-                h.node,
-                buf::TX_DESC + slot,
-                DESC_BYTES,
-            );
             let headers = (frame::ETH_HEADER + frame::TCP_IP_HEADERS) as u64;
-            let data = pf.dma_read(desc, &mut h.mem, h.node, skb, len + headers);
+            let data = super::fetch_send(h, cur, buf::TX_DESC + slot, skb, len + headers);
             let mut last = data;
             for seg in frame::tso_segments(len as u32, self.mss as u32) {
                 let on_wire = h

@@ -474,7 +474,7 @@ impl Sim<'_> {
                     .tx
                     .mem
                     .cpu_read(cur, sock, self.tx.node, self.k.ns + buf::USER, n, false);
-            self.tx.mem.cpu_write(cur, sock, skb, TSO_BYTES);
+            cur = cur + self.tx.mem.cpu_write(cur, sock, skb, TSO_BYTES);
             self.k.app_written += n;
             batch += n;
             if self.k.app_written - self.k.snd_nxt >= TSO_BYTES {
@@ -518,19 +518,17 @@ impl Sim<'_> {
                 + buf::SKB
                 + (self.k.snd_nxt / TSO_BYTES) % (self.tx.costs.rcvbuf_bytes / TSO_BYTES).max(1);
             let params = self.tx.nic.params.clone();
-            let pf = &mut self.tx.nic.pfs[self.tx.pf];
-            let doorbell = *cur + params.latency;
-            let desc = pf.dma_read(
-                doorbell,
-                &mut self.tx.mem,
-                node,
-                self.k.ns + buf::TX_DESC + slot,
-                DESC_BYTES,
-            );
             let headers = frame::ETH_HEADER as u64 + frame::TCP_IP_HEADERS as u64;
-            let data = pf.dma_read(desc, &mut self.tx.mem, node, skb, n + headers);
+            let data = super::fetch_send(
+                self.tx,
+                *cur,
+                self.k.ns + buf::TX_DESC + slot,
+                skb,
+                n + headers,
+            );
             // Segments onto the wire, each with its own headers and framing.
             let mut seq = self.k.snd_nxt;
+            let mut left_port = data;
             let segs = frame::tso_segments(n as u32, self.mss as u32).count();
             for (i, len) in frame::tso_segments(n as u32, self.mss as u32).enumerate() {
                 let ip = len + frame::TCP_IP_HEADERS;
@@ -539,6 +537,7 @@ impl Sim<'_> {
                     .nic
                     .tx_port
                     .reserve(data, frame::wire_bytes(ip) as u64);
+                left_port = left_port.max(on_wire);
                 let arrive = on_wire + params.wire + self.rx.nic.params.latency;
                 self.k.frames += 1;
                 if self.rx.lro {
@@ -587,9 +586,12 @@ impl Sim<'_> {
                 self.at(visible, Ev::DataCqe);
                 seq += len as u64;
             }
+            // The send completes once its last frame has left the port (as pktgen's): until
+            // then its bytes count against TCP Small Queues, which so bounds what waits in
+            // the NIC for the port, not only what waits for its reads.
             let pf = &mut self.tx.nic.pfs[self.tx.pf];
             let cqe = pf.dma_write(
-                data,
+                left_port,
                 &mut self.tx.mem,
                 node,
                 self.k.ns + buf::TX_CQE + slot,

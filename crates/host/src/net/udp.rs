@@ -111,15 +111,7 @@ fn send(h: &mut NetHost, side: &mut Side, t: Time, n: u64, peer: &NetHost) -> Ti
     cur += h.core.cycles(c.tx_send_cycles);
     h.mem.cpu_write(cur, sock, buf::TX_DESC + slot, DESC_BYTES);
     let p = h.nic.params.clone();
-    let pf = &mut h.nic.pfs[h.pf];
-    let desc = pf.dma_read(
-        cur + p.latency,
-        &mut h.mem,
-        h.node,
-        buf::TX_DESC + slot,
-        DESC_BYTES,
-    );
-    let data = pf.dma_read(desc, &mut h.mem, h.node, buf::SKB + slot, n + headers);
+    let data = super::fetch_send(h, cur, buf::TX_DESC + slot, buf::SKB + slot, n + headers);
     let ip_bytes = n as u32 + UDP_IP_HEADERS;
     let on_wire = h
         .nic
