@@ -11,6 +11,7 @@ fn the_built_in_files_are_the_implemented_catalog() {
     assert_eq!(
         ids,
         [
+            "ioctopus.colocation",
             "ioctopus.ioctosg",
             "ioctopus.memcached",
             "ioctopus.migration",
