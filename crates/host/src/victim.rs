@@ -123,6 +123,14 @@ impl PageRank {
         })
     }
 
+    /// Starts every thread at `t` (no earlier work): the victim joins a run already under
+    /// way, so a costly victim need not be simulated through the I/O model's whole warm-up.
+    pub fn start_at(&mut self, t: Time) {
+        for th in &mut self.threads {
+            th.t = th.t.max(t);
+        }
+    }
+
     fn next(&mut self) -> u64 {
         // splitmix64: deterministic for a seed, independent of the I/O model's generator.
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);

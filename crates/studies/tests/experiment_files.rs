@@ -12,6 +12,7 @@ fn the_built_in_files_are_the_implemented_catalog() {
         ids,
         [
             "ioctopus.coalescing",
+            "ioctopus.colocation",
             "ioctopus.ioctosg",
             "ioctopus.memcached",
             "ioctopus.migration",

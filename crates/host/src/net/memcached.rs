@@ -197,9 +197,10 @@ struct Sim<'a> {
     insts: Vec<Inst>,
     conns: Vec<Conn>,
     next_version: u64,
-    /// Client-side ledger: last acknowledged SET version per key, SETs in flight per key.
-    acked: HashMap<u64, u64>,
-    sets_in_flight: HashMap<u64, u32>,
+    /// Client-side ledger, per (instance, key) — each instance is its own server with its
+    /// own items: last acknowledged SET version, SETs in flight.
+    acked: HashMap<(usize, u64), u64>,
+    sets_in_flight: HashMap<(usize, u64), u32>,
     measuring: bool,
     r: MemcachedResult,
 }
@@ -392,10 +393,11 @@ impl Sim<'_> {
         let set = (self.eng.sample_index(1 << 20) as f64) < self.spec.set_ratio * (1 << 20) as f64;
         let key = (self.eng.sample_index(u32::MAX) as u64) % self.spec.keys;
         let cmd = COMMAND_BYTES + self.spec.key_bytes;
+        let inst = self.conns[c].inst;
         if set {
             let version = self.next_version;
             self.next_version += 1;
-            *self.sets_in_flight.entry(key).or_default() += 1;
+            *self.sets_in_flight.entry((inst, key)).or_default() += 1;
             self.conns[c].op = Some(Op::Set {
                 key,
                 version,
@@ -408,15 +410,14 @@ impl Sim<'_> {
             while left > 0 {
                 let n = left.min(CHUNK);
                 left -= n;
-                self.insts[self.conns[c].inst].backlog.push_back((c, n));
+                self.insts[inst].backlog.push_back((c, n));
             }
-            let inst = self.conns[c].inst;
             self.release_backlog(t, inst);
         } else {
-            let at_least = if self.sets_in_flight.get(&key).copied().unwrap_or(0) > 0 {
+            let at_least = if self.sets_in_flight.get(&(inst, key)).copied().unwrap_or(0) > 0 {
                 None
             } else {
-                Some(self.acked.get(&key).copied().unwrap_or(0))
+                Some(self.acked.get(&(inst, key)).copied().unwrap_or(0))
             };
             self.conns[c].op = Some(Op::Get {
                 key,
@@ -787,9 +788,10 @@ impl Sim<'_> {
                 }
             }
             Some(Op::Set { key, version, .. }) => {
-                let a = self.acked.entry(key).or_default();
+                let inst = self.conns[c].inst;
+                let a = self.acked.entry((inst, key)).or_default();
                 *a = (*a).max(version);
-                if let Some(n) = self.sets_in_flight.get_mut(&key) {
+                if let Some(n) = self.sets_in_flight.get_mut(&(inst, key)) {
                     *n -= 1;
                 }
                 if self.measuring {

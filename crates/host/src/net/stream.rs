@@ -7,7 +7,9 @@
 //! settle at the bottleneck's rate.
 //!
 //! Several connections may run at once (`run_lanes`), each on its own pair of cores with
-//! its own rings and buffers, sharing both hosts' memory systems, PCIe links and ports.
+//! its own rings and buffers, sharing both hosts' memory systems, PCIe links and ports,
+//! and with a co-located workload (`run_lanes_with`, a `victim::Background`) advanced in
+//! time order on one host's memory system.
 //! One connection may have its receiving thread moved (`migration`): its frames then
 //! enter the rings the NIC driver steers them to, and TCP holds segments that arrive
 //! ahead of a hole in its out-of-order queue.
@@ -15,12 +17,13 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use devices::nic::{frame, Coalescing};
-use sim::memsys::LINE;
+use sim::memsys::{MemSys, LINE};
 use sim::{Engine, Time};
 
 use super::migration::{Migrating, MigrationResult, Observed};
 use super::rxq::{RxQueue, Seg};
 use super::{buf, Core, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
+use crate::victim::Background;
 
 /// What to run.
 #[derive(Clone, Copy, Debug)]
@@ -101,6 +104,19 @@ impl Lane {
         std::mem::swap(&mut self.pf, &mut h.pf);
         std::mem::swap(&mut self.node, &mut h.node);
     }
+}
+
+/// Which host of a stream a co-located workload shares its memory system with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Sender,
+    Receiver,
+}
+
+/// A workload beside the streams on one host's memory system (`run_lanes_with`).
+pub struct Colocated<'b> {
+    pub side: Side,
+    pub work: &'b mut dyn Background,
 }
 
 /// One connection's state: sender, receiver, and where each side runs.
@@ -202,7 +218,20 @@ pub fn run_lanes(
     spec: StreamSpec,
     lanes: Vec<(Lane, Lane)>,
 ) -> Result<StreamResult, String> {
-    run_inner(tx, rx, spec, lanes, None).map(|(r, _)| r)
+    run_inner(tx, rx, spec, lanes, None, None).map(|(r, _)| r)
+}
+
+/// As [`run_lanes`], with `bg` running on one host's memory system alongside: brought up
+/// to every event's time before the event is handled (so both reserve DRAM, LLC and
+/// interconnect in time order), its counters reset with the window's.
+pub fn run_lanes_with(
+    tx: &mut NetHost,
+    rx: &mut NetHost,
+    spec: StreamSpec,
+    lanes: Vec<(Lane, Lane)>,
+    bg: Option<Colocated<'_>>,
+) -> Result<StreamResult, String> {
+    run_inner(tx, rx, spec, lanes, None, bg).map(|(r, _)| r)
 }
 
 /// One stream whose receiving thread moves (`migration::run` checks the spec).
@@ -213,7 +242,7 @@ pub(crate) fn run_migrating<'a>(
     mig: Migrating<'a>,
 ) -> Result<MigrationResult, String> {
     let lanes = vec![(Lane::of(tx), Lane::of(rx))];
-    let (stream, out) = run_inner(tx, rx, spec.stream, lanes, Some(mig))?;
+    let (stream, out) = run_inner(tx, rx, spec.stream, lanes, Some(mig), None)?;
     let (mig, observed) = out.expect("a migrating run returns its state");
     Ok(mig.result(stream, observed))
 }
@@ -224,6 +253,7 @@ fn run_inner<'a>(
     spec: StreamSpec,
     lanes: Vec<(Lane, Lane)>,
     mig: Option<Migrating<'a>>,
+    mut bg: Option<Colocated<'_>>,
 ) -> Result<(StreamResult, Option<(Migrating<'a>, Observed)>), String> {
     if spec.msg_bytes == 0 {
         return Err("msg_bytes must be > 0".into());
@@ -291,9 +321,18 @@ fn run_inner<'a>(
         if t > end {
             break;
         }
+        if let Some(b) = bg.as_mut() {
+            b.work.advance(s.mem_of(b.side), t);
+            if matches!(ev, Ev::Warm) {
+                b.work.reset_counters();
+            }
+        }
         s.activate(i);
         s.handle(t, ev);
         s.schedule_driver();
+    }
+    if let Some(b) = bg.as_mut() {
+        b.work.advance(s.mem_of(b.side), end);
     }
     // Back to connection 0 and park it: every connection is in `conns`, the hosts hold
     // their own lanes again.
@@ -335,6 +374,13 @@ fn run_inner<'a>(
 }
 
 impl Sim<'_> {
+    fn mem_of(&mut self, side: Side) -> &mut MemSys {
+        match side {
+            Side::Sender => &mut self.tx.mem,
+            Side::Receiver => &mut self.rx.mem,
+        }
+    }
+
     fn at(&mut self, t: Time, ev: Ev) {
         let t = t.max(self.eng.now());
         self.eng
