@@ -16,7 +16,7 @@ mod rxq;
 pub mod stream;
 pub mod udp;
 
-use fabric::{HostId, NetStackCosts, Topology};
+use fabric::{HostId, NetStackCosts, Platform, Topology};
 use sim::memsys::{MemSys, MemSysParams};
 use sim::Time;
 
@@ -105,6 +105,28 @@ pub const DESC_BYTES: u64 = 64;
 /// Largest TSO send (the kernel's GSO limit).
 pub const TSO_BYTES: u64 = 65536;
 
+/// The memory system of `platform` (its LLC, DDIO share, DRAM and interconnect from its
+/// timing table), its cores keeping `line_fill_buffers` misses in flight.
+pub fn mem_sys(platform: &Platform, line_fill_buffers: u32) -> Result<MemSys, String> {
+    let t = platform
+        .timing
+        .as_ref()
+        .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
+    let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
+    Ok(MemSys::new(MemSysParams {
+        sockets: platform.packages,
+        llc_bytes: platform.llc_bytes,
+        llc_ways: platform.llc_ways,
+        ddio_ways: platform.ddio_ways,
+        llc_latency: ns(t.llc_latency_ns),
+        dram_latency: ns(t.dram_latency_ns),
+        interconnect_latency: ns(t.interconnect_latency_ns),
+        dram_gbps: t.dram_gbps,
+        interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
+        line_fill_buffers,
+    }))
+}
+
 impl NetHost {
     /// Host `host` of `topo` using PF `pf` of its NIC `nic`, the workload on a core of
     /// `socket` with its memory on `node`.
@@ -124,10 +146,6 @@ impl NetHost {
                 platform.name, platform.name
             )
         })?;
-        let t = platform
-            .timing
-            .as_ref()
-            .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
         let dev = topo
             .device_by_name(host, nic)
             .ok_or_else(|| format!("host `{hname}` has no device `{nic}`"))?;
@@ -145,19 +163,7 @@ impl NetHost {
                 platform.packages
             ));
         }
-        let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
-        let mem = MemSys::new(MemSysParams {
-            sockets: platform.packages,
-            llc_bytes: platform.llc_bytes,
-            llc_ways: platform.llc_ways,
-            ddio_ways: platform.ddio_ways,
-            llc_latency: ns(t.llc_latency_ns),
-            dram_latency: ns(t.dram_latency_ns),
-            interconnect_latency: ns(t.interconnect_latency_ns),
-            dram_gbps: t.dram_gbps,
-            interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
-            line_fill_buffers: costs.line_fill_buffers,
-        });
+        let mem = mem_sys(platform, costs.line_fill_buffers)?;
         Ok(NetHost {
             mem,
             nic,
