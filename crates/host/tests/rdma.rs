@@ -84,8 +84,14 @@ fn fetch_and_add_from_many_qps_loses_no_update() {
     let mut r = Rdma::new(&mut c, &mut s, local, server, 8, 4, 256).unwrap();
     for round in 0..25 {
         for qp in 0..8 {
-            r.post(qp, Verb::FetchAdd { add: 1 }, 64, 8 * (qp as u64 + round % 2), 8)
-                .unwrap();
+            r.post(
+                qp,
+                Verb::FetchAdd { add: 1 },
+                64,
+                8 * (qp as u64 + round % 2),
+                8,
+            )
+            .unwrap();
         }
     }
     r.run().unwrap();
@@ -97,7 +103,11 @@ fn fetch_and_add_from_many_qps_loses_no_update() {
         .map(|c| u64::from_le_bytes(c.data[..8].try_into().unwrap()))
         .collect();
     olds.sort_unstable();
-    assert_eq!(olds, (0..200).collect::<Vec<_>>(), "each saw a distinct value");
+    assert_eq!(
+        olds,
+        (0..200).collect::<Vec<_>>(),
+        "each saw a distinct value"
+    );
 }
 
 #[test]
@@ -171,7 +181,10 @@ fn a_remote_read_pays_the_interconnect_round_trip_and_a_write_does_not() {
         "remote READ penalty {read:.1} ns, interconnect {ic} ns each way"
     );
     let write = latency(Verb::Write, 1, true) - latency(Verb::Write, 1, false);
-    assert!(write.abs() < 1.0, "a posted WRITE's remote penalty: {write}");
+    assert!(
+        write.abs() < 1.0,
+        "a posted WRITE's remote penalty: {write}"
+    );
     assert!(latency(Verb::Write, 1, false) < latency(Verb::Read, 1, false));
 }
 
@@ -251,7 +264,10 @@ fn bad_requests_are_refused_with_the_reason() {
     let e = Rdma::new(&mut c, &mut s, local.clone(), server.clone(), 1, 17, 256)
         .err()
         .unwrap();
-    assert!(e.contains("max_rd_atomic 17") && e.contains("1..=16"), "{e}");
+    assert!(
+        e.contains("max_rd_atomic 17") && e.contains("1..=16"),
+        "{e}"
+    );
     let e = Rdma::new(&mut c, &mut s, local.clone(), server.clone(), 1, 1, 1500)
         .err()
         .unwrap();
@@ -262,5 +278,8 @@ fn bad_requests_are_refused_with_the_reason() {
     let e = r.post(3, Verb::Read, 0, 0, 64).unwrap_err();
     assert!(e.contains("no connection 3"), "{e}");
     let e = RdmaHost::new(&t, "server", "nope").err().unwrap();
-    assert!(e.contains("no device `nope`") && e.contains("`rnic`"), "{e}");
+    assert!(
+        e.contains("no device `nope`") && e.contains("`rnic`"),
+        "{e}"
+    );
 }

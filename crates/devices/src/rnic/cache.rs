@@ -75,7 +75,10 @@ mod tests {
                 c.access(k);
             }
         }
-        assert_eq!(c.hits, 0, "LRU under a cyclic scan of 5 keys over 4 entries");
+        assert_eq!(
+            c.hits, 0,
+            "LRU under a cyclic scan of 5 keys over 4 entries"
+        );
         assert_eq!(c.misses, 15);
     }
 }

@@ -182,7 +182,14 @@ impl Rnic {
 
     /// Translations of bytes `offset..offset + len` of region `key` from `at`: every
     /// page's MTT entry, fetched by a DMA read when it misses.
-    pub fn translate(&mut self, at: Time, ms: &mut MemSys, key: u32, offset: u64, len: u64) -> Time {
+    pub fn translate(
+        &mut self,
+        at: Time,
+        ms: &mut MemSys,
+        key: u32,
+        offset: u64,
+        len: u64,
+    ) -> Time {
         let mut t = at;
         let node = self.socket();
         for page in offset / PAGE..=(offset + len.max(1) - 1) / PAGE {
@@ -204,7 +211,9 @@ impl Rnic {
     /// Sends `packets` ready at `at` out of the port: through the pipeline, serialized;
     /// when the last byte reaches the far port.
     pub fn transmit(&mut self, at: Time, packets: wire::Packets) -> Time {
-        let out = self.port.reserve(at + self.params.latency, packets.wire_bytes);
+        let out = self
+            .port
+            .reserve(at + self.params.latency, packets.wire_bytes);
         out + self.params.wire
     }
 

@@ -11,10 +11,15 @@ pub enum Verb {
     Write,
     /// IBV_WR_ATOMIC_CMP_AND_SWP: the remote 8 bytes become `swap` if they equal
     /// `compare`; the original value comes back.
-    CompareSwap { compare: u64, swap: u64 },
+    CompareSwap {
+        compare: u64,
+        swap: u64,
+    },
     /// IBV_WR_ATOMIC_FETCH_AND_ADD: the remote 8 bytes grow by `add` (wrapping); the
     /// original value comes back.
-    FetchAdd { add: u64 },
+    FetchAdd {
+        add: u64,
+    },
 }
 
 impl Verb {
@@ -63,7 +68,7 @@ impl Wqe {
         if self.len == 0 {
             return Err(format!("work request {}: zero length", self.wr_id));
         }
-        if self.verb.is_atomic() && (self.len != ATOMIC_BYTES || self.remote % 8 != 0) {
+        if self.verb.is_atomic() && (self.len != ATOMIC_BYTES || !self.remote.is_multiple_of(8)) {
             return Err(format!(
                 "work request {}: an atomic works on 8 bytes at an 8-byte aligned remote offset (len {}, offset {})",
                 self.wr_id, self.len, self.remote
@@ -199,7 +204,11 @@ mod tests {
         let r1 = q.issue().unwrap();
         let w2 = q.issue().unwrap();
         assert_eq!(w2.wr_id, 2, "a WRITE does not need a read resource");
-        assert_eq!(q.issue(), None, "the second READ waits for the first's response");
+        assert_eq!(
+            q.issue(),
+            None,
+            "the second READ waits for the first's response"
+        );
         assert_eq!(q.reads_in_flight(), 1);
         q.complete(&r1);
         assert_eq!(q.issue().unwrap().wr_id, 3);

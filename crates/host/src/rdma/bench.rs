@@ -385,7 +385,11 @@ impl<'a> Rdma<'a> {
         };
         self.conns[c as usize].qp.complete(&w);
         self.try_issue(c, done)?;
-        let data = if self.work.is_some() { Vec::new() } else { data };
+        let data = if self.work.is_some() {
+            Vec::new()
+        } else {
+            data
+        };
         self.eng
             .schedule_at(visible, (c, Ev::Cqe(w, data)))
             .map_err(|e| e.to_string())
@@ -397,14 +401,10 @@ impl<'a> Rdma<'a> {
         let cqe = CQ_BUF + ((c as u64) << 16) + (conn.seen % CQ_DEPTH);
         let core = &mut self.cores[conn.core];
         let start = core.start(t);
-        let read = self.client.mem.cpu_read(
-            start,
-            core.socket,
-            self.local.node,
-            cqe,
-            CQE_BYTES,
-            true,
-        );
+        let read =
+            self.client
+                .mem
+                .cpu_read(start, core.socket, self.local.node, cqe, CQE_BYTES, true);
         let end = start + read + core.cycles(POLL_CYCLES);
         core.finish(start, end);
         let (wr_id, posted) = conn

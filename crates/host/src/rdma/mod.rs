@@ -103,7 +103,10 @@ impl RdmaHost {
                 }
             )
         })?;
-        if !matches!(topo.devices[dev as usize].kind, fabric::raw::DeviceKind::Rnic) {
+        if !matches!(
+            topo.devices[dev as usize].kind,
+            fabric::raw::DeviceKind::Rnic
+        ) {
             return Err(format!("device `{name}.{rnic}` is not an RNIC"));
         }
         let platform = topo.platform_of(h);
