@@ -1252,7 +1252,9 @@ fn the_report_lists_the_catalog_experiments_not_implemented() {
     for (row, e) in rows[1..].iter().zip(&missing) {
         assert_eq!(*row, format!("| {} | {} |", e.id, e.title));
     }
-    assert!(section.contains("| rdma.independent_load | 8 connections beside 128 load threads on their own buffers |"));
+    assert!(section.contains(
+        "| rdma.independent_load | 8 connections beside 128 load threads on their own buffers |"
+    ));
     for e in &missing {
         assert!(
             html.contains(&format!("<tr><td>{}</td><td>", e.id)),
