@@ -5,19 +5,19 @@ mod common;
 use common::nudma;
 use serde_json::Value;
 
-/// The catalog's rdma study, none of which is implemented yet.
-fn rdma() -> Vec<&'static studies::catalog::Entry> {
+/// The catalog's tyche study, none of which is implemented yet.
+fn tyche() -> Vec<&'static studies::catalog::Entry> {
     let entries: Vec<_> = studies::catalog::not_implemented()
         .into_iter()
-        .filter(|e| e.id.starts_with("rdma."))
+        .filter(|e| e.id.starts_with("tyche."))
         .collect();
-    assert!(entries.iter().any(|e| e.id == "rdma.latency"));
+    assert!(entries.iter().any(|e| e.id == "tyche.nics_node0"));
     entries
 }
 
 #[test]
 fn a_study_without_experiments_lists_them_in_json_and_on_stderr() {
-    let (code, out, err) = nudma(&["reproduce", "rdma", "rdma", "--format", "json"]);
+    let (code, out, err) = nudma(&["reproduce", "tyche", "tyche", "--format", "json"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["results"], serde_json::json!([]));
@@ -27,9 +27,9 @@ fn a_study_without_experiments_lists_them_in_json_and_on_stderr() {
         .iter()
         .map(|e| (e["id"].as_str().unwrap(), e["title"].as_str().unwrap()))
         .collect();
-    let want: Vec<(&str, &str)> = rdma().iter().map(|e| (e.id, e.title)).collect();
+    let want: Vec<(&str, &str)> = tyche().iter().map(|e| (e.id, e.title)).collect();
     assert_eq!(listed, want, "each once although the study was named twice");
-    for e in rdma() {
+    for e in tyche() {
         let line = format!(
             "nudma reproduce: {} ({}) is not implemented yet\n",
             e.id, e.title
@@ -42,11 +42,11 @@ fn a_study_without_experiments_lists_them_in_json_and_on_stderr() {
 fn the_report_has_a_not_implemented_section() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
-    let (code, _, err) = nudma(&["reproduce", "rdma", "--out", out]);
+    let (code, _, err) = nudma(&["reproduce", "tyche", "--out", out]);
     assert_eq!(code, 0, "{err}");
     let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
     assert!(md.contains("\n## Not implemented yet\n"), "{md}");
-    for e in rdma() {
+    for e in tyche() {
         assert!(
             md.contains(&format!("| {} | {} |\n", e.id, e.title)),
             "{md}"
@@ -60,7 +60,7 @@ fn the_report_has_a_not_implemented_section() {
 
 #[test]
 fn an_unimplemented_experiment_by_id_is_an_error() {
-    let (code, _, err) = nudma(&["reproduce", "rdma.latency"]);
+    let (code, _, err) = nudma(&["reproduce", "tyche.nics_node0"]);
     assert_eq!(code, 2, "{err}");
     // Every implemented experiment, sorted, as the error lists them.
     let mut ids: Vec<&str> = studies::catalog::implemented()
@@ -70,7 +70,7 @@ fn an_unimplemented_experiment_by_id_is_an_error() {
     ids.sort_unstable();
     assert!(ids.contains(&"smartio.ram_latency") && ids.contains(&"ioctopus.tcp_rr"));
     let want = format!(
-        "experiment `rdma.latency` is in the catalog but not implemented yet (implemented: {})",
+        "experiment `tyche.nics_node0` is in the catalog but not implemented yet (implemented: {})",
         ids.join(", ")
     );
     assert!(err.contains(&want), "{err}");

@@ -1,4 +1,4 @@
-//! nudma's device models: what a NIC, NVMe controller, GPU or NTB adapter does on the bus,
+//! nudma's device models: what a NIC, RNIC, NVMe controller, GPU or NTB adapter does on the bus,
 //! written once against the fabric's addresses and the timing layer's network.
 
 pub mod dma;
@@ -6,6 +6,7 @@ pub mod gpu;
 pub mod nic;
 pub mod nvme;
 pub mod pingpong;
+pub mod rnic;
 
 pub use dma::{
     pattern_byte, single_access, timed_read, timed_write, DmaJob, DmaOutcome, DmaSpec, DmaStats,

@@ -313,7 +313,7 @@ fn platform_rule(key: &str) -> Option<Rule> {
 }
 
 /// A device's (or device model's) `timing` keys.
-pub const DEVICE_TIMING_KEYS: [&str; 21] = [
+pub const DEVICE_TIMING_KEYS: [&str; 29] = [
     "bar_gbps",
     "bar_latency_ns",
     "bar_rcb_bytes",
@@ -335,6 +335,30 @@ pub const DEVICE_TIMING_KEYS: [&str; 21] = [
     "nic_wire_ns",
     "nic_coalesce_ns",
     "nic_coalesce_frames",
+    "rnic_port_gbps",
+    "rnic_latency_ns",
+    "rnic_wire_ns",
+    "rnic_wqe_ns",
+    "rnic_packet_ns",
+    "rnic_qpc_entries",
+    "rnic_mtt_entries",
+    "rnic_max_rd_atomic",
+];
+
+/// The keys an RNIC model (`devices::rnic`) reads, all or none: the port's data rate
+/// (GB/s), the pipeline each packet crosses leaving and arriving, the cable's
+/// propagation, the transmit unit's time per work request and the units' time per
+/// packet, the QP-context and translation caches' entries, and the largest
+/// `max_rd_atomic` a QP may have.
+pub const RNIC_TIMING_KEYS: [&str; 8] = [
+    "rnic_port_gbps",
+    "rnic_latency_ns",
+    "rnic_wire_ns",
+    "rnic_wqe_ns",
+    "rnic_packet_ns",
+    "rnic_qpc_entries",
+    "rnic_mtt_entries",
+    "rnic_max_rd_atomic",
 ];
 
 /// The keys a NIC model (`devices::nic`) reads, all or none: the port's line rate
@@ -409,6 +433,10 @@ fn device_rule(key: &str) -> Option<Rule> {
         "nic_line_gbps" => Rule::Bandwidth,
         "nic_latency_ns" | "nic_wire_ns" | "nic_coalesce_ns" => Rule::Latency,
         "nic_coalesce_frames" => Rule::Tags,
+        "rnic_port_gbps" => Rule::Bandwidth,
+        "rnic_latency_ns" | "rnic_wire_ns" | "rnic_wqe_ns" | "rnic_packet_ns" => Rule::Latency,
+        "rnic_qpc_entries" | "rnic_mtt_entries" => Rule::Entries,
+        "rnic_max_rd_atomic" => Rule::Tags,
         _ => return None,
     })
 }
@@ -866,6 +894,12 @@ impl Builder {
             } else {
                 "a DMA requester states both its outstanding reads and its read request size"
             },
+        )?;
+        group(
+            &RNIC_TIMING_KEYS,
+            false,
+            "an RNIC model states its port, pipeline, cable, processing units, caches and \
+             read-resource limit together",
         )?;
         group(
             &NVME_TIMING_KEYS,

@@ -10,7 +10,9 @@
 //! which bump its routing epoch, so timed routes that depended on it are dropped.
 //! `net` is the host network stack on a CPU core, run on `sim`'s engine with
 //! `devices::nic` and `sim::memsys` (packet-granular, for the IOctopus study); `victim` a
-//! memory-bound PageRank-like workload priced on the same memory system.
+//! memory-bound PageRank-like workload priced on the same memory system. `rdma` is
+//! one-sided RDMA between two hosts with `devices::rnic` on the same memory system: client
+//! threads, registered regions, and the NUMA/RDMA study's benchmark harness.
 //! Mapping needs no time; no experiments here.
 
 pub mod alloc;
@@ -21,6 +23,7 @@ pub mod multicast;
 pub mod net;
 pub mod ntb;
 pub mod placement;
+pub mod rdma;
 pub mod remote;
 pub mod victim;
 

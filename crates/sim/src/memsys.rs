@@ -574,7 +574,10 @@ mod tests {
         f.reserve(far, 1000);
         let late = f.reserve(Time::ZERO, 1000);
         // It may not be served during [0, first): that time is already sold.
-        assert!(late >= first + Time::from_us(1), "{late:?} overlaps {first:?}");
+        assert!(
+            late >= first + Time::from_us(1),
+            "{late:?} overlaps {first:?}"
+        );
         // Within the horizon the gap before a future booking is still used.
         let mut g = Fifo::new(1.0);
         g.reserve(Time::from_us(100), 1000);

@@ -351,7 +351,7 @@ mod tests {
 
     #[test]
     fn unknown_targets_name_the_choices_once() {
-        let e = select(&["rdma.latency".into()]).err().unwrap();
+        let e = select(&["tyche.nics_node0".into()]).err().unwrap();
         assert!(e.contains("in the catalog but not implemented yet"), "{e}");
         let e = select(&["nope".into()]).err().unwrap();
         assert!(

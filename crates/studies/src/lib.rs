@@ -9,6 +9,7 @@ pub mod nvme_upi;
 pub mod path_query;
 pub mod plot;
 pub mod probes;
+pub mod rdma;
 pub mod report;
 pub mod result;
 pub mod run;

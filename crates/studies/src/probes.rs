@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use sim::timed::TimedFabric;
 
 use crate::harness::{self, RunError};
-use crate::{ioctopus, smartio};
+use crate::{ioctopus, rdma, smartio};
 
 /// What a probe's function returns: field name → value (a number, a string, a bool,
 /// null, a list or an object; the metrics that name a field report it as given).
@@ -151,6 +151,16 @@ pub fn one(name: &str, v: Value) -> Fields {
 
 /// The probes of the built-in experiment files.
 pub const PROBES: &[Probe] = &[
+    Probe {
+        name: "rdma_latency",
+        fields: &["latency_ns"],
+        run: rdma::rdma_latency,
+    },
+    Probe {
+        name: "rdma_throughput",
+        fields: &["mops", "std_mops"],
+        run: rdma::rdma_throughput,
+    },
     Probe {
         name: "tcp_stream",
         fields: &["throughput_gbps", "mem_bw_gbps", "cpu_util"],

@@ -12,14 +12,15 @@ use studies::harness::*;
 use studies::result::{Basis, Reference};
 use studies::smartio;
 
-/// The built-in scenarios whose tables hold the SmartIO parameters (every platform, chip
+/// The built-in scenarios whose tables hold the fitted parameters (every platform, chip
 /// and device model the experiments use).
-const SCENARIOS: [&str; 5] = [
+const SCENARIOS: [&str; 6] = [
     "smartio_pxh810_b2b",
     "smartio_chassis_b2b",
     "smartio_chassis_k40c",
     "smartio_three_way",
     "ioctopus_r730",
+    "rdma_haswell",
 ];
 
 fn topology(name: &str) -> Topology {
@@ -104,7 +105,7 @@ fn every_calibration_point_names_parameters_the_tables_mark_calibrated_on_it() {
             }
         }
     }
-    assert_eq!(n, 8, "eight fitted parameters");
+    assert_eq!(n, 11, "eleven fitted parameters");
 }
 
 #[test]

@@ -23,6 +23,8 @@ fn the_built_in_files_are_the_implemented_catalog() {
             "ioctopus.tcp_rr",
             "ioctopus.tcp_rx_1core",
             "ioctopus.tcp_tx_1core",
+            "rdma.latency",
+            "rdma.size_sweep",
             "smartio.failover",
             "smartio.gpu_dma",
             "smartio.limits",
@@ -37,14 +39,14 @@ fn the_built_in_files_are_the_implemented_catalog() {
         ]
     );
     let refs: Vec<_> = builtin().iter().flat_map(|e| e.references.iter()).collect();
-    assert_eq!(refs.len(), 35);
+    assert_eq!(refs.len(), 99);
     let calibrated = refs
         .iter()
         .filter(|r| matches!(r.basis, Basis::Calibration(p) if !p.is_empty()))
         .count();
     assert_eq!(
-        calibrated, 8,
-        "eight points were fitted on, twenty-seven are predicted"
+        calibrated, 11,
+        "eleven points were fitted on, eighty-eight are predicted"
     );
 }
 

@@ -185,43 +185,57 @@ impl Nic {
     pub fn from_topology(topo: &Topology, device: DeviceId) -> Result<Nic, String> {
         let dev = &topo.devices[device as usize];
         let params = NicParams::from_timing(&dev.name, &dev.timing)?;
-        let host = topo.host(dev.host);
-        let platform = topo.platform_of(dev.host);
-        let timing = platform
-            .timing
-            .as_ref()
-            .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
-        let mut pfs = Vec::new();
-        for &f in &dev.functions {
-            let node = topo.node(f);
-            let link = node
-                .link
-                .ok_or_else(|| format!("device `{}` function without a link", dev.name))?;
-            let socket = match topo.node(node.root).kind {
-                NodeKind::RootComplex { vertex } if vertex < platform.packages => vertex,
-                _ => {
-                    return Err(format!(
-                        "device `{}` is not under a package's root",
-                        dev.name
-                    ))
-                }
-            };
-            let gbps = pcie::link_data_gbps(link.gen, link.width);
-            pfs.push(Pf {
-                socket,
-                up: Fifo::new(gbps),
-                down: Fifo::new(gbps),
-                mps: host.mps,
-                rcb: timing.rcb_bytes,
-                link_latency: ns(timing.pcie_link_ns + timing.rc_latency_ns),
-                mrrs: params.mrrs_bytes,
-                read_tags: ReadTags::new(params.max_reads),
-            });
-        }
+        let pfs = pfs(topo, device, params.max_reads, params.mrrs_bytes)?;
         Ok(Nic {
             tx_port: Fifo::new(params.line_gbps),
             params,
             pfs,
         })
     }
+}
+
+/// The PFs of `device` (a NIC or an RNIC) of `topo`: each function's socket from its
+/// root, its link's rate and the host's MPS, the platform's RCB and link timing; each
+/// with `max_reads` tags and reads of at most `mrrs` bytes.
+pub fn pfs(
+    topo: &Topology,
+    device: DeviceId,
+    max_reads: u32,
+    mrrs: u32,
+) -> Result<Vec<Pf>, String> {
+    let dev = &topo.devices[device as usize];
+    let host = topo.host(dev.host);
+    let platform = topo.platform_of(dev.host);
+    let timing = platform
+        .timing
+        .as_ref()
+        .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
+    let mut pfs = Vec::new();
+    for &f in &dev.functions {
+        let node = topo.node(f);
+        let link = node
+            .link
+            .ok_or_else(|| format!("device `{}` function without a link", dev.name))?;
+        let socket = match topo.node(node.root).kind {
+            NodeKind::RootComplex { vertex } if vertex < platform.packages => vertex,
+            _ => {
+                return Err(format!(
+                    "device `{}` is not under a package's root",
+                    dev.name
+                ))
+            }
+        };
+        let gbps = pcie::link_data_gbps(link.gen, link.width);
+        pfs.push(Pf {
+            socket,
+            up: Fifo::new(gbps),
+            down: Fifo::new(gbps),
+            mps: host.mps,
+            rcb: timing.rcb_bytes,
+            link_latency: ns(timing.pcie_link_ns + timing.rc_latency_ns),
+            mrrs,
+            read_tags: ReadTags::new(max_reads),
+        });
+    }
+    Ok(pfs)
 }

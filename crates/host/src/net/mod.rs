@@ -16,7 +16,7 @@ mod rxq;
 pub mod stream;
 pub mod udp;
 
-use fabric::{HostId, NetStackCosts, Topology};
+use fabric::{HostId, NetStackCosts, Platform, Topology};
 use sim::memsys::{MemSys, MemSysParams};
 use sim::Time;
 
@@ -125,6 +125,28 @@ pub(crate) fn fetch_send(
         .fetch_send(doorbell, &mut h.mem, h.pf, at(desc, DESC_BYTES), &payload)
 }
 
+/// The memory system of `platform` (its LLC, DDIO share, DRAM and interconnect from its
+/// timing table), its cores keeping `line_fill_buffers` misses in flight.
+pub fn mem_sys(platform: &Platform, line_fill_buffers: u32) -> Result<MemSys, String> {
+    let t = platform
+        .timing
+        .as_ref()
+        .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
+    let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
+    Ok(MemSys::new(MemSysParams {
+        sockets: platform.packages,
+        llc_bytes: platform.llc_bytes,
+        llc_ways: platform.llc_ways,
+        ddio_ways: platform.ddio_ways,
+        llc_latency: ns(t.llc_latency_ns),
+        dram_latency: ns(t.dram_latency_ns),
+        interconnect_latency: ns(t.interconnect_latency_ns),
+        dram_gbps: t.dram_gbps,
+        interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
+        line_fill_buffers,
+    }))
+}
+
 impl NetHost {
     /// Host `host` of `topo` using PF `pf` of its NIC `nic`, the workload on a core of
     /// `socket` with its memory on `node`.
@@ -202,21 +224,5 @@ pub fn memory_system(topo: &Topology, host: HostId) -> Result<MemSys, String> {
             platform.name
         )
     })?;
-    let t = platform
-        .timing
-        .as_ref()
-        .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
-    let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
-    Ok(MemSys::new(MemSysParams {
-        sockets: platform.packages,
-        llc_bytes: platform.llc_bytes,
-        llc_ways: platform.llc_ways,
-        ddio_ways: platform.ddio_ways,
-        llc_latency: ns(t.llc_latency_ns),
-        dram_latency: ns(t.dram_latency_ns),
-        interconnect_latency: ns(t.interconnect_latency_ns),
-        dram_gbps: t.dram_gbps,
-        interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
-        line_fill_buffers: costs.line_fill_buffers,
-    }))
+    mem_sys(platform, costs.line_fill_buffers)
 }

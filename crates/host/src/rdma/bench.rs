@@ -1,0 +1,603 @@
+//! The benchmark of the NUMA/RDMA study (REFERENCE.md §4) as a discrete-event run of
+//! client threads, two RNICs and the server's memory: one RC QP per connection, one
+//! client thread per connection on the client RNIC's node (hardware threads round robin),
+//! each connection on its own adjacent slot of one server region.
+//!
+//! One operation's journey: the thread builds the WQE and stores it by BlueFlame
+//! (`POST_CYCLES`, the platform's MMIO store, the PCIe link); the requester's transmit unit
+//! takes it in order per QP — a READ or atomic only while the QP has fewer than
+//! `max_rd_atomic` of them outstanding — looks up the QP context, gathers a WRITE's
+//! payload by DMA unless inline, and sends the packets; the responder's receive unit
+//! parses them, looks up the QP context and the translation, and DMA-writes (WRITE:
+//! posted, the ACK leaves at once), DMA-reads (READ: the response leaves once the data is
+//! in) or reads and writes back 8 bytes (atomics); the requester's receive unit takes the
+//! response, DMA-writes READ data and the CQE; the thread, spinning on its CQ, reads the
+//! CQE (`POLL_CYCLES`). Bytes move with the operations: a WRITE's payload lands in the
+//! server region, a READ returns the server's bytes into the client region.
+//!
+//! `Mode::Closed`: each thread posts its next operation when it has seen the previous
+//! completion (latency). `Mode::Open`: each thread keeps posting while fewer than `depth`
+//! of its operations are unfinished, and completions are counted per 10 ms window
+//! (`stats`).
+
+use std::collections::VecDeque;
+
+use devices::nic::tlp_wire_bytes;
+use devices::rnic::qp::{execute, ATOMIC_BYTES};
+use devices::rnic::{wire, Qp, Verb, Wqe};
+use sim::{Engine, Time};
+
+use super::stats::{Samples, Throughput};
+use super::{RdmaHost, Region, CQE_BYTES, MAX_INLINE, POLL_CYCLES, POST_CYCLES};
+use crate::net::Core;
+
+/// Completion-queue entries per connection (assumption: a ring of 256 CQEs; each is its
+/// own buffer in the memory system).
+pub const CQ_DEPTH: u64 = 256;
+const CQ_BUF: u64 = 0x70 << 40;
+
+/// How the threads drive their connections.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mode {
+    /// One operation outstanding per connection; `warmup` operations each before the
+    /// `ops` measured.
+    Closed { warmup: u64, ops: u64 },
+    /// Up to `depth` operations unfinished per connection; `windows` samples of `window`
+    /// after `warmup`.
+    Open {
+        warmup: Time,
+        window: Time,
+        windows: u32,
+        depth: u32,
+    },
+}
+
+/// One benchmark run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BenchSpec {
+    pub verb: Verb,
+    pub bytes: u64,
+    pub connections: u32,
+    /// Path MTU.
+    pub mtu: u32,
+    /// Each QP's `max_rd_atomic`.
+    pub max_rd_atomic: u32,
+    /// The server region on the node away from the server's RNIC.
+    pub server_remote: bool,
+    pub mode: Mode,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BenchResult {
+    /// Closed loop: mean of the connections' mean latencies, post to completion seen.
+    pub latency_ns: f64,
+    /// Open loop: sum of per-connection mean rates and the per-window deviation.
+    pub throughput: Option<Throughput>,
+    /// Operations completed in the whole run (warm-up included).
+    pub operations: u64,
+    /// Simulated time of the run.
+    pub simulated: Time,
+    /// Engine events handled.
+    pub events: u64,
+    /// QP-context and MTT cache misses of both RNICs in the measured part.
+    pub qpc_misses: u64,
+    pub mtt_misses: u64,
+}
+
+/// A completion as the thread saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub conn: u32,
+    pub wr_id: u64,
+    /// READ: the bytes returned; atomic: the original value (8 bytes, little-endian).
+    pub data: Vec<u8>,
+    pub posted: Time,
+    pub seen: Time,
+}
+
+enum Ev {
+    Post,
+    Doorbell(Wqe),
+    Request(Wqe, Vec<u8>),
+    Response(Wqe, Vec<u8>),
+    Cqe(Wqe, Vec<u8>),
+}
+
+struct Conn {
+    qp: Qp,
+    server_qpn: u32,
+    core: usize,
+    /// Posted and not yet seen complete: (wr_id, posted at).
+    posted: VecDeque<(u64, Time)>,
+    next_wr: u64,
+    cq_slot: u64,
+    /// Closed loop: operations seen and the latency sum of the measured ones.
+    seen: u64,
+    lat_sum: f64,
+    lat_n: u64,
+    blocked: bool,
+}
+
+/// Two hosts' RNICs, regions and client threads, run as events.
+pub struct Rdma<'a> {
+    eng: Engine<(u32, Ev)>,
+    client: &'a mut RdmaHost,
+    server: &'a mut RdmaHost,
+    /// The client's region (sources of WRITEs, destinations of READs).
+    pub local: Region,
+    /// The server's region.
+    pub remote: Region,
+    conns: Vec<Conn>,
+    cores: Vec<Core>,
+    mtu: u32,
+    /// The benchmark's workload; `None` when operations are posted by hand.
+    work: Option<BenchSpec>,
+    /// Completions of hand-posted operations.
+    pub completions: Vec<Completion>,
+    samples: Option<Samples>,
+    completed: u64,
+    /// The most READs and atomics one QP had outstanding at once.
+    peak_reads: u32,
+}
+
+fn packets_out(w: &Wqe, mtu: u32) -> wire::Packets {
+    match w.verb {
+        Verb::Write => wire::write_request(w.len, mtu),
+        Verb::Read => wire::read_request(),
+        _ => wire::atomic_request(),
+    }
+}
+
+fn packets_back(w: &Wqe, mtu: u32) -> wire::Packets {
+    match w.verb {
+        Verb::Write => wire::ack(),
+        Verb::Read => wire::read_response(w.len, mtu),
+        _ => wire::atomic_response(),
+    }
+}
+
+impl<'a> Rdma<'a> {
+    /// `connections` RC QPs between `client` and `server` with `max_rd_atomic` each,
+    /// their threads on the client RNIC's node; `local` and `remote` registered regions.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: &'a mut RdmaHost,
+        server: &'a mut RdmaHost,
+        local: Region,
+        remote: Region,
+        connections: u32,
+        max_rd_atomic: u32,
+        mtu: u32,
+    ) -> Result<Rdma<'a>, String> {
+        wire::check_mtu(mtu)?;
+        if connections == 0 {
+            return Err("connections must be at least 1".into());
+        }
+        for h in [&*client, &*server] {
+            let max = h.rnic.params.max_rd_atomic;
+            if max_rd_atomic == 0 || max_rd_atomic > max {
+                return Err(format!(
+                    "max_rd_atomic {max_rd_atomic}: host `{}`'s RNIC allows 1..={max}",
+                    h.name
+                ));
+            }
+        }
+        let node = client.rnic_node();
+        let threads = client.threads_per_node.max(1);
+        let cores = (0..threads.min(connections))
+            .map(|_| client.core(node))
+            .collect();
+        let conns = (0..connections)
+            .map(|c| Conn {
+                qp: Qp::new(c + 1, max_rd_atomic),
+                server_qpn: c + 1,
+                core: (c % threads) as usize,
+                posted: VecDeque::new(),
+                next_wr: 0,
+                cq_slot: 0,
+                seen: 0,
+                lat_sum: 0.0,
+                lat_n: 0,
+                blocked: false,
+            })
+            .collect();
+        Ok(Rdma {
+            eng: Engine::new(1),
+            client,
+            server,
+            local,
+            remote,
+            conns,
+            cores,
+            mtu,
+            work: None,
+            completions: Vec::new(),
+            samples: None,
+            completed: 0,
+            peak_reads: 0,
+        })
+    }
+
+    /// Posts `verb` of `len` bytes on connection `conn` at the current time: remote
+    /// bytes at `remote`, local at `local`. Errors on a request outside the regions.
+    pub fn post(
+        &mut self,
+        conn: u32,
+        verb: Verb,
+        remote: u64,
+        local: u64,
+        len: u64,
+    ) -> Result<u64, String> {
+        let c = self
+            .conns
+            .get_mut(conn as usize)
+            .ok_or_else(|| format!("no connection {conn}"))?;
+        let w = Wqe {
+            wr_id: c.next_wr,
+            verb,
+            remote,
+            local,
+            len,
+            inline: verb == Verb::Write && len <= MAX_INLINE,
+        };
+        w.check(self.local.len(), self.remote.len())?;
+        c.next_wr += 1;
+        let now = self.eng.now();
+        self.post_wqe(conn, now, w)?;
+        Ok(w.wr_id)
+    }
+
+    /// The most READs and atomics any QP had outstanding at once so far.
+    pub fn peak_reads_in_flight(&self) -> u32 {
+        self.peak_reads
+    }
+
+    /// Runs until nothing is left to do (hand-posted operations).
+    pub fn run(&mut self) -> Result<(), String> {
+        while let Some((t, (c, ev))) = self.eng.pop() {
+            self.handle(t, c, ev)?;
+        }
+        Ok(())
+    }
+
+    /// The thread builds `w` and stores it into the RNIC's BlueFlame page.
+    fn post_wqe(&mut self, c: u32, at: Time, w: Wqe) -> Result<(), String> {
+        let conn = &mut self.conns[c as usize];
+        let core = &mut self.cores[conn.core];
+        let start = core.start(at);
+        let end = start + core.cycles(POST_CYCLES);
+        core.finish(start, end);
+        conn.posted.push_back((w.wr_id, start));
+        // Control and remote-address segments (32 B), then the inline payload or one
+        // data segment, in whole 64 B BlueFlame stores.
+        let wqe_bytes = (32 + if w.inline { 4 + w.len } else { 16 }).div_ceil(64) * 64;
+        let pf = &mut self.client.rnic.pf;
+        let on_link = pf.down.reserve(
+            end + self.client.cpu_mmio_write,
+            tlp_wire_bytes(wqe_bytes, pf.mps, false),
+        );
+        let at_rnic = on_link + pf.link_latency;
+        self.eng
+            .schedule_at(at_rnic, (c, Ev::Doorbell(w)))
+            .map_err(|e| e.to_string())
+    }
+
+    fn handle(&mut self, t: Time, c: u32, ev: Ev) -> Result<(), String> {
+        match ev {
+            Ev::Post => self.next_post(c, t),
+            Ev::Doorbell(w) => {
+                self.conns[c as usize].qp.sq.push_back(w);
+                self.try_issue(c, t)
+            }
+            Ev::Request(w, payload) => self.respond(c, t, w, payload),
+            Ev::Response(w, data) => self.requester_receive(c, t, w, data),
+            Ev::Cqe(w, data) => self.seen(c, t, w, data),
+        }
+    }
+
+    /// The requester issues what its QP allows: transmit unit, QP context, gather.
+    fn try_issue(&mut self, c: u32, t: Time) -> Result<(), String> {
+        while let Some(w) = self.conns[c as usize].qp.issue() {
+            let qp = &self.conns[c as usize].qp;
+            let qpn = qp.qpn;
+            self.peak_reads = self.peak_reads.max(qp.reads_in_flight());
+            let h = &mut *self.client;
+            let rn = &mut h.rnic;
+            let wqe = rn.params.wqe;
+            let s = rn.tx.serve(t, wqe);
+            let mut ready = rn.qp_context(s, &mut h.mem, qpn) + wqe;
+            rn.tx.hold_until(ready);
+            let mut payload = Vec::new();
+            if w.verb == Verb::Write {
+                let r = w.local as usize..(w.local + w.len) as usize;
+                payload = self.local.bytes[r].to_vec();
+                if !w.inline {
+                    let tr = rn.translate(ready, &mut h.mem, self.local.key, w.local, w.len);
+                    let buf = self.local.buf_at(w.local);
+                    ready = rn.pf.dma_read(tr, &mut h.mem, self.local.node, buf, w.len);
+                    let streamed = tr + rn.gather_stream(w.len);
+                    rn.tx.hold_until(streamed);
+                }
+            }
+            let arrive = rn.transmit(ready, packets_out(&w, self.mtu));
+            self.eng
+                .schedule_at(arrive, (c, Ev::Request(w, payload)))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The responder: receive, context, translation, the DMA, the response.
+    fn respond(&mut self, c: u32, t: Time, w: Wqe, payload: Vec<u8>) -> Result<(), String> {
+        let qpn = self.conns[c as usize].server_qpn;
+        let h = &mut *self.server;
+        let rn = &mut h.rnic;
+        let done = rn.receive(t, packets_out(&w, self.mtu).count);
+        // The receive unit waits for a missing context.
+        let ctx = rn.qp_context(done, &mut h.mem, qpn);
+        rn.rx.hold_until(ctx);
+        let tr = rn.translate(ctx, &mut h.mem, self.remote.key, w.remote, w.len);
+        let (node, buf) = (self.remote.node, self.remote.buf_at(w.remote));
+        let back = packets_back(&w, self.mtu);
+        let data = execute(w.verb, &mut self.remote.bytes, w.remote, w.len, &payload);
+        let ready = match w.verb {
+            Verb::Write => {
+                // Posted: the ACK does not wait for the write to become visible.
+                rn.pf.dma_write(tr, &mut h.mem, node, buf, w.len);
+                tr
+            }
+            Verb::Read => rn.pf.dma_read(tr, &mut h.mem, node, buf, w.len),
+            _ => {
+                let r = rn.pf.dma_read(tr, &mut h.mem, node, buf, ATOMIC_BYTES);
+                rn.pf.dma_write(r, &mut h.mem, node, buf, ATOMIC_BYTES);
+                r
+            }
+        };
+        let built = rn.build_responses(ready, back.count);
+        let arrive = rn.transmit(built, back);
+        self.eng
+            .schedule_at(arrive, (c, Ev::Response(w, data)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The requester takes the response: READ data and the CQE written by DMA.
+    fn requester_receive(&mut self, c: u32, t: Time, w: Wqe, data: Vec<u8>) -> Result<(), String> {
+        let conn = &mut self.conns[c as usize];
+        let qpn = conn.qp.qpn;
+        let cqe = CQ_BUF + ((c as u64) << 16) + conn.cq_slot % CQ_DEPTH;
+        conn.cq_slot += 1;
+        let h = &mut *self.client;
+        let rn = &mut h.rnic;
+        let done = rn.receive(t, packets_back(&w, self.mtu).count);
+        let ctx = rn.qp_context(done, &mut h.mem, qpn);
+        rn.rx.hold_until(ctx);
+        let node = self.local.node;
+        let visible = if w.verb.is_read_like() {
+            let r = w.local as usize..w.local as usize + data.len();
+            self.local.bytes[r].copy_from_slice(&data);
+            let tr = rn.translate(ctx, &mut h.mem, self.local.key, w.local, w.len);
+            let buf = self.local.buf_at(w.local);
+            rn.pf
+                .dma_write_then(tr, &mut h.mem, node, buf, w.len, cqe, CQE_BYTES)
+        } else {
+            rn.pf.dma_write(ctx, &mut h.mem, node, cqe, CQE_BYTES)
+        };
+        self.conns[c as usize].qp.complete(&w);
+        self.try_issue(c, done)?;
+        let data = if self.work.is_some() {
+            Vec::new()
+        } else {
+            data
+        };
+        self.eng
+            .schedule_at(visible, (c, Ev::Cqe(w, data)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The thread spinning on its CQ reads the CQE and takes the completion.
+    fn seen(&mut self, c: u32, t: Time, w: Wqe, data: Vec<u8>) -> Result<(), String> {
+        let conn = &mut self.conns[c as usize];
+        let cqe = CQ_BUF + ((c as u64) << 16) + (conn.seen % CQ_DEPTH);
+        let core = &mut self.cores[conn.core];
+        let start = core.start(t);
+        let read =
+            self.client
+                .mem
+                .cpu_read(start, core.socket, self.local.node, cqe, CQE_BYTES, true);
+        let end = start + read + core.cycles(POLL_CYCLES);
+        core.finish(start, end);
+        let (wr_id, posted) = conn
+            .posted
+            .pop_front()
+            .ok_or_else(|| format!("connection {c}: a completion nothing was posted for"))?;
+        debug_assert_eq!(wr_id, w.wr_id, "RC completes in order");
+        conn.seen += 1;
+        self.completed += 1;
+        let Some(spec) = self.work else {
+            self.completions.push(Completion {
+                conn: c,
+                wr_id,
+                data,
+                posted,
+                seen: end,
+            });
+            return Ok(());
+        };
+        match spec.mode {
+            Mode::Closed { warmup, ops } => {
+                if conn.seen > warmup {
+                    conn.lat_sum += (end - posted).as_ns_f64();
+                    conn.lat_n += 1;
+                }
+                if conn.seen < warmup + ops {
+                    return self.post_next(c, end);
+                }
+            }
+            Mode::Open {
+                warmup,
+                window,
+                windows,
+                ..
+            } => {
+                if end >= warmup {
+                    let i = ((end - warmup).as_ps() / window.as_ps()) as usize;
+                    if let Some(s) = self.samples.as_mut() {
+                        if i < windows as usize {
+                            s.counts[c as usize][i] += 1;
+                        }
+                    }
+                }
+                let conn = &mut self.conns[c as usize];
+                if conn.blocked {
+                    conn.blocked = false;
+                    self.eng
+                        .schedule_at(end, (c, Ev::Post))
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The benchmark's next operation on `c`: its own slot of each region.
+    fn post_next(&mut self, c: u32, at: Time) -> Result<(), String> {
+        let spec = self.work.expect("a benchmark");
+        let conn = &mut self.conns[c as usize];
+        let off = c as u64 * spec.bytes;
+        let w = Wqe {
+            wr_id: conn.next_wr,
+            verb: spec.verb,
+            remote: off,
+            local: off,
+            len: spec.bytes,
+            inline: spec.verb == Verb::Write && spec.bytes <= MAX_INLINE,
+        };
+        conn.next_wr += 1;
+        self.post_wqe(c, at, w)
+    }
+
+    /// Open loop: post while under the depth, else wait for a completion.
+    fn next_post(&mut self, c: u32, t: Time) -> Result<(), String> {
+        let Some(BenchSpec {
+            mode: Mode::Open { depth, .. },
+            ..
+        }) = self.work
+        else {
+            return Ok(());
+        };
+        let conn = &mut self.conns[c as usize];
+        if conn.posted.len() >= depth as usize {
+            conn.blocked = true;
+            return Ok(());
+        }
+        self.post_next(c, t)?;
+        let conn = &self.conns[c as usize];
+        let free = self.cores[conn.core].busy_until();
+        self.eng
+            .schedule_at(free, (c, Ev::Post))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Runs the benchmark `spec` from `client` to `server`: regions of one slot per
+/// connection (adjacent, cache-aligned), the server's on its RNIC's node or the other.
+pub fn run(
+    client: &mut RdmaHost,
+    server: &mut RdmaHost,
+    spec: BenchSpec,
+) -> Result<BenchResult, String> {
+    if spec.bytes == 0 || spec.bytes > 1 << 30 {
+        return Err(format!("bytes {} must be in 1..=1073741824", spec.bytes));
+    }
+    if spec.verb.is_atomic() && spec.bytes != ATOMIC_BYTES {
+        return Err(format!(
+            "an atomic benchmark moves 8 bytes, not {}",
+            spec.bytes
+        ));
+    }
+    let len = spec.bytes * spec.connections as u64;
+    let slot = spec.bytes.div_ceil(64) * 64;
+    let local = client.register(1, client.rnic_node(), len, slot, |i| i as u8)?;
+    let node = server.node(spec.server_remote);
+    let remote = server.register(2, node, len, slot, |i| (i as u8).wrapping_mul(3))?;
+    let mut r = Rdma::new(
+        client,
+        server,
+        local,
+        remote,
+        spec.connections,
+        spec.max_rd_atomic,
+        spec.mtu,
+    )?;
+    r.work = Some(spec);
+    let end = match spec.mode {
+        Mode::Closed { ops, .. } => {
+            if ops == 0 {
+                return Err("a closed loop needs ops > 0".into());
+            }
+            for c in 0..spec.connections {
+                r.post_next(c, Time::ZERO)?;
+            }
+            Time::MAX
+        }
+        Mode::Open {
+            warmup,
+            window,
+            windows,
+            depth,
+        } => {
+            if windows == 0 || window == Time::ZERO || depth == 0 {
+                return Err("an open loop needs windows, a window length and a depth".into());
+            }
+            r.samples = Some(Samples::new(
+                spec.connections as usize,
+                windows as usize,
+                window.as_secs_f64(),
+            ));
+            for c in 0..spec.connections {
+                r.eng
+                    .schedule_at(Time::ZERO, (c, Ev::Post))
+                    .map_err(|e| e.to_string())?;
+            }
+            warmup + Time::from_ps(window.as_ps() * windows as u64)
+        }
+    };
+    let mut reset = false;
+    let warm_until = match spec.mode {
+        Mode::Open { warmup, .. } => warmup,
+        Mode::Closed { .. } => Time::ZERO,
+    };
+    let mut last = Time::ZERO;
+    while let Some((t, (c, ev))) = r.eng.pop() {
+        if t > end {
+            break;
+        }
+        if !reset && t >= warm_until {
+            r.client.reset_counters();
+            r.server.reset_counters();
+            reset = true;
+        }
+        last = t;
+        r.handle(t, c, ev)?;
+    }
+    let mut out = BenchResult {
+        operations: r.completed,
+        simulated: last,
+        events: r.eng.stats().handled,
+        qpc_misses: r.client.rnic.qpc.misses + r.server.rnic.qpc.misses,
+        mtt_misses: r.client.rnic.mtt.misses + r.server.rnic.mtt.misses,
+        ..BenchResult::default()
+    };
+    if let Mode::Closed { .. } = spec.mode {
+        let means: Vec<f64> = r
+            .conns
+            .iter()
+            .filter(|c| c.lat_n > 0)
+            .map(|c| c.lat_sum / c.lat_n as f64)
+            .collect();
+        out.latency_ns = means.iter().sum::<f64>() / means.len().max(1) as f64;
+    }
+    out.throughput = r.samples.as_ref().map(Samples::throughput);
+    Ok(out)
+}

@@ -1,0 +1,182 @@
+//! One-sided RDMA between two hosts (issue 12): each host's memory system and RNIC
+//! (`devices::rnic`), registered memory regions holding real bytes, client threads
+//! posting work requests by BlueFlame (the WQE written by the core straight into the
+//! RNIC's doorbell page, so the RNIC fetches nothing) and polling their completion
+//! queues, and the benchmark harness the NUMA/RDMA study ran (`bench`: closed-loop
+//! latency, open-loop throughput in 10 ms samples; `stats`: sum of per-connection means
+//! and the standard deviation).
+
+pub mod bench;
+pub mod stats;
+
+use fabric::{HostId, Topology};
+use sim::memsys::MemSys;
+use sim::Time;
+
+use devices::rnic::Rnic;
+
+use crate::net::{mem_sys, Core};
+
+/// Line misses a Haswell core keeps in flight (assumption: 10 L1D line-fill buffers, as
+/// Broadwell's; only CPU streams use it here).
+pub const LINE_FILL_BUFFERS: u32 = 10;
+
+/// Cycles of `ibv_post_send` building one WQE in the send queue (assumption: libmlx4's
+/// post path for one work request — lock, ownership bits, a 64-byte WQE, the BlueFlame
+/// copy loop — is ≈ 150 cycles; REFERENCE.md §4 gives no figure).
+pub const POST_CYCLES: u64 = 150;
+/// Cycles of `ibv_poll_cq` taking one completion once its CQE is read (assumption:
+/// ownership check, parsing, consumer-index update ≈ 100 cycles).
+pub const POLL_CYCLES: u64 = 100;
+/// Bytes of a completion entry (ConnectX CQE, 64 B with the default `cqe_size`).
+pub const CQE_BYTES: u64 = 64;
+/// Largest payload a WQE carries inline (assumption: the study's clients inline payloads
+/// up to one cache line, so a 64 B WRITE is one BlueFlame store of its WQE; larger ones
+/// are gathered by the RNIC's DMA read; REFERENCE.md §4 does not say).
+pub const MAX_INLINE: u64 = 64;
+
+/// A registered memory region: its node, its bytes, its key (R_Key/L_Key and MTT
+/// index) and its identity in the memory system, one buffer per `slot` bytes (the
+/// memory system prices buffers; connections use disjoint slots).
+#[derive(Clone, Debug)]
+pub struct Region {
+    pub key: u32,
+    pub node: u32,
+    pub buf: u64,
+    pub slot: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl Region {
+    /// The memory system's buffer holding `offset`.
+    pub fn buf_at(&self, offset: u64) -> u64 {
+        self.buf + offset / self.slot
+    }
+
+    pub fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// One host's side: its memory system, its RNIC, its hardware threads (one `Core` each,
+/// by node) and the clock.
+#[derive(Clone, Debug)]
+pub struct RdmaHost {
+    pub name: String,
+    pub mem: MemSys,
+    pub rnic: Rnic,
+    /// Hardware threads per node.
+    pub threads_per_node: u32,
+    pub clock_ghz: f64,
+    pub cpu_mmio_write: Time,
+}
+
+fn ns(x: f64) -> Time {
+    Time::from_ps((x * 1000.0).round() as u64)
+}
+
+impl RdmaHost {
+    /// Host `name` of `topo` with its RNIC `rnic`.
+    pub fn new(topo: &Topology, name: &str, rnic: &str) -> Result<RdmaHost, String> {
+        let h: HostId = topo
+            .host_by_name(name)
+            .ok_or_else(|| format!("no host `{name}`"))?;
+        let dev = topo.device_by_name(h, rnic).ok_or_else(|| {
+            let rnics: Vec<String> = topo
+                .host(h)
+                .devices
+                .iter()
+                .map(|&d| &topo.devices[d as usize])
+                .filter(|d| matches!(d.kind, fabric::raw::DeviceKind::Rnic))
+                .map(|d| format!("`{}`", d.name))
+                .collect();
+            format!(
+                "host `{name}` has no device `{rnic}` (its RNICs: {})",
+                if rnics.is_empty() {
+                    "none".to_string()
+                } else {
+                    rnics.join(", ")
+                }
+            )
+        })?;
+        if !matches!(
+            topo.devices[dev as usize].kind,
+            fabric::raw::DeviceKind::Rnic
+        ) {
+            return Err(format!("device `{name}.{rnic}` is not an RNIC"));
+        }
+        let platform = topo.platform_of(h);
+        let t = platform
+            .timing
+            .as_ref()
+            .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
+        Ok(RdmaHost {
+            name: name.to_string(),
+            mem: mem_sys(platform, LINE_FILL_BUFFERS)?,
+            rnic: Rnic::from_topology(topo, dev)?,
+            threads_per_node: platform.cores_per_package * platform.threads_per_core,
+            clock_ghz: platform.clock_ghz,
+            cpu_mmio_write: ns(t.cpu_mmio_write_ns),
+        })
+    }
+
+    /// The RNIC's node.
+    pub fn rnic_node(&self) -> u32 {
+        self.rnic.socket()
+    }
+
+    /// The node `away` from the RNIC's (the other socket), or the RNIC's own.
+    pub fn node(&self, remote: bool) -> u32 {
+        let n = self.mem.params().sockets;
+        if remote {
+            (self.rnic_node() + 1) % n
+        } else {
+            self.rnic_node()
+        }
+    }
+
+    /// Registers a region of `len` bytes on `node` in buffers of `slot` bytes, its bytes
+    /// filled by `fill`, written by a thread of that node (so its lines start in that
+    /// socket's LLC).
+    pub fn register(
+        &mut self,
+        key: u32,
+        node: u32,
+        len: u64,
+        slot: u64,
+        fill: impl Fn(u64) -> u8,
+    ) -> Result<Region, String> {
+        let sockets = self.mem.params().sockets;
+        if node >= sockets {
+            return Err(format!(
+                "host `{}` has {sockets} nodes: no node {node} for a region",
+                self.name
+            ));
+        }
+        let r = Region {
+            key,
+            node,
+            buf: (0x60 + key as u64) << 40,
+            slot: slot.max(1),
+            bytes: (0..len).map(fill).collect(),
+        };
+        for i in 0..len.div_ceil(r.slot) {
+            self.mem.cpu_write(Time::ZERO, node, r.buf + i, r.slot);
+        }
+        Ok(r)
+    }
+
+    /// A hardware thread of `node`: thread `i` of the node, round robin.
+    pub fn core(&self, node: u32) -> Core {
+        Core::new(node, self.clock_ghz)
+    }
+
+    pub fn reset_counters(&mut self) {
+        self.mem.reset_counters();
+        self.rnic.reset_counters();
+    }
+}

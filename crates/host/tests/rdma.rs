@@ -1,0 +1,285 @@
+//! One-sided RDMA on the NUMA/RDMA study's testbed (REFERENCE.md §4): bytes, verbs
+//! semantics, the outstanding-read limit and the NUMA relations the model must produce.
+
+use devices::rnic::Verb;
+use fabric::{builtin, Fabric, Topology};
+use host::rdma::bench::{self, BenchSpec, Mode, Rdma};
+use host::rdma::{RdmaHost, Region};
+use sim::Time;
+
+fn topo() -> Topology {
+    let s = builtin::load_builtin("rdma_haswell").unwrap().unwrap();
+    Fabric::from_scenario(s).unwrap().topo
+}
+
+fn hosts(t: &Topology) -> (RdmaHost, RdmaHost) {
+    (
+        RdmaHost::new(t, "client", "rnic").unwrap(),
+        RdmaHost::new(t, "server", "rnic").unwrap(),
+    )
+}
+
+/// A client region of zeros and a server region of a known pattern, 4 KiB each.
+fn regions(c: &mut RdmaHost, s: &mut RdmaHost, remote: bool) -> (Region, Region) {
+    let local = c.register(1, c.rnic_node(), 4096, 64, |_| 0).unwrap();
+    let node = s.node(remote);
+    let server = s
+        .register(2, node, 4096, 64, |i| (i * 7 % 251) as u8)
+        .unwrap();
+    (local, server)
+}
+
+fn closed(verb: Verb, qps: u32, remote: bool) -> BenchSpec {
+    BenchSpec {
+        verb,
+        bytes: 64,
+        connections: qps,
+        mtu: 256,
+        max_rd_atomic: 1,
+        server_remote: remote,
+        mode: Mode::Closed {
+            warmup: 200,
+            ops: 200,
+        },
+    }
+}
+
+fn latency(verb: Verb, qps: u32, remote: bool) -> f64 {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    bench::run(&mut c, &mut s, closed(verb, qps, remote))
+        .unwrap()
+        .latency_ns
+}
+
+#[test]
+fn a_write_lands_intact_and_a_read_returns_the_servers_bytes() {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let (mut local, server) = regions(&mut c, &mut s, true);
+    let expect_read: Vec<u8> = server.bytes[1000..1000 + 1500].to_vec();
+    for (i, b) in local.bytes[..600].iter_mut().enumerate() {
+        *b = (i % 256) as u8 ^ 0x5a;
+    }
+    let written: Vec<u8> = local.bytes[..600].to_vec();
+    let mut r = Rdma::new(&mut c, &mut s, local, server, 2, 1, 256).unwrap();
+    // 600 B: three packets at MTU 256, gathered (not inline).
+    r.post(0, Verb::Write, 3000, 0, 600).unwrap();
+    // 1,500 B: six response packets, into the client region at 2,000.
+    r.post(1, Verb::Read, 1000, 2000, 1500).unwrap();
+    r.run().unwrap();
+    assert_eq!(&r.remote.bytes[3000..3600], &written[..]);
+    assert_eq!(&r.local.bytes[2000..3500], &expect_read[..]);
+    let read = r.completions.iter().find(|c| c.conn == 1).unwrap();
+    assert_eq!(read.data, expect_read);
+    assert!(r.completions.iter().all(|c| c.seen > c.posted));
+}
+
+#[test]
+fn fetch_and_add_from_many_qps_loses_no_update() {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let (local, mut server) = regions(&mut c, &mut s, false);
+    server.bytes[64..72].copy_from_slice(&0u64.to_le_bytes());
+    let mut r = Rdma::new(&mut c, &mut s, local, server, 8, 4, 256).unwrap();
+    for round in 0..25 {
+        for qp in 0..8 {
+            r.post(
+                qp,
+                Verb::FetchAdd { add: 1 },
+                64,
+                8 * (qp as u64 + round % 2),
+                8,
+            )
+            .unwrap();
+        }
+    }
+    r.run().unwrap();
+    let final_value = u64::from_le_bytes(r.remote.bytes[64..72].try_into().unwrap());
+    assert_eq!(final_value, 200, "200 increments, none lost");
+    let mut olds: Vec<u64> = r
+        .completions
+        .iter()
+        .map(|c| u64::from_le_bytes(c.data[..8].try_into().unwrap()))
+        .collect();
+    olds.sort_unstable();
+    assert_eq!(
+        olds,
+        (0..200).collect::<Vec<_>>(),
+        "each saw a distinct value"
+    );
+}
+
+#[test]
+fn compare_and_swap_from_many_qps_has_one_winner() {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let (local, mut server) = regions(&mut c, &mut s, false);
+    server.bytes[128..136].copy_from_slice(&0u64.to_le_bytes());
+    let mut r = Rdma::new(&mut c, &mut s, local, server, 8, 1, 256).unwrap();
+    for qp in 0..8u32 {
+        let v = Verb::CompareSwap {
+            compare: 0,
+            swap: 100 + qp as u64,
+        };
+        r.post(qp, v, 128, 8 * qp as u64, 8).unwrap();
+    }
+    r.run().unwrap();
+    let winners: Vec<u32> = r
+        .completions
+        .iter()
+        .filter(|c| c.data == 0u64.to_le_bytes())
+        .map(|c| c.conn)
+        .collect();
+    assert_eq!(winners.len(), 1, "exactly one CAS saw the old 0");
+    let now = u64::from_le_bytes(r.remote.bytes[128..136].try_into().unwrap());
+    assert_eq!(now, 100 + winners[0] as u64);
+    assert!(r
+        .completions
+        .iter()
+        .filter(|c| c.conn != winners[0])
+        .all(|c| c.data == now.to_le_bytes()));
+}
+
+/// Ten READs posted at once on one QP: how long until the last completes, and the most
+/// that were outstanding.
+fn ten_reads(max_rd_atomic: u32) -> (Time, u32) {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let (local, server) = regions(&mut c, &mut s, false);
+    let mut r = Rdma::new(&mut c, &mut s, local, server, 1, max_rd_atomic, 256).unwrap();
+    for i in 0..10 {
+        r.post(0, Verb::Read, 64 * i, 64 * i, 64).unwrap();
+    }
+    r.run().unwrap();
+    let last = r.completions.iter().map(|c| c.seen).max().unwrap();
+    (last, r.peak_reads_in_flight())
+}
+
+#[test]
+fn the_outstanding_read_limit_holds_and_binds() {
+    let (t1, peak1) = ten_reads(1);
+    let (t4, peak4) = ten_reads(4);
+    assert_eq!(peak1, 1);
+    assert_eq!(peak4, 4);
+    assert!(
+        t1.as_ns_f64() > 2.5 * t4.as_ns_f64(),
+        "one READ at a time serialises ten round trips: {t1:?} vs {t4:?}"
+    );
+}
+
+#[test]
+fn a_remote_read_pays_the_interconnect_round_trip_and_a_write_does_not() {
+    let t = topo();
+    let (c, _) = hosts(&t);
+    let ic = c.mem.params().interconnect_latency.as_ns_f64();
+    let read = latency(Verb::Read, 1, true) - latency(Verb::Read, 1, false);
+    // The responder's DMA read goes to the home node and back (2 crossings), its 64 B
+    // serialized on QPI once.
+    assert!(
+        read >= 2.0 * ic && read < 2.0 * ic + 10.0,
+        "remote READ penalty {read:.1} ns, interconnect {ic} ns each way"
+    );
+    let write = latency(Verb::Write, 1, true) - latency(Verb::Write, 1, false);
+    assert!(
+        write.abs() < 1.0,
+        "a posted WRITE's remote penalty: {write}"
+    );
+    assert!(latency(Verb::Write, 1, false) < latency(Verb::Read, 1, false));
+}
+
+#[test]
+fn latency_grows_as_the_transmit_unit_saturates() {
+    let t = topo();
+    let (c, _) = hosts(&t);
+    let wqe = c.rnic.params.wqe.as_ns_f64();
+    let one = latency(Verb::Read, 1, false);
+    assert!((latency(Verb::Read, 4, false) - one).abs() < 0.01 * one);
+    // 16 QPs × rnic_wqe_ns exceeds one round trip: the unit's queue sets the latency.
+    let sixteen = latency(Verb::Read, 16, false);
+    assert!(16.0 * wqe > one);
+    assert!(
+        (sixteen - 16.0 * wqe).abs() < 0.02 * sixteen,
+        "{sixteen} vs 16 x {wqe}"
+    );
+}
+
+#[test]
+fn qp_contexts_beyond_the_cache_are_fetched_and_slow_every_operation() {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let entries = c.rnic.params.qpc_entries as u32;
+    let fits = bench::run(&mut c, &mut s, closed(Verb::Read, entries, false)).unwrap();
+    let (mut c, mut s) = hosts(&t);
+    let over = bench::run(&mut c, &mut s, closed(Verb::Read, entries + 1, false)).unwrap();
+    // Closed loops count from the start: each RNIC's first touch of each context misses.
+    assert_eq!(fits.qpc_misses, 2 * entries as u64, "{entries} QPs fit");
+    assert!(over.qpc_misses > 100 * (entries as u64 + 1));
+    let per_qp = |r: &bench::BenchResult, n: u32| r.latency_ns / n as f64;
+    assert!(per_qp(&over, entries + 1) > 1.2 * per_qp(&fits, entries));
+}
+
+fn open(verb: Verb, bytes: u64, max_rd_atomic: u32) -> f64 {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let spec = BenchSpec {
+        verb,
+        bytes,
+        connections: 8,
+        mtu: 256,
+        max_rd_atomic,
+        server_remote: false,
+        mode: Mode::Open {
+            warmup: Time::from_us(100),
+            window: Time::from_us(500),
+            windows: 2,
+            depth: 128,
+        },
+    };
+    let r = bench::run(&mut c, &mut s, spec).unwrap();
+    r.throughput.unwrap().ops_per_s
+}
+
+#[test]
+fn small_reads_are_bound_by_one_outstanding_read_per_qp_and_writes_by_the_message_rate() {
+    let t = topo();
+    let (c, _) = hosts(&t);
+    let wqe = c.rnic.params.wqe.as_secs_f64();
+    let r1 = open(Verb::Read, 8, 1);
+    let r2 = open(Verb::Read, 8, 2);
+    assert!(r2 > 1.3 * r1, "a second READ per QP: {r1} → {r2}");
+    let w = open(Verb::Write, 8, 1);
+    assert!(
+        (w * wqe - 1.0).abs() < 0.01,
+        "small WRITEs at the transmit unit's rate: {w} ops/s"
+    );
+    assert!(w > r1);
+}
+
+#[test]
+fn bad_requests_are_refused_with_the_reason() {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let (local, server) = regions(&mut c, &mut s, false);
+    let e = Rdma::new(&mut c, &mut s, local.clone(), server.clone(), 1, 17, 256)
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("max_rd_atomic 17") && e.contains("1..=16"),
+        "{e}"
+    );
+    let e = Rdma::new(&mut c, &mut s, local.clone(), server.clone(), 1, 1, 1500)
+        .err()
+        .unwrap();
+    assert!(e.contains("MTU 1500"), "{e}");
+    let mut r = Rdma::new(&mut c, &mut s, local, server, 1, 1, 256).unwrap();
+    let e = r.post(0, Verb::Read, 4090, 0, 64).unwrap_err();
+    assert!(e.contains("R_Key") && e.contains("4090..4154"), "{e}");
+    let e = r.post(3, Verb::Read, 0, 0, 64).unwrap_err();
+    assert!(e.contains("no connection 3"), "{e}");
+    let e = RdmaHost::new(&t, "server", "nope").err().unwrap();
+    assert!(
+        e.contains("no device `nope`") && e.contains("`rnic`"),
+        "{e}"
+    );
+}
