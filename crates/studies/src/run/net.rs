@@ -513,10 +513,6 @@ fn migrate(
     })
 }
 
-/// TCP_RR with coalescing off on both sides (REFERENCE.md §1: off for latency tests): a
-/// pilot run gives the steady-state round trip, then the warm-up (at least the rings'
-/// wrap, `RR_WARMUP`) and the window are as many transactions as fit in `m`.
-
 /// TCP_RR with `coalescing` on both sides (off unless the workload says otherwise:
 /// REFERENCE.md §1 runs latency tests without it): a pilot run gives the steady-state
 /// round trip, then the warm-up (at least the rings' wrap, `RR_WARMUP`) and the window
