@@ -38,6 +38,17 @@ fn metric(rows: &[Value], w: &str, set: &[(&str, Value)], m: &str) -> f64 {
         .unwrap_or_else(|| panic!("{w}: no metric {m}"))
 }
 
+/// The stderr of `nudma run` on `ex` with `sets`, which must refuse it (exit 2).
+fn refused(ex: &str, sets: &[&str]) -> String {
+    let mut a = vec!["run", ex];
+    for s in sets {
+        a.extend(["--set", s]);
+    }
+    let (code, _, err) = nudma(&a);
+    assert_eq!(code, 2, "{err}");
+    err
+}
+
 #[test]
 fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
     let mode = "workload.netperf_rx.nic_mode";
@@ -114,15 +125,7 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
 #[test]
 fn network_workloads_name_missing_hardware_where_they_are_written() {
     let ex = example();
-    let run = |sets: &[&str]| {
-        let mut a = vec!["run", ex.as_str()];
-        for s in sets {
-            a.extend(["--set", s]);
-        }
-        let (code, _, err) = nudma(&a);
-        assert_eq!(code, 2, "{err}");
-        err
-    };
+    let run = |sets: &[&str]| refused(&ex, sets);
     // Located at the workload's table, the field and the hardware named.
     let err = run(&["workload.pktgen.netdev_pf=2"]);
     assert!(
@@ -367,15 +370,7 @@ fn the_pagerank_victim_alone_is_bound_by_its_reads_latency() {
 #[test]
 fn the_new_kinds_name_what_is_wrong_where_it_is_written() {
     let ex = example();
-    let run = |sets: &[&str]| {
-        let mut a = vec!["run", ex.as_str()];
-        for s in sets {
-            a.extend(["--set", s]);
-        }
-        let (code, _, err) = nudma(&a);
-        assert_eq!(code, 2, "{err}");
-        err
-    };
+    let run = |sets: &[&str]| refused(&ex, sets);
     // An octoNIC needs a PF on each socket: the client's NIC has one.
     let err = run(&[
         "workload.memcached.server=client",

@@ -158,6 +158,23 @@ pub struct NetEnds {
     pub netdev_pf: usize,
 }
 
+/// The `NetEnds` of a raw workload table with netperf's host and NIC fields (its
+/// `client_nic` defaulting to `nic`, as netperf's).
+macro_rules! net_ends {
+    ($r:ident) => {
+        NetEnds {
+            server: $r.server,
+            client: $r.client,
+            client_nic: $r.client_nic.unwrap_or_else(|| $r.nic.clone()),
+            nic: $r.nic,
+            cpu_node: $r.cpu_node,
+            mem_node: $r.mem_node,
+            nic_mode: $r.nic_mode,
+            netdev_pf: $r.netdev_pf.0,
+        }
+    };
+}
+
 /// STREAM antagonists on the server: `pairs` pairs of cores (one reading, one writing)
 /// on the other cores of the workload's socket, against memory node `node`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -926,16 +943,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
             "memcached" => {
                 let r: RawMemcached = read_workload(src, &span, table, &wkey)?;
                 let k = Kind::Memcached {
-                    ends: NetEnds {
-                        server: r.server,
-                        client: r.client,
-                        client_nic: r.client_nic.unwrap_or_else(|| r.nic.clone()),
-                        nic: r.nic,
-                        cpu_node: r.cpu_node,
-                        mem_node: r.mem_node,
-                        nic_mode: r.nic_mode,
-                        netdev_pf: r.netdev_pf.0,
-                    },
+                    ends: net_ends!(r),
                     key_bytes: r.key_bytes.0,
                     value_bytes: r.value_bytes.0,
                     set_ratio: r.set_ratio,
@@ -949,16 +957,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 let field = |f: &str, msg: &str| field_error(src, &span, &r.name, f, msg);
                 let streams = antagonists(r.stream_pairs, r.stream_node, &field)?;
                 let k = Kind::UdpPingPong {
-                    ends: NetEnds {
-                        server: r.server,
-                        client: r.client,
-                        client_nic: r.client_nic.unwrap_or_else(|| r.nic.clone()),
-                        nic: r.nic,
-                        cpu_node: r.cpu_node,
-                        mem_node: r.mem_node,
-                        nic_mode: r.nic_mode,
-                        netdev_pf: r.netdev_pf.0,
-                    },
+                    ends: net_ends!(r),
                     msg_bytes: r.msg_bytes.0,
                     streams,
                 };
