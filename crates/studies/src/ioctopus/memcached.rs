@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use host::net::memcached::{self, MemcachedSpec};
-use serde_json::json;
+use serde_json::{json, Value};
 use sim::Time;
 
 use super::{client, server_pf};
@@ -50,15 +50,26 @@ pub fn memcached(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         },
     )
     .map_err(|e| cx.error(e))?;
+    let counters = checked_counters(&r, pf).map_err(|e| cx.error(e))?;
+    cx.set_counters(counters);
+    Ok(BTreeMap::from([
+        ("kops".to_string(), json!(r.kops)),
+        ("mem_bw_gbps".to_string(), json!(r.mem_gbps)),
+    ]))
+}
+
+/// The counters of a memcached run served from `pf`, or an error if any GET reply was not
+/// the bytes a SET stored (every reply is checked whole).
+pub fn checked_counters(r: &memcached::MemcachedResult, pf: usize) -> Result<Value, String> {
     if r.values_corrupt > 0 || r.values_stale > 0 {
-        return Err(cx.error(format!(
+        return Err(format!(
             "{} of {} GET replies were not the bytes a SET stored ({} stale)",
             r.values_corrupt + r.values_stale,
             r.values_checked,
             r.values_stale
-        )));
+        ));
     }
-    cx.set_counters(json!({
+    Ok(json!({
         "pf": pf,
         "gets": r.gets,
         "sets": r.sets,
@@ -67,9 +78,5 @@ pub fn memcached(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         "server_cpu_util": r.server_util,
         "values_checked": r.values_checked,
         "events": r.events,
-    }));
-    Ok(BTreeMap::from([
-        ("kops".to_string(), json!(r.kops)),
-        ("mem_bw_gbps".to_string(), json!(r.mem_gbps)),
-    ]))
+    }))
 }

@@ -7,7 +7,7 @@
 pub mod coalescing;
 mod colocation;
 pub mod ioctosg;
-mod memcached;
+pub(crate) mod memcached;
 pub mod migration;
 pub mod setup;
 

@@ -87,7 +87,9 @@ pub fn flow_pf(choice: NicChoice, flow: FiveTuple, socket: u32, sockets: &[u32])
 }
 
 /// The server of a workload on a core of `socket` with its memory on `node`: its queue on
-/// the PF `choice` gives the netperf flow; returns the host and that PF.
+/// the PF `choice` gives the netperf flow; returns the host and that PF. A multi-PF
+/// steering mode on a NIC with a single PF is refused (there is no local PF to steer to:
+/// the workload would silently run as a standard NIC's).
 pub fn server(
     topo: &Topology,
     name: &str,
@@ -103,6 +105,16 @@ pub fn server(
             "netdev_pf {}: `{name}.{nic}` has {} PF(s)",
             choice.netdev_pf,
             sockets.len()
+        ));
+    }
+    if choice.mode != SteeringMode::Standard && sockets.len() < 2 {
+        return Err(format!(
+            "nic_mode {}: `{name}.{nic}` has one PF, and the octoNIC and Linux's multi-PF \
+             netdev need a PF on each socket (use nic_mode = \"standard\")",
+            match choice.mode {
+                SteeringMode::OctoNic => "octonic",
+                _ => "linux_multipf",
+            }
         ));
     }
     let pf = flow_pf(choice, FLOW, socket, &sockets);

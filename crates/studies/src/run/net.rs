@@ -74,36 +74,12 @@ fn choice(mode: NicMode, netdev_pf: usize) -> NicChoice {
     }
 }
 
-/// `setup::server`, refusing a multi-PF steering mode on a NIC with a single PF (there
-/// is no local PF to steer to: the workload would silently run as a standard NIC's).
-fn nic_server(
-    topo: &Topology,
-    name: &str,
-    nic: &str,
-    choice: NicChoice,
-    socket: u32,
-    node: u32,
-) -> Result<(NetHost, usize), String> {
-    let (h, pf) = setup::server(topo, name, nic, choice, socket, node)?;
-    if choice.mode != SteeringMode::Standard && h.nic.pfs.len() < 2 {
-        return Err(format!(
-            "nic_mode {}: `{name}.{nic}` has one PF, and the octoNIC and Linux's multi-PF \
-             netdev need a PF on each socket (use nic_mode = \"standard\")",
-            match choice.mode {
-                SteeringMode::OctoNic => "octonic",
-                _ => "linux_multipf",
-            }
-        ));
-    }
-    Ok((h, pf))
-}
-
 /// The server side of a workload of `ends`: the host set up with its queue on the PF the
 /// NIC's steering gives, the process's socket, that PF.
 fn net_server(topo: &Topology, ends: &NetEnds) -> Result<(NetHost, u32, usize), String> {
     let (socket, node) = placement(topo, &ends.server, ends.cpu_node, ends.mem_node)?;
     let choice = choice(ends.nic_mode, ends.netdev_pf);
-    let (h, pf) = nic_server(topo, &ends.server, &ends.nic, choice, socket, node)?;
+    let (h, pf) = setup::server(topo, &ends.server, &ends.nic, choice, socket, node)?;
     Ok((h, socket, pf))
 }
 
@@ -158,7 +134,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
         } => {
             let (socket, node) = placement(topo, server, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
-            let (mut srv, pf) = nic_server(topo, server, nic, choice, socket, node)?;
+            let (mut srv, pf) = setup::server(topo, server, nic, choice, socket, node)?;
             let stream_gbps = match streams {
                 Some(a) => Some(load(topo, &mut srv, server, socket, *connections, *a)?),
                 None => None,
@@ -225,27 +201,10 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
                 seed,
             };
             let r = memcached::run(&mut srv, &mut cli, spec)?;
-            // Every GET reply is checked whole against what the SETs stored.
-            if r.values_corrupt > 0 || r.values_stale > 0 {
-                return Err(format!(
-                    "{} of {} GET replies were not the bytes a SET stored ({} stale)",
-                    r.values_corrupt + r.values_stale,
-                    r.values_checked,
-                    r.values_stale
-                ));
-            }
+            let counters = crate::ioctopus::memcached::checked_counters(&r, pf)?;
             Ok(NetOutcome {
                 metrics: metrics(&[("kops", r.kops), ("mem_bw_gbps", r.mem_gbps)]),
-                counters: json!({
-                    "pf": pf,
-                    "gets": r.gets,
-                    "sets": r.sets,
-                    "value_gbps": r.value_gbps,
-                    "interconnect_gbps": r.interconnect_gbps,
-                    "server_cpu_util": r.server_util,
-                    "values_checked": r.values_checked,
-                    "events": r.events,
-                }),
+                counters,
             })
         }
         Kind::UdpPingPong {
@@ -276,7 +235,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
         } => {
             let (socket, node) = placement(topo, host, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
-            let (mut h, pf) = nic_server(topo, host, nic, choice, socket, node)?;
+            let (mut h, pf) = setup::server(topo, host, nic, choice, socket, node)?;
             let r = pktgen::run(
                 &mut h,
                 pktgen::PktgenSpec {
