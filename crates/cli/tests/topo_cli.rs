@@ -309,14 +309,25 @@ fn topo_path_reports_zero_load_latency_where_the_scenario_has_timing() {
         "1, 3 and 4 hops: {gpu} < {lender} < {borrower}"
     );
     // Without timing parameters the field is absent rather than invented.
+    let dir = tempfile::tempdir().unwrap();
+    let untimed = dir.path().join("untimed.toml");
+    std::fs::write(
+        &untimed,
+        "[scenario]\nname = \"untimed\"\n[platform.p]\ncpu = \"test\"\npackages = 1\n\
+         cores_per_package = 4\nthreads_per_core = 1\nclock_ghz = 2.0\nllc_bytes = \"8 MiB\"\n\
+         llc_ways = 16\nddio_ways = 0\ndram_bytes_per_node = \"1 GiB\"\n[[host]]\nname = \"h\"\n\
+         platform = \"p\"\n[[host.device]]\nname = \"nic0\"\nkind = \"nic\"\nparent = \"rc0\"\n\
+         link = { gen = 3, width = 8 }\nbars = [{ size = \"1 MiB\" }]\n",
+    )
+    .unwrap();
     let v = json(&[
         "topo",
         "path",
-        "tyche_6nic",
+        untimed.to_str().unwrap(),
         "--from",
-        "target.nic0",
+        "h.nic0",
         "--to",
-        "target.ram",
+        "h.ram",
         "--format",
         "json",
     ]);
