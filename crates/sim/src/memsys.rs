@@ -670,7 +670,10 @@ mod tests {
             "remote read of a home-cached line: {remote:?}"
         );
         let uncached = m.device_read(Time::from_us(10), 1, 0, 9, 64) - Time::from_us(10);
-        assert_eq!(remote, uncached, "cached or not, the home answers after DRAM");
+        assert_eq!(
+            remote, uncached,
+            "cached or not, the home answers after DRAM"
+        );
     }
 
     #[test]
