@@ -33,7 +33,8 @@
 //! request that arrives from the other socket — a speculative read that also looks up and
 //! updates the directory — even when the line turns out to be cached. So a remote device
 //! write costs a DRAM read and a write, and a remote device read of a cached line one DRAM
-//! read. Why: it is the documented behaviour of Intel's directory-assisted home snoop
+//! read, which it also waits for: the LLC supplies the data, but the home agent completes
+//! the request only once the directory state has come back from memory. Why: it is the documented behaviour of Intel's directory-assisted home snoop
 //! (Xeon E5 v4 uncore), and it is the one mechanism that explains REFERENCE.md §1's remote
 //! memory bandwidth relations (≈ 3 × throughput on receive, ≈ 1 × on transmit) without a
 //! constant of its own. The rule is applied to every request that reaches the home over
@@ -628,11 +629,11 @@ impl MemSys {
             Time::ZERO
         };
         if remote || !cached {
-            // A miss reads DRAM; a remote request reads it even for a cached line (home snoop).
+            // A miss reads DRAM; a remote request reads it even for a cached line (home
+            // snoop): the data comes from the LLC, but the home agent answers only once
+            // its memory read has returned the directory state, so the read waits for it.
             let served = self.dram_read(at, node, bytes_l) + self.p.dram_latency + hops;
-            if !cached {
-                ready = served;
-            }
+            ready = ready.max(served);
         }
         if remote {
             let back = self.occupy(ready, node, attach, bytes_l);
@@ -808,6 +809,27 @@ mod tests {
             m.dram(0).read,
             4096,
             "a local device read of a cached line is an LLC hit"
+        );
+    }
+
+    #[test]
+    fn remote_device_read_of_a_cached_line_waits_for_the_home_dram_read() {
+        let mut m = ms();
+        m.cpu_write(Time::ZERO, 0, 7, 64);
+        m.cpu_write(Time::ZERO, 0, 8, 64);
+        let local = m.device_read(Time::ZERO, 0, 0, 7, 64);
+        assert_eq!(local, Time::from_ns(20), "local: an LLC hit");
+        let remote = m.device_read(Time::ZERO, 1, 0, 8, 64);
+        assert!(m.cached(0, 8), "served from the LLC, not evicted");
+        // Two crossings and the home agent's DRAM read (90 ns), not its LLC (20 ns).
+        assert!(
+            remote >= Time::from_ns(2 * 25 + 90),
+            "remote read of a home-cached line: {remote:?}"
+        );
+        let uncached = m.device_read(Time::from_us(10), 1, 0, 9, 64) - Time::from_us(10);
+        assert_eq!(
+            remote, uncached,
+            "cached or not, the home answers after DRAM"
         );
     }
 

@@ -13,6 +13,11 @@
 //! the link's data rate. A QP context or MTT entry missing from its cache is fetched by a
 //! DMA read of host memory on the RNIC's node, and the unit that needs it waits.
 //!
+//! Multi-packet messages are cut-through (the `*_each` methods): each MTU packet's
+//! payload is read by DMA, built, sent, parsed and written on its own, so a message's
+//! later packets are still streaming in while its first is on the wire, instead of
+//! every stage waiting for the whole message.
+//!
 //! The orchestration of one operation across two hosts (requester → responder →
 //! requester) is the host layer's (`host::rdma`), which owns both hosts' memory systems
 //! and regions; this module prices each RNIC's part.
@@ -235,6 +240,94 @@ impl Rnic {
     pub fn build_responses(&mut self, at: Time, count: u64) -> Time {
         let dur = Time::from_ps(self.params.packet.as_ps() * count);
         self.tx.serve(at, dur) + dur
+    }
+
+    /// Cut-through: packets each leaving once its own data is ready (`ready[i]`, in
+    /// order) — through the pipeline, serialized on the port behind the one before; when
+    /// each reaches the far port. A message's later packets still stream in while its
+    /// first is on the wire.
+    pub fn transmit_each(&mut self, ready: &[Time], packets: &[wire::Packet]) -> Vec<Time> {
+        let mut last = Time::ZERO;
+        ready
+            .iter()
+            .zip(packets)
+            .map(|(&at, p)| {
+                last = self
+                    .port
+                    .reserve((at + self.params.latency).max(last), p.wire_bytes);
+                last + self.params.wire
+            })
+            .collect()
+    }
+
+    /// Packets arriving at the port at `arrivals` (in order): each through the pipeline
+    /// and the receive unit as it comes; when each is parsed.
+    pub fn receive_each(&mut self, arrivals: &[Time]) -> Vec<Time> {
+        let dur = self.params.packet;
+        arrivals
+            .iter()
+            .map(|&a| self.rx.serve(a + self.params.latency, dur) + dur)
+            .collect()
+    }
+
+    /// The transmit unit builds one response packet per entry of `ready` (when its data
+    /// is in); when each is built.
+    pub fn build_each(&mut self, ready: &[Time]) -> Vec<Time> {
+        let dur = self.params.packet;
+        ready
+            .iter()
+            .map(|&at| self.tx.serve(at, dur) + dur)
+            .collect()
+    }
+
+    /// A DMA read of each packet's payload of `buf` on `node`, all requested from `at`
+    /// (the read engine fetches a message per packet so each can leave as its data
+    /// arrives); when each packet's last byte is in the RNIC.
+    pub fn dma_read_each(
+        &mut self,
+        at: Time,
+        ms: &mut MemSys,
+        node: u32,
+        buf: u64,
+        packets: &[wire::Packet],
+    ) -> Vec<Time> {
+        packets
+            .iter()
+            .map(|p| self.pf.dma_read(at, ms, node, buf, p.payload))
+            .collect()
+    }
+
+    /// Posted DMA writes of each packet's payload into `buf` on `node` as the packet is
+    /// parsed (`parsed[i]`), in order on the link, then `then` (a CQE: buffer and bytes)
+    /// right behind the last; when all of it is visible. The memory system sees the
+    /// message as one buffer landing with its last packet.
+    pub fn dma_write_each(
+        &mut self,
+        ms: &mut MemSys,
+        node: u32,
+        buf: u64,
+        parsed: &[Time],
+        packets: &[wire::Packet],
+        then: Option<(u64, u64)>,
+    ) -> Time {
+        let pf = &mut self.pf;
+        let mut on_link = Time::ZERO;
+        for (&at, p) in parsed.iter().zip(packets) {
+            on_link = pf.up.reserve(
+                at.max(on_link),
+                nic::tlp_wire_bytes(p.payload, pf.mps, false),
+            );
+        }
+        let bytes = packets.iter().map(|p| p.payload).sum();
+        let visible = ms.device_write(on_link + pf.link_latency, pf.socket, node, buf, bytes);
+        let Some((next, next_bytes)) = then else {
+            return visible;
+        };
+        let second = pf
+            .up
+            .reserve(on_link, nic::tlp_wire_bytes(next_bytes, pf.mps, false));
+        ms.device_write(second + pf.link_latency, pf.socket, node, next, next_bytes)
+            .max(visible)
     }
 
     /// Starts counting afresh (contents and queues stay).

@@ -60,27 +60,64 @@ pub fn check_mtu(mtu: u32) -> Result<(), String> {
     }
 }
 
+/// One packet of a message: the payload it carries and the bytes it puts on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet {
+    pub payload: u64,
+    pub wire_bytes: u64,
+}
+
+impl Packets {
+    /// The packets of one direction of an operation, in order.
+    pub fn of(each: &[Packet]) -> Packets {
+        Packets {
+            count: each.len() as u64,
+            wire_bytes: each.iter().map(|p| p.wire_bytes).sum(),
+        }
+    }
+}
+
 /// A message of `bytes` cut at `mtu`, its first packet carrying `first_ext` extra header
 /// bytes, its last `last_ext` (the only packet of a one-packet message carries both).
-fn message(bytes: u64, mtu: u32, first_ext: u64, last_ext: u64) -> Packets {
+fn message_each(bytes: u64, mtu: u32, first_ext: u64, last_ext: u64) -> Vec<Packet> {
     let mtu = mtu as u64;
     let count = bytes.div_ceil(mtu).max(1);
-    let mut wire = 0;
-    for i in 0..count {
-        let payload = (bytes - i * mtu).min(mtu);
-        let mut ext = 0;
-        if i == 0 {
-            ext += first_ext;
-        }
-        if i + 1 == count {
-            ext += last_ext;
-        }
-        wire += packet(payload, ext);
+    (0..count)
+        .map(|i| {
+            let payload = (bytes - i * mtu).min(mtu);
+            let mut ext = 0;
+            if i == 0 {
+                ext += first_ext;
+            }
+            if i + 1 == count {
+                ext += last_ext;
+            }
+            Packet {
+                payload,
+                wire_bytes: packet(payload, ext),
+            }
+        })
+        .collect()
+}
+
+fn message(bytes: u64, mtu: u32, first_ext: u64, last_ext: u64) -> Packets {
+    Packets::of(&message_each(bytes, mtu, first_ext, last_ext))
+}
+
+/// The packets of a WRITE of `bytes`, in order (see `write_request`).
+pub fn write_request_each(bytes: u64, mtu: u32) -> Vec<Packet> {
+    message_each(bytes, mtu, RETH, 0)
+}
+
+/// The packets of a READ response of `bytes`, in order (see `read_response`).
+pub fn read_response_each(bytes: u64, mtu: u32) -> Vec<Packet> {
+    if bytes <= mtu as u64 {
+        return vec![Packet {
+            payload: bytes,
+            wire_bytes: packet(bytes, AETH),
+        }];
     }
-    Packets {
-        count,
-        wire_bytes: wire,
-    }
+    message_each(bytes, mtu, AETH, AETH)
 }
 
 /// A WRITE of `bytes`: RDMA WRITE First (RETH) / Middle / Last, or Only (RETH).
@@ -98,13 +135,7 @@ pub fn read_request() -> Packets {
 
 /// The READ response of `bytes`: First (AETH) / Middle / Last (AETH), or Only (AETH).
 pub fn read_response(bytes: u64, mtu: u32) -> Packets {
-    if bytes <= mtu as u64 {
-        return Packets {
-            count: 1,
-            wire_bytes: packet(bytes, AETH),
-        };
-    }
-    message(bytes, mtu, AETH, AETH)
+    Packets::of(&read_response_each(bytes, mtu))
 }
 
 /// An ACK (of a WRITE): AETH, no payload.
@@ -143,6 +174,10 @@ mod tests {
         assert_eq!(r.wire_bytes, 16 * 282 + 8);
         assert_eq!(read_response(64, 256).wire_bytes, 8 + 12 + 4 + 64 + 4 + 2);
         assert_eq!(read_request().wire_bytes, 42);
+        let each = read_response_each(600, 256);
+        let payloads: Vec<u64> = each.iter().map(|p| p.payload).collect();
+        assert_eq!(payloads, [256, 256, 88]);
+        assert_eq!(Packets::of(&each), read_response(600, 256));
     }
 
     #[test]

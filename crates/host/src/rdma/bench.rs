@@ -13,7 +13,12 @@
 //! in) or reads and writes back 8 bytes (atomics); the requester's receive unit takes the
 //! response, DMA-writes READ data and the CQE; the thread, spinning on its CQ, reads the
 //! CQE (`POLL_CYCLES`). Bytes move with the operations: a WRITE's payload lands in the
-//! server region, a READ returns the server's bytes into the client region.
+//! server region, a READ returns the server's bytes into the client region. A message of
+//! several MTU packets goes through these stages packet by packet (cut-through).
+//!
+//! Variance (`RunOptions`): the thread notices a CQE at a uniformly random point of one
+//! poll call after it lands, drawn from the run's seeded generator, so a run is a pure
+//! function of its spec and seed.
 //!
 //! `Mode::Closed`: each thread posts its next operation when it has seen the previous
 //! completion (latency). `Mode::Open`: each thread keeps posting while fewer than `depth`
@@ -96,11 +101,13 @@ pub struct Completion {
     pub seen: Time,
 }
 
+/// An event of one connection. A request or response carries when each of its packets
+/// reaches the far port (the event fires at the first's arrival).
 enum Ev {
     Post,
     Doorbell(Wqe),
-    Request(Wqe, Vec<u8>),
-    Response(Wqe, Vec<u8>),
+    Request(Wqe, Vec<u8>, Vec<Time>),
+    Response(Wqe, Vec<u8>, Vec<Time>),
     Cqe(Wqe, Vec<u8>),
 }
 
@@ -139,21 +146,48 @@ pub struct Rdma<'a> {
     completed: u64,
     /// The most READs and atomics one QP had outstanding at once.
     peak_reads: u32,
+    poll_phase: bool,
 }
 
-fn packets_out(w: &Wqe, mtu: u32) -> wire::Packets {
+fn header_only(p: wire::Packets) -> Vec<wire::Packet> {
+    vec![wire::Packet {
+        payload: 0,
+        wire_bytes: p.wire_bytes,
+    }]
+}
+
+fn packets_out(w: &Wqe, mtu: u32) -> Vec<wire::Packet> {
     match w.verb {
-        Verb::Write => wire::write_request(w.len, mtu),
-        Verb::Read => wire::read_request(),
-        _ => wire::atomic_request(),
+        Verb::Write => wire::write_request_each(w.len, mtu),
+        Verb::Read => header_only(wire::read_request()),
+        _ => header_only(wire::atomic_request()),
     }
 }
 
-fn packets_back(w: &Wqe, mtu: u32) -> wire::Packets {
+fn packets_back(w: &Wqe, mtu: u32) -> Vec<wire::Packet> {
     match w.verb {
-        Verb::Write => wire::ack(),
-        Verb::Read => wire::read_response(w.len, mtu),
-        _ => wire::atomic_response(),
+        Verb::Write => header_only(wire::ack()),
+        Verb::Read => wire::read_response_each(w.len, mtu),
+        _ => header_only(wire::atomic_response()),
+    }
+}
+
+/// How a run draws its variance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Seed of the run's generator.
+    pub seed: u64,
+    /// A spinning thread notices a completion at a uniformly random point of its poll
+    /// loop's iteration (`poll_phase`); off, at once.
+    pub poll_phase: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> RunOptions {
+        RunOptions {
+            seed: 1,
+            poll_phase: true,
+        }
     }
 }
 
@@ -202,8 +236,9 @@ impl<'a> Rdma<'a> {
                 blocked: false,
             })
             .collect();
+        let opts = RunOptions::default();
         Ok(Rdma {
-            eng: Engine::new(1),
+            eng: Engine::new(opts.seed),
             client,
             server,
             local,
@@ -216,7 +251,14 @@ impl<'a> Rdma<'a> {
             samples: None,
             completed: 0,
             peak_reads: 0,
+            poll_phase: opts.poll_phase,
         })
+    }
+
+    /// Draws the run's variance from `opts` (before anything is posted).
+    pub fn set_options(&mut self, opts: RunOptions) {
+        self.eng = Engine::new(opts.seed);
+        self.poll_phase = opts.poll_phase;
     }
 
     /// Posts `verb` of `len` bytes on connection `conn` at the current time: remote
@@ -290,8 +332,8 @@ impl<'a> Rdma<'a> {
                 self.conns[c as usize].qp.sq.push_back(w);
                 self.try_issue(c, t)
             }
-            Ev::Request(w, payload) => self.respond(c, t, w, payload),
-            Ev::Response(w, data) => self.requester_receive(c, t, w, data),
+            Ev::Request(w, payload, arrivals) => self.respond(c, w, payload, &arrivals),
+            Ev::Response(w, data, arrivals) => self.requester_receive(c, w, data, &arrivals),
             Ev::Cqe(w, data) => self.seen(c, t, w, data),
         }
     }
@@ -306,8 +348,10 @@ impl<'a> Rdma<'a> {
             let rn = &mut h.rnic;
             let wqe = rn.params.wqe;
             let s = rn.tx.serve(t, wqe);
-            let mut ready = rn.qp_context(s, &mut h.mem, qpn) + wqe;
+            let ready = rn.qp_context(s, &mut h.mem, qpn) + wqe;
             rn.tx.hold_until(ready);
+            let out = packets_out(&w, self.mtu);
+            let mut ready_each = vec![ready; out.len()];
             let mut payload = Vec::new();
             if w.verb == Verb::Write {
                 let r = w.local as usize..(w.local + w.len) as usize;
@@ -315,73 +359,104 @@ impl<'a> Rdma<'a> {
                 if !w.inline {
                     let tr = rn.translate(ready, &mut h.mem, self.local.key, w.local, w.len);
                     let buf = self.local.buf_at(w.local);
-                    ready = rn.pf.dma_read(tr, &mut h.mem, self.local.node, buf, w.len);
+                    ready_each = rn.dma_read_each(tr, &mut h.mem, self.local.node, buf, &out);
                     let streamed = tr + rn.gather_stream(w.len);
                     rn.tx.hold_until(streamed);
                 }
             }
-            let arrive = rn.transmit(ready, packets_out(&w, self.mtu));
+            // Cut-through: each packet leaves once its own payload is in.
+            let arrivals = rn.transmit_each(&ready_each, &out);
             self.eng
-                .schedule_at(arrive, (c, Ev::Request(w, payload)))
+                .schedule_at(arrivals[0], (c, Ev::Request(w, payload, arrivals)))
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
 
-    /// The responder: receive, context, translation, the DMA, the response.
-    fn respond(&mut self, c: u32, t: Time, w: Wqe, payload: Vec<u8>) -> Result<(), String> {
+    /// A message's packets arriving at `rn` at `arrivals`: the first parsed, QP `qpn`'s
+    /// context looked up (the receive unit waits for a missing one), then the rest;
+    /// when each is parsed and when the context is there.
+    fn receive_message(h: &mut RdmaHost, qpn: u32, arrivals: &[Time]) -> (Vec<Time>, Time) {
+        let rn = &mut h.rnic;
+        let mut parsed = rn.receive_each(&arrivals[..1]);
+        let ctx = rn.qp_context(parsed[0], &mut h.mem, qpn);
+        rn.rx.hold_until(ctx);
+        parsed.extend(rn.receive_each(&arrivals[1..]));
+        (parsed, ctx)
+    }
+
+    /// The responder: receive, context, translation, the DMA, the response — per
+    /// packet, so a multi-packet message is pipelined through the stages.
+    fn respond(
+        &mut self,
+        c: u32,
+        w: Wqe,
+        payload: Vec<u8>,
+        arrivals: &[Time],
+    ) -> Result<(), String> {
         let qpn = self.conns[c as usize].server_qpn;
         let h = &mut *self.server;
+        let (parsed, ctx) = Self::receive_message(h, qpn, arrivals);
         let rn = &mut h.rnic;
-        let done = rn.receive(t, packets_out(&w, self.mtu).count);
-        // The receive unit waits for a missing context.
-        let ctx = rn.qp_context(done, &mut h.mem, qpn);
-        rn.rx.hold_until(ctx);
         let tr = rn.translate(ctx, &mut h.mem, self.remote.key, w.remote, w.len);
         let (node, buf) = (self.remote.node, self.remote.buf_at(w.remote));
         let back = packets_back(&w, self.mtu);
         let data = execute(w.verb, &mut self.remote.bytes, w.remote, w.len, &payload);
-        let ready = match w.verb {
+        let ready_each = match w.verb {
             Verb::Write => {
-                // Posted: the ACK does not wait for the write to become visible.
-                rn.pf.dma_write(tr, &mut h.mem, node, buf, w.len);
-                tr
+                let at: Vec<Time> = parsed.iter().map(|&p| p.max(tr)).collect();
+                // Posted: the ACK does not wait for the writes to become visible, only
+                // for the last packet.
+                let out = packets_out(&w, self.mtu);
+                rn.dma_write_each(&mut h.mem, node, buf, &at, &out, None);
+                vec![at[at.len() - 1]]
             }
-            Verb::Read => rn.pf.dma_read(tr, &mut h.mem, node, buf, w.len),
+            Verb::Read => rn.dma_read_each(tr, &mut h.mem, node, buf, &back),
             _ => {
                 let r = rn.pf.dma_read(tr, &mut h.mem, node, buf, ATOMIC_BYTES);
                 rn.pf.dma_write(r, &mut h.mem, node, buf, ATOMIC_BYTES);
-                r
+                vec![r]
             }
         };
-        let built = rn.build_responses(ready, back.count);
-        let arrive = rn.transmit(built, back);
+        let built = rn.build_each(&ready_each);
+        let arrivals = rn.transmit_each(&built, &back);
         self.eng
-            .schedule_at(arrive, (c, Ev::Response(w, data)))
+            .schedule_at(arrivals[0], (c, Ev::Response(w, data, arrivals)))
             .map_err(|e| e.to_string())
     }
 
     /// The requester takes the response: READ data and the CQE written by DMA.
-    fn requester_receive(&mut self, c: u32, t: Time, w: Wqe, data: Vec<u8>) -> Result<(), String> {
+    fn requester_receive(
+        &mut self,
+        c: u32,
+        w: Wqe,
+        data: Vec<u8>,
+        arrivals: &[Time],
+    ) -> Result<(), String> {
         let conn = &mut self.conns[c as usize];
         let qpn = conn.qp.qpn;
         let cqe = CQ_BUF + ((c as u64) << 16) + conn.cq_slot % CQ_DEPTH;
         conn.cq_slot += 1;
         let h = &mut *self.client;
+        let (parsed, ctx) = Self::receive_message(h, qpn, arrivals);
+        let done = parsed[parsed.len() - 1].max(ctx);
         let rn = &mut h.rnic;
-        let done = rn.receive(t, packets_back(&w, self.mtu).count);
-        let ctx = rn.qp_context(done, &mut h.mem, qpn);
-        rn.rx.hold_until(ctx);
         let node = self.local.node;
         let visible = if w.verb.is_read_like() {
             let r = w.local as usize..w.local as usize + data.len();
             self.local.bytes[r].copy_from_slice(&data);
             let tr = rn.translate(ctx, &mut h.mem, self.local.key, w.local, w.len);
             let buf = self.local.buf_at(w.local);
-            rn.pf
-                .dma_write_then(tr, &mut h.mem, node, buf, w.len, cqe, CQE_BYTES)
+            let at: Vec<Time> = parsed.iter().map(|&p| p.max(tr)).collect();
+            // Each response packet's data is written as it is parsed; an atomic's
+            // original value rides in its one packet's AtomicAckETH.
+            let mut back = packets_back(&w, self.mtu);
+            if w.verb.is_atomic() {
+                back[0].payload = ATOMIC_BYTES;
+            }
+            rn.dma_write_each(&mut h.mem, node, buf, &at, &back, Some((cqe, CQE_BYTES)))
         } else {
-            rn.pf.dma_write(ctx, &mut h.mem, node, cqe, CQE_BYTES)
+            rn.pf.dma_write(done, &mut h.mem, node, cqe, CQE_BYTES)
         };
         self.conns[c as usize].qp.complete(&w);
         self.try_issue(c, done)?;
@@ -400,7 +475,16 @@ impl<'a> Rdma<'a> {
         let conn = &mut self.conns[c as usize];
         let cqe = CQ_BUF + ((c as u64) << 16) + (conn.seen % CQ_DEPTH);
         let core = &mut self.cores[conn.core];
-        let start = core.start(t);
+        // The thread spins on ibv_poll_cq unsynchronised with the RNIC, so it notices the
+        // CQE a uniformly random part of one poll call (POLL_CYCLES) after it lands. (Too
+        // little variance to make 2–8 closed-loop connections queue at the RNIC.)
+        let phase = if self.poll_phase {
+            let period = core.cycles(POLL_CYCLES).as_ps();
+            Time::from_ps(self.eng.sample_index(period.min(u32::MAX as u64) as u32) as u64)
+        } else {
+            Time::ZERO
+        };
+        let start = core.start(t + phase);
         let read =
             self.client
                 .mem
@@ -507,6 +591,16 @@ pub fn run(
     server: &mut RdmaHost,
     spec: BenchSpec,
 ) -> Result<BenchResult, String> {
+    run_with(client, server, spec, RunOptions::default())
+}
+
+/// `run` with the variance drawn as `opts` says.
+pub fn run_with(
+    client: &mut RdmaHost,
+    server: &mut RdmaHost,
+    spec: BenchSpec,
+    opts: RunOptions,
+) -> Result<BenchResult, String> {
     if spec.bytes == 0 || spec.bytes > 1 << 30 {
         return Err(format!("bytes {} must be in 1..=1073741824", spec.bytes));
     }
@@ -530,6 +624,7 @@ pub fn run(
         spec.max_rd_atomic,
         spec.mtu,
     )?;
+    r.set_options(opts);
     r.work = Some(spec);
     let end = match spec.mode {
         Mode::Closed { ops, .. } => {

@@ -19,8 +19,9 @@ pub const MTU: u32 = 256;
 /// `max_rd_atomic` of every QP (REFERENCE.md §4).
 pub const MAX_RD_ATOMIC: u32 = 1;
 /// Closed loop: operations per connection before and during the measurement. The study
-/// ran 10^6 per connection; the model has no variance source and reaches its steady
-/// state within the first hundreds, so fewer give the same mean.
+/// ran 10^6 per connection; the model's only variance is the poll loop's phase (a few
+/// tens of ns, seeded), so its mean settles within the first hundreds and fewer give the
+/// same mean.
 pub const CLOSED_WARMUP: u64 = 1000;
 pub const CLOSED_OPS: u64 = 2000;
 /// Open loop: the study's 10 ms samples (REFERENCE.md §4), three of them after 1 ms of
