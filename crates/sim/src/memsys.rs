@@ -35,6 +35,8 @@ use crate::time::Time;
 
 mod arbitration;
 pub use arbitration::{StreamAgent, StreamRates};
+pub mod ownership;
+mod pollution;
 
 /// Bytes of a cache line.
 pub const LINE: u64 = 64;
