@@ -27,6 +27,7 @@ use devices::rnic::qp::{execute, ATOMIC_BYTES};
 use devices::rnic::{wire, Qp, Verb, Wqe};
 use sim::{Engine, Time};
 
+use super::agents::ServerAgents;
 use super::stats::{Samples, Throughput};
 use super::{RdmaHost, Region, CQE_BYTES, MAX_INLINE, POLL_CYCLES, POST_CYCLES};
 use crate::net::Core;
@@ -139,6 +140,8 @@ pub struct Rdma<'a> {
     completed: u64,
     /// The most READs and atomics one QP had outstanding at once.
     peak_reads: u32,
+    /// Server-side agents sharing the region's lines and the memory system.
+    agents: Option<&'a mut dyn ServerAgents>,
 }
 
 fn packets_out(w: &Wqe, mtu: u32) -> wire::Packets {
@@ -216,6 +219,7 @@ impl<'a> Rdma<'a> {
             samples: None,
             completed: 0,
             peak_reads: 0,
+            agents: None,
         })
     }
 
@@ -339,17 +343,22 @@ impl<'a> Rdma<'a> {
         rn.rx.hold_until(ctx);
         let tr = rn.translate(ctx, &mut h.mem, self.remote.key, w.remote, w.len);
         let (node, buf) = (self.remote.node, self.remote.buf_at(w.remote));
+        // Lines the server's agents hold: the DMA waits for their snoops.
+        let dma = match self.agents.as_deref_mut() {
+            Some(a) => a.device_access(tr, &mut h.mem, &self.remote, w, rn.socket()),
+            None => tr,
+        };
         let back = packets_back(&w, self.mtu);
         let data = execute(w.verb, &mut self.remote.bytes, w.remote, w.len, &payload);
         let ready = match w.verb {
             Verb::Write => {
                 // Posted: the ACK does not wait for the write to become visible.
-                rn.pf.dma_write(tr, &mut h.mem, node, buf, w.len);
+                rn.pf.dma_write(dma, &mut h.mem, node, buf, w.len);
                 tr
             }
-            Verb::Read => rn.pf.dma_read(tr, &mut h.mem, node, buf, w.len),
+            Verb::Read => rn.pf.dma_read(dma, &mut h.mem, node, buf, w.len),
             _ => {
-                let r = rn.pf.dma_read(tr, &mut h.mem, node, buf, ATOMIC_BYTES);
+                let r = rn.pf.dma_read(dma, &mut h.mem, node, buf, ATOMIC_BYTES);
                 rn.pf.dma_write(r, &mut h.mem, node, buf, ATOMIC_BYTES);
                 r
             }
@@ -507,6 +516,17 @@ pub fn run(
     server: &mut RdmaHost,
     spec: BenchSpec,
 ) -> Result<BenchResult, String> {
+    run_with(client, server, spec, None)
+}
+
+/// `run` with `agents` on the server sharing the region's lines and its memory system
+/// (their counters reset with the hosts' after the warm-up).
+pub fn run_with<'a>(
+    client: &'a mut RdmaHost,
+    server: &'a mut RdmaHost,
+    spec: BenchSpec,
+    agents: Option<&'a mut dyn ServerAgents>,
+) -> Result<BenchResult, String> {
     if spec.bytes == 0 || spec.bytes > 1 << 30 {
         return Err(format!("bytes {} must be in 1..=1073741824", spec.bytes));
     }
@@ -531,6 +551,7 @@ pub fn run(
         spec.mtu,
     )?;
     r.work = Some(spec);
+    r.agents = agents;
     let end = match spec.mode {
         Mode::Closed { ops, .. } => {
             if ops == 0 {
@@ -576,6 +597,9 @@ pub fn run(
         if !reset && t >= warm_until {
             r.client.reset_counters();
             r.server.reset_counters();
+            if let Some(a) = r.agents.as_deref_mut() {
+                a.reset_counters();
+            }
             reset = true;
         }
         last = t;
