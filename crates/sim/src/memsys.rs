@@ -56,6 +56,8 @@ mod arbitration;
 mod uncore;
 pub use arbitration::{StreamAgent, StreamRates};
 pub use uncore::{Hop, LinkCount, PcmPort, Uncore, UncoreLink};
+pub mod ownership;
+mod pollution;
 
 /// Bytes of a cache line.
 pub const LINE: u64 = 64;

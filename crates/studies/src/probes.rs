@@ -162,6 +162,16 @@ pub const PROBES: &[Probe] = &[
         run: rdma::rdma_throughput,
     },
     Probe {
+        name: "rdma_independent_load",
+        fields: &["mops", "std_mops"],
+        run: rdma::contention::rdma_independent_load,
+    },
+    Probe {
+        name: "rdma_mr_workers",
+        fields: &["mops", "std_mops"],
+        run: rdma::contention::rdma_mr_workers,
+    },
+    Probe {
         name: "tcp_stream",
         fields: &["throughput_gbps", "mem_bw_gbps", "cpu_util"],
         run: ioctopus::tcp_stream,

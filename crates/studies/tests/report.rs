@@ -1234,7 +1234,7 @@ fn the_report_lists_the_catalog_experiments_not_implemented() {
         .collect();
     let ids: Vec<&str> = missing.iter().map(|e| e.id).collect();
     assert_eq!(ids, expected);
-    assert!(ids.contains(&"rdma.independent_load") && !ids.contains(&"smartio.p2p"));
+    assert!(ids.contains(&"rdma.memcached") && !ids.contains(&"smartio.p2p"));
 
     let (runs, refs, infos) = sweep();
     let dir = tempfile::tempdir().unwrap();
@@ -1252,9 +1252,7 @@ fn the_report_lists_the_catalog_experiments_not_implemented() {
     for (row, e) in rows[1..].iter().zip(&missing) {
         assert_eq!(*row, format!("| {} | {} |", e.id, e.title));
     }
-    assert!(section.contains(
-        "| rdma.independent_load | 8 connections beside 128 load threads on their own buffers |"
-    ));
+    assert!(section.contains("| rdma.memcached | memcached over one-sided RDMA reads |"));
     for e in &missing {
         assert!(
             html.contains(&format!("<tr><td>{}</td><td>", e.id)),

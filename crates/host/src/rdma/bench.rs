@@ -32,6 +32,7 @@ use devices::rnic::qp::{execute, ATOMIC_BYTES};
 use devices::rnic::{wire, Qp, Verb, Wqe};
 use sim::{Engine, Time};
 
+use super::agents::ServerAgents;
 use super::stats::{Samples, Throughput};
 use super::{RdmaHost, Region, CQE_BYTES, MAX_INLINE, POLL_CYCLES, POST_CYCLES};
 use crate::net::Core;
@@ -147,6 +148,8 @@ pub struct Rdma<'a> {
     /// The most READs and atomics one QP had outstanding at once.
     peak_reads: u32,
     poll_phase: bool,
+    /// Server-side agents sharing the region's lines and the memory system.
+    agents: Option<&'a mut dyn ServerAgents>,
 }
 
 fn header_only(p: wire::Packets) -> Vec<wire::Packet> {
@@ -252,6 +255,7 @@ impl<'a> Rdma<'a> {
             completed: 0,
             peak_reads: 0,
             poll_phase: opts.poll_phase,
+            agents: None,
         })
     }
 
@@ -400,20 +404,25 @@ impl<'a> Rdma<'a> {
         let rn = &mut h.rnic;
         let tr = rn.translate(ctx, &mut h.mem, self.remote.key, w.remote, w.len);
         let (node, buf) = (self.remote.node, self.remote.buf_at(w.remote));
+        // Lines the server's agents hold: the DMA waits for their snoops.
+        let dma = match self.agents.as_deref_mut() {
+            Some(a) => a.device_access(tr, &mut h.mem, &self.remote, w, rn.socket()),
+            None => tr,
+        };
         let back = packets_back(&w, self.mtu);
         let data = execute(w.verb, &mut self.remote.bytes, w.remote, w.len, &payload);
         let ready_each = match w.verb {
             Verb::Write => {
-                let at: Vec<Time> = parsed.iter().map(|&p| p.max(tr)).collect();
+                let at: Vec<Time> = parsed.iter().map(|&p| p.max(dma)).collect();
                 // Posted: the ACK does not wait for the writes to become visible, only
                 // for the last packet.
                 let out = packets_out(&w, self.mtu);
                 rn.dma_write_each(&mut h.mem, node, buf, &at, &out, None);
                 vec![at[at.len() - 1]]
             }
-            Verb::Read => rn.dma_read_each(tr, &mut h.mem, node, buf, &back),
+            Verb::Read => rn.dma_read_each(dma, &mut h.mem, node, buf, &back),
             _ => {
-                let r = rn.pf.dma_read(tr, &mut h.mem, node, buf, ATOMIC_BYTES);
+                let r = rn.pf.dma_read(dma, &mut h.mem, node, buf, ATOMIC_BYTES);
                 rn.pf.dma_write(r, &mut h.mem, node, buf, ATOMIC_BYTES);
                 vec![r]
             }
@@ -591,7 +600,7 @@ pub fn run(
     server: &mut RdmaHost,
     spec: BenchSpec,
 ) -> Result<BenchResult, String> {
-    run_with(client, server, spec, RunOptions::default())
+    run_with_agents(client, server, spec, RunOptions::default(), None)
 }
 
 /// `run` with the variance drawn as `opts` says.
@@ -600,6 +609,19 @@ pub fn run_with(
     server: &mut RdmaHost,
     spec: BenchSpec,
     opts: RunOptions,
+) -> Result<BenchResult, String> {
+    run_with_agents(client, server, spec, opts, None)
+}
+
+/// `run` with the variance drawn as `opts` says and `agents` on the server sharing the
+/// region's lines and its memory system (their counters reset with the hosts' after the
+/// warm-up).
+pub fn run_with_agents<'a>(
+    client: &'a mut RdmaHost,
+    server: &'a mut RdmaHost,
+    spec: BenchSpec,
+    opts: RunOptions,
+    agents: Option<&'a mut dyn ServerAgents>,
 ) -> Result<BenchResult, String> {
     if spec.bytes == 0 || spec.bytes > 1 << 30 {
         return Err(format!("bytes {} must be in 1..=1073741824", spec.bytes));
@@ -626,6 +648,7 @@ pub fn run_with(
     )?;
     r.set_options(opts);
     r.work = Some(spec);
+    r.agents = agents;
     let end = match spec.mode {
         Mode::Closed { ops, .. } => {
             if ops == 0 {
@@ -671,6 +694,9 @@ pub fn run_with(
         if !reset && t >= warm_until {
             r.client.reset_counters();
             r.server.reset_counters();
+            if let Some(a) = r.agents.as_deref_mut() {
+                a.reset_counters();
+            }
             reset = true;
         }
         last = t;

@@ -6,8 +6,11 @@
 //! latency, open-loop throughput in 10 ms samples; `stats`: sum of per-connection means
 //! and the standard deviation).
 
+pub mod agents;
 pub mod bench;
+pub mod load;
 pub mod stats;
+pub mod workers;
 
 use fabric::{HostId, Topology};
 use sim::memsys::MemSys;
@@ -71,6 +74,8 @@ pub struct RdmaHost {
     pub rnic: Rnic,
     /// Hardware threads per node.
     pub threads_per_node: u32,
+    /// Cores per node (each with its own line-fill buffers).
+    pub cores_per_node: u32,
     pub clock_ghz: f64,
     pub cpu_mmio_write: Time,
 }
@@ -119,6 +124,7 @@ impl RdmaHost {
             mem: mem_sys(platform, LINE_FILL_BUFFERS)?,
             rnic: Rnic::from_topology(topo, dev)?,
             threads_per_node: platform.cores_per_package * platform.threads_per_core,
+            cores_per_node: platform.cores_per_package,
             clock_ghz: platform.clock_ghz,
             cpu_mmio_write: ns(t.cpu_mmio_write_ns),
         })

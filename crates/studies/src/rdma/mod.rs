@@ -3,6 +3,8 @@
 //! its RNIC's node (`region = "local"`) or the other (`"remote"`), the client always on
 //! its RNIC's node.
 
+pub mod contention;
+
 use std::collections::BTreeMap;
 
 use devices::rnic::Verb;
