@@ -1,0 +1,137 @@
+//! Every memory-system and DMA call of Tyche, in one place: the NIC's DMA into and out
+//! of host memory (`devices::nic`), CPU copies and loads (`sim::memsys`), and the
+//! interconnect counters reports read.
+
+use std::collections::BTreeMap;
+
+use devices::nic::{HostBuf, Nic};
+use fabric::{HostId, Topology};
+use sim::memsys::{MemSys, LINE};
+use sim::Time;
+
+/// The node a NIC is attached to: the package of its PF's root.
+pub fn nic_node(_topo: &Topology, _host: HostId, nic: &Nic) -> Result<u32, String> {
+    Ok(nic.pfs[0].socket)
+}
+
+fn lines(bytes: u64) -> u64 {
+    bytes.div_ceil(LINE).max(1) * LINE
+}
+
+/// Bytes a NIC put in memory, by the model's own account.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DmaLedger {
+    pub rx_bytes: u64,
+    pub rx_off_node: u64,
+    /// Line-rounded DMA bytes that crossed the interconnect (writes and reads).
+    pub cross: u64,
+}
+
+/// The NIC writes `bytes` of `buf` on `node` at `at`, then a completion entry of
+/// `cqe_bytes` (`cqe`) on the same node: when the entry is visible.
+#[allow(clippy::too_many_arguments)]
+pub fn nic_write(
+    nic: &mut Nic,
+    node_of_nic: u32,
+    at: Time,
+    ms: &mut MemSys,
+    ledger: &mut DmaLedger,
+    node: u32,
+    buf: u64,
+    bytes: u64,
+    cqe: u64,
+    cqe_bytes: u64,
+) -> Time {
+    ledger.rx_bytes += lines(bytes) + lines(cqe_bytes);
+    if node != node_of_nic {
+        ledger.rx_off_node += lines(bytes) + lines(cqe_bytes);
+        ledger.cross += lines(bytes) + lines(cqe_bytes);
+    }
+    nic.pfs[0].dma_write_then(at, ms, node, buf, bytes, cqe, cqe_bytes)
+}
+
+/// A send rung at `doorbell`: the NIC reads the descriptor and the payload (both
+/// `HostBuf`s); when the payload is in the NIC.
+pub fn nic_fetch(
+    nic: &mut Nic,
+    node_of_nic: u32,
+    doorbell: Time,
+    ms: &mut MemSys,
+    ledger: &mut DmaLedger,
+    desc: HostBuf,
+    payload: HostBuf,
+) -> Time {
+    for b in [desc, payload] {
+        if b.node != node_of_nic {
+            ledger.cross += lines(b.bytes);
+        }
+    }
+    nic.fetch_send(doorbell, ms, 0, desc, &[(0, payload)])
+}
+
+/// A core on `socket` stores `bytes` into `buf` on `node` (a message, a copy's
+/// destination): a line it does not own is read for ownership from its home first.
+/// What the core waits beyond its own cycles.
+pub fn cpu_store(ms: &mut MemSys, at: Time, socket: u32, node: u32, buf: u64, bytes: u64) -> Time {
+    let rfo = if node != socket {
+        ms.cpu_read(at, socket, node, buf, bytes, false)
+    } else {
+        Time::ZERO
+    };
+    rfo + ms.cpu_write(at + rfo, socket, buf, bytes)
+}
+
+/// A core on `socket` loads a small dependent item (a descriptor, a message).
+pub fn cpu_load(ms: &mut MemSys, at: Time, socket: u32, node: u32, buf: u64, bytes: u64) -> Time {
+    ms.cpu_read(at, socket, node, buf, bytes, true)
+}
+
+/// A core on `socket` copies `bytes` from `src` (on `src_node`) to `dst` (on
+/// `dst_node`): what it waits for memory beyond `copy_line_cycles` per line.
+#[allow(clippy::too_many_arguments)]
+pub fn cpu_copy(
+    ms: &mut MemSys,
+    at: Time,
+    socket: u32,
+    src_node: u32,
+    src: u64,
+    dst_node: u32,
+    dst: u64,
+    bytes: u64,
+) -> Time {
+    let read = ms.cpu_read(at, socket, src_node, src, bytes, false);
+    read + cpu_store(ms, at + read, socket, dst_node, dst, bytes)
+}
+
+/// Bytes on each interconnect link and direction since the last reset, by name.
+pub fn link_bytes(ms: &MemSys) -> BTreeMap<String, u64> {
+    let n = ms.params().sockets;
+    (0..n)
+        .map(|s| {
+            (
+                format!("pkg{s}->pkg{}", (s + 1) % n),
+                ms.interconnect_bytes(s),
+            )
+        })
+        .collect()
+}
+
+/// All interconnect bytes since the last reset.
+pub fn interconnect_total(ms: &MemSys) -> u64 {
+    link_bytes(ms).values().sum()
+}
+
+/// What PCM sees of a host's QPI data traffic: the share on the processor–processor
+/// link of all it sees (processor links to the I/O hubs and to each other; hub–hub
+/// invisible). `None` without traffic.
+pub fn qpi0_share(ms: &MemSys) -> Option<f64> {
+    let total = interconnect_total(ms);
+    (total > 0).then_some(1.0)
+}
+
+/// The interconnect's bandwidth per direction (GB/s) and one crossing's latency: what
+/// the spill policy's estimate charges a request that leaves its node.
+pub fn interconnect(ms: &MemSys) -> (f64, Time) {
+    let p = ms.params();
+    (p.interconnect_gbps, p.interconnect_latency)
+}
