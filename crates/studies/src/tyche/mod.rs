@@ -3,8 +3,11 @@
 //! placement only: where each side keeps its channels (`initiator` / `target`: the NIC's
 //! node or one node), the initiator's scheduler, and the application's buffer placement.
 
+pub mod run;
+
 use std::collections::BTreeMap;
 
+use fabric::Topology;
 use serde_json::json;
 use sim::Time;
 use systems::tyche::{
@@ -28,15 +31,29 @@ pub const FRAME_BYTES: u64 = 8192;
 /// The NICs of a host Tyche bundles, in channel order.
 pub const NICS: [&str; 6] = ["nic0", "nic1", "nic2", "nic3", "nic4", "nic5"];
 
-fn place(cx: &ProbeCx, key: &str) -> Result<Place, RunError> {
-    match cx.arg(key)?.as_str() {
+/// Where a side keeps its channels: `nic_local`, `node0` or `node1`.
+pub fn place(s: &str) -> Result<Place, String> {
+    match s {
         "nic_local" => Ok(Place::NicLocal),
         "node0" => Ok(Place::Node(0)),
         "node1" => Ok(Place::Node(1)),
-        other => Err(cx.error(format!(
-            "{key} = `{other}`: use \"nic_local\", \"node0\" or \"node1\""
-        ))),
+        other => Err(format!(
+            "`{other}`: use \"nic_local\", \"node0\" or \"node1\""
+        )),
     }
+}
+
+/// What the target does: `ramdisk` or `noop`.
+pub fn target_io(s: &str) -> Result<TargetIo, String> {
+    match s {
+        "ramdisk" => Ok(TargetIo::Ramdisk),
+        "noop" => Ok(TargetIo::NoOp),
+        other => Err(format!("target_io `{other}`: use \"ramdisk\" or \"noop\"")),
+    }
+}
+
+fn place_arg(cx: &ProbeCx, key: &str) -> Result<Place, RunError> {
+    place(&cx.arg(key)?).map_err(|e| cx.error(format!("{key} = {e}")))
 }
 
 /// The scheduler a config names.
@@ -114,33 +131,53 @@ pub fn tyche(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         frame_bytes: FRAME_BYTES,
         app,
         channels: number(cx, "nics")? as usize,
-        initiator: place(cx, "initiator_place")?,
-        target: place(cx, "target_place")?,
+        initiator: place_arg(cx, "initiator_place")?,
+        target: place_arg(cx, "target_place")?,
         scheduler: scheduler(&cx.arg("scheduler")?).map_err(|e| cx.error(e))?,
         target_io,
         warmup: WARMUP,
         window: WINDOW,
     };
-    let topo = &cx.tf.fabric.topo;
-    let nics = &NICS[..spec.channels.min(NICS.len())];
+    let (ini, tgt) = (cx.arg("initiator")?, cx.arg("target")?);
+    let r = run_between(&cx.tf.fabric.topo, &ini, &tgt, &spec).map_err(|e| cx.error(e))?;
+    cx.set_counters(counters(&r));
+    Ok(fields(&r))
+}
+
+/// Runs `spec` from host `initiator` to host `target` of `topo` over their first
+/// `spec.channels` NICs (`nic0`, `nic1`, …); an error when a block arrived wrong.
+pub fn run_between(
+    topo: &Topology,
+    initiator: &str,
+    target: &str,
+    spec: &TycheSpec,
+) -> Result<TycheResult, String> {
+    if spec.channels == 0 || spec.channels > NICS.len() {
+        return Err(format!(
+            "{} NICs: Tyche bundles 1 .. {} (nic0 …)",
+            spec.channels,
+            NICS.len()
+        ));
+    }
+    let nics = &NICS[..spec.channels];
     let host = |name: &str| -> Result<TycheHost, String> {
         let id = topo
             .host_by_name(name)
             .ok_or_else(|| format!("the scenario has no host `{name}`"))?;
         TycheHost::new(topo, id, nics)
     };
-    let mut ini = host(&cx.arg("initiator")?).map_err(|e| cx.error(e))?;
-    let mut tgt = host(&cx.arg("target")?).map_err(|e| cx.error(e))?;
-    let r = tyche::run(&mut ini, &mut tgt, &spec).map_err(|e| cx.error(e))?;
+    let mut ini = host(initiator)?;
+    let mut tgt = host(target)?;
+    let r = tyche::run(&mut ini, &mut tgt, spec)?;
     if r.mismatches > 0 {
-        return Err(cx.error(format!("{} blocks arrived wrong", r.mismatches)));
+        return Err(format!("{} blocks arrived wrong", r.mismatches));
     }
-    counters(cx, &r);
-    Ok(fields(&r))
+    Ok(r)
 }
 
-fn counters(cx: &mut ProbeCx, r: &TycheResult) {
-    cx.set_counters(json!({
+/// The run's counters (kept beside the metrics).
+pub fn counters(r: &TycheResult) -> serde_json::Value {
+    json!({
         "requests": r.requests,
         "requests_total": r.requests_total,
         "events": r.events,
@@ -149,7 +186,7 @@ fn counters(cx: &mut ProbeCx, r: &TycheResult) {
         "off_node_requests": r.off_node_requests,
         "nic_rx_off_node_bytes": r.nic_rx_off_node_bytes,
         "target_qpi_bytes": r.interconnect_bytes[1],
-    }));
+    })
 }
 
 fn fields(r: &TycheResult) -> Fields {
