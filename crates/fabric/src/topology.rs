@@ -303,6 +303,25 @@ impl Platform {
     pub fn uncore_path(&self, from: u32, to: u32) -> &[UncoreHop] {
         &self.uncore_paths[(from * self.uncore_vertices() + to) as usize]
     }
+    /// The package nearest uncore vertex `v` by summed link weight, the lower index on a
+    /// tie (a package is its own): where a root on an I/O hub is local. `None` when no
+    /// path joins `v` to a package.
+    pub fn nearest_package(&self, v: u32) -> Option<u32> {
+        if v < self.packages {
+            return Some(v);
+        }
+        (0..self.packages)
+            .filter_map(|p| {
+                let path = self.uncore_path(v, p);
+                let weight: u64 = path
+                    .iter()
+                    .map(|h| self.interconnect[h.link as usize].weight as u64)
+                    .sum();
+                (!path.is_empty()).then_some((weight, p))
+            })
+            .min()
+            .map(|(_, p)| p)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

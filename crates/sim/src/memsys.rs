@@ -1,20 +1,32 @@
 //! A host's memory system for packet-level I/O studies (`host::net`, `devices::nic`):
 //! each cache-line access is *priced* by where the line is, not simulated as a message.
 //!
-//! Per socket an LLC holding buffers at buffer granularity with line counts, in two LRU
+//! Per package an LLC holding buffers at buffer granularity with line counts, in two LRU
 //! shares: the DDIO share (`llc_bytes × ddio_ways / llc_ways`) that local device writes
-//! allocate into, and the rest that CPU stores and fills use. DRAM per node and each
-//! interconnect direction are FIFO servers at their bandwidth, with byte counters.
+//! allocate into, and the rest that CPU stores and fills use. DRAM per node is a FIFO
+//! server at its bandwidth with byte counters. Node n is package n's memory.
+//!
+//! The packages and the I/O hubs of a dual-hub platform are the vertices of an uncore
+//! graph (`uncore`): every interconnect link direction is a FIFO server with its byte
+//! counter, and traffic takes the fabric's route between two vertices (shortest by link
+//! weight), reserving every link on it. A device is attached at a vertex — its
+//! package's root, or an I/O hub — and its accesses cross the route from there to the
+//! memory's home package; a core's miss to another package's memory crosses the route
+//! between the packages. `MemSys::new` builds the two-socket shorthand (one link between
+//! each pair of packages), `MemSys::with_uncore` a platform's graph. Counters per link and
+//! direction, and the part a per-package monitor (Intel PCM) sees, are data
+//! (`link_counters`, `pcm_ports`).
 //!
 //! Background STREAM cores (`add_stream`, see `arbitration`) are steady agents on those
 //! servers: the measured workload's accesses get the share a round-robin arbiter leaves
 //! them, so they slow and wait longer as the streams load a link.
 //!
-//! Rules (REFERENCE.md §1): a device write to memory on the device's own socket
-//! allocates in that socket's DDIO share (evicting its oldest buffers to DRAM as
-//! write-backs); a device write to the other socket's memory goes to DRAM and
-//! invalidates cached copies; a device read of a line in an LLC is served from it
-//! without eviction, local or remote.
+//! Rules (REFERENCE.md §1): a device write to memory of the package whose root the
+//! device hangs under allocates in that package's DDIO share (evicting its oldest buffers
+//! to DRAM as write-backs); any other device write (another package's memory, or a
+//! device behind an I/O hub, which has no LLC) goes to DRAM and invalidates cached
+//! copies; a device read of a line in an LLC is served from it without eviction, local
+//! or remote.
 //!
 //! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
 //! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
@@ -24,7 +36,13 @@
 //! read. Why: it is the documented behaviour of Intel's directory-assisted home snoop
 //! (Xeon E5 v4 uncore), and it is the one mechanism that explains REFERENCE.md §1's remote
 //! memory bandwidth relations (≈ 3 × throughput on receive, ≈ 1 × on transmit) without a
-//! constant of its own.
+//! constant of its own. The rule is applied to every request that reaches the home over
+//! the interconnect, an I/O hub's included.
+//!
+//! Multi-hop crossings are cut-through: a link starts forwarding when the first line
+//! arrives and finishes no earlier than one line after the last one arrived, so a route
+//! of two links costs their latencies and the slower link's serialization, not both
+//! serializations (QPI forwards per flit; the lines of a packet are separate requests).
 
 use std::collections::BTreeMap;
 
@@ -34,7 +52,9 @@ use crate::pcie;
 use crate::time::Time;
 
 mod arbitration;
+mod uncore;
 pub use arbitration::{StreamAgent, StreamRates};
+pub use uncore::{Hop, LinkCount, PcmPort, Uncore, UncoreLink};
 
 /// Bytes of a cache line.
 pub const LINE: u64 = 64;
@@ -97,9 +117,14 @@ impl Fifo {
         Time::from_ps((bytes * self.ps_per_kib.saturating_sub(full)).div_ceil(1024))
     }
 
+    /// How long `bytes` occupy the server (at the share left to its own requests).
+    pub fn duration(&self, bytes: u64) -> Time {
+        Time::from_ps((bytes * self.ps_per_kib).div_ceil(1024))
+    }
+
     /// Reserves the server for `bytes` arriving at `at`; when they are through.
     pub fn reserve(&mut self, at: Time, bytes: u64) -> Time {
-        let dur = Time::from_ps((bytes * self.ps_per_kib).div_ceil(1024));
+        let dur = self.duration(bytes);
         self.bytes += bytes;
         let mut t = at.max(self.forgotten);
         if let Some((_, &e)) = self.busy.range(..=t).next_back() {
@@ -200,16 +225,18 @@ impl Lru {
 /// The memory system's parameters, from a platform (`[platform.X]` and its timing).
 #[derive(Clone, Debug)]
 pub struct MemSysParams {
+    /// Packages, each with its LLC and DRAM node.
     pub sockets: u32,
     pub llc_bytes: u64,
     pub llc_ways: u32,
     pub ddio_ways: u32,
     pub llc_latency: Time,
     pub dram_latency: Time,
-    /// One crossing of the socket interconnect.
+    /// One crossing of the socket interconnect (`MemSys::new`'s links; a platform's graph,
+    /// `MemSys::with_uncore`, carries its own per link).
     pub interconnect_latency: Time,
     pub dram_gbps: f64,
-    /// Per direction, all links between the two sockets together.
+    /// Per direction, all links between two sockets together (`MemSys::new`'s links).
     pub interconnect_gbps: f64,
     /// Line misses one core keeps in flight while streaming (a copy).
     pub line_fill_buffers: u32,
@@ -222,17 +249,18 @@ pub struct DramCounters {
     pub write: u64,
 }
 
-/// A two-level picture of one host's memory: LLC shares per socket, DRAM and
-/// interconnect servers. Node n is socket n's memory.
+/// A two-level picture of one host's memory: LLC shares per package, DRAM and
+/// interconnect-link servers over the uncore graph. Node n is package n's memory.
 #[derive(Clone, Debug)]
 pub struct MemSys {
     p: MemSysParams,
+    uncore: Uncore,
     ddio: Vec<Lru>,
     cpu: Vec<Lru>,
     dram: Vec<Fifo>,
     counters: Vec<DramCounters>,
-    /// `interconnect[from]`: the direction from socket `from` to the other.
-    interconnect: Vec<Fifo>,
+    /// `links[hop.server()]`: each direction of each link of `uncore`.
+    links: Vec<Fifo>,
     /// Background STREAM cores and the arbitration solved for them.
     streams: Vec<StreamAgent>,
     rates: StreamRates,
@@ -243,7 +271,35 @@ fn lines(bytes: u64) -> u64 {
 }
 
 impl MemSys {
+    /// `p.sockets` packages, each pair joined by one link of `p.interconnect_gbps` per
+    /// direction and `p.interconnect_latency`.
     pub fn new(p: MemSysParams) -> MemSys {
+        let uncore = Uncore::mesh(p.sockets, p.interconnect_gbps, p.interconnect_latency);
+        MemSys::build(p, uncore)
+    }
+
+    /// Over a platform's uncore graph (`Uncore::of_platform`): packages and I/O hubs,
+    /// each link at its own bandwidth and latency. An error when the graph's packages are
+    /// not `p.sockets`.
+    pub fn with_uncore(p: MemSysParams, uncore: Uncore) -> Result<MemSys, String> {
+        if uncore.packages != p.sockets {
+            return Err(format!(
+                "an uncore graph of {} packages for a memory system of {} sockets",
+                uncore.packages, p.sockets
+            ));
+        }
+        Ok(MemSys::build(p, uncore))
+    }
+
+    /// A fresh memory system (empty caches, idle servers, no streams) with this one's
+    /// parameters and uncore graph but `ddio_ways` of DDIO (0: none).
+    pub fn with_ddio_ways(&self, ddio_ways: u32) -> MemSys {
+        let mut p = self.p.clone();
+        p.ddio_ways = ddio_ways;
+        MemSys::build(p, self.uncore.clone())
+    }
+
+    fn build(p: MemSysParams, uncore: Uncore) -> MemSys {
         let n = p.sockets as usize;
         let llc_lines = p.llc_bytes / LINE;
         let ddio_lines = llc_lines * p.ddio_ways as u64 / p.llc_ways.max(1) as u64;
@@ -256,9 +312,14 @@ impl MemSys {
             cpu: (0..n).map(|_| lru(llc_lines - ddio_lines)).collect(),
             dram: (0..n).map(|_| Fifo::new(p.dram_gbps)).collect(),
             counters: vec![DramCounters::default(); n],
-            interconnect: (0..n).map(|_| Fifo::new(p.interconnect_gbps)).collect(),
+            links: uncore
+                .links
+                .iter()
+                .flat_map(|l| [Fifo::new(l.gbps), Fifo::new(l.gbps)])
+                .collect(),
             streams: Vec::new(),
             rates: StreamRates::default(),
+            uncore,
             p,
         }
     }
@@ -300,18 +361,33 @@ impl MemSys {
         &self.rates
     }
 
+    /// Indices (DRAM servers first, then link directions) of the link servers on the
+    /// route from vertex `from` to `to`.
+    fn route_servers(&self, from: u32, to: u32) -> Vec<usize> {
+        self.uncore
+            .route(from, to)
+            .iter()
+            .map(|h| self.dram.len() + h.server())
+            .collect()
+    }
+
     fn arbitrate(&mut self) {
-        let n = self.p.sockets;
         let caps: Vec<f64> = self
             .dram
             .iter()
-            .chain(&self.interconnect)
+            .chain(&self.links)
             .map(Fifo::gbps)
             .collect();
         let uses: Vec<_> = self
             .streams
             .iter()
-            .map(|a| arbitration::usage(a, n))
+            .map(|a| {
+                arbitration::usage(
+                    a,
+                    &self.route_servers(a.node, a.cpu_socket),
+                    &self.route_servers(a.cpu_socket, a.node),
+                )
+            })
             .collect();
         // A core's own limit: its line-fill buffers over the zero-load miss latency
         // (bytes per ns = GB/s).
@@ -319,10 +395,7 @@ impl MemSys {
             .streams
             .iter()
             .map(|a| {
-                let mut lat = self.p.dram_latency;
-                if a.cpu_socket != a.node {
-                    lat = lat + self.p.interconnect_latency + self.p.interconnect_latency;
-                }
+                let lat = self.p.dram_latency + self.round_trip(a.cpu_socket, a.node);
                 (self.p.line_fill_buffers.max(1) as u64 * LINE) as f64
                     / (lat.as_ps() as f64 / 1000.0)
             })
@@ -339,7 +412,7 @@ impl MemSys {
             .zip(&per_server)
             .map(|(&c, l)| arbitration::residual_share(c, l))
             .collect();
-        let servers = self.dram.iter_mut().chain(self.interconnect.iter_mut());
+        let servers = self.dram.iter_mut().chain(self.links.iter_mut());
         for (f, &sh) in servers.zip(&share) {
             f.set_share(sh);
         }
@@ -364,9 +437,80 @@ impl MemSys {
         self.counters.iter().map(|c| c.read + c.write).sum()
     }
 
-    /// Bytes that crossed the interconnect from `socket` since the last reset.
+    /// The uncore graph this memory system's traffic crosses.
+    pub fn uncore(&self) -> &Uncore {
+        &self.uncore
+    }
+
+    /// Bytes that left vertex `socket` on any interconnect link since the last reset.
     pub fn interconnect_bytes(&self, socket: u32) -> u64 {
-        self.interconnect[socket as usize].bytes
+        self.link_counters()
+            .iter()
+            .filter(|c| c.from == socket)
+            .map(|c| c.bytes)
+            .sum()
+    }
+
+    /// Bytes that crossed from vertex `from` straight to `to` since the last reset (all
+    /// links joining them); `None` when no link does.
+    pub fn link_bytes(&self, from: u32, to: u32) -> Option<u64> {
+        let c: Vec<_> = self
+            .link_counters()
+            .into_iter()
+            .filter(|c| c.from == from && c.to == to)
+            .collect();
+        (!c.is_empty()).then(|| c.iter().map(|c| c.bytes).sum())
+    }
+
+    /// Every direction of every link with its bytes since the last reset, in link order
+    /// (`a → b` before `b → a`), named by the platform's vertex names.
+    pub fn link_counters(&self) -> Vec<LinkCount> {
+        (0..self.links.len())
+            .map(|i| {
+                let hop = Hop {
+                    link: (i / 2) as u32,
+                    dir: (i % 2) as u8,
+                };
+                let (from, to) = self.uncore.ends(hop);
+                LinkCount {
+                    from,
+                    to,
+                    name: format!(
+                        "{}→{}",
+                        self.uncore.names[from as usize], self.uncore.names[to as usize]
+                    ),
+                    bytes: self.links[i].bytes,
+                }
+            })
+            .collect()
+    }
+
+    /// What a per-package uncore monitor sees (Intel PCM's QPI traffic per port): for
+    /// each package, each of its links — to an I/O hub or to another package — with the
+    /// bytes that came in and went out on it. A link between two I/O hubs has no package
+    /// port, so it is not in the view.
+    pub fn pcm_ports(&self) -> Vec<PcmPort> {
+        let c = self.link_counters();
+        let mut ports = Vec::new();
+        for package in 0..self.uncore.packages {
+            for (i, l) in self.uncore.links.iter().enumerate() {
+                let (peer, out, inc) = if l.a == package {
+                    (l.b, &c[2 * i], &c[2 * i + 1])
+                } else if l.b == package {
+                    (l.a, &c[2 * i + 1], &c[2 * i])
+                } else {
+                    continue;
+                };
+                ports.push(PcmPort {
+                    package,
+                    peer,
+                    peer_is_ioh: peer >= self.uncore.packages,
+                    incoming: inc.bytes,
+                    outgoing: out.bytes,
+                });
+            }
+        }
+        ports
     }
 
     /// Starts a new measurement window (contents and queues stay).
@@ -374,7 +518,7 @@ impl MemSys {
         self.counters
             .iter_mut()
             .for_each(|c| *c = DramCounters::default());
-        self.interconnect.iter_mut().for_each(|f| f.bytes = 0);
+        self.links.iter_mut().for_each(|f| f.bytes = 0);
         self.dram.iter_mut().for_each(|f| f.bytes = 0);
     }
 
@@ -410,32 +554,60 @@ impl MemSys {
         self.dram_write(at, node, lines * LINE)
     }
 
-    /// A device on `dev_socket` writes `bytes` of buffer `buf` in `node`, arriving at the
-    /// root at `at`; when the write is globally visible.
-    pub fn device_write(
-        &mut self,
-        at: Time,
-        dev_socket: u32,
-        node: u32,
-        buf: u64,
-        bytes: u64,
-    ) -> Time {
+    /// Zero-load latency from vertex `a` to `b` and back.
+    fn round_trip(&self, a: u32, b: u32) -> Time {
+        self.uncore.latency(a, b) + self.uncore.latency(b, a)
+    }
+
+    /// `bytes`, all at vertex `from` at `at`, cross every link of the route to `to`
+    /// (cut-through, see the module text); when the last byte is at `to`.
+    fn cross(&mut self, at: Time, from: u32, to: u32, bytes: u64) -> Time {
+        let (mut head, mut tail) = (at, at);
+        for i in 0..self.uncore.route(from, to).len() {
+            let hop = self.uncore.route(from, to)[i];
+            let latency = self.uncore.links[hop.link as usize].latency;
+            let f = &mut self.links[hop.server()];
+            let end = f.reserve(head, bytes);
+            let start = end - f.duration(bytes);
+            // The last line cannot leave before it has arrived.
+            let end = end.max(tail + f.duration(LINE));
+            head = start + latency;
+            tail = end + latency;
+        }
+        tail
+    }
+
+    /// The route's links from `from` to `to` carry `bytes` whose latency the caller has
+    /// already counted up to `at`: when they are through the links' queues.
+    fn occupy(&mut self, at: Time, from: u32, to: u32, bytes: u64) -> Time {
+        let latency = self.uncore.latency(from, to);
+        self.cross(at, from, to, bytes) - latency
+    }
+
+    /// The per-direction waits of one line on the links from `from` to `to` behind
+    /// background streams (`Fifo::wait`).
+    fn route_wait(&self, from: u32, to: u32) -> Time {
+        self.uncore
+            .route(from, to)
+            .iter()
+            .fold(Time::ZERO, |t, h| t + self.links[h.server()].wait(LINE))
+    }
+
+    /// A device attached at uncore vertex `attach` (its package's root, or an I/O hub)
+    /// writes `bytes` of buffer `buf` in `node`, arriving at the root at `at`; when the
+    /// write is globally visible.
+    pub fn device_write(&mut self, at: Time, attach: u32, node: u32, buf: u64, bytes: u64) -> Time {
         let bytes_l = lines(bytes) * LINE;
-        if dev_socket == node && self.p.ddio_ways > 0 {
+        if attach == node && self.p.ddio_ways > 0 {
             // DDIO: allocate in the local share; a copy in the CPU share is the stale one.
             self.cpu[node as usize].remove(buf);
             let wb = self.ddio[node as usize].insert(buf, lines(bytes), true);
             self.write_back(at, node, wb);
             return at + self.p.llc_latency;
         }
-        let cross = self.interconnect[dev_socket as usize].reserve(at, bytes_l);
-        let arrive = if dev_socket == node {
-            at
-        } else {
-            cross + self.p.interconnect_latency
-        };
+        let arrive = self.cross(at, attach, node, bytes_l);
         self.invalidate(buf);
-        if dev_socket != node {
+        if attach != node {
             // Home snoop: the remote request's speculative read (see the module text).
             self.dram_read(arrive, node, bytes_l);
         }
@@ -443,23 +615,12 @@ impl MemSys {
         self.dram_write(arrive, node, bytes_l) + self.p.dram_latency
     }
 
-    /// A device on `dev_socket` reads `bytes` of `buf` in `node` from `at`; when the data
-    /// is back at the device's root.
-    pub fn device_read(
-        &mut self,
-        at: Time,
-        dev_socket: u32,
-        node: u32,
-        buf: u64,
-        bytes: u64,
-    ) -> Time {
+    /// A device attached at uncore vertex `attach` reads `bytes` of `buf` in `node` from
+    /// `at`; when the data is back at the device's root.
+    pub fn device_read(&mut self, at: Time, attach: u32, node: u32, buf: u64, bytes: u64) -> Time {
         let bytes_l = lines(bytes) * LINE;
-        let remote = dev_socket != node;
-        let hops = if remote {
-            self.p.interconnect_latency + self.p.interconnect_latency
-        } else {
-            Time::ZERO
-        };
+        let remote = attach != node;
+        let hops = self.round_trip(attach, node);
         let cached = self.cached(node, buf);
         let mut ready = if cached {
             at + hops + self.p.llc_latency
@@ -474,7 +635,7 @@ impl MemSys {
             }
         }
         if remote {
-            let back = self.interconnect[node as usize].reserve(ready, bytes_l);
+            let back = self.occupy(ready, node, attach, bytes_l);
             ready = ready.max(back);
         }
         ready
@@ -512,18 +673,14 @@ impl MemSys {
                 Time::ZERO
             };
         }
-        let mut latency = self.p.dram_latency;
+        let latency = self.p.dram_latency + self.round_trip(socket, node);
         let mut served = self.dram_read(at, node, n * LINE);
         if socket != node {
-            latency = latency + self.p.interconnect_latency + self.p.interconnect_latency;
-            served = served.max(self.interconnect[node as usize].reserve(at, n * LINE));
+            served = served.max(self.occupy(at, node, socket, n * LINE));
         }
         // A dependent miss also waits its turns behind background streams on the
         // servers it crosses (none without them).
-        let mut wait = self.dram[node as usize].wait(LINE);
-        if socket != node {
-            wait += self.interconnect[node as usize].wait(LINE);
-        }
+        let wait = self.dram[node as usize].wait(LINE) + self.route_wait(node, socket);
         let wb = self.cpu[s].insert(buf, n, false);
         self.write_back(at, socket, wb);
         let stall = if dependent {

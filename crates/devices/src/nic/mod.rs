@@ -68,10 +68,14 @@ impl NicParams {
     }
 }
 
-/// One PF: its PCIe link's two directions as FIFO servers and the socket whose root it
-/// hangs under.
+/// One PF: its PCIe link's two directions as FIFO servers and where its root is.
 #[derive(Clone, Debug)]
 pub struct Pf {
+    /// The uncore vertex of its root: a package's (= that package's index) or an I/O
+    /// hub's. Its DMA crosses the memory system's route from here.
+    pub attach: u32,
+    /// The package local to it: its root's package, or the package nearest its I/O hub
+    /// (`Platform::nearest_package`) — the node a driver allocates its rings on.
     pub socket: u32,
     /// Device → root (posted writes, read requests).
     pub up: Fifo,
@@ -110,7 +114,7 @@ impl Pf {
         bytes: u64,
     ) -> Time {
         let on_link = self.up.reserve(at, tlp_wire_bytes(bytes, self.mps, false));
-        ms.device_write(on_link + self.link_latency, self.socket, node, buf, bytes)
+        ms.device_write(on_link + self.link_latency, self.attach, node, buf, bytes)
     }
 
     /// A posted DMA write of `bytes` into `buf` followed by one of `next_bytes` into
@@ -132,13 +136,13 @@ impl Pf {
     ) -> Time {
         let first = self.up.reserve(at, tlp_wire_bytes(bytes, self.mps, false));
         let first_visible =
-            ms.device_write(first + self.link_latency, self.socket, node, buf, bytes);
+            ms.device_write(first + self.link_latency, self.attach, node, buf, bytes);
         let second = self
             .up
             .reserve(first, tlp_wire_bytes(next_bytes, self.mps, false));
         ms.device_write(
             second + self.link_latency,
-            self.socket,
+            self.attach,
             node,
             next,
             next_bytes,
@@ -157,7 +161,7 @@ impl Pf {
             let n = (bytes - off).min(self.mrrs.max(1) as u64);
             let issue = self.read_tags.acquire(at);
             let req = self.up.reserve(issue, request);
-            let data = ms.device_read(req + self.link_latency, self.socket, node, buf, n);
+            let data = ms.device_read(req + self.link_latency, self.attach, node, buf, n);
             let end =
                 self.down.reserve(data, tlp_wire_bytes(n, self.rcb, true)) + self.link_latency;
             self.read_tags.release(end);
@@ -180,7 +184,7 @@ pub struct Nic {
 }
 
 impl Nic {
-    /// The NIC `device` of `topo`: each function's socket from its root, its link's rate
+    /// The NIC `device` of `topo`: each function's attach point from its root, its link's rate
     /// and the host's MPS, the platform's RCB and link timing.
     pub fn from_topology(topo: &Topology, device: DeviceId) -> Result<Nic, String> {
         let dev = &topo.devices[device as usize];
@@ -194,9 +198,11 @@ impl Nic {
     }
 }
 
-/// The PFs of `device` (a NIC or an RNIC) of `topo`: each function's socket from its
-/// root, its link's rate and the host's MPS, the platform's RCB and link timing; each
-/// with `max_reads` tags and reads of at most `mrrs` bytes.
+/// The PFs of `device` (a NIC or an RNIC) of `topo`: each function's attach vertex (a
+/// package's root or an I/O hub) and local package from its root, its link's rate and
+/// the host's MPS, the platform's RCB and link timing; each with `max_reads` tags and
+/// reads of at most `mrrs` bytes. An error names a device whose root no interconnect
+/// path joins to a package.
 pub fn pfs(
     topo: &Topology,
     device: DeviceId,
@@ -216,17 +222,24 @@ pub fn pfs(
         let link = node
             .link
             .ok_or_else(|| format!("device `{}` function without a link", dev.name))?;
-        let socket = match topo.node(node.root).kind {
-            NodeKind::RootComplex { vertex } if vertex < platform.packages => vertex,
-            _ => {
-                return Err(format!(
-                    "device `{}` is not under a package's root",
-                    dev.name
-                ))
-            }
+        let NodeKind::RootComplex { vertex: attach } = topo.node(node.root).kind else {
+            return Err(format!(
+                "device `{}.{}` is not under a root complex",
+                host.name, dev.name
+            ));
         };
+        let socket = platform.nearest_package(attach).ok_or_else(|| {
+            format!(
+                "device `{}.{}` hangs under `{}`, which no interconnect link of platform `{}` joins to a package: its DMA cannot reach memory",
+                host.name,
+                dev.name,
+                platform.vertex_name(attach),
+                platform.name
+            )
+        })?;
         let gbps = pcie::link_data_gbps(link.gen, link.width);
         pfs.push(Pf {
+            attach,
             socket,
             up: Fifo::new(gbps),
             down: Fifo::new(gbps),

@@ -17,7 +17,7 @@ pub mod stream;
 pub mod udp;
 
 use fabric::{HostId, NetStackCosts, Platform, Topology};
-use sim::memsys::{MemSys, MemSysParams};
+use sim::memsys::{MemSys, MemSysParams, Uncore};
 use sim::Time;
 
 use devices::nic::{Coalescing, HostBuf, Nic};
@@ -125,15 +125,17 @@ pub(crate) fn fetch_send(
         .fetch_send(doorbell, &mut h.mem, h.pf, at(desc, DESC_BYTES), &payload)
 }
 
-/// The memory system of `platform` (its LLC, DDIO share, DRAM and interconnect from its
-/// timing table), its cores keeping `line_fill_buffers` misses in flight.
+/// The memory system of `platform` (its LLC, DDIO share and DRAM from its timing table)
+/// over its uncore graph — packages, I/O hubs and every interconnect link
+/// (`sim::memsys::Uncore::of_platform`) — its cores keeping `line_fill_buffers` misses in
+/// flight.
 pub fn mem_sys(platform: &Platform, line_fill_buffers: u32) -> Result<MemSys, String> {
     let t = platform
         .timing
         .as_ref()
         .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
     let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
-    Ok(MemSys::new(MemSysParams {
+    let params = MemSysParams {
         sockets: platform.packages,
         llc_bytes: platform.llc_bytes,
         llc_ways: platform.llc_ways,
@@ -144,7 +146,8 @@ pub fn mem_sys(platform: &Platform, line_fill_buffers: u32) -> Result<MemSys, St
         dram_gbps: t.dram_gbps,
         interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
         line_fill_buffers,
-    }))
+    };
+    MemSys::with_uncore(params, Uncore::of_platform(platform)?)
 }
 
 impl NetHost {
@@ -199,9 +202,7 @@ impl NetHost {
     /// Turns DDIO off in this host's memory system: device writes go to DRAM and
     /// invalidate cached copies, as a remote device's do. Its caches start empty.
     pub fn ddio_off(&mut self) {
-        let mut p = self.mem.params().clone();
-        p.ddio_ways = 0;
-        self.mem = MemSys::new(p);
+        self.mem = self.mem.with_ddio_ways(0);
     }
 
     /// Starts a measurement window.

@@ -1,4 +1,4 @@
-//! Arbitration on the memory system's servers (DRAM per node, each interconnect
+//! Arbitration on the memory system's servers (DRAM per node, each interconnect link
 //! direction) between the measured workload and background STREAM cores.
 //!
 //! **Assumption (round robin between requesters):** the home agent's trackers and the
@@ -13,9 +13,9 @@
 //! The streams are steady agents: STREAM cores keep their line-fill buffers full, so
 //! each core asks for `line_fill_buffers × 64 B` per zero-load miss latency, limited by
 //! the max-min fair share of every server it crosses (progressive filling over all
-//! servers). A reading core uses its node's DRAM and, when remote, the direction from
-//! its memory to it; a writing core also writes each line back (read for ownership,
-//! then write-back), so it uses DRAM twice and the other direction too. Their rates are
+//! servers). A reading core uses its node's DRAM and, when remote, the link directions
+//! of the route from its memory to it; a writing core also writes each line back (read
+//! for ownership, then write-back), so it uses DRAM twice and the route back too. Their rates are
 //! solved without the measured workload, which is small beside them (one core's
 //! receive against up to twelve streaming cores). The measured workload then gets, per
 //! server, what a round-robin arbiter leaves one more backlogged requester: its
@@ -40,8 +40,8 @@ pub struct StreamAgent {
 pub struct StreamRates {
     /// Lines per second × 64 B of each agent's misses, GB/s (a writer moves twice that).
     pub agent_gbps: Vec<f64>,
-    /// Per server (DRAM nodes, then interconnect directions by source socket), GB/s of
-    /// the streams' traffic on it.
+    /// Per server (DRAM nodes, then each interconnect link's directions, `a → b` first),
+    /// GB/s of the streams' traffic on it.
     pub load_gbps: Vec<f64>,
     /// Per server, GB/s left to the measured workload.
     pub share_gbps: Vec<f64>,
@@ -58,16 +58,15 @@ impl StreamRates {
     }
 }
 
-/// Servers an agent uses and how many bytes per byte of its misses: DRAM `node`, then
-/// the interconnect direction from socket `s` at `sockets + s`.
-pub(super) fn usage(a: &StreamAgent, sockets: u32) -> Vec<(usize, f64)> {
+/// Servers an agent uses and how many bytes per byte of its misses: DRAM `node` (server
+/// `node`), then the link servers of the route from its memory to its core (`to_cpu`)
+/// and, for a writer, of the route back (`to_mem`).
+pub(super) fn usage(a: &StreamAgent, to_cpu: &[usize], to_mem: &[usize]) -> Vec<(usize, f64)> {
     let dram = a.node as usize;
     let mut u = vec![(dram, if a.write { 2.0 } else { 1.0 })];
-    if a.cpu_socket != a.node {
-        u.push(((sockets + a.node) as usize, 1.0));
-        if a.write {
-            u.push(((sockets + a.cpu_socket) as usize, 1.0));
-        }
+    u.extend(to_cpu.iter().map(|&s| (s, 1.0)));
+    if a.write {
+        u.extend(to_mem.iter().map(|&s| (s, 1.0)));
     }
     u
 }
@@ -180,8 +179,8 @@ mod tests {
             write: false,
         };
         let agents = [w, r, r, r];
-        let uses: Vec<_> = agents.iter().map(|a| usage(a, 2)).collect();
-        // DRAM 0, DRAM 1, link 0→1, link 1→0.
+        // DRAM 0, DRAM 1, link 0→1, link 1→0: node 1 → socket 0 is server 3.
+        let uses: Vec<_> = agents.iter().map(|a| usage(a, &[3], &[2])).collect();
         let caps = [60.0, 60.0, 38.4, 38.4];
         let rate = max_min(&caps, &[20.0; 4], &uses);
         for x in &rate {
