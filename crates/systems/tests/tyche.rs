@@ -182,3 +182,58 @@ fn same_spec_same_result() {
     assert_eq!(a.interconnect_bytes, b.interconnect_bytes);
     assert_eq!(a.throughput_gbps, b.throughput_gbps);
 }
+
+#[test]
+fn strict_numa_routing_of_skewed_writes_loads_one_nodes_nics_and_spilling_helps() {
+    // zmIO's writes: 99 % of the buffers on node 0. The NUMA scheduler keeps each on its
+    // node, so node 0's three ports carry more than any of node 1's, whose few buffers
+    // cycle fast on idle channels (closed loop). A port's counter includes the frames
+    // already booked beyond the run's end (16 slots a channel), so no rate bound here.
+    let skew = BufferPlacement::Skewed { node0: 0.99 };
+    let sp = spec(Op::Write, zmio(16, skew), Place::NicLocal, Scheduler::Numa);
+    let t = topo();
+    let (mut i, mut g) = hosts(&t);
+    let r = tyche::run(&mut i, &mut g, &sp).unwrap();
+    assert_eq!(r.off_node_requests, 0);
+    let wire: Vec<u64> = i.nics.iter().map(|n| n.tx_port.bytes).collect();
+    let least0 = wire[..3].iter().min().unwrap();
+    assert!(wire[3..].iter().all(|w| w < least0), "{wire:?}");
+    // Spilling puts node 1's idle channels to work.
+    let mut ss = sp.clone();
+    ss.scheduler = Scheduler::NumaSpill;
+    let s = run(&ss);
+    assert!(s.off_node_requests > 0);
+    assert!(
+        s.throughput_gbps > 1.2 * r.throughput_gbps,
+        "{:.2} vs {:.2}",
+        s.throughput_gbps,
+        r.throughput_gbps
+    );
+}
+
+#[test]
+fn on_the_dual_hub_testbed_full_affinity_keeps_the_processor_link_idle() {
+    let s = builtin::load_builtin("tyche_6nic").unwrap().unwrap();
+    let t = Fabric::from_scenario(s).unwrap().topo;
+    let (mut i, mut g) = hosts(&t);
+    let r = tyche::run(
+        &mut i,
+        &mut g,
+        &spec(
+            Op::Read,
+            zmio(8, BufferPlacement::Affine),
+            Place::NicLocal,
+            Scheduler::Numa,
+        ),
+    )
+    .unwrap();
+    assert_eq!(r.mismatches, 0);
+    assert!(r.throughput_gbps > 1.0);
+    for (link, gbps) in &r.qpi_gbps {
+        if link.starts_with("pkg") && link.contains("→pkg") {
+            assert_eq!(*gbps, 0.0, "{link}: {:?}", r.qpi_gbps);
+        }
+    }
+    assert_eq!(r.qpi0_share, Some(0.0));
+    assert_eq!(r.nic_rx_off_node_bytes, 0);
+}

@@ -9,9 +9,16 @@ use fabric::{HostId, Topology};
 use sim::memsys::{MemSys, LINE};
 use sim::Time;
 
-/// The node a NIC is attached to: the package of its PF's root.
+/// The node a NIC belongs to: the package nearest its PF's attach point (its root's
+/// package, or the package of the I/O hub it hangs under).
 pub fn nic_node(_topo: &Topology, _host: HostId, nic: &Nic) -> Result<u32, String> {
     Ok(nic.pfs[0].socket)
+}
+
+/// Whether a NIC's DMA to `node` leaves its attach point: memory elsewhere than at the
+/// package whose root it is under (behind an I/O hub, every DMA crosses a link).
+fn crosses(nic: &Nic, node: u32) -> bool {
+    nic.pfs[0].attach != node
 }
 
 fn lines(bytes: u64) -> u64 {
@@ -45,6 +52,8 @@ pub fn nic_write(
     ledger.rx_bytes += lines(bytes) + lines(cqe_bytes);
     if node != node_of_nic {
         ledger.rx_off_node += lines(bytes) + lines(cqe_bytes);
+    }
+    if crosses(nic, node) {
         ledger.cross += lines(bytes) + lines(cqe_bytes);
     }
     nic.pfs[0].dma_write_then(at, ms, node, buf, bytes, cqe, cqe_bytes)
@@ -54,7 +63,6 @@ pub fn nic_write(
 /// `HostBuf`s); when the payload is in the NIC.
 pub fn nic_fetch(
     nic: &mut Nic,
-    node_of_nic: u32,
     doorbell: Time,
     ms: &mut MemSys,
     ledger: &mut DmaLedger,
@@ -62,7 +70,7 @@ pub fn nic_fetch(
     payload: HostBuf,
 ) -> Time {
     for b in [desc, payload] {
-        if b.node != node_of_nic {
+        if crosses(nic, b.node) {
             ledger.cross += lines(b.bytes);
         }
     }
@@ -121,12 +129,21 @@ pub fn interconnect_total(ms: &MemSys) -> u64 {
     link_bytes(ms).values().sum()
 }
 
-/// What PCM sees of a host's QPI data traffic: the share on the processor–processor
-/// link of all it sees (processor links to the I/O hubs and to each other; hub–hub
-/// invisible). `None` without traffic.
+/// What PCM sees of a host's QPI data traffic: of the bytes each package's QPI ports
+/// carried in and out (to its I/O hub and to the other processor; the hub–hub link has
+/// no processor port and is invisible), the share on processor–processor ports. Summed
+/// over packages as PCM's per-socket counters are, so a byte on the processor link is
+/// seen by both ends. `None` without traffic.
 pub fn qpi0_share(ms: &MemSys) -> Option<f64> {
-    let total = interconnect_total(ms);
-    (total > 0).then_some(1.0)
+    let (mut proc, mut all) = (0u64, 0u64);
+    for p in ms.pcm_ports() {
+        let b = p.incoming + p.outgoing;
+        all += b;
+        if !p.peer_is_ioh {
+            proc += b;
+        }
+    }
+    (all > 0).then(|| proc as f64 / all as f64)
 }
 
 /// The interconnect's bandwidth per direction (GB/s) and one crossing's latency: what

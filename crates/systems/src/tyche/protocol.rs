@@ -443,10 +443,8 @@ impl Sim<'_> {
     ) -> Time {
         let to = 1 - from;
         let h = &mut *self.h[from];
-        let nic_node = h.nic_node[c];
         let ready = mem::nic_fetch(
             &mut h.nics[c],
-            nic_node,
             doorbell,
             &mut h.mem,
             &mut self.ledger[from],
