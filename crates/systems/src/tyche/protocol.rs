@@ -267,9 +267,14 @@ impl Sim<'_> {
     fn issue(&mut self, t: Time, r: u32) {
         let spec = self.spec;
         let req = &mut self.reqs[r as usize];
-        let blocks = FILE_BYTES / spec.req_bytes;
+        // A thread's requests in flight never overlap: each of its buffers draws blocks
+        // from its own interleave of the file, so two writes in flight (which may finish
+        // out of order on different channels) never race for a block.
+        let depth = spec.app.depth() as u64;
+        let blocks = (FILE_BYTES / spec.req_bytes / depth).max(1);
         let pick = self.eng.rng().next_u64() % blocks;
-        req.addr = req.thread as u64 * FILE_BYTES + pick * spec.req_bytes;
+        let lane = (req.index as u64) % depth;
+        req.addr = req.thread as u64 * FILE_BYTES + (pick * depth + lane) * spec.req_bytes;
         req.frames = spec.req_bytes.div_ceil(spec.frame_bytes) as u32;
         req.seen = 0;
         req.msg_in = false;
