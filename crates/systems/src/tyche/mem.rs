@@ -111,16 +111,12 @@ pub fn cpu_copy(
     read + cpu_store(ms, at + read, socket, dst_node, dst, bytes)
 }
 
-/// Bytes on each interconnect link and direction since the last reset, by name.
+/// Bytes on each interconnect link and direction since the last reset, by the
+/// platform's vertex names (`ioh0→pkg0`), the hub–hub link included.
 pub fn link_bytes(ms: &MemSys) -> BTreeMap<String, u64> {
-    let n = ms.params().sockets;
-    (0..n)
-        .map(|s| {
-            (
-                format!("pkg{s}->pkg{}", (s + 1) % n),
-                ms.interconnect_bytes(s),
-            )
-        })
+    ms.link_counters()
+        .into_iter()
+        .map(|c| (c.name, c.bytes))
         .collect()
 }
 
