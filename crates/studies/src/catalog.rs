@@ -100,6 +100,10 @@ pub const ALL: &[(&str, &[Entry])] = &[
                 "tyche.fio_6nic",
                 "FIO on XFS over 6 NICs, 256 MB file per thread",
             ),
+            extension(
+                "tyche.spill",
+                "zmIO's skewed buffers: NUMA scheduling with and without spilling across QPI",
+            ),
         ],
     ),
     (
@@ -351,8 +355,11 @@ mod tests {
 
     #[test]
     fn unknown_targets_name_the_choices_once() {
-        let e = select(&["tyche.nics_node0".into()]).err().unwrap();
-        assert!(e.contains("in the catalog but not implemented yet"), "{e}");
+        // Any experiment still missing (none once every study is complete).
+        if let Some(missing) = not_implemented().first() {
+            let e = select(&[missing.id.into()]).err().unwrap();
+            assert!(e.contains("in the catalog but not implemented yet"), "{e}");
+        }
         let e = select(&["nope".into()]).err().unwrap();
         assert!(
             e.contains("(studies: ioctopus, tyche, rdma, smartio; implemented experiments: "),

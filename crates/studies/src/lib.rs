@@ -14,5 +14,6 @@ pub mod report;
 pub mod result;
 pub mod run;
 pub mod smartio;
+pub mod tyche;
 
 pub use result::{ExperimentInfo, Reference, Run};

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use sim::timed::TimedFabric;
 
 use crate::harness::{self, RunError};
-use crate::{ioctopus, rdma, smartio};
+use crate::{ioctopus, rdma, smartio, tyche};
 
 /// What a probe's function returns: field name → value (a number, a string, a bool,
 /// null, a list or an object; the metrics that name a field report it as given).
@@ -151,6 +151,11 @@ pub fn one(name: &str, v: Value) -> Fields {
 
 /// The probes of the built-in experiment files.
 pub const PROBES: &[Probe] = &[
+    Probe {
+        name: "tyche",
+        fields: &["throughput_gbps", "qpi_gbps", "qpi0_share"],
+        run: tyche::tyche,
+    },
     Probe {
         name: "rdma_latency",
         fields: &["latency_ns"],

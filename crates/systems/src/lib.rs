@@ -8,3 +8,4 @@
 pub mod drivers;
 pub mod ioctopus;
 pub mod smartio;
+pub mod tyche;

@@ -327,6 +327,7 @@ fn build(
         | Kind::Pktgen { .. }
         | Kind::Memcached { .. }
         | Kind::UdpPingPong { .. } => own(net::run(&tf.fabric.topo, &w.kind, m, seed)),
+        Kind::Tyche { .. } => own(crate::tyche::run::workload(&tf.fabric.topo, &w.kind, m)),
         Kind::PageRank {
             host,
             threads_per_socket,

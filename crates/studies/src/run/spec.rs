@@ -12,6 +12,7 @@ use fabric::ScenarioError;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use sim::Time;
+use systems::tyche;
 use toml::Spanned;
 
 /// A workload of a scenario.
@@ -135,6 +136,20 @@ pub enum Kind {
         ends: NetEnds,
         msg_bytes: u64,
         streams: Option<Antagonists>,
+    },
+    /// Tyche (`systems::tyche`) from `initiator` to `target` over their first `nics` NICs,
+    /// driven by FIO (`tyche_fio`) or zmIO (`zmio`) threads issuing `block_bytes` requests.
+    Tyche {
+        initiator: String,
+        target: String,
+        nics: u32,
+        app: tyche::App,
+        block_bytes: u64,
+        op: tyche::Op,
+        initiator_place: tyche::Place,
+        target_place: tyche::Place,
+        scheduler: tyche::Scheduler,
+        target_io: tyche::TargetIo,
     },
     /// A PageRank-like memory-bound victim alone on `host`: `threads_per_socket` threads
     /// on every socket, each over its own node's part of the graph.
@@ -288,6 +303,15 @@ impl Kind {
             Kind::Memcached { .. } => "memcached",
             Kind::UdpPingPong { .. } => "udp_pingpong",
             Kind::PageRank { .. } => "pagerank",
+            Kind::Tyche {
+                app:
+                    tyche::App {
+                        kind: tyche::AppKind::Fio,
+                        ..
+                    },
+                ..
+            } => "tyche_fio",
+            Kind::Tyche { .. } => "zmio",
         }
     }
 }
@@ -502,6 +526,47 @@ struct RawUdp {
     netdev_pf: PfIndex,
     stream_pairs: Option<u32>,
     stream_node: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTyche {
+    name: String,
+    kind: String,
+    initiator: String,
+    target: String,
+    nics: u32,
+    #[serde(default = "one")]
+    threads: u32,
+    #[serde(default = "tyche_block_bytes")]
+    block_bytes: Size,
+    op: Direction,
+    /// Buffer placement (`crate::tyche::app`); the application's own when absent.
+    placement: Option<String>,
+    #[serde(default = "nic_local")]
+    initiator_place: String,
+    #[serde(default = "nic_local")]
+    target_place: String,
+    #[serde(default = "numa")]
+    scheduler: String,
+    #[serde(default = "ramdisk")]
+    target_io: String,
+}
+
+fn tyche_block_bytes() -> Size {
+    Size(128 << 10)
+}
+
+fn nic_local() -> String {
+    "nic_local".into()
+}
+
+fn numa() -> String {
+    "numa".into()
+}
+
+fn ramdisk() -> String {
+    "ramdisk".into()
 }
 
 #[derive(Deserialize)]
@@ -771,7 +836,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 src,
                 value_span(src, &span, "kind"),
                 Some(&format!("{wkey}.kind")),
-                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\" or \"pagerank\"",
+                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\", \"pagerank\", \"tyche_fio\" or \"zmio\"",
             )
         })?;
         let (name, kind) = match kind {
@@ -963,6 +1028,38 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 };
                 (r.name, k)
             }
+            "tyche_fio" | "zmio" => {
+                let r: RawTyche = read_workload(src, &span, table, &wkey)?;
+                let field = |f: &str, msg: String| field_error(src, &span, &r.name, f, &msg);
+                let op = match r.op {
+                    Direction::Read => tyche::Op::Read,
+                    Direction::Write => tyche::Op::Write,
+                };
+                let (app_name, default_placement) = match r.kind.as_str() {
+                    "zmio" => ("zmio", "zmio"),
+                    _ => ("fio", "balanced"),
+                };
+                let placement = r.placement.as_deref().unwrap_or(default_placement);
+                let app = crate::tyche::app(app_name, placement, r.threads, op)
+                    .map_err(|e| field("placement", e))?;
+                let k = Kind::Tyche {
+                    initiator: r.initiator,
+                    target: r.target,
+                    nics: r.nics,
+                    app,
+                    block_bytes: r.block_bytes.0,
+                    op,
+                    initiator_place: crate::tyche::place(&r.initiator_place)
+                        .map_err(|e| field("initiator_place", e))?,
+                    target_place: crate::tyche::place(&r.target_place)
+                        .map_err(|e| field("target_place", e))?,
+                    scheduler: crate::tyche::scheduler(&r.scheduler)
+                        .map_err(|e| field("scheduler", e))?,
+                    target_io: crate::tyche::target_io(&r.target_io)
+                        .map_err(|e| field("target_io", e))?,
+                };
+                (r.name, k)
+            }
             "pagerank" => {
                 let r: RawPageRank = read_workload(src, &span, table, &wkey)?;
                 let k = Kind::PageRank {
@@ -990,7 +1087,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     value_span(src, &span, "kind"),
                     Some(&format!("{wkey}.kind")),
                     &format!(
-                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen, memcached, udp_pingpong, pagerank)"
+                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio)"
                 ),
                 ))
             }
@@ -1123,6 +1220,27 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 "threads_per_socket",
                 "must be 1 .. 64 threads",
             )?,
+            // The hosts' NICs and nodes are checked against the fabric at run time.
+            Kind::Tyche {
+                nics,
+                app,
+                block_bytes,
+                ..
+            } => {
+                range(*nics >= 1, "nics", "must be at least 1 NIC")?;
+                range(
+                    (1..=1024).contains(&app.threads),
+                    "threads",
+                    "must be 1 .. 1024 threads",
+                )?;
+                range(
+                    *block_bytes >= 4096
+                        && block_bytes.is_multiple_of(4096)
+                        && *block_bytes <= tyche::MAX_REQ_BYTES,
+                    "block_bytes",
+                    "must be a whole number of 4 KiB blocks, at most 512 KiB (Tyche's largest request)",
+                )?;
+            }
             Kind::Pktgen { pkt_bytes, .. } => range(
                 (64..=1518).contains(pkt_bytes),
                 "pkt_bytes",
@@ -1251,14 +1369,15 @@ duration = "1 ms"
         assert_eq!(
             msg(&OK.replace("kind = \"dma\"", "kind = \"dmaa\"")),
             "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, pingpong, \
-             fio, netperf, pktgen, memcached, udp_pingpong, pagerank) (key `workload.rx.kind`)"
+             fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio) (key \
+             `workload.rx.kind`)"
         );
         // Without a name, a workload is named by its position.
         assert_eq!(
             msg(&OK.replace("kind = \"cpu_stream\"\n", "")),
             "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \
-             \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\" or \
-             \"pagerank\" (key `workload.ant.kind`)"
+             \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\", \
+             \"pagerank\", \"tyche_fio\" or \"zmio\" (key `workload.ant.kind`)"
         );
         assert_eq!(
             msg(&OK.replace("name = \"rx\"\n", "")),
@@ -1582,6 +1701,64 @@ duration = "2 ms"
         );
         assert!(msg(&MC.replace("host = \"srv\"\n", ""))
             .starts_with("t.toml:23:1: missing field `host` (key `workload.pr.host`)"));
+    }
+
+    const TY: &str = r#"
+[[workload]]
+name = "ty"
+kind = "zmio"
+initiator = "initiator"
+target = "target"
+nics = 6
+threads = 8
+op = "write"
+
+[measure]
+warmup = "1 ms"
+duration = "2 ms"
+"#;
+
+    #[test]
+    fn tyche_kinds_parse_with_their_applications_placement_and_errors_are_located() {
+        let spec = parse(&src(TY)).unwrap();
+        let Kind::Tyche {
+            app,
+            block_bytes,
+            scheduler,
+            initiator_place,
+            ..
+        } = &spec.workloads[0].kind
+        else {
+            panic!("{:?}", spec.workloads[0].kind)
+        };
+        assert_eq!(spec.workloads[0].kind.name(), "zmio");
+        // zmIO's own skew for writes (REFERENCE.md §3), Tyche's NUMA defaults.
+        assert_eq!(
+            app.placement,
+            tyche::BufferPlacement::Skewed {
+                node0: tyche::app::ZMIO_WRITE_NODE0
+            }
+        );
+        assert_eq!(*block_bytes, 128 << 10);
+        assert_eq!(*scheduler, tyche::Scheduler::Numa);
+        assert_eq!(*initiator_place, tyche::Place::NicLocal);
+        let fio = parse(&src(&TY.replace("\"zmio\"", "\"tyche_fio\""))).unwrap();
+        assert_eq!(fio.workloads[0].kind.name(), "tyche_fio");
+        let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+        assert_eq!(
+            msg(&TY.replace("op = \"write\"", "op = \"write\"\nscheduler = \"fastest\"")),
+            "t.toml:10:13: scheduler `fastest`: use \"round_robin\", \"numa\" or \"numa_spill\" \
+             (key `workload.ty.scheduler`)"
+        );
+        assert_eq!(
+            msg(&TY.replace("op = \"write\"", "op = \"write\"\nblock_bytes = \"1 MiB\"")),
+            "t.toml:10:15: must be a whole number of 4 KiB blocks, at most 512 KiB (Tyche's \
+             largest request) (key `workload.ty.block_bytes`)"
+        );
+        assert_eq!(
+            msg(&TY.replace("threads = 8", "threads = 0")),
+            "t.toml:8:11: must be 1 .. 1024 threads (key `workload.ty.threads`)"
+        );
     }
 
     #[test]

@@ -1,0 +1,58 @@
+//! The `tyche_fio` and `zmio` workloads of `nudma run`: one Tyche run between two hosts
+//! of the scenario, over the scenario's `[measure]` window. Like the other packet-granular
+//! network workloads it runs on its own model of the two hosts (`run::net`).
+
+use fabric::Topology;
+use serde_json::{json, Map};
+use systems::tyche::TycheSpec;
+
+use super::{counters, run_between, FRAME_BYTES};
+use crate::run::net::NetOutcome;
+use crate::run::spec::{Kind, Measure};
+
+/// Runs a `Kind::Tyche` workload; metrics `gbps` and `throughput_gbps` (GB/s),
+/// `ops_per_sec` (requests), `qpi_gbps` (initiator link → GB/s), `qpi0_share`.
+pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, String> {
+    let Kind::Tyche {
+        initiator,
+        target,
+        nics,
+        app,
+        block_bytes,
+        op,
+        initiator_place,
+        target_place,
+        scheduler,
+        target_io,
+    } = kind
+    else {
+        return Err("not a Tyche workload".into());
+    };
+    let spec = TycheSpec {
+        op: *op,
+        req_bytes: *block_bytes,
+        frame_bytes: FRAME_BYTES.min(*block_bytes),
+        app: *app,
+        channels: *nics as usize,
+        initiator: *initiator_place,
+        target: *target_place,
+        scheduler: *scheduler,
+        target_io: *target_io,
+        warmup: m.warmup,
+        window: m.duration,
+    };
+    let r = run_between(topo, initiator, target, &spec)?;
+    let mut metrics = Map::new();
+    metrics.insert("gbps".into(), json!(r.throughput_gbps));
+    metrics.insert("throughput_gbps".into(), json!(r.throughput_gbps));
+    metrics.insert(
+        "ops_per_sec".into(),
+        json!(r.requests as f64 / m.duration.as_secs_f64()),
+    );
+    metrics.insert("qpi_gbps".into(), json!(r.qpi_gbps));
+    metrics.insert("qpi0_share".into(), json!(r.qpi0_share));
+    Ok(NetOutcome {
+        metrics,
+        counters: counters(&r),
+    })
+}

@@ -1,0 +1,699 @@
+//! Tyche's message flow between an initiator and a target, frame by frame, as events.
+//!
+//! Read: the application's thread builds a request message and rings the channel's NIC;
+//! the target's network thread takes it off its ring and queues it to a work-queue
+//! thread, which copies the block from the ramdisk into a slot and sends it in data
+//! frames the initiator's NIC writes at the offsets of the initiator's slot; once all
+//! frames are in, a work-queue thread copies the slot into the application's buffer and
+//! wakes the thread. Write: the thread copies its buffer into a slot and sends the
+//! request message and the data frames into a target slot it holds credit for; the
+//! target's work queue copies the slot into the ramdisk and answers with a completion
+//! message.
+
+use std::collections::VecDeque;
+
+use devices::nic::{frame, HostBuf};
+use host::net::{CQE_BYTES, DESC_BYTES};
+use rand_xoshiro::rand_core::RngCore;
+use sim::{Engine, Time};
+
+use super::mem::{self, DmaLedger};
+use super::sched::Channels;
+use super::store::{Ramdisk, Slots};
+use super::{Op, Place, TargetIo, TycheHost, TycheResult, TycheSpec};
+
+/// Initiator and target, as indices into the two hosts.
+const INI: usize = 0;
+const TGT: usize = 1;
+
+/// A request or completion message's bytes (assumption: Tyche's header — block,
+/// size, slot, offsets — fits one minimum-size frame).
+const MSG_BYTES: u64 = 64;
+/// Tyche's header in every data frame (assumption: channel, slot, offset, length and a
+/// sequence number in 32 B).
+const HEADER_BYTES: u64 = 32;
+/// Pre-allocated slots per channel on each side (assumption: 16 slots of the largest
+/// request, 8 MiB per channel; REFERENCE.md §3 gives no count). They bound a channel's
+/// requests in flight.
+const SLOTS: u32 = 16;
+/// Cycles of a block request through Tyche's submit path: bio to request, slot
+/// allocation, message build (assumption: ≈ 1.8 µs at 2.26 GHz; REFERENCE.md §3 gives
+/// no figure).
+const REQUEST_CYCLES: u64 = 4000;
+/// Each application thread's file (REFERENCE.md §3's FIO: 256 MB per thread; zmIO uses
+/// the same span).
+const FILE_BYTES: u64 = 256 << 20;
+
+/// Buffer identities in a host's memory system.
+mod id {
+    pub const SLOT: u64 = 1 << 40;
+    pub const RING: u64 = 2 << 40;
+    pub const CQE: u64 = 3 << 40;
+    pub const DESC: u64 = 4 << 40;
+    pub const APP: u64 = 5 << 40;
+    pub const DISK: u64 = 6 << 40;
+    /// The receive ring of messages (myri10ge's small-buffer ring); data frames go
+    /// straight into slots (its big-buffer ring points into them).
+    pub const RX: u64 = 7 << 40;
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    Issue(u32),
+    /// The request message is visible in the target's ring.
+    ReqIn(u32),
+    /// A data frame is visible at side `.0`.
+    FrameIn(usize, u32, u32),
+    /// A work-queue thread of side `.0` takes the request.
+    Work(usize, u32),
+    /// The write's completion message is visible at the initiator.
+    DoneIn(u32),
+    Warm,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Req {
+    index: u32,
+    thread: u32,
+    node: u32,
+    chan: usize,
+    slot: [u32; 2],
+    addr: u64,
+    frames: u32,
+    seen: u32,
+    msg_in: bool,
+    seq: u64,
+}
+
+/// One channel's per-side state.
+#[derive(Clone, Debug)]
+struct Side {
+    /// Node of its slots, rings and threads.
+    node: usize,
+    /// Its network thread's core.
+    net_core: usize,
+    free: Vec<u32>,
+    /// Sends posted (the transmit ring's position).
+    ring: u64,
+    /// Messages its NIC has written into the receive ring, and the network thread has
+    /// taken.
+    rx_written: u64,
+    rx_taken: u64,
+}
+
+struct Sim<'a> {
+    spec: &'a TycheSpec,
+    h: [&'a mut TycheHost; 2],
+    eng: Engine<Ev>,
+    chans: Channels,
+    sides: Vec<[Side; 2]>,
+    waiting: Vec<VecDeque<u32>>,
+    reqs: Vec<Req>,
+    slots: [Slots; 2],
+    disk: Ramdisk,
+    scratch: Vec<u8>,
+    ledger: [DmaLedger; 2],
+    r: TycheResult,
+    bytes_window: u64,
+    warm: bool,
+}
+
+/// Runs `spec` from `initiator` to `target`.
+pub fn run(
+    initiator: &mut TycheHost,
+    target: &mut TycheHost,
+    spec: &TycheSpec,
+) -> Result<TycheResult, String> {
+    spec.check()?;
+    for h in [&*initiator, &*target] {
+        if spec.channels > h.nics.len() {
+            return Err(format!(
+                "{} channels: host `{}` has {} NIC(s)",
+                spec.channels,
+                h.name,
+                h.nics.len()
+            ));
+        }
+        for p in [spec.initiator, spec.target] {
+            if let Place::Node(n) = p {
+                if n >= h.nodes {
+                    return Err(format!("node {n}: host `{}` has {} nodes", h.name, h.nodes));
+                }
+            }
+        }
+    }
+    let n = spec.channels;
+    let mut sides = Vec::new();
+    for c in 0..n {
+        let side = |h: &TycheHost, place: Place| {
+            let node = match place {
+                Place::NicLocal => h.nic_node[c],
+                Place::Node(x) => x,
+            };
+            // Network threads of a node's channels spread over its cores.
+            let rank = (0..c).filter(|&o| h.nic_node[o] == h.nic_node[c]).count() as u32;
+            Side {
+                node: node as usize,
+                net_core: h.core_of(node, rank),
+                free: (0..SLOTS).rev().collect(),
+                ring: 0,
+                rx_written: 0,
+                rx_taken: 0,
+            }
+        };
+        sides.push([side(initiator, spec.initiator), side(target, spec.target)]);
+    }
+    let line = initiator.nics[0].params.line_gbps;
+    let (cross_gbps, cross_lat) = mem::interconnect(&initiator.mem);
+    let chans = Channels::new(
+        initiator.nic_node[..n].to_vec(),
+        line,
+        cross_gbps,
+        cross_lat,
+    );
+    let depth = spec.app.depth();
+    let nreq = spec.app.threads * depth;
+    let reqs = (0..nreq)
+        .map(|i| Req {
+            index: i,
+            thread: i / depth,
+            node: spec.app.buffer_node(i / depth, i % depth, initiator.nodes),
+            ..Req::default()
+        })
+        .collect();
+    let mut s = Sim {
+        spec,
+        h: [initiator, target],
+        eng: Engine::new(1),
+        chans,
+        sides,
+        waiting: vec![VecDeque::new(); n],
+        reqs,
+        slots: [
+            Slots::new(n, SLOTS as usize, spec.req_bytes),
+            Slots::new(n, SLOTS as usize, spec.req_bytes),
+        ],
+        disk: Ramdisk::default(),
+        scratch: vec![0; spec.req_bytes as usize],
+        ledger: [DmaLedger::default(); 2],
+        r: TycheResult {
+            channel_kb: vec![0; n],
+            ..TycheResult::default()
+        },
+        bytes_window: 0,
+        warm: false,
+    };
+    for i in 0..nreq {
+        s.at(Time::ZERO, Ev::Issue(i));
+    }
+    s.at(spec.warmup, Ev::Warm);
+    let end = spec.warmup + spec.window;
+    while let Some((t, ev)) = s.eng.pop() {
+        if t > end {
+            break;
+        }
+        s.handle(t, ev);
+    }
+    Ok(s.finish())
+}
+
+impl Sim<'_> {
+    fn at(&mut self, t: Time, ev: Ev) {
+        let t = t.max(self.eng.now());
+        self.eng.schedule_at(t, ev).expect("time moves forward");
+    }
+
+    fn finish(mut self) -> TycheResult {
+        let w = self.spec.window.as_secs_f64();
+        let ini = &self.h[INI].mem;
+        self.r.throughput_gbps = self.bytes_window as f64 / w / 1e9;
+        self.r.qpi_gbps = mem::link_bytes(ini)
+            .into_iter()
+            .map(|(k, b)| (k, b as f64 / w / 1e9))
+            .collect();
+        self.r.qpi0_share = mem::qpi0_share(ini);
+        self.r.interconnect_bytes = [
+            mem::interconnect_total(ini),
+            mem::interconnect_total(&self.h[TGT].mem),
+        ];
+        self.r.channel_kb = self.chans.carried_kb.clone();
+        self.r.nic_rx_bytes = self.ledger.iter().map(|l| l.rx_bytes).sum();
+        self.r.nic_rx_off_node_bytes = self.ledger.iter().map(|l| l.rx_off_node).sum();
+        self.r.dma_cross_bytes = [self.ledger[INI].cross, self.ledger[TGT].cross];
+        self.r.events = self.eng.stats().handled;
+        self.r
+    }
+
+    fn handle(&mut self, t: Time, ev: Ev) {
+        match ev {
+            Ev::Warm => {
+                self.warm = true;
+                for h in self.h.iter_mut() {
+                    h.mem.reset_counters();
+                }
+                self.ledger = [DmaLedger::default(); 2];
+                self.bytes_window = 0;
+                self.r.requests = 0;
+            }
+            Ev::Issue(r) => self.issue(t, r),
+            Ev::ReqIn(r) => self.request_in(t, r),
+            Ev::FrameIn(side, r, k) => self.frame_in(t, side, r, k),
+            Ev::Work(side, r) => self.work(t, side, r),
+            Ev::DoneIn(r) => self.done_in(t, r),
+        }
+    }
+
+    /// The application thread of request slot `r` issues its next request.
+    fn issue(&mut self, t: Time, r: u32) {
+        let spec = self.spec;
+        let req = &mut self.reqs[r as usize];
+        // A thread's requests in flight never overlap: each of its buffers draws blocks
+        // from its own interleave of the file, so two writes in flight (which may finish
+        // out of order on different channels) never race for a block.
+        let depth = spec.app.depth() as u64;
+        let blocks = (FILE_BYTES / spec.req_bytes / depth).max(1);
+        let pick = self.eng.rng().next_u64() % blocks;
+        let lane = (req.index as u64) % depth;
+        req.addr = req.thread as u64 * FILE_BYTES + (pick * depth + lane) * spec.req_bytes;
+        req.frames = spec.req_bytes.div_ceil(spec.frame_bytes) as u32;
+        req.seen = 0;
+        req.msg_in = false;
+        req.seq += 1;
+        let node = req.node;
+        let c = self.chans.pick(spec.scheduler, node, spec.req_bytes);
+        if self.chans.node[c] != node {
+            self.r.off_node_requests += 1;
+        }
+        self.reqs[r as usize].chan = c;
+        self.waiting[c].push_back(r);
+        self.admit(t, c);
+    }
+
+    /// Starts the channel's waiting requests while it has slots on both sides.
+    fn admit(&mut self, t: Time, c: usize) {
+        while !self.waiting[c].is_empty()
+            && !self.sides[c][INI].free.is_empty()
+            && !self.sides[c][TGT].free.is_empty()
+        {
+            let r = self.waiting[c].pop_front().expect("checked");
+            let si = self.sides[c][INI].free.pop().expect("checked");
+            let st = self.sides[c][TGT].free.pop().expect("checked");
+            self.reqs[r as usize].slot = [si, st];
+            self.submit(t, r);
+        }
+    }
+
+    fn app_core(&self, thread: u32) -> usize {
+        let h = &self.h[INI];
+        match self.spec.app.thread_node(thread, h.nodes) {
+            Some(n) => h.core_of(n, thread / h.nodes),
+            None => thread as usize % h.cores.len(),
+        }
+    }
+
+    fn slot_buf(c: usize, slot: u32, k: u32) -> u64 {
+        id::SLOT | (c as u64) << 32 | (slot as u64) << 16 | k as u64
+    }
+
+    /// Frame `k`'s part of the application buffer of request `r` (each request of a
+    /// thread has its own buffer, reused from one request to the next).
+    fn app_buf(r: u32, k: u32) -> u64 {
+        id::APP | (r as u64) << 16 | k as u64
+    }
+
+    fn frame_len(&self, k: u32) -> u64 {
+        (self.spec.req_bytes - k as u64 * self.spec.frame_bytes).min(self.spec.frame_bytes)
+    }
+
+    /// The application's thread submits request `r` on its channel.
+    fn submit(&mut self, t: Time, r: u32) {
+        let req = self.reqs[r as usize].clone();
+        let c = req.chan;
+        let core = self.app_core(req.thread);
+        let chan_node = self.sides[c][INI].node as u32;
+        let h = &mut self.h[INI];
+        let socket = h.cores[core].socket;
+        let start = h.cores[core].start(t);
+        let mut cur = start + h.cores[core].cycles(REQUEST_CYCLES);
+        if self.spec.op == Op::Write {
+            // The block's bytes into the initiator's slot: the thread fills its buffer
+            // (the application's data) and Tyche copies it.
+            fill(&mut self.scratch, req.thread, req.seq);
+            let buf = self.slots[INI].get(c, req.slot[0]);
+            buf.copy_from_slice(&self.scratch);
+            for k in 0..req.frames {
+                let len = self.frame_len(k);
+                let h = &mut self.h[INI];
+                let app = Self::app_buf(r, k);
+                let stall = mem::cpu_copy(
+                    &mut h.mem,
+                    cur,
+                    socket,
+                    req.node,
+                    app,
+                    chan_node,
+                    Self::slot_buf(c, req.slot[0], k),
+                    len,
+                );
+                cur =
+                    cur + stall + h.cores[core].cycles(h.costs.copy_line_cycles * len.div_ceil(64));
+            }
+        }
+        cur = self.send_message(INI, c, cur, core, Ev::ReqIn(r));
+        if self.spec.op == Op::Write {
+            for k in 0..req.frames {
+                cur = self.send_frame(INI, c, cur, core, r, k);
+            }
+        }
+        self.h[INI].cores[core].finish(start, cur);
+    }
+
+    /// Side `from`'s core `core` (on socket) posts a message on channel `c` at `at`: it
+    /// writes the message into the channel's ring and rings the NIC; `ev` happens when
+    /// the message is visible at the other side. When the core is done.
+    fn send_message(&mut self, from: usize, c: usize, at: Time, core: usize, ev: Ev) -> Time {
+        let node = self.sides[c][from].node as u32;
+        let slot = self.sides[c][from].ring % host::net::RING;
+        self.sides[c][from].ring += 1;
+        let msg = id::RING | (c as u64) << 32 | slot;
+        let h = &mut self.h[from];
+        let socket = h.cores[core].socket;
+        let stall = mem::cpu_store(&mut h.mem, at, socket, node, msg, MSG_BYTES);
+        let doorbell = at + stall + h.cores[core].cycles(h.costs.tx_packet_cycles);
+        let desc = HostBuf {
+            node,
+            buf: id::DESC | (c as u64) << 32 | slot,
+            bytes: DESC_BYTES,
+        };
+        let payload = HostBuf {
+            node,
+            buf: msg,
+            bytes: MSG_BYTES,
+        };
+        let visible = self.transmit(from, c, doorbell, desc, payload, None, MSG_BYTES);
+        self.at(visible, ev);
+        doorbell
+    }
+
+    /// Side `from` sends data frame `k` of request `r` from its slot into the other
+    /// side's slot at the frame's offset. When the posting core is done.
+    fn send_frame(&mut self, from: usize, c: usize, at: Time, core: usize, r: u32, k: u32) -> Time {
+        let to = 1 - from;
+        let req = &self.reqs[r as usize];
+        let len = self.frame_len(k);
+        let (src, dst) = (req.slot[from], req.slot[to]);
+        let node = self.sides[c][from].node as u32;
+        let h = &mut self.h[from];
+        let doorbell = at + h.cores[core].cycles(h.costs.tx_packet_cycles);
+        let ring = self.sides[c][from].ring % host::net::RING;
+        self.sides[c][from].ring += 1;
+        let desc = HostBuf {
+            node,
+            buf: id::DESC | (c as u64) << 32 | ring,
+            bytes: DESC_BYTES,
+        };
+        let payload = HostBuf {
+            node,
+            buf: Self::slot_buf(c, src, k),
+            bytes: len,
+        };
+        let dst = Self::slot_buf(c, dst, k);
+        let visible = self.transmit(
+            from,
+            c,
+            doorbell,
+            desc,
+            payload,
+            Some(dst),
+            len + HEADER_BYTES,
+        );
+        self.at(visible, Ev::FrameIn(to, r, k));
+        doorbell
+    }
+
+    /// Side `from`'s NIC of channel `c`, rung at `doorbell`, fetches `desc` and
+    /// `payload`, puts the frame on the wire, and the other side's NIC writes it into
+    /// `dst` (on that side's channel node; a message goes into its receive ring) with a
+    /// completion entry. When it is visible.
+    #[allow(clippy::too_many_arguments)]
+    fn transmit(
+        &mut self,
+        from: usize,
+        c: usize,
+        doorbell: Time,
+        desc: HostBuf,
+        payload: HostBuf,
+        dst: Option<u64>,
+        frame_bytes: u64,
+    ) -> Time {
+        let to = 1 - from;
+        let h = &mut *self.h[from];
+        let ready = mem::nic_fetch(
+            &mut h.nics[c],
+            doorbell,
+            &mut h.mem,
+            &mut self.ledger[from],
+            desc,
+            payload,
+        );
+        let nic = &mut h.nics[c];
+        let on_wire = nic
+            .tx_port
+            .reserve(ready, frame::wire_bytes(frame_bytes as u32) as u64);
+        let arrive = on_wire + nic.params.wire;
+        let dst_node = self.sides[c][to].node as u32;
+        let ring = self.sides[c][to].rx_written % host::net::RING;
+        self.sides[c][to].rx_written += 1;
+        let dst = dst.unwrap_or(id::RX | (c as u64) << 32 | ring);
+        let g = &mut *self.h[to];
+        let at = arrive + g.nics[c].params.latency;
+        let nic_node = g.nic_node[c];
+        mem::nic_write(
+            &mut g.nics[c],
+            nic_node,
+            at,
+            &mut g.mem,
+            &mut self.ledger[to],
+            dst_node,
+            dst,
+            frame_bytes,
+            id::CQE | (c as u64) << 32 | ring,
+            CQE_BYTES,
+        )
+    }
+
+    /// The network thread of `side`'s channel takes one frame off its ring.
+    fn net_rx(&mut self, side: usize, c: usize, t: Time, msg: bool) -> Time {
+        let core = self.sides[c][side].net_core;
+        let node = self.sides[c][side].node as u32;
+        let h = &mut self.h[side];
+        let socket = h.cores[core].socket;
+        let start = h.cores[core].start(t);
+        let ring = self.sides[c][side].rx_taken % host::net::RING;
+        self.sides[c][side].rx_taken += 1;
+        let mut stall = mem::cpu_load(
+            &mut h.mem,
+            start,
+            socket,
+            node,
+            id::CQE | (c as u64) << 32 | ring,
+            CQE_BYTES,
+        );
+        if msg {
+            let m = id::RX | (c as u64) << 32 | ring;
+            stall += mem::cpu_load(&mut h.mem, start + stall, socket, node, m, MSG_BYTES);
+        }
+        let end = start + stall + h.cores[core].cycles(h.costs.tx_packet_cycles);
+        h.cores[core].finish(start, end);
+        end
+    }
+
+    fn request_in(&mut self, t: Time, r: u32) {
+        let c = self.reqs[r as usize].chan;
+        let end = self.net_rx(TGT, c, t, true);
+        match self.spec.op {
+            Op::Read => self.at(end, Ev::Work(TGT, r)),
+            Op::Write => {
+                let req = &mut self.reqs[r as usize];
+                req.msg_in = true;
+                if req.seen == req.frames {
+                    self.at(end, Ev::Work(TGT, r));
+                }
+            }
+        }
+    }
+
+    fn frame_in(&mut self, t: Time, side: usize, r: u32, k: u32) {
+        let c = self.reqs[r as usize].chan;
+        let end = self.net_rx(side, c, t, false);
+        // The frame's bytes land at the offset the receiver chose: its slot, frame k.
+        let req = &self.reqs[r as usize];
+        let off = (k as u64 * self.spec.frame_bytes) as usize;
+        let len = self.frame_len(k) as usize;
+        let (src, dst) = (req.slot[1 - side], req.slot[side]);
+        let from = self.slots[1 - side].get(c, src)[off..off + len].to_vec();
+        self.slots[side].get(c, dst)[off..off + len].copy_from_slice(&from);
+        let req = &mut self.reqs[r as usize];
+        req.seen += 1;
+        let all = req.seen == req.frames;
+        match side {
+            INI if all => self.at(end, Ev::Work(INI, r)),
+            TGT if all && req.msg_in => self.at(end, Ev::Work(TGT, r)),
+            _ => {}
+        }
+    }
+
+    /// A work-queue core of `side` for channel `c`: the idlest on the channel's node
+    /// (a per-core pinned queue on that node), wherever the channel's memory is.
+    fn wq_core(&self, side: usize, c: usize) -> usize {
+        self.h[side].idlest_core(Some(self.sides[c][side].node as u32))
+    }
+
+    fn work(&mut self, t: Time, side: usize, r: u32) {
+        let req = self.reqs[r as usize].clone();
+        let c = req.chan;
+        let core = self.wq_core(side, c);
+        let chan_node = self.sides[c][side].node as u32;
+        let start = self.h[side].cores[core].start(t);
+        let mut cur = start;
+        let rd_node = |addr: u64, nodes: u32| ((addr >> 20) % nodes as u64) as u32;
+        match (side, self.spec.op) {
+            (TGT, Op::Read) => {
+                if self.spec.target_io == TargetIo::Ramdisk {
+                    let slot = self.slots[TGT].get(c, req.slot[1]);
+                    self.disk.read(req.addr, slot);
+                    cur = self.copy_frames(
+                        TGT,
+                        core,
+                        cur,
+                        &req,
+                        true,
+                        chan_node,
+                        rd_node(req.addr, self.h[TGT].nodes),
+                    );
+                }
+                for k in 0..req.frames {
+                    cur = self.send_frame(TGT, c, cur, core, r, k);
+                }
+            }
+            (TGT, Op::Write) => {
+                if self.spec.target_io == TargetIo::Ramdisk {
+                    let slot = self.slots[TGT].get(c, req.slot[1]).to_vec();
+                    self.disk.write(req.addr, &slot);
+                    cur = self.copy_frames(
+                        TGT,
+                        core,
+                        cur,
+                        &req,
+                        false,
+                        chan_node,
+                        rd_node(req.addr, self.h[TGT].nodes),
+                    );
+                }
+                cur = self.send_message(TGT, c, cur, core, Ev::DoneIn(r));
+            }
+            (_, Op::Read) => {
+                // The initiator copies its slot into the application's buffer.
+                cur = self.copy_frames(INI, core, cur, &req, false, chan_node, req.node);
+                let slot = self.slots[INI].get(c, req.slot[0]);
+                self.scratch.copy_from_slice(slot);
+                if self.spec.target_io == TargetIo::Ramdisk {
+                    let mut want = vec![0; self.scratch.len()];
+                    self.disk.read(req.addr, &mut want);
+                    self.verify(want == self.scratch);
+                }
+                let h = &mut self.h[INI];
+                cur += h.cores[core].cycles(h.costs.wakeup_cycles);
+                self.h[INI].cores[core].finish(start, cur);
+                self.complete(cur, r);
+                return;
+            }
+            (_, Op::Write) => unreachable!("initiator writes complete on their message"),
+        }
+        self.h[side].cores[core].finish(start, cur);
+    }
+
+    /// Prices a work-queue copy of a request's frames between `side`'s slot (on
+    /// `slot_node`) and the other buffer (the ramdisk or the application's, on
+    /// `other_node`): into the slot when `into_slot`. When the core is done.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_frames(
+        &mut self,
+        side: usize,
+        core: usize,
+        mut cur: Time,
+        req: &Req,
+        into_slot: bool,
+        slot_node: u32,
+        other_node: u32,
+    ) -> Time {
+        let spec = self.spec;
+        let h = &mut self.h[side];
+        let socket = h.cores[core].socket;
+        for k in 0..req.frames {
+            let len = (spec.req_bytes - k as u64 * spec.frame_bytes).min(spec.frame_bytes);
+            let slot = Self::slot_buf(req.chan, req.slot[side], k);
+            let other = if side == TGT {
+                id::DISK | (req.addr + k as u64 * spec.frame_bytes) >> 12
+            } else {
+                Self::app_buf(req.index, k)
+            };
+            let (s, sn, d, dn) = if into_slot {
+                (other, other_node, slot, slot_node)
+            } else {
+                (slot, slot_node, other, other_node)
+            };
+            let stall = mem::cpu_copy(&mut h.mem, cur, socket, sn, s, dn, d, len);
+            cur = cur + stall + h.cores[core].cycles(h.costs.copy_line_cycles * len.div_ceil(64));
+        }
+        cur
+    }
+
+    fn done_in(&mut self, t: Time, r: u32) {
+        let c = self.reqs[r as usize].chan;
+        let end = self.net_rx(INI, c, t, true);
+        let core = self.sides[c][INI].net_core;
+        let h = &mut self.h[INI];
+        let end2 = end + h.cores[core].cycles(h.costs.wakeup_cycles);
+        h.cores[core].finish(end, end2);
+        let req = &self.reqs[r as usize];
+        if self.spec.target_io == TargetIo::Ramdisk {
+            fill(&mut self.scratch, req.thread, req.seq);
+            let mut got = vec![0; self.scratch.len()];
+            self.disk.read(req.addr, &mut got);
+            self.verify(got == self.scratch);
+        }
+        self.complete(end2, r);
+    }
+
+    fn verify(&mut self, ok: bool) {
+        self.r.verified += 1;
+        if !ok {
+            self.r.mismatches += 1;
+        }
+    }
+
+    /// Request `r` is complete at `t`: its slots free, its thread issues again.
+    fn complete(&mut self, t: Time, r: u32) {
+        let req = &self.reqs[r as usize];
+        let c = req.chan;
+        self.sides[c][INI].free.push(req.slot[0]);
+        self.sides[c][TGT].free.push(req.slot[1]);
+        self.chans.done(c, self.spec.req_bytes);
+        self.r.requests_total += 1;
+        if self.warm {
+            self.r.requests += 1;
+            self.bytes_window += self.spec.req_bytes;
+        }
+        self.admit(t, c);
+        self.at(t, Ev::Issue(r));
+    }
+}
+
+/// The bytes thread `thread` writes in its `seq`th request.
+fn fill(buf: &mut [u8], thread: u32, seq: u64) {
+    let base = (thread as u64) << 40 ^ seq.wrapping_mul(0x2545_F491_4F6C_DD1D);
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (base.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9) >> 24) as u8;
+    }
+}

@@ -1,0 +1,239 @@
+//! Tyche's mechanisms (REFERENCE.md §3) on two dual-socket hosts with six Myricom NICs,
+//! three under each package's root: bytes arrive intact, affinity keeps data off the
+//! interconnect, round-robin does not, counters agree with the traffic generated.
+
+use fabric::scenario::Source;
+use fabric::{builtin, Fabric, Topology};
+use sim::Time;
+use systems::tyche::{
+    self, App, AppKind, BufferPlacement, Op, Place, Scheduler, TargetIo, TycheHost, TycheSpec,
+};
+
+fn nic(name: &str, root: &str) -> String {
+    format!(
+        "[[host.device]]\nname = \"{name}\"\ndevice_model = \"myri10ge\"\nparent = \"{root}\"\n"
+    )
+}
+
+fn topo() -> Topology {
+    let mut text = String::from(
+        "include = [\"platforms/r730.toml\", \"platforms/devices.toml\"]\n[scenario]\nname = \"t\"\n",
+    );
+    for host in ["initiator", "target"] {
+        text += &format!("[[host]]\nname = \"{host}\"\nplatform = \"r730\"\n");
+        for i in 0..6 {
+            text += &nic(&format!("nic{i}"), if i < 3 { "rc0" } else { "rc1" });
+        }
+    }
+    let s = builtin::load_source(Source {
+        name: "t.toml".into(),
+        text,
+    })
+    .unwrap();
+    Fabric::from_scenario(s).unwrap().topo
+}
+
+const NICS: [&str; 6] = ["nic0", "nic1", "nic2", "nic3", "nic4", "nic5"];
+
+fn hosts(t: &Topology) -> (TycheHost, TycheHost) {
+    let h = |n| TycheHost::new(t, t.host_by_name(n).unwrap(), &NICS).unwrap();
+    (h("initiator"), h("target"))
+}
+
+fn spec(op: Op, app: App, place: Place, scheduler: Scheduler) -> TycheSpec {
+    TycheSpec {
+        op,
+        req_bytes: 128 << 10,
+        frame_bytes: 8192,
+        app,
+        channels: 6,
+        initiator: place,
+        target: place,
+        scheduler,
+        target_io: TargetIo::Ramdisk,
+        warmup: Time::from_us(300),
+        window: Time::from_us(1500),
+    }
+}
+
+fn zmio(threads: u32, placement: BufferPlacement) -> App {
+    App {
+        kind: AppKind::Zmio,
+        threads,
+        placement,
+    }
+}
+
+fn run(s: &TycheSpec) -> tyche::TycheResult {
+    let t = topo();
+    let (mut i, mut g) = hosts(&t);
+    tyche::run(&mut i, &mut g, s).unwrap()
+}
+
+#[test]
+fn every_block_read_or_written_arrives_intact() {
+    for op in [Op::Read, Op::Write] {
+        for (place, sched) in [
+            (Place::NicLocal, Scheduler::Numa),
+            (Place::Node(0), Scheduler::RoundRobin),
+        ] {
+            let r = run(&spec(op, zmio(8, BufferPlacement::Balanced), place, sched));
+            assert!(
+                r.verified > 50,
+                "{op:?}: only {} blocks compared",
+                r.verified
+            );
+            assert_eq!(r.mismatches, 0, "{op:?} {place:?}: blocks arrived wrong");
+            assert_eq!(r.verified, r.requests_total);
+        }
+    }
+}
+
+#[test]
+fn full_affinity_moves_nothing_across_the_interconnect_and_nics_write_their_own_node() {
+    for op in [Op::Read, Op::Write] {
+        let r = run(&spec(
+            op,
+            zmio(8, BufferPlacement::Affine),
+            Place::NicLocal,
+            Scheduler::Numa,
+        ));
+        assert!(
+            r.throughput_gbps > 1.0,
+            "{op:?}: {:.2} GB/s",
+            r.throughput_gbps
+        );
+        assert_eq!(r.off_node_requests, 0);
+        assert_eq!(
+            r.interconnect_bytes[0], 0,
+            "{op:?}: initiator QPI {:?}",
+            r.qpi_gbps
+        );
+        assert!(r.nic_rx_bytes > 0);
+        assert_eq!(r.nic_rx_off_node_bytes, 0, "{op:?}");
+    }
+}
+
+#[test]
+fn round_robin_moves_request_data_across_the_interconnect() {
+    let r = run(&spec(
+        Op::Read,
+        zmio(8, BufferPlacement::Affine),
+        Place::NicLocal,
+        Scheduler::RoundRobin,
+    ));
+    assert!(r.off_node_requests > 0);
+    // Half the requests are copied between a slot and a buffer on different nodes: the
+    // copy's reads for ownership cross (lines the copying core's LLC still holds from
+    // the buffer's last use do not), never more than all the data twice.
+    let data = r.requests * (128 << 10);
+    assert!(
+        r.interconnect_bytes[0] >= data / 8 && r.interconnect_bytes[0] <= 2 * data + data / 2,
+        "{} bytes crossed for {data} bytes of requests",
+        r.interconnect_bytes[0]
+    );
+}
+
+#[test]
+fn interconnect_counters_add_up_to_the_dma_that_crossed() {
+    // Everything on node 1 with the NICs of node 0 in use: all CPU work is local to node
+    // 1, so every interconnect byte is DMA between a NIC and node 1's memory.
+    for op in [Op::Read, Op::Write] {
+        let mut s = spec(
+            op,
+            zmio(4, BufferPlacement::Node(1)),
+            Place::Node(1),
+            Scheduler::RoundRobin,
+        );
+        s.channels = 3;
+        s.target_io = TargetIo::NoOp;
+        let r = run(&s);
+        assert!(r.dma_cross_bytes[0] > 0);
+        assert_eq!(r.interconnect_bytes, r.dma_cross_bytes, "{op:?}");
+        assert_eq!(r.nic_rx_off_node_bytes, r.nic_rx_bytes, "{op:?}");
+    }
+}
+
+#[test]
+fn the_numa_scheduler_balances_kilobytes_over_a_nodes_channels() {
+    let r = run(&spec(
+        Op::Read,
+        zmio(8, BufferPlacement::Affine),
+        Place::NicLocal,
+        Scheduler::Numa,
+    ));
+    for node in [0..3, 3..6] {
+        let kb = &r.channel_kb[node];
+        let (lo, hi) = (kb.iter().min().unwrap(), kb.iter().max().unwrap());
+        assert!(*lo > 0 && hi - lo <= 128, "{kb:?}");
+    }
+}
+
+#[test]
+fn same_spec_same_result() {
+    let s = spec(
+        Op::Read,
+        zmio(4, BufferPlacement::Balanced),
+        Place::NicLocal,
+        Scheduler::NumaSpill,
+    );
+    let (a, b) = (run(&s), run(&s));
+    assert_eq!(a.requests_total, b.requests_total);
+    assert_eq!(a.interconnect_bytes, b.interconnect_bytes);
+    assert_eq!(a.throughput_gbps, b.throughput_gbps);
+}
+
+#[test]
+fn strict_numa_routing_of_skewed_writes_loads_one_nodes_nics_and_spilling_helps() {
+    // zmIO's writes: 99 % of the buffers on node 0. The NUMA scheduler keeps each on its
+    // node, so node 0's three ports carry more than any of node 1's, whose few buffers
+    // cycle fast on idle channels (closed loop). A port's counter includes the frames
+    // already booked beyond the run's end (16 slots a channel), so no rate bound here.
+    let skew = BufferPlacement::Skewed { node0: 0.99 };
+    let sp = spec(Op::Write, zmio(16, skew), Place::NicLocal, Scheduler::Numa);
+    let t = topo();
+    let (mut i, mut g) = hosts(&t);
+    let r = tyche::run(&mut i, &mut g, &sp).unwrap();
+    assert_eq!(r.off_node_requests, 0);
+    let wire: Vec<u64> = i.nics.iter().map(|n| n.tx_port.bytes).collect();
+    let least0 = wire[..3].iter().min().unwrap();
+    assert!(wire[3..].iter().all(|w| w < least0), "{wire:?}");
+    // Spilling puts node 1's idle channels to work.
+    let mut ss = sp.clone();
+    ss.scheduler = Scheduler::NumaSpill;
+    let s = run(&ss);
+    assert!(s.off_node_requests > 0);
+    assert!(
+        s.throughput_gbps > 1.2 * r.throughput_gbps,
+        "{:.2} vs {:.2}",
+        s.throughput_gbps,
+        r.throughput_gbps
+    );
+}
+
+#[test]
+fn on_the_dual_hub_testbed_full_affinity_keeps_the_processor_link_idle() {
+    let s = builtin::load_builtin("tyche_6nic").unwrap().unwrap();
+    let t = Fabric::from_scenario(s).unwrap().topo;
+    let (mut i, mut g) = hosts(&t);
+    let r = tyche::run(
+        &mut i,
+        &mut g,
+        &spec(
+            Op::Read,
+            zmio(8, BufferPlacement::Affine),
+            Place::NicLocal,
+            Scheduler::Numa,
+        ),
+    )
+    .unwrap();
+    assert_eq!(r.mismatches, 0);
+    assert!(r.throughput_gbps > 1.0);
+    for (link, gbps) in &r.qpi_gbps {
+        if link.starts_with("pkg") && link.contains("→pkg") {
+            assert_eq!(*gbps, 0.0, "{link}: {:?}", r.qpi_gbps);
+        }
+    }
+    assert_eq!(r.qpi0_share, Some(0.0));
+    assert_eq!(r.nic_rx_off_node_bytes, 0);
+}
