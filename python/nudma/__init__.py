@@ -249,7 +249,7 @@ def sweep(
     # per-task overhead of Ray and Dask small.
     size = points_per_task or max(1, math.ceil(n / (4 * slots)))
     chunks = [(a, min(a + size, n)) for a in range(0, n, size)]
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     bar = tqdm(total=n, unit="pt", desc=f"nudma sweep ({backend})", disable=not progress)
     texts: list[Optional[str]] = [None] * len(chunks)
