@@ -1,12 +1,14 @@
 """Each call of the Python API against the CLI's output for the same input, and bad
 input as `nudma.NudmaError` with the CLI's located message."""
 
+import subprocess
+
 import pandas as pd
 import pyarrow as pa
 import pytest
 
 import nudma
-from conftest import ROOT, cli_json
+from conftest import ROOT, cli_json, nudma_bin
 
 GPU = str(ROOT / "examples" / "borrowed_gpu.toml")
 SHORT = {"measure.duration": "20 us", "measure.warmup": "5 us"}
@@ -138,8 +140,6 @@ def test_a_scenario_error_names_file_and_line(tmp_path):
     with pytest.raises(nudma.NudmaError) as e:
         nudma.run(str(bad))
     assert str(bad) in str(e.value)
-    cli = __import__("subprocess").run(
-        [str(ROOT / "target/release/nudma"), "run", str(bad)], capture_output=True, text=True
-    )
+    cli = subprocess.run([str(nudma_bin()), "run", str(bad)], capture_output=True, text=True)
     assert cli.returncode == 2
     assert cli.stderr.strip() == f"error: {e.value}"
