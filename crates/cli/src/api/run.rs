@@ -16,10 +16,6 @@ pub struct Loaded {
     pub experiment: Option<Experiment>,
 }
 
-/// What one point produced: its rows and, for a workload scenario, the hardware counters
-/// of its measurement window (`null` for an experiment file's point).
-pub type PointOutput = PointResult;
-
 /// Loads a scenario file or built-in name, telling an experiment file apart.
 pub fn load(scenario: &str) -> anyhow::Result<Loaded> {
     let src = run::source(scenario)?;
@@ -51,14 +47,15 @@ impl Loaded {
         run::sweep(sets)
     }
 
-    /// Runs `points` on `jobs` threads; results come back in point order.
+    /// Runs `points` on `jobs` threads; results come back in point order. An experiment
+    /// file's points carry no counters (`null`).
     pub fn run_points(
         &self,
         points: &[Point],
         seed: u64,
         jobs: usize,
         progress: bool,
-    ) -> anyhow::Result<Vec<PointOutput>> {
+    ) -> anyhow::Result<Vec<PointResult>> {
         match &self.experiment {
             None => Ok(run::run_all(&self.src, points, seed, jobs, progress)?),
             // An experiment sets its own seeds and runs its configs in order.
@@ -93,7 +90,7 @@ impl Loaded {
 pub struct RunOutput {
     pub loaded: Loaded,
     pub points: Vec<Point>,
-    pub results: Vec<PointOutput>,
+    pub results: Vec<PointResult>,
     pub refs: Vec<Reference>,
 }
 
