@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use inspect::export::{scenario_toml, Calibration};
 use inspect::platform_file::MemoryParams;
-use inspect::{audit, import_hwloc_file, import_sysfs, Severity};
+use inspect::Severity;
+use nudma::api::audit;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -65,24 +66,16 @@ pub fn execute(a: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         Some(p) => Some(MemoryParams::read(p)?),
         None => None,
     };
-    let mut machine = match &a.hwloc {
-        Some(path) => import_hwloc_file(path)?,
-        None => {
-            let root = a.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
-            let mut m = import_sysfs(&root)?;
-            inspect::procs::read_processes(&mut m, &root, &a.pid);
-            m
-        }
-    };
-    machine.processes.sort_by_key(|p| p.pid);
-    let mut result = audit(&machine);
     let cal = match (&calibration, &a.calibration) {
-        (Some(params), Some(p)) => Some(Calibration { params, path: p }),
+        (Some(params), Some(p)) => Some((params, p.as_path())),
         _ => None,
     };
-    if inspect::predict::annotate(&mut result, &machine, cal) > 0 {
-        result.predicted_gain = inspect::predict::PREDICTED;
-    }
+    let (machine, result) = audit::run(&audit::AuditInput {
+        sysfs_root: a.sysfs_root.as_deref(),
+        hwloc: a.hwloc.as_deref(),
+        pids: &a.pid,
+        calibration: cal,
+    })?;
     match a.format {
         Format::Human => out.write_all(inspect::report::render_human(&result).as_bytes())?,
         Format::Json => {

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use studies::{catalog, report};
+use nudma::api::reproduce::{self, Progress};
+use studies::report;
 
 #[derive(clap::Args)]
 pub struct ReproduceArgs {
@@ -25,7 +26,7 @@ pub struct ReproduceArgs {
 }
 
 pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
-    let (experiments, missing) = catalog::select(&a.targets).map_err(anyhow::Error::msg)?;
+    let (experiments, missing) = reproduce::select(&a.targets)?;
     for e in &missing {
         eprintln!(
             "nudma reproduce: {} ({}) is not implemented yet",
@@ -40,29 +41,29 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let mut runs = Vec::new();
-    let n = experiments.len();
-    for (i, e) in experiments.iter().enumerate() {
-        let t = Instant::now();
-        eprint!("[{}/{n}] {} … ", i + 1, e.info.id);
-        let r = e
-            .run()
-            .map_err(|err| anyhow::anyhow!("{}: {err}", e.info.id))?;
-        eprintln!("{} results in {:.1} s", r.len(), t.elapsed().as_secs_f64());
-        runs.extend(r);
-    }
-    let refs = catalog::references();
-    let infos: Vec<_> = experiments.iter().map(|e| e.info.clone()).collect();
+    let mut t = Instant::now();
+    let done = reproduce::run(experiments, missing, &mut |p| match p {
+        Progress::Start {
+            index,
+            total,
+            experiment,
+        } => {
+            t = Instant::now();
+            eprint!("[{}/{total}] {} … ", index + 1, experiment.info.id);
+        }
+        Progress::Done { rows } => {
+            eprintln!("{rows} results in {:.1} s", t.elapsed().as_secs_f64());
+        }
+    })?;
+    let (runs, refs, missing) = (&done.runs, &done.refs, &done.missing);
+    let infos: Vec<_> = done.experiments.iter().map(|e| e.info.clone()).collect();
     match a.format {
-        crate::Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&report::reproduce_json(&runs, &refs, &missing))?
-        ),
+        crate::Format::Json => println!("{}", serde_json::to_string_pretty(&done.json())?),
         crate::Format::Text => print!(
             "{}",
             report::table_with(
-                &runs,
-                &refs,
+                runs,
+                refs,
                 &infos,
                 report::TableOptions { compact: !a.full }
             )
@@ -70,9 +71,9 @@ pub fn run(a: ReproduceArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)?;
-        let plots = studies::plot::write_plots(dir, &infos, &runs, &refs)?;
-        let (md, html) = report::write_report(dir, &infos, &runs, &refs, &missing)?;
-        let counters = report::write_counters(dir, &runs)?;
+        let plots = studies::plot::write_plots(dir, &infos, runs, refs)?;
+        let (md, html) = report::write_report(dir, &infos, runs, refs, missing)?;
+        let counters = report::write_counters(dir, runs)?;
         eprintln!(
             "wrote {} plot(s), {} and {}{}",
             plots.len(),

@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use nudma::api::run as api;
 use serde_json::{json, Value};
-use studies::run::{self, overrides::Override};
+use studies::run::overrides::params_of;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -33,28 +34,18 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let sets = a
-        .sets
-        .iter()
-        .map(|s| Override::parse(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let src = run::source(&a.scenario)?;
-    if studies::experiment::is_experiment(&src) {
-        return run_experiment(&src, &sets, a.format);
-    }
-    let points = run::sweep(&sets);
+    let sets = api::parse_sets(&a.sets)?;
     let jobs = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    if points.len() > 1 {
-        eprintln!("nudma run: {} points on {jobs} worker(s)", points.len());
+    let out = api::run(&a.scenario, &sets, a.seed, jobs, true)?;
+    if let Some(info) = out.loaded.info() {
+        return print_experiment(&out, info, !sets.is_empty(), a.format);
     }
-    let results = run::run_all(&src, &points, a.seed, jobs, true)?;
-    let rows: Vec<_> = results.iter().flat_map(|r| r.rows.clone()).collect();
-    let json = studies::report::results_json(&rows, &[]);
+    let rows = out.rows();
+    let json = out.json();
     match a.format {
         crate::Format::Json => println!("{}", serde_json::to_string_pretty(&json)?),
         crate::Format::Text => print!("{}", table(&rows)),
@@ -65,10 +56,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             dir.join("results.json"),
             serde_json::to_string_pretty(&json)?,
         )?;
-        let counters: Vec<Value> = points
+        let counters: Vec<Value> = out
+            .points
             .iter()
-            .zip(&results)
-            .map(|(p, r)| json!({ "params": run::overrides::params_of(p), "counters": r.counters }))
+            .zip(&out.results)
+            .map(|(p, r)| json!({ "params": params_of(p), "counters": r.counters }))
             .collect();
         std::fs::write(
             dir.join("counters.json"),
@@ -85,39 +77,23 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// An experiment file (`scenarios/experiments/*.toml` or a copy): every config and sweep
 /// point, for each `--set` point, compared with its published values.
-fn run_experiment(
-    src: &fabric::scenario::Source,
-    sets: &[Override],
+fn print_experiment(
+    out: &api::RunOutput,
+    info: &studies::ExperimentInfo,
+    swept: bool,
     format: crate::Format,
 ) -> anyhow::Result<ExitCode> {
-    let e = studies::experiment::Experiment::parse(src)?;
-    let mut rows = Vec::new();
-    for point in run::sweep(sets) {
-        let one: Vec<Override> = point
-            .iter()
-            .map(|(k, v)| Override::parse(&format!("{k}={v}")))
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?;
-        rows.extend(e.run(&one)?);
-    }
-    // Published values were measured on the hardware the file names, not on a changed one.
-    let refs = if sets.is_empty() {
-        e.references.clone()
-    } else {
+    if swept {
         eprintln!("nudma run: --set changes the hardware; published values are not compared");
-        Vec::new()
-    };
+    }
     match format {
-        crate::Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&studies::report::results_json(&rows, &refs))?
-        ),
+        crate::Format::Json => println!("{}", serde_json::to_string_pretty(&out.json())?),
         crate::Format::Text => print!(
             "{}",
             studies::report::table_with(
-                &rows,
-                &refs,
-                std::slice::from_ref(&e.info),
+                &out.rows(),
+                &out.refs,
+                std::slice::from_ref(info),
                 studies::report::TableOptions { compact: false }
             )
         ),

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use fabric::describe;
-use fabric::{Access, Fabric};
-use studies::path_query::{has_timing, route_query, timed_request, PathAnswer};
+use fabric::Access;
+use nudma::api::topo::{self, load};
 
 #[derive(clap::Subcommand)]
 pub enum TopoCommand {
@@ -77,11 +77,6 @@ fn parse_len(s: &str) -> Result<u32, String> {
     }
 }
 
-pub fn load(scenario: &str) -> anyhow::Result<Fabric> {
-    let s = fabric::builtin::load_any(scenario)?;
-    Ok(Fabric::from_scenario(s)?)
-}
-
 pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
     match c {
         TopoCommand::Show { scenario, format } => {
@@ -98,18 +93,7 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
         }
         TopoCommand::Check { scenario } => {
             let f = load(&scenario)?;
-            let t = &f.topo;
-            let devices = t.devices.len();
-            println!(
-                "{}: ok — {} host(s), {} PCIe node(s), {} device(s), {} NTB adapter(s), {} cable(s), {} cluster switch(es)",
-                t.name,
-                t.hosts.len(),
-                t.nodes.len(),
-                devices,
-                t.ntbs.len(),
-                t.cables.len(),
-                t.cluster_switches.len()
-            );
+            println!("{}", topo::check_summary(&f));
             Ok(ExitCode::SUCCESS)
         }
         TopoCommand::Path {
@@ -126,76 +110,30 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                 AccessArg::Read => Access::Read,
                 AccessArg::Write => Access::Write,
             };
-            // One load: with timing parameters the query runs on the timed fabric (routing
-            // is the same; loading a large cluster twice is not).
-            let f = load(&scenario)?;
-            let (mut plain, mut tf, mut timing_error) = if has_timing(&f) {
-                match sim::timed::TimedFabric::new(f, 1) {
-                    Ok(tf) => (None, Some(tf), None),
-                    Err(e) => (
-                        Some(load(&scenario)?),
-                        None,
-                        Some(format!("timing {from} → {to}: {}", e.0)),
-                    ),
-                }
-            } else {
-                (Some(f), None, None)
+            let q = topo::PathQuery {
+                from: &from,
+                to: &to,
+                offset,
+                len,
+                access,
+                outstanding,
             };
-            let f = match (&mut plain, &mut tf) {
-                (Some(f), _) => f,
-                (None, Some(tf)) => &mut tf.fabric,
-                (None, None) => unreachable!("one of the two is made"),
-            };
-            let PathAnswer {
-                request: req,
-                setup,
-                path: p,
-                result: r,
-            } = route_query(f, &from, &to, offset, len, access)?;
-            // With timing parameters, the zero-load time of this one request: a write until
-            // it lands, a read until its data is back (requester overheads not included).
-            let timed = match (&r, tf.as_mut()) {
-                (Ok(_), Some(tf)) => match timed_request(tf, &req, outstanding) {
-                    Ok(t) => Some((t.latency_ns, t.stream)),
-                    Err(e) => {
-                        timing_error = Some(format!("timing {from} → {to}: {e}"));
-                        None
-                    }
-                },
-                _ => None,
-            };
+            let report = topo::path(&|| load(&scenario), &q)?;
+            let (req, setup, p, r) = (&report.request, &report.setup, &report.path, &report.result);
+            let timed = &report.timed;
+            let timing_error = &report.timing_error;
             let latency_ns = timed.as_ref().map(|t| t.0);
-            let t = match (&plain, &tf) {
-                (Some(f), _) => &f.topo,
-                (None, Some(tf)) => &tf.fabric.topo,
-                (None, None) => unreachable!("one of the two is made"),
-            };
+            let t = report.topo();
             match format {
                 crate::Format::Json => {
-                    let mut v = describe::path_json(t, &p, &r);
-                    v["from"] = from.clone().into();
-                    v["to"] = to.clone().into();
-                    v["access"] = format!("{access:?}").to_lowercase().into();
-                    v["address"] = req.addr.into();
-                    v["len"] = len.into();
-                    v["setup"] = setup.clone().into();
-                    if let Some((l, stream)) = &timed {
-                        v["latency_ns"] = (*l).into();
-                        if let Some((gbps, why)) = stream {
-                            v["stream"] = serde_json::json!({ "gbps": gbps, "bottleneck": why });
-                        }
-                    }
-                    if let Some(e) = &timing_error {
-                        v["timing_error"] = e.clone().into();
-                    }
-                    println!("{}", serde_json::to_string_pretty(&v)?);
+                    println!("{}", serde_json::to_string_pretty(&report.json(&q))?);
                 }
                 crate::Format::Text => {
                     println!(
                         "{} {from} → {to}: {:?} of {len} B at {:#x}",
                         t.name, access, req.addr
                     );
-                    for s in &setup {
+                    for s in setup {
                         println!("  set up for this query: {s}");
                     }
                     for (i, s) in p.steps.iter().enumerate() {
@@ -206,7 +144,7 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                             describe::step_name(t, s)
                         );
                     }
-                    match &r {
+                    match r {
                         Ok(target) => {
                             println!(
                                 "  → {}\n  {} hop(s), {} root(s)",
@@ -224,12 +162,12 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                                     }
                                 );
                             }
-                            if let Some((_, Some((gbps, why)))) = &timed {
+                            if let Some((_, Some((gbps, why)))) = timed {
                                 println!(
                                     "  streaming such accesses: {gbps:.2} GB/s, bound by {why}"
                                 );
                             }
-                            if let Some(e) = &timing_error {
+                            if let Some(e) = timing_error {
                                 println!("  no timing: {e}");
                             }
                         }
