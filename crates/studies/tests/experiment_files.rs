@@ -37,7 +37,11 @@ fn the_built_in_files_are_the_implemented_catalog() {
             "smartio.nvme_sharing",
             "smartio.p2p",
             "smartio.ram_latency",
-            "smartio.sq_placement"
+            "smartio.sq_placement",
+            "tyche.fio_6nic",
+            "tyche.nics_node0",
+            "tyche.spill",
+            "tyche.zmio_6nic"
         ]
     );
     let refs: Vec<_> = builtin().iter().flat_map(|e| e.references.iter()).collect();
