@@ -744,7 +744,8 @@ mod tests {
         assert_eq!(g.reserve(Time::ZERO, 1000), Time::from_us(1));
     }
 
-    fn ms() -> MemSys {
+    /// A Broadwell-like two-socket memory system, shared with the submodules' tests.
+    pub(super) fn ms() -> MemSys {
         MemSys::new(MemSysParams {
             sockets: 2,
             llc_bytes: 35 << 20,

@@ -28,23 +28,8 @@ impl MemSys {
 
 #[cfg(test)]
 mod tests {
-    use super::super::MemSysParams;
+    use super::super::tests::ms;
     use super::*;
-
-    fn ms() -> MemSys {
-        MemSys::new(MemSysParams {
-            sockets: 2,
-            llc_bytes: 35 << 20,
-            llc_ways: 20,
-            ddio_ways: 2,
-            llc_latency: Time::from_ns(20),
-            dram_latency: Time::from_ns(90),
-            interconnect_latency: Time::from_ns(25),
-            dram_gbps: 60.0,
-            interconnect_gbps: 38.4,
-            line_fill_buffers: 10,
-        })
-    }
 
     #[test]
     fn pushing_out_a_dirty_buffer_writes_it_back_and_a_clean_one_not() {
