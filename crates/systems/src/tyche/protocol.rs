@@ -395,7 +395,7 @@ impl Sim<'_> {
             buf: msg,
             bytes: MSG_BYTES,
         };
-        let visible = self.transmit(from, c, doorbell, desc, payload, None, MSG_BYTES);
+        let visible = self.transmit(from, c, socket, doorbell, desc, payload, None, MSG_BYTES);
         self.at(visible, ev);
         doorbell
     }
@@ -409,6 +409,7 @@ impl Sim<'_> {
         let (src, dst) = (req.slot[from], req.slot[to]);
         let node = self.sides[c][from].node as u32;
         let h = &mut self.h[from];
+        let socket = h.cores[core].socket;
         let doorbell = at + h.cores[core].cycles(h.costs.tx_packet_cycles);
         let ring = self.sides[c][from].ring % host::net::RING;
         self.sides[c][from].ring += 1;
@@ -426,6 +427,7 @@ impl Sim<'_> {
         let visible = self.transmit(
             from,
             c,
+            socket,
             doorbell,
             desc,
             payload,
@@ -436,15 +438,16 @@ impl Sim<'_> {
         doorbell
     }
 
-    /// Side `from`'s NIC of channel `c`, rung at `doorbell`, fetches `desc` and
-    /// `payload`, puts the frame on the wire, and the other side's NIC writes it into
-    /// `dst` (on that side's channel node; a message goes into its receive ring) with a
-    /// completion entry. When it is visible.
+    /// Side `from`'s NIC of channel `c`, rung by a core on `socket` at `doorbell`,
+    /// fetches `desc` and `payload`, puts the frame on the wire, and the other side's NIC
+    /// writes it into `dst` (on that side's channel node; a message goes into its receive
+    /// ring) with a completion entry. When it is visible.
     #[allow(clippy::too_many_arguments)]
     fn transmit(
         &mut self,
         from: usize,
         c: usize,
+        socket: u32,
         doorbell: Time,
         desc: HostBuf,
         payload: HostBuf,
@@ -453,6 +456,7 @@ impl Sim<'_> {
     ) -> Time {
         let to = 1 - from;
         let h = &mut *self.h[from];
+        let doorbell = mem::pio_arrival(&h.mem, doorbell, socket, &h.nics[c]);
         let ready = mem::nic_fetch(
             &mut h.nics[c],
             doorbell,
