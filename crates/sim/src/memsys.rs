@@ -26,7 +26,9 @@
 //! to DRAM as write-backs); any other device write (another package's memory, or a
 //! device behind an I/O hub, which has no LLC) goes to DRAM and invalidates cached
 //! copies; a device read of a line in an LLC is served from it without eviction, local
-//! or remote.
+//! or remote. A dirty line an LLC evicts is written back to its home node's DRAM, across
+//! the route from the evicting package when the home is another (`cpu_write_home` names a
+//! store's home; `cpu_write` is a store to the writer's own node).
 //!
 //! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
 //! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
