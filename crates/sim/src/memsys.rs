@@ -26,7 +26,9 @@
 //! to DRAM as write-backs); any other device write (another package's memory, or a
 //! device behind an I/O hub, which has no LLC) goes to DRAM and invalidates cached
 //! copies; a device read of a line in an LLC is served from it without eviction, local
-//! or remote.
+//! or remote. A dirty line an LLC evicts is written back to its home node's DRAM, across
+//! the route from the evicting package when the home is another (`cpu_write_home` names a
+//! store's home; `cpu_write` is a store to the writer's own node).
 //!
 //! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
 //! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
@@ -168,15 +170,15 @@ impl Fifo {
     }
 }
 
-/// An LRU of buffers with a capacity in lines; evicting returns the dirty lines written
-/// back.
+/// An LRU of buffers with a capacity in lines; evicting adds the dirty lines written
+/// back to their home node's count.
 #[derive(Clone, Debug, Default)]
 struct Lru {
     cap_lines: u64,
     used: u64,
     stamp: u64,
-    /// buffer → (lines, stamp, dirty)
-    map: FxHashMap<u64, (u64, u64, bool)>,
+    /// buffer → (lines, stamp, dirty, home node)
+    map: FxHashMap<u64, (u64, u64, bool, u32)>,
     order: BTreeMap<u64, u64>,
 }
 
@@ -195,33 +197,33 @@ impl Lru {
     }
 
     fn remove(&mut self, buf: u64) -> Option<(u64, bool)> {
-        let (lines, stamp, dirty) = self.map.remove(&buf)?;
+        let (lines, stamp, dirty, _) = self.map.remove(&buf)?;
         self.order.remove(&stamp);
         self.used -= lines;
         Some((lines, dirty))
     }
 
-    /// Inserts (or refreshes) `buf`; returns the dirty lines of the evicted buffers.
-    fn insert(&mut self, buf: u64, lines: u64, dirty: bool) -> u64 {
+    /// Inserts (or refreshes) `buf`, homed on node `home`; adds the dirty lines of the
+    /// evicted buffers to `written_back[their home]`.
+    fn insert(&mut self, buf: u64, lines: u64, dirty: bool, home: u32, written_back: &mut [u64]) {
         let was_dirty = self.remove(buf).is_some_and(|(_, d)| d);
         let lines = lines.min(self.cap_lines);
-        let mut written_back = 0;
         while self.used + lines > self.cap_lines {
             let Some((_, &old)) = self.order.iter().next() else {
                 break;
             };
-            if let Some((l, d)) = self.remove(old) {
+            if let Some(&(l, _, d, h)) = self.map.get(&old) {
+                self.remove(old);
                 if d {
-                    written_back += l;
+                    written_back[h as usize] += l;
                 }
             }
         }
         self.stamp += 1;
         self.map
-            .insert(buf, (lines, self.stamp, dirty || was_dirty));
+            .insert(buf, (lines, self.stamp, dirty || was_dirty, home));
         self.order.insert(self.stamp, buf);
         self.used += lines;
-        written_back
     }
 }
 
@@ -267,6 +269,8 @@ pub struct MemSys {
     /// Background STREAM cores and the arbitration solved for them.
     streams: Vec<StreamAgent>,
     rates: StreamRates,
+    /// Dirty lines evicted by the last LLC insertion, per home node (reused).
+    evicted: Vec<u64>,
 }
 
 fn lines(bytes: u64) -> u64 {
@@ -322,6 +326,7 @@ impl MemSys {
                 .collect(),
             streams: Vec::new(),
             rates: StreamRates::default(),
+            evicted: vec![0; n],
             uncore,
             p,
         }
@@ -548,13 +553,26 @@ impl MemSys {
         }
     }
 
-    /// Write-backs of `lines` evicted from `node`'s LLC: when DRAM has taken them (`at`
-    /// when there are none).
-    fn write_back(&mut self, at: Time, node: u32, lines: u64) -> Time {
-        if lines == 0 {
-            return at;
+    /// Write-backs of the dirty lines the last insertion evicted from `socket`'s LLC
+    /// (`evicted`): each goes to its home node's DRAM, across the route from `socket`
+    /// when the home is another node. When every home's DRAM has taken them (`at` when
+    /// there are none).
+    fn write_back(&mut self, at: Time, socket: u32) -> Time {
+        let mut done = at;
+        for home in 0..self.evicted.len() {
+            let lines = std::mem::take(&mut self.evicted[home]);
+            if lines == 0 {
+                continue;
+            }
+            let home = home as u32;
+            let arrive = if home == socket {
+                at
+            } else {
+                self.cross(at, socket, home, lines * LINE)
+            };
+            done = done.max(self.dram_write(arrive, home, lines * LINE));
         }
-        self.dram_write(at, node, lines * LINE)
+        done
     }
 
     /// Zero-load latency from vertex `a` to `b` and back.
@@ -604,8 +622,8 @@ impl MemSys {
         if attach == node && self.p.ddio_ways > 0 {
             // DDIO: allocate in the local share; a copy in the CPU share is the stale one.
             self.cpu[node as usize].remove(buf);
-            let wb = self.ddio[node as usize].insert(buf, lines(bytes), true);
-            self.write_back(at, node, wb);
+            self.ddio[node as usize].insert(buf, lines(bytes), true, node, &mut self.evicted);
+            self.write_back(at, node);
             return at + self.p.llc_latency;
         }
         let arrive = self.cross(at, attach, node, bytes_l);
@@ -684,8 +702,8 @@ impl MemSys {
         // A dependent miss also waits its turns behind background streams on the
         // servers it crosses (none without them).
         let wait = self.dram[node as usize].wait(LINE) + self.route_wait(node, socket);
-        let wb = self.cpu[s].insert(buf, n, false);
-        self.write_back(at, socket, wb);
+        self.cpu[s].insert(buf, n, false, node, &mut self.evicted);
+        self.write_back(at, socket);
         let stall = if dependent {
             latency + wait
         } else {
@@ -695,14 +713,28 @@ impl MemSys {
         stall.max(Time::from_ps(bw))
     }
 
-    /// A core on `socket` writes `bytes` of `buf` (in `node`): the lines are allocated in
-    /// its LLC, dirty (a copy's destination, a descriptor). What the core waits beyond
+    /// A core on `socket` writes `bytes` of `buf` homed on its own node (`cpu_write_home`
+    /// with `node` = `socket`).
+    pub fn cpu_write(&mut self, at: Time, socket: u32, buf: u64, bytes: u64) -> Time {
+        self.cpu_write_home(at, socket, socket, buf, bytes)
+    }
+
+    /// A core on `socket` writes `bytes` of `buf` homed on `node`: the lines are allocated
+    /// in its LLC, dirty (a copy's destination, a descriptor); when they are evicted their
+    /// write-back goes to `node`'s DRAM across the links from `socket`. What the core waits beyond
     /// the work itself (the caller's): nothing while the lines fit, but a line allocated
     /// by evicting a dirty one waits for that write-back, so stores over an LLC full of
     /// dirty buffers go no faster than DRAM takes the write-backs. Without that, cores
     /// filling socket buffers (28 senders × 6 MiB) queued milliseconds of write-backs on
     /// DRAM in a moment, and every DMA read behind them waited that long.
-    pub fn cpu_write(&mut self, at: Time, socket: u32, buf: u64, bytes: u64) -> Time {
+    pub fn cpu_write_home(
+        &mut self,
+        at: Time,
+        socket: u32,
+        node: u32,
+        buf: u64,
+        bytes: u64,
+    ) -> Time {
         for o in 0..self.ddio.len() {
             if o != socket as usize {
                 self.ddio[o].remove(buf);
@@ -714,8 +746,8 @@ impl MemSys {
             self.ddio[s].touch(buf);
             return Time::ZERO;
         }
-        let wb = self.cpu[s].insert(buf, lines(bytes), true);
-        let taken = self.write_back(at, socket, wb);
+        self.cpu[s].insert(buf, lines(bytes), true, node, &mut self.evicted);
+        let taken = self.write_back(at, socket);
         Time::from_ps(taken.as_ps().saturating_sub(at.as_ps()))
     }
 }
@@ -910,6 +942,25 @@ mod tests {
             (ns - dram_ns).abs() < 0.01 * dram_ns,
             "{ns:.0} vs {dram_ns:.0} ns"
         );
+    }
+
+    #[test]
+    fn a_remote_cores_dirty_lines_are_written_back_to_their_home_across_the_link() {
+        let mut m = ms();
+        // Socket 0 writes 4 KiB homed on node 1 and 4 KiB homed on node 0…
+        m.cpu_write_home(Time::ZERO, 0, 1, 7, 4096);
+        m.cpu_write_home(Time::ZERO, 0, 0, 8, 4096);
+        assert_eq!(m.dram_total(), 0, "dirty lines stay in the LLC");
+        // …then streams clean node-0 lines through its LLC until both are evicted.
+        let share = (35u64 << 20) * 18 / 20;
+        for b in 0..share / 65536 + 1 {
+            m.cpu_read(Time::ZERO, 0, 0, 100 + b, 65536, false);
+        }
+        assert!(!m.cached(0, 7) && !m.cached(0, 8));
+        assert_eq!(m.dram(1).write, 4096, "node 1's lines went home");
+        assert_eq!(m.dram(0).write, 4096, "node 0's stayed local");
+        assert_eq!(m.link_bytes(0, 1), Some(4096), "and crossed toward node 1");
+        assert_eq!(m.link_bytes(1, 0), Some(0));
     }
 
     #[test]

@@ -153,7 +153,13 @@ pub fn one(name: &str, v: Value) -> Fields {
 pub const PROBES: &[Probe] = &[
     Probe {
         name: "tyche",
-        fields: &["throughput_gbps", "qpi_gbps", "qpi0_share"],
+        fields: &[
+            "throughput_gbps",
+            "qpi_gbps",
+            "qpi0_share",
+            "requests",
+            "frames",
+        ],
         run: tyche::tyche,
     },
     Probe {

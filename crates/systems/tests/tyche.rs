@@ -237,3 +237,101 @@ fn on_the_dual_hub_testbed_full_affinity_keeps_the_processor_link_idle() {
     assert_eq!(r.qpi0_share, Some(0.0));
     assert_eq!(r.nic_rx_off_node_bytes, 0);
 }
+
+#[test]
+fn the_window_counts_every_completed_request_and_the_frames_that_carried_it() {
+    for op in [Op::Read, Op::Write] {
+        let s = spec(
+            op,
+            zmio(8, BufferPlacement::Balanced),
+            Place::NicLocal,
+            Scheduler::Numa,
+        );
+        let r = run(&s);
+        assert_eq!(
+            r.verified, r.requests_total,
+            "{op:?}: one check per request"
+        );
+        assert!(r.requests > 0 && r.requests < r.requests_total, "{op:?}");
+        // Requests are counted where they complete, frames where they arrive: every
+        // completed request's frames arrived, and a request still in flight (at most the
+        // application's threads × depth) has at most all of its own.
+        let per = s.req_bytes / s.frame_bytes;
+        let in_flight = (s.app.threads * s.app.depth()) as u64;
+        assert!(
+            r.frames_total >= r.requests_total * per
+                && r.frames_total <= (r.requests_total + in_flight) * per,
+            "{op:?}: {} frames for {} requests",
+            r.frames_total,
+            r.requests_total
+        );
+        // In the window the requests that started before it and those still open at its
+        // end bound the difference.
+        let diff = r.frames.abs_diff(r.requests * per);
+        assert!(
+            diff <= in_flight * per,
+            "{op:?}: {} frames for {} requests in the window",
+            r.frames,
+            r.requests
+        );
+    }
+}
+
+fn node0_testbed() -> (Topology, [&'static str; 3]) {
+    let s = builtin::load_builtin("tyche_node0").unwrap().unwrap();
+    (
+        Fabric::from_scenario(s).unwrap().topo,
+        ["nic0", "nic1", "nic2"],
+    )
+}
+
+#[test]
+fn a_send_request_posted_from_the_far_package_reaches_the_nic_one_crossing_later() {
+    // myri10ge posts send requests by PIO: the NIC behind node 0's hub sees one from a
+    // node-1 core after the processor link too.
+    let (t, nics) = node0_testbed();
+    let h = TycheHost::new(&t, t.host_by_name("initiator").unwrap(), &nics).unwrap();
+    let at = Time::from_us(1);
+    let near = tyche::mem::pio_arrival(&h.mem, at, 0, &h.nics[0]);
+    let far = tyche::mem::pio_arrival(&h.mem, at, 1, &h.nics[0]);
+    assert!(near > at, "the hub is a link away from its own processor");
+    assert_eq!(far - near, h.mem.uncore().latency(1, 0));
+}
+
+#[test]
+fn with_the_nics_on_node_0_worst_placement_loses_nothing_while_the_links_have_headroom() {
+    // tyche.nics_node0's prediction: 3 NICs, 32 FIO threads, reads. All on node 1, every
+    // frame crosses hub → node 0 → node 1 and its CPU work stays local to node 1, so the
+    // NICs' line rate is reached as long as the links carry it.
+    let (t, nics) = node0_testbed();
+    let run_at = |node: u32| {
+        let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();
+        let (mut i, mut g) = (h("initiator"), h("target"));
+        let app = App {
+            kind: AppKind::Fio,
+            threads: 32,
+            placement: BufferPlacement::Node(node),
+        };
+        let mut s = spec(Op::Read, app, Place::Node(node), Scheduler::RoundRobin);
+        s.channels = 3;
+        s.target_io = TargetIo::NoOp;
+        tyche::run(&mut i, &mut g, &s).unwrap()
+    };
+    let (ideal, worst) = (run_at(0), run_at(1));
+    let link = |r: &tyche::TycheResult, l: &str| r.qpi_gbps[l];
+    assert_eq!(link(&ideal, "pkg0→pkg1"), 0.0, "{:?}", ideal.qpi_gbps);
+    // The data crosses the processor link once (give or take the requests open at the
+    // window's ends), well under its 11.72 GB/s.
+    let carried = link(&worst, "pkg0→pkg1");
+    assert!(
+        carried >= 0.9 * worst.throughput_gbps && carried < 0.5 * 11.72,
+        "{:?}",
+        worst.qpi_gbps
+    );
+    assert!(
+        ideal.requests.abs_diff(worst.requests) <= 1,
+        "ideal {} and worst {} requests in the window",
+        ideal.requests,
+        worst.requests
+    );
+}

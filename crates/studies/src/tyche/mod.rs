@@ -110,7 +110,8 @@ fn number(cx: &ProbeCx, key: &str) -> Result<u64, RunError> {
 }
 
 /// `tyche`: one run; fields `throughput_gbps` (GB/s), `qpi_gbps` (initiator link →
-/// GB/s), `qpi0_share`.
+/// GB/s), `qpi0_share`, `requests` (completed in the window) and `frames` (data frames
+/// received in the window).
 pub fn tyche(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     let op = Op::parse(&cx.arg("op")?).map_err(|e| cx.error(e))?;
     let threads = number(cx, "threads")?;
@@ -180,6 +181,8 @@ pub fn counters(r: &TycheResult) -> serde_json::Value {
     json!({
         "requests": r.requests,
         "requests_total": r.requests_total,
+        "frames": r.frames,
+        "frames_total": r.frames_total,
         "events": r.events,
         "blocks_verified": r.verified,
         "channel_kb": r.channel_kb,
@@ -194,5 +197,7 @@ fn fields(r: &TycheResult) -> Fields {
         ("throughput_gbps".to_string(), json!(r.throughput_gbps)),
         ("qpi_gbps".to_string(), json!(r.qpi_gbps)),
         ("qpi0_share".to_string(), json!(r.qpi0_share)),
+        ("requests".to_string(), json!(r.requests)),
+        ("frames".to_string(), json!(r.frames)),
     ])
 }

@@ -11,7 +11,8 @@ use crate::run::net::NetOutcome;
 use crate::run::spec::{Kind, Measure};
 
 /// Runs a `Kind::Tyche` workload; metrics `gbps` and `throughput_gbps` (GB/s),
-/// `ops_per_sec` (requests), `qpi_gbps` (initiator link → GB/s), `qpi0_share`.
+/// `ops_per_sec` (requests), `requests` and `frames` (completed requests and data frames
+/// received in the window), `qpi_gbps` (initiator link → GB/s), `qpi0_share`.
 pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, String> {
     let Kind::Tyche {
         initiator,
@@ -49,6 +50,8 @@ pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, 
         "ops_per_sec".into(),
         json!(r.requests as f64 / m.duration.as_secs_f64()),
     );
+    metrics.insert("requests".into(), json!(r.requests));
+    metrics.insert("frames".into(), json!(r.frames));
     metrics.insert("qpi_gbps".into(), json!(r.qpi_gbps));
     metrics.insert("qpi0_share".into(), json!(r.qpi0_share));
     Ok(NetOutcome {

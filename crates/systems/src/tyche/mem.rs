@@ -86,7 +86,17 @@ pub fn cpu_store(ms: &mut MemSys, at: Time, socket: u32, node: u32, buf: u64, by
     } else {
         Time::ZERO
     };
-    rfo + ms.cpu_write(at + rfo, socket, buf, bytes)
+    rfo + ms.cpu_write_home(at + rfo, socket, node, buf, bytes)
+}
+
+/// When a send request a core on `socket` posts at `at` reaches the NIC. myri10ge
+/// writes its send requests into the NIC's SRAM by PIO (`myri10ge_submit_req`: 32-byte
+/// write-combined stores) instead of letting the NIC fetch them, so the NIC can start
+/// only once the posted write has crossed the uncore route from the core's package to
+/// the NIC's attach point (its I/O hub): one link from the hub's own processor, two
+/// from the other. Each link's latency is the platform's (an assumption on Nehalem).
+pub fn pio_arrival(ms: &MemSys, at: Time, socket: u32, nic: &Nic) -> Time {
+    at + ms.uncore().latency(socket, nic.pfs[0].attach)
 }
 
 /// A core on `socket` loads a small dependent item (a descriptor, a message).

@@ -133,6 +133,10 @@ pub struct TycheResult {
     /// Requests completed in the window and in the whole run.
     pub requests: u64,
     pub requests_total: u64,
+    /// Data frames received (both directions, both sides) in the window and in the
+    /// whole run: one engine event each, the simulation's unit of work.
+    pub frames: u64,
+    pub frames_total: u64,
     /// Initiator interconnect traffic per link and direction over the window, GB/s.
     pub qpi_gbps: BTreeMap<String, f64>,
     /// Fraction of the initiator's QPI data traffic on the processor–processor link, as

@@ -71,7 +71,7 @@ enum Ev {
     Warm,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Req {
     index: u32,
     thread: u32,
@@ -111,7 +111,10 @@ struct Sim<'a> {
     reqs: Vec<Req>,
     slots: [Slots; 2],
     disk: Ramdisk,
+    /// A request's bytes as the application wrote them, and as the ramdisk holds them:
+    /// reused by every request (no allocation per frame or request).
     scratch: Vec<u8>,
+    check: Vec<u8>,
     ledger: [DmaLedger; 2],
     r: TycheResult,
     bytes_window: u64,
@@ -195,6 +198,7 @@ pub fn run(
         ],
         disk: Ramdisk::default(),
         scratch: vec![0; spec.req_bytes as usize],
+        check: vec![0; spec.req_bytes as usize],
         ledger: [DmaLedger::default(); 2],
         r: TycheResult {
             channel_kb: vec![0; n],
@@ -254,6 +258,7 @@ impl Sim<'_> {
                 self.ledger = [DmaLedger::default(); 2];
                 self.bytes_window = 0;
                 self.r.requests = 0;
+                self.r.frames = 0;
             }
             Ev::Issue(r) => self.issue(t, r),
             Ev::ReqIn(r) => self.request_in(t, r),
@@ -327,7 +332,7 @@ impl Sim<'_> {
 
     /// The application's thread submits request `r` on its channel.
     fn submit(&mut self, t: Time, r: u32) {
-        let req = self.reqs[r as usize].clone();
+        let req = self.reqs[r as usize];
         let c = req.chan;
         let core = self.app_core(req.thread);
         let chan_node = self.sides[c][INI].node as u32;
@@ -390,7 +395,7 @@ impl Sim<'_> {
             buf: msg,
             bytes: MSG_BYTES,
         };
-        let visible = self.transmit(from, c, doorbell, desc, payload, None, MSG_BYTES);
+        let visible = self.transmit(from, c, socket, doorbell, desc, payload, None, MSG_BYTES);
         self.at(visible, ev);
         doorbell
     }
@@ -404,6 +409,7 @@ impl Sim<'_> {
         let (src, dst) = (req.slot[from], req.slot[to]);
         let node = self.sides[c][from].node as u32;
         let h = &mut self.h[from];
+        let socket = h.cores[core].socket;
         let doorbell = at + h.cores[core].cycles(h.costs.tx_packet_cycles);
         let ring = self.sides[c][from].ring % host::net::RING;
         self.sides[c][from].ring += 1;
@@ -421,6 +427,7 @@ impl Sim<'_> {
         let visible = self.transmit(
             from,
             c,
+            socket,
             doorbell,
             desc,
             payload,
@@ -431,15 +438,16 @@ impl Sim<'_> {
         doorbell
     }
 
-    /// Side `from`'s NIC of channel `c`, rung at `doorbell`, fetches `desc` and
-    /// `payload`, puts the frame on the wire, and the other side's NIC writes it into
-    /// `dst` (on that side's channel node; a message goes into its receive ring) with a
-    /// completion entry. When it is visible.
+    /// Side `from`'s NIC of channel `c`, rung by a core on `socket` at `doorbell`,
+    /// fetches `desc` and `payload`, puts the frame on the wire, and the other side's NIC
+    /// writes it into `dst` (on that side's channel node; a message goes into its receive
+    /// ring) with a completion entry. When it is visible.
     #[allow(clippy::too_many_arguments)]
     fn transmit(
         &mut self,
         from: usize,
         c: usize,
+        socket: u32,
         doorbell: Time,
         desc: HostBuf,
         payload: HostBuf,
@@ -448,6 +456,7 @@ impl Sim<'_> {
     ) -> Time {
         let to = 1 - from;
         let h = &mut *self.h[from];
+        let doorbell = mem::pio_arrival(&h.mem, doorbell, socket, &h.nics[c]);
         let ready = mem::nic_fetch(
             &mut h.nics[c],
             doorbell,
@@ -526,13 +535,18 @@ impl Sim<'_> {
     fn frame_in(&mut self, t: Time, side: usize, r: u32, k: u32) {
         let c = self.reqs[r as usize].chan;
         let end = self.net_rx(side, c, t, false);
+        self.r.frames_total += 1;
+        if self.warm {
+            self.r.frames += 1;
+        }
         // The frame's bytes land at the offset the receiver chose: its slot, frame k.
         let req = &self.reqs[r as usize];
         let off = (k as u64 * self.spec.frame_bytes) as usize;
         let len = self.frame_len(k) as usize;
         let (src, dst) = (req.slot[1 - side], req.slot[side]);
-        let from = self.slots[1 - side].get(c, src)[off..off + len].to_vec();
-        self.slots[side].get(c, dst)[off..off + len].copy_from_slice(&from);
+        let [ini, tgt] = &mut self.slots;
+        let (from, to) = if side == INI { (tgt, ini) } else { (ini, tgt) };
+        to.get(c, dst)[off..off + len].copy_from_slice(&from.get(c, src)[off..off + len]);
         let req = &mut self.reqs[r as usize];
         req.seen += 1;
         let all = req.seen == req.frames;
@@ -550,7 +564,7 @@ impl Sim<'_> {
     }
 
     fn work(&mut self, t: Time, side: usize, r: u32) {
-        let req = self.reqs[r as usize].clone();
+        let req = self.reqs[r as usize];
         let c = req.chan;
         let core = self.wq_core(side, c);
         let chan_node = self.sides[c][side].node as u32;
@@ -578,8 +592,8 @@ impl Sim<'_> {
             }
             (TGT, Op::Write) => {
                 if self.spec.target_io == TargetIo::Ramdisk {
-                    let slot = self.slots[TGT].get(c, req.slot[1]).to_vec();
-                    self.disk.write(req.addr, &slot);
+                    let slot = self.slots[TGT].get(c, req.slot[1]);
+                    self.disk.write(req.addr, slot);
                     cur = self.copy_frames(
                         TGT,
                         core,
@@ -595,12 +609,11 @@ impl Sim<'_> {
             (_, Op::Read) => {
                 // The initiator copies its slot into the application's buffer.
                 cur = self.copy_frames(INI, core, cur, &req, false, chan_node, req.node);
-                let slot = self.slots[INI].get(c, req.slot[0]);
-                self.scratch.copy_from_slice(slot);
                 if self.spec.target_io == TargetIo::Ramdisk {
-                    let mut want = vec![0; self.scratch.len()];
-                    self.disk.read(req.addr, &mut want);
-                    self.verify(want == self.scratch);
+                    self.disk.read(req.addr, &mut self.check);
+                    let slot = self.slots[INI].get(c, req.slot[0]);
+                    let ok = *slot == self.check[..];
+                    self.verify(ok);
                 }
                 let h = &mut self.h[INI];
                 cur += h.cores[core].cycles(h.costs.wakeup_cycles);
@@ -659,9 +672,9 @@ impl Sim<'_> {
         let req = &self.reqs[r as usize];
         if self.spec.target_io == TargetIo::Ramdisk {
             fill(&mut self.scratch, req.thread, req.seq);
-            let mut got = vec![0; self.scratch.len()];
-            self.disk.read(req.addr, &mut got);
-            self.verify(got == self.scratch);
+            self.disk.read(req.addr, &mut self.check);
+            let ok = self.check == self.scratch;
+            self.verify(ok);
         }
         self.complete(end2, r);
     }

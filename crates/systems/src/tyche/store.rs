@@ -44,11 +44,23 @@ impl Ramdisk {
             let a = addr + off as u64;
             let (page, within) = (a / PAGE, (a % PAGE) as usize);
             let n = (PAGE as usize - within).min(src.len() - off);
-            let p = self
-                .pages
-                .entry(page)
-                .or_insert_with(|| (0..PAGE).map(|i| pattern(page * PAGE + i)).collect());
-            p[within..within + n].copy_from_slice(&src[off..off + n]);
+            let part = &src[off..off + n];
+            if n == PAGE as usize {
+                // A whole page: its old bytes (the pattern, if never written) are all
+                // overwritten, so none are generated.
+                match self.pages.get_mut(&page) {
+                    Some(p) => p.copy_from_slice(part),
+                    None => {
+                        self.pages.insert(page, part.into());
+                    }
+                }
+            } else {
+                let p = self
+                    .pages
+                    .entry(page)
+                    .or_insert_with(|| (0..PAGE).map(|i| pattern(page * PAGE + i)).collect());
+                p[within..within + n].copy_from_slice(part);
+            }
             off += n;
         }
     }
