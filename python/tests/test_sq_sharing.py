@@ -48,6 +48,7 @@ def test_backends_agree_with_the_cli_and_the_catalog(tmp_path, ray_cluster, dask
     # catalog's own rows.
     catalog = nudma.reproduce("smartio.nvme_sharing").set_index("clients")
     ours = local[(local.sq == "lender_ram") & ~local["host.h00.iommu"]]
+    assert list(ours.clients) == [1, 8]
     for _, row in ours.iterrows():
         for m in METRICS:
             assert row[m] == catalog.loc[row.clients, m], (row.clients, m)
