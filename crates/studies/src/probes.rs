@@ -327,6 +327,8 @@ pub const PROBES: &[Probe] = &[
             "jain_fairness",
             "error",
             "control_msgs_in_window",
+            "median_us",
+            "p99_us",
         ],
         run: smartio::nvme::nvme_sharing,
     },

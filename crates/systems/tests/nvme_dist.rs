@@ -162,3 +162,77 @@ fn thirty_one_clients_get_queue_pairs_and_the_thirty_second_is_refused() {
         write_read_back(&mut sim, &mut tf, q, 1000 * i as u64, i as u8);
     }
 }
+
+#[test]
+fn clients_with_their_sqs_in_one_gpus_memory_each_get_their_own_part_of_it() {
+    let (mut tf, mut sim, mut cl) = rig("smartio_cluster60", None);
+    let mut m = Manager::start(&mut sim, &mut tf, &mut cl, "h00", "h00.nvme", BLOCKS).unwrap();
+    let req = QueueRequest {
+        sq: SqPlacement::DeviceMemory {
+            device: "h00.gpu".into(),
+            bar: 1,
+        },
+        ..QueueRequest::by_hints(64, 8 * 4096, 4)
+    };
+    let qs: Vec<_> = ["h01", "h02", "h15"]
+        .iter()
+        .map(|h| {
+            m.create_queue_pair(&mut sim, &mut tf, &mut cl, h, &req)
+                .unwrap()
+        })
+        .collect();
+    let sq_bytes = 64 * 64;
+    for (i, a) in qs.iter().enumerate() {
+        for b in &qs[i + 1..] {
+            assert!(
+                a.mem.sq_dev + sq_bytes <= b.mem.sq_dev || b.mem.sq_dev + sq_bytes <= a.mem.sq_dev,
+                "SQs of hosts {} and {} overlap: {:#x} and {:#x}",
+                a.host,
+                b.host,
+                a.mem.sq_dev,
+                b.mem.sq_dev
+            );
+        }
+    }
+    // All three at once, so that a shared SQ slot would hand one client's command to
+    // another's queue.
+    let cpu = |q: &systems::smartio::nvme_dist::ClientQueue| Requester::Cpu {
+        host: q.host,
+        package: 0,
+    };
+    let cmds = |i: usize, write| {
+        (0..8)
+            .map(|k| IoCmd {
+                write,
+                slba: 10_000 * i as u64 + 8 * k,
+                blocks: 8,
+                buf_offset: k * 4096,
+            })
+            .collect::<Vec<_>>()
+    };
+    let data: Vec<Vec<u8>> = (0..qs.len())
+        .map(|i| {
+            (0..8 * 4096)
+                .map(|k| pattern_byte(20 + i as u8, k))
+                .collect()
+        })
+        .collect();
+    for (i, q) in qs.iter().enumerate() {
+        tf.fabric.store(cpu(q), q.data.cpu, &data[i]).unwrap();
+        q.start_io(&mut sim, &mut tf, io_job(cmds(i, true), 4));
+    }
+    sim.run_until_finished(&mut tf);
+    for (i, q) in qs.iter().enumerate() {
+        tf.fabric
+            .store(cpu(q), q.data.cpu, &[0u8; 8 * 4096])
+            .unwrap();
+        q.start_io(&mut sim, &mut tf, io_job(cmds(i, false), 4));
+    }
+    sim.run_until_finished(&mut tf);
+    for (i, q) in qs.iter().enumerate() {
+        let mut back = vec![0u8; 8 * 4096];
+        tf.fabric.load(cpu(q), q.data.cpu, &mut back).unwrap();
+        assert_eq!(log(&sim, q.driver).io_errors, 0, "host {}", q.host);
+        assert!(back == data[i], "host {} read back other bytes", q.host);
+    }
+}

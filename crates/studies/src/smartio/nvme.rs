@@ -48,10 +48,10 @@ pub fn nvme_blk_qd1(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     ]))
 }
 
-/// `nvme_sq_qd1`: args `client`, `device`, `sq` = `borrower_ram` | `lender_ram` |
-/// `HOST.DEVICE.barN` (a device's memory).
-pub fn nvme_sq_qd1(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let sq = match cx.arg("sq")?.as_str() {
+/// An `sq` argument: `borrower_ram` (the client's RAM), `lender_ram` (the lender's, by
+/// the SQ's hints) or `HOST.DEVICE.barN` (a device's memory).
+fn sq_placement(cx: &ProbeCx, sq: &str) -> Result<SqPlacement, RunError> {
+    Ok(match sq {
         "borrower_ram" => SqPlacement::NearCpu,
         "lender_ram" => SqPlacement::NearDevice,
         other => {
@@ -68,7 +68,12 @@ pub fn nvme_sq_qd1(cx: &mut ProbeCx) -> Result<Fields, RunError> {
                 bar,
             }
         }
-    };
+    })
+}
+
+/// `nvme_sq_qd1`: args `client`, `device`, `sq` (see [`sq_placement`]).
+pub fn nvme_sq_qd1(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+    let sq = sq_placement(cx, &cx.arg("sq")?)?;
     let (client, device) = (cx.arg("client")?, cx.arg("device")?);
     let r = nvme_bench::qd1_reads(cx.tf, &client, &device, sq, QD1_WARMUP, QD1_READS, 1)
         .map_err(|e| cx.error(e))?;
@@ -81,14 +86,19 @@ pub fn nvme_sq_qd1(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     ]))
 }
 
-/// `nvme_sharing`: args `device`, `clients`; clients run on every other host in
-/// declaration order.
+/// `nvme_sharing`: args `device`, `clients`, optionally `sq` (where every client's SQ is,
+/// as for `nvme_sq_qd1`; without it, by the SQ's hints: `lender_ram`); clients run on
+/// every other host in declaration order.
 pub fn nvme_sharing(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     let device = cx.arg("device")?;
     let clients: usize = cx
         .arg("clients")?
         .parse()
         .map_err(|_| cx.error("clients must be a whole number"))?;
+    let sq = match cx.arg("sq") {
+        Ok(sq) => sq_placement(cx, &sq)?,
+        Err(_) => SqPlacement::NearDevice,
+    };
     let hosts: Vec<String> = cx
         .tf
         .fabric
@@ -97,16 +107,16 @@ pub fn nvme_sharing(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         .iter()
         .map(|h| h.name.clone())
         .collect();
-    let r = nvme_bench::sharing(
-        cx.tf,
-        &device,
-        &hosts,
+    let setup = nvme_bench::SharingSetup {
+        device: &device,
+        hosts: &hosts,
         clients,
-        1,
-        Time::from_us(100),
-        Time::from_us(2000),
-    )
-    .map_err(|e| cx.error(e))?;
+        depth: 1,
+        sq,
+        warmup: Time::from_us(100),
+        window: Time::from_us(2000),
+    };
+    let r = nvme_bench::sharing_with(cx.tf, &setup).map_err(|e| cx.error(e))?;
     Ok(fields(vec![
         ("clients_ok", json!(r.clients_ok)),
         ("total_kiops", json!(r.total_kiops)),
@@ -121,6 +131,8 @@ pub fn nvme_sharing(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         ("jain_fairness", json!(r.jain_fairness)),
         ("error", r.error.map_or(Value::Null, Value::String)),
         ("control_msgs_in_window", json!(r.control_msgs_in_window)),
+        ("median_us", json!(r.median_us)),
+        ("p99_us", json!(r.p99_us)),
     ]))
 }
 

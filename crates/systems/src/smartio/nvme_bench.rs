@@ -1,8 +1,8 @@
 //! The measurements of the SmartIO NVMe experiments, on any scenario: a client of the
 //! distributed driver doing QD-1 random 4 KiB reads with its SQ placed somewhere
-//! (`smartio.sq_placement`), and many clients sharing one controller
-//! (`smartio.nvme_sharing`). Each runs a warm-up, then a measured window of simulated
-//! time; nothing here knows an experiment.
+//! (`smartio.sq_placement`), and many clients sharing one controller, their SQs placed
+//! likewise (`smartio.nvme_sharing`). Each runs a warm-up, then a measured window of
+//! simulated time; nothing here knows an experiment.
 
 use fabric::Fabric;
 use sim::component::Sim;
@@ -115,17 +115,35 @@ pub struct SharingResult {
     pub total_kiops: f64,
     pub min_client_kiops: f64,
     pub jain_fairness: f64,
-    /// The first refusal, in words (a client past the controller's queue limit).
+    /// The controller's first refusal, in words (a client past its queue limit).
     pub error: Option<String>,
     /// Commands completed in the window (for the simulator's speed figure).
     pub commands: u64,
     pub window: Time,
     pub control_msgs_in_window: u64,
+    /// Latency of every client's reads completed in the window, all clients together
+    /// (NaN without any).
+    pub median_us: f64,
+    pub p99_us: f64,
+}
+
+/// What [`sharing_with`] runs: `clients` hosts (in `hosts` order, skipping the
+/// controller's own) each bind a queue pair with its SQ placed by `sq` (CQ near its CPU)
+/// and read 4 KiB at random at QD `depth`, measured over `window` after `warmup`.
+#[derive(Clone, Debug)]
+pub struct SharingSetup<'a> {
+    pub device: &'a str,
+    pub hosts: &'a [String],
+    pub clients: usize,
+    pub depth: u16,
+    pub sq: SqPlacement,
+    pub warmup: Time,
+    pub window: Time,
 }
 
 /// `clients` hosts (in `hosts` order, skipping the controller's own) each bind a queue
-/// pair and read 4 KiB at random at QD `depth`; throughput per client over `window` after
-/// `warmup`.
+/// pair by its hints (SQ near the device) and read 4 KiB at random at QD `depth`;
+/// throughput per client over `window` after `warmup`.
 pub fn sharing(
     tf: &mut TimedFabric,
     device: &str,
@@ -135,6 +153,35 @@ pub fn sharing(
     warmup: Time,
     window: Time,
 ) -> Result<SharingResult, DistError> {
+    sharing_with(
+        tf,
+        &SharingSetup {
+            device,
+            hosts,
+            clients,
+            depth,
+            sq: SqPlacement::NearDevice,
+            warmup,
+            window,
+        },
+    )
+}
+
+/// Like [`sharing`], with every client's SQ placed by `setup.sq` (each client's queue in
+/// its own RAM, in the lender's, or in its own part of a device's BAR).
+pub fn sharing_with(
+    tf: &mut TimedFabric,
+    setup: &SharingSetup,
+) -> Result<SharingResult, DistError> {
+    let SharingSetup {
+        device,
+        hosts,
+        clients,
+        depth,
+        warmup,
+        window,
+        ..
+    } = *setup;
     let mut cl = cluster_lending_all(&tf.fabric)?;
     let mut sim = Sim::new();
     let lender_id = node_host(&tf.fabric, device)?;
@@ -143,12 +190,18 @@ pub fn sharing(
     let mut qs = Vec::new();
     let mut error = None;
     for h in hosts.iter().filter(|h| **h != lender).take(clients) {
-        let req = QueueRequest::by_hints(64, depth as u64 * 4096, depth);
+        let req = QueueRequest {
+            sq: setup.sq.clone(),
+            ..QueueRequest::by_hints(64, depth as u64 * 4096, depth)
+        };
         match m.create_queue_pair(&mut sim, tf, &mut cl, h, &req) {
             Ok(q) => qs.push(q),
-            Err(e) => {
+            // The controller's own refusal (past its queue limit) is a result; a queue
+            // that cannot be placed is the caller's mistake.
+            Err(e @ DistError::Refused { .. }) => {
                 error.get_or_insert(e.to_string());
             }
+            Err(e) => return Err(e),
         }
     }
     if qs.len() < clients && error.is_none() {
@@ -175,16 +228,26 @@ pub fn sharing(
     let msgs = cl.stats().total();
     sim.run_for(tf, window);
     let secs = window.as_ps() as f64 * 1e-12;
+    let mut latency = sim::stats::Histogram::default();
+    let mut io_errors = 0;
     let counts: Vec<u64> = qs
         .iter()
         .map(|q| {
-            sim.get::<devices::nvme::NvmeDriver>(q.driver)
+            let log = &sim
+                .get::<devices::nvme::NvmeDriver>(q.driver)
                 .expect("a client's driver")
-                .log
-                .latency
-                .count()
+                .log;
+            latency.merge(&log.latency);
+            io_errors += log.io_errors;
+            log.latency.count()
         })
         .collect();
+    if io_errors > 0 {
+        return Err(DistError::Setup(format!(
+            "{io_errors} of the clients' reads completed with an error"
+        )));
+    }
+    let us = |x| latency.quantile_ns(x).unwrap_or(f64::NAN) / 1000.0;
     let kiops: Vec<f64> = counts.iter().map(|&c| c as f64 / secs / 1000.0).collect();
     let total: f64 = kiops.iter().sum();
     let sq: f64 = kiops.iter().map(|x| x * x).sum();
@@ -205,5 +268,7 @@ pub fn sharing(
         commands: counts.iter().sum(),
         window,
         control_msgs_in_window: cl.stats().total() - msgs,
+        median_us: us(0.5),
+        p99_us: us(0.99),
     })
 }

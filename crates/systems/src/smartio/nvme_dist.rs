@@ -20,7 +20,7 @@
 //! polls its CQ. The same `devices::nvme::NvmeDriver` component runs the manager's admin
 //! queue and every client's I/O queue.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use devices::nvme::command::{Command, Completion, Status};
 use devices::nvme::queue::{Buffer, DriverStep, IoJob, QueueMemory};
@@ -90,6 +90,9 @@ pub struct Manager {
     /// I/O queue pairs the controller allocated (Set Features, Number of Queues).
     io_pairs: u16,
     used: BTreeSet<u16>,
+    /// The next free byte of each (device, BAR) holding SQs, so that every client's SQ in
+    /// a device's memory is its own (handed out in pages, not reused after a delete).
+    bar_next: BTreeMap<(NodeId, u8), u64>,
 }
 
 /// A client's I/O queue pair and the driver that runs it.
@@ -309,6 +312,7 @@ impl Manager {
             lba_bytes: d.lba_bytes(),
             io_pairs: nsqa.min(ncqa),
             used: BTreeSet::new(),
+            bar_next: BTreeMap::new(),
         })
     }
 
@@ -535,7 +539,7 @@ impl Manager {
     /// peer-to-peer.
     #[allow(clippy::too_many_arguments)]
     fn device_memory_sq(
-        &self,
+        &mut self,
         tf: &mut TimedFabric,
         cl: &mut Cluster,
         hid: HostId,
@@ -549,19 +553,23 @@ impl Manager {
         let info = gnode.bar(bar).copied().ok_or_else(|| {
             DistError::Setup(format!("{device} has no BAR{bar} for a submission queue"))
         })?;
-        if bytes > info.size {
+        let offset = self.bar_next.get(&(g, bar)).copied().unwrap_or(0);
+        if offset + bytes > info.size {
             return Err(DistError::Setup(format!(
-                "{device} BAR{bar} ({} bytes) is smaller than the queue",
+                "{device} BAR{bar} ({} bytes, {offset} already holding queues) has no room for a {bytes}-byte queue",
                 info.size
             )));
         }
+        // An SQ's base is page-aligned (NVMe: a contiguous queue starts on a memory page).
+        self.bar_next
+            .insert((g, bar), (offset + bytes).next_multiple_of(4096));
         let ghost = gnode.host;
         let (cpu_addr, gb) = if ghost == hid {
-            (info.addr, None)
+            (info.addr + offset, None)
         } else {
             let fd = cl.fdid_by_name(&tf.fabric, device)?;
             let b = cl.borrow(&mut tf.fabric, hid, fd, BorrowOptions::shared())?;
-            (cl.shadow_bar(&tf.fabric, b, bar)?, Some(b))
+            (cl.shadow_bar(&tf.fabric, b, bar)? + offset, Some(b))
         };
         // The controller's address of the BAR: lender-local when both are in one host,
         // else through the host layer (a window toward the BAR's host).
@@ -573,7 +581,7 @@ impl Manager {
                     Requester::Function(self.device),
                     PhysAddr {
                         host: ghost,
-                        addr: info.addr,
+                        addr: info.addr + offset,
                     },
                     bytes,
                     DmaDirection::ToDevice,
@@ -591,7 +599,7 @@ impl Manager {
                 b,
                 PhysAddr {
                     host: ghost,
-                    addr: info.addr,
+                    addr: info.addr + offset,
                 },
                 bytes,
                 DmaDirection::ToDevice,

@@ -1,0 +1,95 @@
+//! The `nvme_sharing` probe's `sq` argument: where every client's submission queue is
+//! decides how far the controller's SQ-entry fetch goes, which a latency-bound client
+//! feels; no `sq` is the SQ's hints (the catalog's `smartio.nvme_sharing`); a placement
+//! it does not know is refused where it was given.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use studies::harness::{load, RunError};
+use studies::probes::{Fields, ProbeCx};
+use studies::smartio::nvme::nvme_sharing;
+
+const WHAT: &str = "example: metric `median_us` (probe `nvme_sharing`)";
+
+fn sharing(lender_iommu: bool, clients: u32, sq: Option<&str>) -> Result<Fields, RunError> {
+    let mut tf = load("smartio_cluster60", &[("h00", lender_iommu)])?;
+    let mut args = BTreeMap::from([
+        ("device".to_string(), "h00.nvme".to_string()),
+        ("clients".to_string(), clients.to_string()),
+    ]);
+    if let Some(sq) = sq {
+        args.insert("sq".into(), sq.into());
+    }
+    nvme_sharing(&mut ProbeCx::new(&mut tf, &args, &[], WHAT.into()))
+}
+
+fn median_us(f: &Fields) -> f64 {
+    f["median_us"].as_f64().unwrap()
+}
+
+#[test]
+fn one_client_waits_longer_the_further_its_sq_is_from_the_controller() {
+    let at = |iommu, sq| sharing(iommu, 1, Some(sq)).unwrap();
+    let (client, lender, gpu) = (
+        at(false, "borrower_ram"),
+        at(false, "lender_ram"),
+        at(false, "h00.gpu.bar1"),
+    );
+    // The fetch's round trip: through the cluster switches from the client's RAM, up to
+    // the lender's root from its RAM, one chassis switch from the GPU beside the NVMe.
+    assert!(
+        median_us(&client) > median_us(&lender),
+        "{client:?} {lender:?}"
+    );
+    assert!(median_us(&lender) > median_us(&gpu), "{lender:?} {gpu:?}");
+    for f in [&client, &lender, &gpu] {
+        assert_eq!(f["clients_ok"], Value::from(1));
+        // At QD 1 on an idle fabric nothing varies: the p99 is the median.
+        assert_eq!(f["p99_us"], f["median_us"]);
+    }
+    // The lender's IOMMU sends every TLP of its devices up to its root (REFERENCE.md §1),
+    // the GPU's memory included: the peer-to-peer fetch loses its short cut and the SQ
+    // in the lender's RAM, already at the root, is then the nearest.
+    let (lender_on, gpu_on) = (at(true, "lender_ram"), at(true, "h00.gpu.bar1"));
+    assert!(
+        median_us(&gpu_on) > median_us(&lender_on),
+        "{gpu_on:?} {lender_on:?}"
+    );
+    assert!(median_us(&gpu_on) > median_us(&gpu), "{gpu_on:?} {gpu:?}");
+}
+
+#[test]
+fn without_sq_every_client_places_it_by_its_hints() {
+    for clients in [1, 8] {
+        let hints = sharing(false, clients, None).unwrap();
+        assert_eq!(hints, sharing(false, clients, Some("lender_ram")).unwrap());
+        assert_ne!(
+            hints,
+            sharing(false, clients, Some("borrower_ram")).unwrap()
+        );
+    }
+}
+
+#[test]
+fn many_clients_with_their_sqs_in_the_gpu_all_complete_their_reads() {
+    let f = sharing(false, 8, Some("h00.gpu.bar1")).unwrap();
+    assert_eq!(f["clients_ok"], Value::from(8));
+    assert!(f["error"].is_null(), "{f:?}");
+    // Every client is served: none starves behind another's queue.
+    assert!(
+        f["min_client_kiops"].as_f64().unwrap() > 0.9 * f["total_kiops"].as_f64().unwrap() / 8.0
+    );
+}
+
+#[test]
+fn an_unknown_placement_is_refused_at_the_metric_that_gave_it() {
+    let e = sharing(false, 1, Some("gpu")).unwrap_err().0;
+    assert!(e.starts_with(WHAT), "{e}");
+    assert!(
+        e.contains("sq = `gpu`") && e.contains("borrower_ram"),
+        "{e}"
+    );
+    let e = sharing(false, 1, Some("h00.gpu.bar7")).unwrap_err().0;
+    assert!(e.starts_with(WHAT) && e.contains("no BAR7"), "{e}");
+}
