@@ -312,9 +312,9 @@ fn platform_rule(key: &str) -> Option<Rule> {
     })
 }
 
-/// A device's (or device model's) `timing` keys: the BAR and DMA keys any device may
-/// state, then each model's own list (the RNIC's from `RNIC_TIMING_KEYS`, so a key
-/// added to the model is known to the validator at once).
+/// A device's (or device model's) `timing` keys: the BAR, DMA and GPU keys any device may
+/// state, then each model's own list (`NVME_TIMING_KEYS`, `NIC_TIMING_KEYS`,
+/// `RNIC_TIMING_KEYS`), so a key added to a model is known to the validator at once.
 pub const DEVICE_TIMING_KEYS: [&str; 29] = concat_keys([
     &[
         "bar_gbps",
@@ -324,21 +324,9 @@ pub const DEVICE_TIMING_KEYS: [&str; 29] = concat_keys([
         "dma_mrrs_bytes",
         "launch_ns",
         "poll_ns",
-        "nvme_read_ns",
-        "nvme_write_ns",
-        "nvme_read_gbps",
-        "nvme_write_gbps",
-        "nvme_channels",
-        "nvme_command_ns",
-        "nvme_enable_ns",
-        "nvme_queue_pairs",
-        "nvme_max_queue_entries",
-        "nic_line_gbps",
-        "nic_latency_ns",
-        "nic_wire_ns",
-        "nic_coalesce_ns",
-        "nic_coalesce_frames",
     ],
+    &NVME_TIMING_KEYS,
+    &NIC_TIMING_KEYS,
     &RNIC_TIMING_KEYS,
 ]);
 
