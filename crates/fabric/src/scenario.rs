@@ -312,38 +312,43 @@ fn platform_rule(key: &str) -> Option<Rule> {
     })
 }
 
-/// A device's (or device model's) `timing` keys.
-pub const DEVICE_TIMING_KEYS: [&str; 29] = [
-    "bar_gbps",
-    "bar_latency_ns",
-    "bar_rcb_bytes",
-    "dma_max_reads",
-    "dma_mrrs_bytes",
-    "launch_ns",
-    "poll_ns",
-    "nvme_read_ns",
-    "nvme_write_ns",
-    "nvme_read_gbps",
-    "nvme_write_gbps",
-    "nvme_channels",
-    "nvme_command_ns",
-    "nvme_enable_ns",
-    "nvme_queue_pairs",
-    "nvme_max_queue_entries",
-    "nic_line_gbps",
-    "nic_latency_ns",
-    "nic_wire_ns",
-    "nic_coalesce_ns",
-    "nic_coalesce_frames",
-    "rnic_port_gbps",
-    "rnic_latency_ns",
-    "rnic_wire_ns",
-    "rnic_wqe_ns",
-    "rnic_packet_ns",
-    "rnic_qpc_entries",
-    "rnic_mtt_entries",
-    "rnic_max_rd_atomic",
-];
+/// A device's (or device model's) `timing` keys: the BAR, DMA and GPU keys any device may
+/// state, then each model's own list (`NVME_TIMING_KEYS`, `NIC_TIMING_KEYS`,
+/// `RNIC_TIMING_KEYS`), so a key added to a model is known to the validator at once.
+pub const DEVICE_TIMING_KEYS: [&str; 29] = concat_keys([
+    &[
+        "bar_gbps",
+        "bar_latency_ns",
+        "bar_rcb_bytes",
+        "dma_max_reads",
+        "dma_mrrs_bytes",
+        "launch_ns",
+        "poll_ns",
+    ],
+    &NVME_TIMING_KEYS,
+    &NIC_TIMING_KEYS,
+    &RNIC_TIMING_KEYS,
+]);
+
+/// The key lists `parts` one after another as one array; a length that is not their
+/// total fails the build.
+const fn concat_keys<const N: usize, const P: usize>(
+    parts: [&[&'static str]; P],
+) -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut n, mut p) = (0, 0);
+    while p < P {
+        let mut i = 0;
+        while i < parts[p].len() {
+            out[n] = parts[p][i];
+            n += 1;
+            i += 1;
+        }
+        p += 1;
+    }
+    assert!(n == N, "the key lists' total length is not the array's");
+    out
+}
 
 /// The keys an RNIC model (`devices::rnic`) reads, all or none: the port's data rate
 /// (GB/s), the pipeline each packet crosses leaving and arriving, the cable's
