@@ -145,6 +145,14 @@ pub struct Thread {
     pub node: u32,
 }
 
+/// A connection: the thread that posts on it (`Rdma::with_threads`) and its QP number,
+/// the same on both hosts (one RC QP per connection: either end may post on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnSpec {
+    pub thread: usize,
+    pub qpn: u32,
+}
+
 /// An event of one connection. A request or response carries when each of its packets
 /// reaches the far port (the event fires at the first's arrival). A WRITE's payload is
 /// read from the requester's region when the responder executes it (the verbs forbid
@@ -302,22 +310,28 @@ impl<'a> Rdma<'a> {
             };
             n as usize
         ];
-        let conn_threads: Vec<usize> = (0..connections).map(|c| (c % n) as usize).collect();
+        let conns: Vec<ConnSpec> = (0..connections)
+            .map(|c| ConnSpec {
+                thread: (c % n) as usize,
+                qpn: c + 1,
+            })
+            .collect();
         Rdma::with_threads(
             client,
             server,
             local,
             remote,
             &threads,
-            &conn_threads,
+            &conns,
             max_rd_atomic,
             mtu,
         )
     }
 
     /// RC QPs between `client` and `server`, connection `c` posted by
-    /// `threads[conn_threads[c]]` (a thread of either host) and answered by the other
-    /// host; `local` is the client's region, `remote` the server's.
+    /// `threads[conns[c].thread]` (a thread of either host) and answered by the other
+    /// host; `local` is the client's region, `remote` the server's. Two connections may
+    /// name the same QP, one posting from each end.
     #[allow(clippy::too_many_arguments)]
     pub fn with_threads(
         client: &'a mut RdmaHost,
@@ -325,12 +339,12 @@ impl<'a> Rdma<'a> {
         local: Region,
         remote: Region,
         threads: &[Thread],
-        conn_threads: &[usize],
+        conns: &[ConnSpec],
         max_rd_atomic: u32,
         mtu: u32,
     ) -> Result<Rdma<'a>, String> {
         wire::check_mtu(mtu)?;
-        if conn_threads.is_empty() {
+        if conns.is_empty() {
             return Err("connections must be at least 1".into());
         }
         for h in [&*client, &*server] {
@@ -353,18 +367,18 @@ impl<'a> Rdma<'a> {
             }
             cores.push(h.core(t.node));
         }
-        let conns = conn_threads
+        let conns = conns
             .iter()
             .enumerate()
-            .map(|(c, &t)| {
+            .map(|(c, s)| {
                 let th = threads
-                    .get(t)
-                    .ok_or_else(|| format!("connection {c}: no thread {t}"))?;
+                    .get(s.thread)
+                    .ok_or_else(|| format!("connection {c}: no thread {}", s.thread))?;
                 Ok(Conn {
-                    qp: Qp::new(c as u32 + 1, max_rd_atomic),
+                    qp: Qp::new(s.qpn, max_rd_atomic),
                     requester: th.host,
-                    responder_qpn: c as u32 + 1,
-                    core: t,
+                    responder_qpn: s.qpn,
+                    core: s.thread,
                     posted: VecDeque::new(),
                     next_wr: 0,
                     cq_slot: 0,
