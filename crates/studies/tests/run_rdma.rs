@@ -73,10 +73,10 @@ fn the_memcached_example_runs_and_reports_throughput_and_latency_quantiles() {
 
 fn refused(name: &str, set: &str) -> String {
     let o = Override::parse(set).unwrap();
-    let e = run::run_all(&example(name), &run::sweep(&[o]), 1, 1, false)
-        .err()
-        .expect("refused");
-    e.to_string()
+    match run::run_all(&example(name), &run::sweep(&[o]), 1, 1, false) {
+        Ok(_) => panic!("`{set}` was accepted"),
+        Err(e) => e.to_string(),
+    }
 }
 
 #[test]

@@ -185,12 +185,14 @@ pub fn parse(
         let server_remote = match r.server_placement.as_str() {
             "remote" => true,
             "local" => false,
-            p => return Err(field(
-                "server_placement",
-                format!(
+            p => {
+                return Err(field(
+                    "server_placement",
+                    format!(
                     "server_placement `{p}`: use \"local\" or \"remote\" (to the server's RNIC)"
                 ),
-            )),
+                ))
+            }
         };
         if !(1..=30).contains(&r.connections) {
             return Err(field(
