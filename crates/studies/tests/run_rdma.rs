@@ -31,7 +31,10 @@ fn the_benchmark_example_runs_and_local_reads_beat_remote_ones() {
         "rdma_bench.toml",
         &["workload.reads.server_placement=local,remote"],
     );
-    let (local, remote) = (metric(&pts[0], "ops_per_s"), metric(&pts[1], "ops_per_s"));
+    let (local, remote) = (
+        metric(&pts[0], "ops_per_sec"),
+        metric(&pts[1], "ops_per_sec"),
+    );
     // 8 QPs with one 64 B READ outstanding each over a ≈ 2.3 µs round trip: millions.
     assert!((2e6..6e6).contains(&local), "{local}");
     assert!(remote < local, "remote {remote}/s, local {local}/s");
@@ -65,10 +68,10 @@ fn the_memcached_example_runs_and_reports_throughput_and_latency_quantiles() {
         "both_remote {remote} kops, both_local {local}"
     );
     let (p50, p99) = (
-        metric(&pts[0], "latency_p50_us"),
-        metric(&pts[0], "latency_p99_us"),
+        metric(&pts[0], "latency_ns_p50"),
+        metric(&pts[0], "latency_ns_p99"),
     );
-    assert!(p50 > 1.0 && p99 >= p50, "p50 {p50} us, p99 {p99} us");
+    assert!(p50 > 1000.0 && p99 >= p50, "p50 {p50} ns, p99 {p99} ns");
 }
 
 fn refused(name: &str, set: &str) -> String {

@@ -338,7 +338,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
                 // Closed loop: each connection completes one operation per latency.
                 _ => b.connections as f64 / (r.latency_ns * 1e-9),
             };
-            let mut out = vec![("ops_per_s", ops), ("gbps", ops * b.bytes as f64 / 1e9)];
+            let mut out = vec![("ops_per_sec", ops), ("gbps", ops * b.bytes as f64 / 1e9)];
             if !b.open {
                 out.push(("latency_ns", r.latency_ns));
             }
@@ -381,10 +381,10 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
             Ok(NetOutcome {
                 metrics: metrics(&[
                     ("kops", ops / 1e3),
-                    ("ops_per_s", ops),
+                    ("ops_per_sec", ops),
                     ("gbps", ops * w.value_bytes as f64 / 1e9),
-                    ("latency_p50_us", p50 / 1e3),
-                    ("latency_p99_us", p99 / 1e3),
+                    ("latency_ns_p50", p50),
+                    ("latency_ns_p99", p99),
                 ]),
                 counters: json!({
                     "gets": r.gets,
