@@ -183,6 +183,11 @@ pub const PROBES: &[Probe] = &[
         run: rdma::contention::rdma_mr_workers,
     },
     Probe {
+        name: "rdma_memcached",
+        fields: &["kops"],
+        run: rdma::memcached::rdma_memcached,
+    },
+    Probe {
         name: "tcp_stream",
         fields: &["throughput_gbps", "mem_bw_gbps", "cpu_util"],
         run: ioctopus::tcp_stream,

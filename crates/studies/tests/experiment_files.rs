@@ -25,6 +25,7 @@ fn the_built_in_files_are_the_implemented_catalog() {
             "ioctopus.tcp_tx_1core",
             "rdma.independent_load",
             "rdma.latency",
+            "rdma.memcached",
             "rdma.mr_workers",
             "rdma.size_sweep",
             "smartio.failover",

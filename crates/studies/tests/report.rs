@@ -1234,7 +1234,18 @@ fn the_report_lists_the_catalog_experiments_not_implemented() {
         .collect();
     let ids: Vec<&str> = missing.iter().map(|e| e.id).collect();
     assert_eq!(ids, expected);
-    assert!(ids.contains(&"rdma.memcached") && !ids.contains(&"smartio.p2p"));
+    assert!(!ids.contains(&"smartio.p2p"));
+    // Every catalog experiment is implemented now: the section is shown with a stand-in.
+    static STAND_IN: catalog::Entry = catalog::Entry {
+        id: "rdma.memcached",
+        title: "memcached over one-sided RDMA reads",
+        extension: false,
+    };
+    let missing: Vec<&catalog::Entry> = if missing.is_empty() {
+        vec![&STAND_IN]
+    } else {
+        missing
+    };
 
     let (runs, refs, infos) = sweep();
     let dir = tempfile::tempdir().unwrap();

@@ -20,6 +20,12 @@
 //! poll call after it lands, drawn from the run's seeded generator, so a run is a pure
 //! function of its spec and seed.
 //!
+//! Roles are per connection (`Side`): each connection's requester is a thread of the
+//! client or of the server host and its responder is the other host; the requester's
+//! region is its own host's (`local` for the client, `remote` for the server). The
+//! benchmark's connections all post from the client; an application on top
+//! (`memcached`) also posts from the server and watches WRITEs land (`watch_writes`).
+//!
 //! `Mode::Closed`: each thread posts its next operation when it has seen the previous
 //! completion (latency). `Mode::Open`: each thread keeps posting while fewer than `depth`
 //! of its operations are unfinished, and completions are counted per 10 ms window
@@ -31,6 +37,7 @@ use devices::nic::tlp_wire_bytes;
 use devices::rnic::qp::{execute, ATOMIC_BYTES};
 use devices::rnic::{wire, Qp, Verb, Wqe};
 use sim::{Engine, Time};
+use wire::Packet;
 
 use super::agents::ServerAgents;
 use super::stats::{Samples, Throughput};
@@ -97,24 +104,74 @@ pub struct Completion {
     pub conn: u32,
     pub wr_id: u64,
     /// READ: the bytes returned; atomic: the original value (8 bytes, little-endian).
+    /// Empty unless `keep_data` (the bytes are in the requester's region either way).
     pub data: Vec<u8>,
     pub posted: Time,
     pub seen: Time,
 }
 
+/// A WRITE's bytes visible in its responder's region (`watch_writes`): a thread polling
+/// that memory can see them from `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Landed {
+    pub conn: u32,
+    /// The responder's host.
+    pub at_host: Side,
+    pub offset: u64,
+    pub len: u64,
+    pub at: Time,
+}
+
+/// One of the two hosts of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+impl Side {
+    pub fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
+/// A thread that posts: its host and node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Thread {
+    pub host: Side,
+    pub node: u32,
+}
+
+/// A connection: the thread that posts on it (`Rdma::with_threads`) and its QP number,
+/// the same on both hosts (one RC QP per connection: either end may post on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnSpec {
+    pub thread: usize,
+    pub qpn: u32,
+}
+
 /// An event of one connection. A request or response carries when each of its packets
-/// reaches the far port (the event fires at the first's arrival).
+/// reaches the far port (the event fires at the first's arrival). A WRITE's payload is
+/// read from the requester's region when the responder executes it (the verbs forbid
+/// touching a posted buffer before its completion, so the bytes are the same).
 enum Ev {
     Post,
     Doorbell(Wqe),
-    Request(Wqe, Vec<u8>, Vec<Time>),
+    Request(Wqe, Vec<Time>),
+    /// The atomic's original value, or a hand-posted READ's bytes when `keep_data`.
     Response(Wqe, Vec<u8>, Vec<Time>),
     Cqe(Wqe, Vec<u8>),
+    Landed(Wqe, Side),
 }
 
 struct Conn {
     qp: Qp,
-    server_qpn: u32,
+    /// The host that posts on this connection; the other responds.
+    requester: Side,
+    responder_qpn: u32,
     core: usize,
     /// Posted and not yet seen complete: (wr_id, posted at).
     posted: VecDeque<(u64, Time)>,
@@ -127,7 +184,7 @@ struct Conn {
     blocked: bool,
 }
 
-/// Two hosts' RNICs, regions and client threads, run as events.
+/// Two hosts' RNICs, regions and posting threads, run as events.
 pub struct Rdma<'a> {
     eng: Engine<(u32, Ev)>,
     client: &'a mut RdmaHost,
@@ -150,28 +207,62 @@ pub struct Rdma<'a> {
     poll_phase: bool,
     /// Server-side agents sharing the region's lines and the memory system.
     agents: Option<&'a mut dyn ServerAgents>,
+    /// Hand-posted completions carry their bytes (`Completion::data`).
+    pub keep_data: bool,
+    /// Report WRITEs landing in their responder's region (`landed`).
+    pub watch_writes: bool,
+    /// WRITEs landed since the caller last drained it (`watch_writes`).
+    pub landed: Vec<Landed>,
+    /// Reused per operation, so the hot loop does not allocate for them.
+    scratch: Vec<Time>,
+    out_pkts: Vec<Packet>,
+    back_pkts: Vec<Packet>,
 }
 
-fn header_only(p: wire::Packets) -> Vec<wire::Packet> {
-    vec![wire::Packet {
-        payload: 0,
-        wire_bytes: p.wire_bytes,
-    }]
-}
-
-fn packets_out(w: &Wqe, mtu: u32) -> Vec<wire::Packet> {
-    match w.verb {
-        Verb::Write => wire::write_request_each(w.len, mtu),
-        Verb::Read => header_only(wire::read_request()),
-        _ => header_only(wire::atomic_request()),
+/// The requester's host and region, then the responder's, of a connection posted from
+/// `requester`.
+fn ends<'b>(
+    client: &'b mut RdmaHost,
+    server: &'b mut RdmaHost,
+    local: &'b mut Region,
+    remote: &'b mut Region,
+    requester: Side,
+) -> (
+    &'b mut RdmaHost,
+    &'b mut Region,
+    &'b mut RdmaHost,
+    &'b mut Region,
+) {
+    match requester {
+        Side::Client => (client, local, server, remote),
+        Side::Server => (server, remote, client, local),
     }
 }
 
-fn packets_back(w: &Wqe, mtu: u32) -> Vec<wire::Packet> {
+fn header_only(p: wire::Packets, into: &mut Vec<Packet>) {
+    into.push(Packet {
+        payload: 0,
+        wire_bytes: p.wire_bytes,
+    });
+}
+
+/// `w`'s request packets, into `into` (cleared).
+fn packets_out(w: &Wqe, mtu: u32, into: &mut Vec<Packet>) {
+    into.clear();
     match w.verb {
-        Verb::Write => header_only(wire::ack()),
-        Verb::Read => wire::read_response_each(w.len, mtu),
-        _ => header_only(wire::atomic_response()),
+        Verb::Write => into.extend(wire::write_request_each(w.len, mtu)),
+        Verb::Read => header_only(wire::read_request(), into),
+        _ => header_only(wire::atomic_request(), into),
+    }
+}
+
+/// `w`'s response packets, into `into` (cleared).
+fn packets_back(w: &Wqe, mtu: u32, into: &mut Vec<Packet>) {
+    into.clear();
+    match w.verb {
+        Verb::Write => header_only(wire::ack(), into),
+        Verb::Read => into.extend(wire::read_response_each(w.len, mtu)),
+        _ => header_only(wire::atomic_response(), into),
     }
 }
 
@@ -207,8 +298,53 @@ impl<'a> Rdma<'a> {
         max_rd_atomic: u32,
         mtu: u32,
     ) -> Result<Rdma<'a>, String> {
-        wire::check_mtu(mtu)?;
         if connections == 0 {
+            return Err("connections must be at least 1".into());
+        }
+        let node = client.rnic_node();
+        let n = client.threads_per_node.max(1).min(connections);
+        let threads = vec![
+            Thread {
+                host: Side::Client,
+                node
+            };
+            n as usize
+        ];
+        let conns: Vec<ConnSpec> = (0..connections)
+            .map(|c| ConnSpec {
+                thread: (c % n) as usize,
+                qpn: c + 1,
+            })
+            .collect();
+        Rdma::with_threads(
+            client,
+            server,
+            local,
+            remote,
+            &threads,
+            &conns,
+            max_rd_atomic,
+            mtu,
+        )
+    }
+
+    /// RC QPs between `client` and `server`, connection `c` posted by
+    /// `threads[conns[c].thread]` (a thread of either host) and answered by the other
+    /// host; `local` is the client's region, `remote` the server's. Two connections may
+    /// name the same QP, one posting from each end.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_threads(
+        client: &'a mut RdmaHost,
+        server: &'a mut RdmaHost,
+        local: Region,
+        remote: Region,
+        threads: &[Thread],
+        conns: &[ConnSpec],
+        max_rd_atomic: u32,
+        mtu: u32,
+    ) -> Result<Rdma<'a>, String> {
+        wire::check_mtu(mtu)?;
+        if conns.is_empty() {
             return Err("connections must be at least 1".into());
         }
         for h in [&*client, &*server] {
@@ -220,25 +356,39 @@ impl<'a> Rdma<'a> {
                 ));
             }
         }
-        let node = client.rnic_node();
-        let threads = client.threads_per_node.max(1);
-        let cores = (0..threads.min(connections))
-            .map(|_| client.core(node))
-            .collect();
-        let conns = (0..connections)
-            .map(|c| Conn {
-                qp: Qp::new(c + 1, max_rd_atomic),
-                server_qpn: c + 1,
-                core: (c % threads) as usize,
-                posted: VecDeque::new(),
-                next_wr: 0,
-                cq_slot: 0,
-                seen: 0,
-                lat_sum: 0.0,
-                lat_n: 0,
-                blocked: false,
+        let mut cores = Vec::with_capacity(threads.len());
+        for t in threads {
+            let h = match t.host {
+                Side::Client => &*client,
+                Side::Server => &*server,
+            };
+            if t.node >= h.mem.params().sockets {
+                return Err(format!("host `{}` has no node {}", h.name, t.node));
+            }
+            cores.push(h.core(t.node));
+        }
+        let conns = conns
+            .iter()
+            .enumerate()
+            .map(|(c, s)| {
+                let th = threads
+                    .get(s.thread)
+                    .ok_or_else(|| format!("connection {c}: no thread {}", s.thread))?;
+                Ok(Conn {
+                    qp: Qp::new(s.qpn, max_rd_atomic),
+                    requester: th.host,
+                    responder_qpn: s.qpn,
+                    core: s.thread,
+                    posted: VecDeque::new(),
+                    next_wr: 0,
+                    cq_slot: 0,
+                    seen: 0,
+                    lat_sum: 0.0,
+                    lat_n: 0,
+                    blocked: false,
+                })
             })
-            .collect();
+            .collect::<Result<Vec<_>, String>>()?;
         let opts = RunOptions::default();
         Ok(Rdma {
             eng: Engine::new(opts.seed),
@@ -256,6 +406,12 @@ impl<'a> Rdma<'a> {
             peak_reads: 0,
             poll_phase: opts.poll_phase,
             agents: None,
+            keep_data: true,
+            watch_writes: false,
+            landed: Vec::new(),
+            scratch: Vec::new(),
+            out_pkts: Vec::new(),
+            back_pkts: Vec::new(),
         })
     }
 
@@ -265,8 +421,14 @@ impl<'a> Rdma<'a> {
         self.poll_phase = opts.poll_phase;
     }
 
-    /// Posts `verb` of `len` bytes on connection `conn` at the current time: remote
-    /// bytes at `remote`, local at `local`. Errors on a request outside the regions.
+    /// Server-side agents (on the server host) from now on.
+    pub fn set_agents(&mut self, agents: Option<&'a mut dyn ServerAgents>) {
+        self.agents = agents;
+    }
+
+    /// Posts `verb` of `len` bytes on connection `conn` at the current time: bytes at
+    /// `remote` of the responder's region, `local` of the requester's. Errors on a
+    /// request outside the regions.
     pub fn post(
         &mut self,
         conn: u32,
@@ -275,6 +437,23 @@ impl<'a> Rdma<'a> {
         local: u64,
         len: u64,
     ) -> Result<u64, String> {
+        let now = self.eng.now();
+        self.post_at(conn, now, verb, remote, local, len)
+    }
+
+    /// `post` by the connection's thread at `at` (no earlier than the current time).
+    pub fn post_at(
+        &mut self,
+        conn: u32,
+        at: Time,
+        verb: Verb,
+        remote: u64,
+        local: u64,
+        len: u64,
+    ) -> Result<u64, String> {
+        if at < self.eng.now() {
+            return Err(format!("connection {conn}: a post in the past"));
+        }
         let c = self
             .conns
             .get_mut(conn as usize)
@@ -287,11 +466,38 @@ impl<'a> Rdma<'a> {
             len,
             inline: verb == Verb::Write && len <= MAX_INLINE,
         };
-        w.check(self.local.len(), self.remote.len())?;
+        let (own, far) = match c.requester {
+            Side::Client => (self.local.len(), self.remote.len()),
+            Side::Server => (self.remote.len(), self.local.len()),
+        };
+        w.check(own, far)?;
         c.next_wr += 1;
-        let now = self.eng.now();
-        self.post_wqe(conn, now, w)?;
+        self.post_wqe(conn, at, w)?;
         Ok(w.wr_id)
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Time {
+        self.eng.now()
+    }
+
+    /// The host that posts on connection `conn`.
+    pub fn requester(&self, conn: u32) -> Option<Side> {
+        self.conns.get(conn as usize).map(|c| c.requester)
+    }
+
+    /// Thread `t`'s core (the caller's work on it, e.g. an application's request
+    /// handling, is priced there).
+    pub fn core_mut(&mut self, t: usize) -> Option<&mut Core> {
+        self.cores.get_mut(t)
+    }
+
+    /// The host on `side`.
+    pub fn host_mut(&mut self, side: Side) -> &mut RdmaHost {
+        match side {
+            Side::Client => self.client,
+            Side::Server => self.server,
+        }
     }
 
     /// The most READs and atomics any QP had outstanding at once so far.
@@ -301,10 +507,18 @@ impl<'a> Rdma<'a> {
 
     /// Runs until nothing is left to do (hand-posted operations).
     pub fn run(&mut self) -> Result<(), String> {
-        while let Some((t, (c, ev))) = self.eng.pop() {
-            self.handle(t, c, ev)?;
-        }
+        while self.step()?.is_some() {}
         Ok(())
+    }
+
+    /// Handles the next event; its time, or `None` when nothing is left. New
+    /// `completions` and `landed` WRITEs accumulate for the caller to drain.
+    pub fn step(&mut self) -> Result<Option<Time>, String> {
+        let Some((t, (c, ev))) = self.eng.pop() else {
+            return Ok(None);
+        };
+        self.handle(t, c, ev)?;
+        Ok(Some(t))
     }
 
     /// The thread builds `w` and stores it into the RNIC's BlueFlame page.
@@ -318,9 +532,13 @@ impl<'a> Rdma<'a> {
         // Control and remote-address segments (32 B), then the inline payload or one
         // data segment, in whole 64 B BlueFlame stores.
         let wqe_bytes = (32 + if w.inline { 4 + w.len } else { 16 }).div_ceil(64) * 64;
-        let pf = &mut self.client.rnic.pf;
+        let h = match conn.requester {
+            Side::Client => &mut *self.client,
+            Side::Server => &mut *self.server,
+        };
+        let pf = &mut h.rnic.pf;
         let on_link = pf.down.reserve(
-            end + self.client.cpu_mmio_write,
+            end + h.cpu_mmio_write,
             tlp_wire_bytes(wqe_bytes, pf.mps, false),
         );
         let at_rnic = on_link + pf.link_latency;
@@ -336,42 +554,60 @@ impl<'a> Rdma<'a> {
                 self.conns[c as usize].qp.sq.push_back(w);
                 self.try_issue(c, t)
             }
-            Ev::Request(w, payload, arrivals) => self.respond(c, w, payload, &arrivals),
+            Ev::Request(w, arrivals) => self.respond(c, w, &arrivals),
             Ev::Response(w, data, arrivals) => self.requester_receive(c, w, data, &arrivals),
             Ev::Cqe(w, data) => self.seen(c, t, w, data),
+            Ev::Landed(w, at_host) => {
+                self.landed.push(Landed {
+                    conn: c,
+                    at_host,
+                    offset: w.remote,
+                    len: w.len,
+                    at: t,
+                });
+                Ok(())
+            }
         }
     }
 
     /// The requester issues what its QP allows: transmit unit, QP context, gather.
     fn try_issue(&mut self, c: u32, t: Time) -> Result<(), String> {
+        let side = self.conns[c as usize].requester;
         while let Some(w) = self.conns[c as usize].qp.issue() {
             let qp = &self.conns[c as usize].qp;
             let qpn = qp.qpn;
             self.peak_reads = self.peak_reads.max(qp.reads_in_flight());
-            let h = &mut *self.client;
+            let (h, own, _, _) = ends(
+                self.client,
+                self.server,
+                &mut self.local,
+                &mut self.remote,
+                side,
+            );
             let rn = &mut h.rnic;
             let wqe = rn.params.wqe;
             let s = rn.tx.serve(t, wqe);
             let ready = rn.qp_context(s, &mut h.mem, qpn) + wqe;
             rn.tx.hold_until(ready);
-            let out = packets_out(&w, self.mtu);
-            let mut ready_each = vec![ready; out.len()];
-            let mut payload = Vec::new();
-            if w.verb == Verb::Write {
-                let r = w.local as usize..(w.local + w.len) as usize;
-                payload = self.local.bytes[r].to_vec();
-                if !w.inline {
-                    let tr = rn.translate(ready, &mut h.mem, self.local.key, w.local, w.len);
-                    let buf = self.local.buf_at(w.local);
-                    ready_each = rn.dma_read_each(tr, &mut h.mem, self.local.node, buf, &out);
-                    let streamed = tr + rn.gather_stream(w.len);
-                    rn.tx.hold_until(streamed);
-                }
-            }
+            packets_out(&w, self.mtu, &mut self.out_pkts);
+            let out = &self.out_pkts;
+            let gathered;
+            let ready_each: &[Time] = if w.verb == Verb::Write && !w.inline {
+                let tr = rn.translate(ready, &mut h.mem, own.key, w.local, w.len);
+                let buf = own.buf_at(w.local);
+                gathered = rn.dma_read_each(tr, &mut h.mem, own.node, buf, out);
+                let streamed = tr + rn.gather_stream(w.len);
+                rn.tx.hold_until(streamed);
+                &gathered
+            } else {
+                self.scratch.clear();
+                self.scratch.resize(out.len(), ready);
+                &self.scratch
+            };
             // Cut-through: each packet leaves once its own payload is in.
-            let arrivals = rn.transmit_each(&ready_each, &out);
+            let arrivals = rn.transmit_each(ready_each, out);
             self.eng
-                .schedule_at(arrivals[0], (c, Ev::Request(w, payload, arrivals)))
+                .schedule_at(arrivals[0], (c, Ev::Request(w, arrivals)))
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -385,50 +621,86 @@ impl<'a> Rdma<'a> {
         let mut parsed = rn.receive_each(&arrivals[..1]);
         let ctx = rn.qp_context(parsed[0], &mut h.mem, qpn);
         rn.rx.hold_until(ctx);
-        parsed.extend(rn.receive_each(&arrivals[1..]));
+        if arrivals.len() > 1 {
+            parsed.extend(rn.receive_each(&arrivals[1..]));
+        }
         (parsed, ctx)
     }
 
     /// The responder: receive, context, translation, the DMA, the response — per
     /// packet, so a multi-packet message is pipelined through the stages.
-    fn respond(
-        &mut self,
-        c: u32,
-        w: Wqe,
-        payload: Vec<u8>,
-        arrivals: &[Time],
-    ) -> Result<(), String> {
-        let qpn = self.conns[c as usize].server_qpn;
-        let h = &mut *self.server;
+    fn respond(&mut self, c: u32, w: Wqe, arrivals: &[Time]) -> Result<(), String> {
+        let conn = &self.conns[c as usize];
+        let (qpn, side) = (conn.responder_qpn, conn.requester);
+        let (_, own, h, far) = ends(
+            self.client,
+            self.server,
+            &mut self.local,
+            &mut self.remote,
+            side,
+        );
         let (parsed, ctx) = Self::receive_message(h, qpn, arrivals);
         let rn = &mut h.rnic;
-        let tr = rn.translate(ctx, &mut h.mem, self.remote.key, w.remote, w.len);
-        let (node, buf) = (self.remote.node, self.remote.buf_at(w.remote));
+        let tr = rn.translate(ctx, &mut h.mem, far.key, w.remote, w.len);
+        let (node, buf) = (far.node, far.buf_at(w.remote));
         // Lines the server's agents hold: the DMA waits for their snoops.
-        let dma = match self.agents.as_deref_mut() {
-            Some(a) => a.device_access(tr, &mut h.mem, &self.remote, w, rn.socket()),
-            None => tr,
+        let dma = match (side, self.agents.as_deref_mut()) {
+            (Side::Client, Some(a)) => a.device_access(tr, &mut h.mem, far, w, rn.socket()),
+            _ => tr,
         };
-        let back = packets_back(&w, self.mtu);
-        let data = execute(w.verb, &mut self.remote.bytes, w.remote, w.len, &payload);
-        let ready_each = match w.verb {
+        packets_back(&w, self.mtu, &mut self.back_pkts);
+        let back = &self.back_pkts;
+        let r = w.remote as usize..(w.remote + w.len) as usize;
+        let l = w.local as usize..(w.local + w.len) as usize;
+        // The bytes move here; READ data lands in the requester's region, which its
+        // thread reads only after the completion, so the early copy is not observable.
+        let data = match w.verb {
             Verb::Write => {
-                let at: Vec<Time> = parsed.iter().map(|&p| p.max(dma)).collect();
+                far.bytes[r].copy_from_slice(&own.bytes[l]);
+                Vec::new()
+            }
+            Verb::Read => {
+                own.bytes[l].copy_from_slice(&far.bytes[r.clone()]);
+                if self.keep_data && self.work.is_none() {
+                    far.bytes[r].to_vec()
+                } else {
+                    Vec::new()
+                }
+            }
+            _ => execute(w.verb, &mut far.bytes, w.remote, w.len, &[]),
+        };
+        let read_each;
+        let ready_each: &[Time] = match w.verb {
+            Verb::Write => {
+                self.scratch.clear();
+                self.scratch.extend(parsed.iter().map(|&p| p.max(dma)));
                 // Posted: the ACK does not wait for the writes to become visible, only
                 // for the last packet.
-                let out = packets_out(&w, self.mtu);
-                rn.dma_write_each(&mut h.mem, node, buf, &at, &out, None);
-                vec![at[at.len() - 1]]
+                packets_out(&w, self.mtu, &mut self.out_pkts);
+                let visible =
+                    rn.dma_write_each(&mut h.mem, node, buf, &self.scratch, &self.out_pkts, None);
+                if self.watch_writes {
+                    self.eng
+                        .schedule_at(visible, (c, Ev::Landed(w, side.other())))
+                        .map_err(|e| e.to_string())?;
+                }
+                let last = self.scratch.len() - 1;
+                &self.scratch[last..]
             }
-            Verb::Read => rn.dma_read_each(dma, &mut h.mem, node, buf, &back),
+            Verb::Read => {
+                read_each = rn.dma_read_each(dma, &mut h.mem, node, buf, back);
+                &read_each
+            }
             _ => {
                 let r = rn.pf.dma_read(dma, &mut h.mem, node, buf, ATOMIC_BYTES);
                 rn.pf.dma_write(r, &mut h.mem, node, buf, ATOMIC_BYTES);
-                vec![r]
+                self.scratch.clear();
+                self.scratch.push(r);
+                &self.scratch
             }
         };
-        let built = rn.build_each(&ready_each);
-        let arrivals = rn.transmit_each(&built, &back);
+        let built = rn.build_each(ready_each);
+        let arrivals = rn.transmit_each(&built, back);
         self.eng
             .schedule_at(arrivals[0], (c, Ev::Response(w, data, arrivals)))
             .map_err(|e| e.to_string())
@@ -443,33 +715,49 @@ impl<'a> Rdma<'a> {
         arrivals: &[Time],
     ) -> Result<(), String> {
         let conn = &mut self.conns[c as usize];
-        let qpn = conn.qp.qpn;
+        let (qpn, side) = (conn.qp.qpn, conn.requester);
         let cqe = CQ_BUF + ((c as u64) << 16) + conn.cq_slot % CQ_DEPTH;
         conn.cq_slot += 1;
-        let h = &mut *self.client;
+        let (h, own, _, _) = ends(
+            self.client,
+            self.server,
+            &mut self.local,
+            &mut self.remote,
+            side,
+        );
         let (parsed, ctx) = Self::receive_message(h, qpn, arrivals);
         let done = parsed[parsed.len() - 1].max(ctx);
         let rn = &mut h.rnic;
-        let node = self.local.node;
+        let node = own.node;
         let visible = if w.verb.is_read_like() {
-            let r = w.local as usize..w.local as usize + data.len();
-            self.local.bytes[r].copy_from_slice(&data);
-            let tr = rn.translate(ctx, &mut h.mem, self.local.key, w.local, w.len);
-            let buf = self.local.buf_at(w.local);
-            let at: Vec<Time> = parsed.iter().map(|&p| p.max(tr)).collect();
+            if w.verb.is_atomic() {
+                let l = w.local as usize..w.local as usize + data.len();
+                own.bytes[l].copy_from_slice(&data);
+            }
+            let tr = rn.translate(ctx, &mut h.mem, own.key, w.local, w.len);
+            let buf = own.buf_at(w.local);
+            self.scratch.clear();
+            self.scratch.extend(parsed.iter().map(|&p| p.max(tr)));
             // Each response packet's data is written as it is parsed; an atomic's
             // original value rides in its one packet's AtomicAckETH.
-            let mut back = packets_back(&w, self.mtu);
+            packets_back(&w, self.mtu, &mut self.back_pkts);
             if w.verb.is_atomic() {
-                back[0].payload = ATOMIC_BYTES;
+                self.back_pkts[0].payload = ATOMIC_BYTES;
             }
-            rn.dma_write_each(&mut h.mem, node, buf, &at, &back, Some((cqe, CQE_BYTES)))
+            rn.dma_write_each(
+                &mut h.mem,
+                node,
+                buf,
+                &self.scratch,
+                &self.back_pkts,
+                Some((cqe, CQE_BYTES)),
+            )
         } else {
             rn.pf.dma_write(done, &mut h.mem, node, cqe, CQE_BYTES)
         };
         self.conns[c as usize].qp.complete(&w);
         self.try_issue(c, done)?;
-        let data = if self.work.is_some() {
+        let data = if self.work.is_some() || !self.keep_data {
             Vec::new()
         } else {
             data
@@ -494,10 +782,16 @@ impl<'a> Rdma<'a> {
             Time::ZERO
         };
         let start = core.start(t + phase);
-        let read =
-            self.client
-                .mem
-                .cpu_read(start, core.socket, self.local.node, cqe, CQE_BYTES, true);
+        let (h, own, _, _) = ends(
+            self.client,
+            self.server,
+            &mut self.local,
+            &mut self.remote,
+            conn.requester,
+        );
+        let read = h
+            .mem
+            .cpu_read(start, core.socket, own.node, cqe, CQE_BYTES, true);
         let end = start + read + core.cycles(POLL_CYCLES);
         core.finish(start, end);
         let (wr_id, posted) = conn

@@ -4,11 +4,13 @@
 //! RNIC's doorbell page, so the RNIC fetches no WQE; a WRITE's payload it gathers by
 //! DMA, `MAX_INLINE`) and polling their completion queues, and the benchmark harness the NUMA/RDMA study ran (`bench`: closed-loop
 //! latency, open-loop throughput in 10 ms samples; `stats`: sum of per-connection means
-//! and the standard deviation).
+//! and the standard deviation), and memcached over one-sided RDMA on top of it
+//! (`memcached`: the server's worker posting too).
 
 pub mod agents;
 pub mod bench;
 pub mod load;
+pub mod memcached;
 pub mod stats;
 pub mod workers;
 

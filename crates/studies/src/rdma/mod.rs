@@ -4,6 +4,7 @@
 //! its RNIC's node.
 
 pub mod contention;
+pub mod memcached;
 
 use std::collections::BTreeMap;
 

@@ -18,6 +18,7 @@
 
 pub mod net;
 pub mod overrides;
+pub mod rdma;
 pub mod spec;
 pub mod victim;
 
@@ -328,6 +329,9 @@ fn build(
         | Kind::Memcached { .. }
         | Kind::UdpPingPong { .. } => own(net::run(&tf.fabric.topo, &w.kind, m, seed)),
         Kind::Tyche { .. } => own(crate::tyche::run::workload(&tf.fabric.topo, &w.kind, m)),
+        Kind::RdmaBench(_) | Kind::RdmaMemcached(_) => {
+            own(rdma::run(&tf.fabric.topo, &w.kind, m, seed))
+        }
         Kind::PageRank {
             host,
             threads_per_socket,

@@ -157,6 +157,10 @@ pub enum Kind {
         host: String,
         threads_per_socket: u32,
     },
+    /// The NUMA/RDMA study's one-sided benchmark between two hosts (`super::rdma`).
+    RdmaBench(super::rdma::RdmaBench),
+    /// memcached over one-sided RDMA between two hosts (`super::rdma`).
+    RdmaMemcached(super::rdma::RdmaMemcached),
 }
 
 /// The two hosts of a network workload and where its server side runs (as `Netperf`'s
@@ -303,6 +307,8 @@ impl Kind {
             Kind::Memcached { .. } => "memcached",
             Kind::UdpPingPong { .. } => "udp_pingpong",
             Kind::PageRank { .. } => "pagerank",
+            Kind::RdmaBench(_) => "rdma_bench",
+            Kind::RdmaMemcached(_) => "rdma_memcached",
             Kind::Tyche {
                 app:
                     tyche::App {
@@ -646,7 +652,7 @@ struct One<T> {
 /// Reads the workload table at `span` of `src` as `T`; an error is located where the
 /// parser found it (the value, the unknown key, or the table for a missing one) and
 /// named under `wkey` (`workload.NAME`), e.g. `workload.rx.transfer_bytes`.
-fn read_workload<T: DeserializeOwned>(
+pub(super) fn read_workload<T: DeserializeOwned>(
     src: &Source,
     span: &Range<usize>,
     table: &toml::Table,
@@ -711,7 +717,7 @@ fn value_span(src: &Source, span: &Range<usize>, key: &str) -> Range<usize> {
 }
 
 /// An error at the value of `field` of workload `name` (at its table when not written).
-fn field_error(
+pub(super) fn field_error(
     src: &Source,
     span: &Range<usize>,
     name: &str,
@@ -836,7 +842,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 src,
                 value_span(src, &span, "kind"),
                 Some(&format!("{wkey}.kind")),
-                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\", \"pagerank\", \"tyche_fio\" or \"zmio\"",
+                "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\", \"pagerank\", \"tyche_fio\", \"zmio\", \"rdma_bench\" or \"rdma_memcached\"",
             )
         })?;
         let (name, kind) = match kind {
@@ -1068,6 +1074,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                 };
                 (r.name, k)
             }
+            "rdma_bench" | "rdma_memcached" => super::rdma::parse(src, &span, table, &wkey, kind)?,
             "pktgen" => {
                 let r: RawPktgen = read_workload(src, &span, table, &wkey)?;
                 let k = Kind::Pktgen {
@@ -1087,7 +1094,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     value_span(src, &span, "kind"),
                     Some(&format!("{wkey}.kind")),
                     &format!(
-                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio)"
+                    "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio, rdma_bench, rdma_memcached)"
                 ),
                 ))
             }
@@ -1241,6 +1248,8 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
                     "must be a whole number of 4 KiB blocks, at most 512 KiB (Tyche's largest request)",
                 )?;
             }
+            // Checked as they were read (`super::rdma::parse`).
+            Kind::RdmaBench(_) | Kind::RdmaMemcached(_) => {}
             Kind::Pktgen { pkt_bytes, .. } => range(
                 (64..=1518).contains(pkt_bytes),
                 "pkt_bytes",
@@ -1369,15 +1378,16 @@ duration = "1 ms"
         assert_eq!(
             msg(&OK.replace("kind = \"dma\"", "kind = \"dmaa\"")),
             "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, pingpong, \
-             fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio) (key \
-             `workload.rx.kind`)"
+             fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio, rdma_bench, \
+             rdma_memcached) (key `workload.rx.kind`)"
         );
         // Without a name, a workload is named by its position.
         assert_eq!(
             msg(&OK.replace("kind = \"cpu_stream\"\n", "")),
             "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \
              \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\", \
-             \"pagerank\", \"tyche_fio\" or \"zmio\" (key `workload.ant.kind`)"
+             \"pagerank\", \"tyche_fio\", \"zmio\", \"rdma_bench\" or \"rdma_memcached\" (key \
+             `workload.ant.kind`)"
         );
         assert_eq!(
             msg(&OK.replace("name = \"rx\"\n", "")),
