@@ -324,7 +324,7 @@ mod tests {
     }
 
     #[test]
-    fn a_study_named_twice_lists_its_missing_experiments_once() {
+    fn a_study_named_twice_runs_each_experiment_once_and_misses_none() {
         // SmartIO is whole: named twice, it runs each experiment once and misses none.
         let (runs, missing) = select(&["smartio".into(), "smartio".into()]).unwrap();
         assert!(missing.is_empty(), "{missing:?}");

@@ -27,7 +27,7 @@
 //! probe reads a swept word through an argument (`direction = "{direction}"`); its
 //! `swept()` sees the numeric ones.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fabric::scenario::Source;
 use serde::Deserialize;
@@ -222,6 +222,16 @@ impl SweepValue {
 
 /// One sweep point: a value per swept parameter.
 type SweepPoint = Vec<(String, SweepValue)>;
+
+/// One probe run an experiment's rows need: its config (index), key, metric, resolved
+/// arguments and sweep point.
+struct ProbeRun<'e> {
+    config: usize,
+    key: RunKey,
+    metric: &'e MetricSpec,
+    args: BTreeMap<String, String>,
+    point: &'e SweepPoint,
+}
 
 /// What identifies one probe run within a config: the probe, the metric's hardware, the
 /// resolved arguments and the sweep point (none for `once` metrics).
@@ -615,32 +625,55 @@ impl Experiment {
     /// Runs every config, sweep point and metric; `sets` override scenario keys of every
     /// config (after the config's own and the metric's). A probe runs once per (config,
     /// sweep point, probe, resolved arguments, metric hardware): metrics naming the same
-    /// run take their fields from it; a `once` metric's run serves every point.
+    /// run take their fields from it; a `once` metric's run serves every point. The
+    /// distinct runs are independent simulations, so they run in parallel (rayon's
+    /// current pool); rows and errors come out in the file's order whatever the pool.
     pub fn run(&self, sets: &[Override]) -> Result<Vec<Run>, RunError> {
-        let mut out = Vec::new();
+        use rayon::prelude::*;
         let points = self.points();
         let user: Point = overrides::points(sets)
             .into_iter()
             .next()
             .unwrap_or_default();
-        for c in &self.configs {
-            let mut cache: BTreeMap<RunKey, Outcome> = BTreeMap::new();
+        // Every probe run the rows need, once each, in the order the rows meet them.
+        let mut jobs: Vec<ProbeRun> = Vec::new();
+        for (ci, c) in self.configs.iter().enumerate() {
+            let mut seen: BTreeSet<RunKey> = BTreeSet::new();
+            for point in &points {
+                for m in &self.metrics {
+                    let args = resolve_args(c, m, point);
+                    let key = Self::run_key(m, &args, point);
+                    if seen.insert(key.clone()) {
+                        jobs.push(ProbeRun {
+                            config: ci,
+                            key,
+                            metric: m,
+                            args,
+                            point,
+                        });
+                    }
+                }
+            }
+        }
+        let outcomes: Vec<Result<Outcome, RunError>> = jobs
+            .par_iter()
+            .map(|j| {
+                let c = &self.configs[j.config];
+                self.measure(c, j.metric, &j.args, j.point, &user)
+            })
+            .collect();
+        let mut cache: BTreeMap<(usize, RunKey), Outcome> = BTreeMap::new();
+        for (j, outcome) in jobs.into_iter().zip(outcomes) {
+            cache.insert((j.config, j.key), outcome?);
+        }
+        let mut out = Vec::new();
+        for (ci, c) in self.configs.iter().enumerate() {
             for point in &points {
                 let mut metrics = Map::new();
                 let mut counters = Map::new();
                 for m in &self.metrics {
                     let args = resolve_args(c, m, point);
-                    let key: RunKey = (
-                        m.probe.name,
-                        format!("{:?} {:?}", m.scenario, m.set),
-                        args.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                        (!m.once).then(|| point.clone()),
-                    );
-                    if !cache.contains_key(&key) {
-                        let outcome = self.measure(c, m, &args, point, &user)?;
-                        cache.insert(key.clone(), outcome);
-                    }
-                    let outcome = &cache[&key];
+                    let outcome = &cache[&(ci, Self::run_key(m, &args, point))];
                     let value = outcome.fields.get(&m.field).cloned().ok_or_else(|| {
                         RunError(format!(
                             "{}, config `{}`: metric `{}`: probe `{}` gave no field `{}` (it gave: {})",
@@ -672,6 +705,16 @@ impl Experiment {
             }
         }
         Ok(out)
+    }
+
+    /// What makes two metrics of one config the same probe run.
+    fn run_key(m: &MetricSpec, args: &BTreeMap<String, String>, point: &SweepPoint) -> RunKey {
+        (
+            m.probe.name,
+            format!("{:?} {:?}", m.scenario, m.set),
+            args.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            (!m.once).then(|| point.clone()),
+        )
     }
 
     /// One probe run on a fresh copy of the metric's hardware.
@@ -821,6 +864,17 @@ vars = { who = "a" }
         format!("{HEAD}\n{sweep}\n{metrics}")
     }
 
+    /// `run` in a one-thread pool made of this thread, so the thread-local `CALLS` sees
+    /// every probe run.
+    fn run_on_this_thread(e: &Experiment) -> Vec<crate::result::Run> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .use_current_thread()
+            .build()
+            .unwrap();
+        pool.install(|| e.run(&[])).unwrap()
+    }
+
     const TWO: &str = r#"
 [[metric]]
 name = "clients_seen"
@@ -836,10 +890,29 @@ args = { tag = "{who}-{clients}" }
 "#;
 
     #[test]
+    fn any_pool_gives_the_same_rows_in_the_files_order() {
+        let e = parse(&file("[sweep]\nclients = [1, 2, 3, 5, 8, 13, 21, 31]", TWO)).unwrap();
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| e.run(&[])).unwrap()
+        };
+        let one = on(1);
+        assert_eq!(one, on(4));
+        let seen: Vec<_> = one
+            .iter()
+            .map(|r| r.metrics["clients_seen"].clone())
+            .collect();
+        assert_eq!(seen, [1, 2, 3, 5, 8, 13, 21, 31].map(|n| json!(n)));
+    }
+
+    #[test]
     fn a_two_metric_probe_runs_once_per_point_and_integer_sweeps_are_numbers() {
         let e = parse(&file("[sweep]\nclients = [1, 8, 31]", TWO)).unwrap();
         CALLS.with(|c| c.set(0));
-        let runs = e.run(&[]).unwrap();
+        let runs = run_on_this_thread(&e);
         assert_eq!(
             CALLS.with(Cell::get),
             3,
@@ -872,7 +945,7 @@ once = true
         ))
         .unwrap();
         CALLS.with(|c| c.set(0));
-        let runs = e.run(&[]).unwrap();
+        let runs = run_on_this_thread(&e);
         assert_eq!(runs.len(), 6, "the product of the two sweeps");
         assert_eq!(
             CALLS.with(Cell::get),

@@ -41,7 +41,7 @@ use wire::Packet;
 
 use super::agents::ServerAgents;
 use super::stats::{Samples, Throughput};
-use super::{RdmaHost, Region, CQE_BYTES, MAX_INLINE, POLL_CYCLES, POST_CYCLES};
+use super::{RdmaHost, Region, BENCH_MAX_INLINE, CQE_BYTES, POLL_CYCLES, POST_CYCLES};
 use crate::net::Core;
 
 /// Completion-queue entries per connection (assumption: a ring of 256 CQEs; each is its
@@ -205,6 +205,9 @@ pub struct Rdma<'a> {
     /// The most READs and atomics one QP had outstanding at once.
     peak_reads: u32,
     poll_phase: bool,
+    /// Largest WRITE payload posted inline (`BENCH_MAX_INLINE` unless an application
+    /// says otherwise, `set_max_inline`).
+    max_inline: u64,
     /// Server-side agents sharing the region's lines and the memory system.
     agents: Option<&'a mut dyn ServerAgents>,
     /// Hand-posted completions carry their bytes (`Completion::data`).
@@ -405,6 +408,7 @@ impl<'a> Rdma<'a> {
             completed: 0,
             peak_reads: 0,
             poll_phase: opts.poll_phase,
+            max_inline: BENCH_MAX_INLINE,
             agents: None,
             keep_data: true,
             watch_writes: false,
@@ -419,6 +423,12 @@ impl<'a> Rdma<'a> {
     pub fn set_options(&mut self, opts: RunOptions) {
         self.eng = Engine::new(opts.seed);
         self.poll_phase = opts.poll_phase;
+    }
+
+    /// WRITEs of up to `bytes` are posted inline from now on (their payload rides in the
+    /// BlueFlame store; the RNIC gathers nothing).
+    pub fn set_max_inline(&mut self, bytes: u64) {
+        self.max_inline = bytes;
     }
 
     /// Server-side agents (on the server host) from now on.
@@ -464,7 +474,7 @@ impl<'a> Rdma<'a> {
             remote,
             local,
             len,
-            inline: verb == Verb::Write && len <= MAX_INLINE,
+            inline: verb == Verb::Write && len <= self.max_inline,
         };
         let (own, far) = match c.requester {
             Side::Client => (self.local.len(), self.remote.len()),
@@ -858,7 +868,7 @@ impl<'a> Rdma<'a> {
             remote: off,
             local: off,
             len: spec.bytes,
-            inline: spec.verb == Verb::Write && spec.bytes <= MAX_INLINE,
+            inline: spec.verb == Verb::Write && spec.bytes <= self.max_inline,
         };
         conn.next_wr += 1;
         self.post_wqe(c, at, w)

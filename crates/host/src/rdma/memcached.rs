@@ -545,6 +545,10 @@ fn drive<'a>(
         poll_phase: true,
     });
     r.set_agents(agents);
+    // Assumption: the port posts its 16 B requests and 8 B acknowledgements inline, as
+    // key-value stores over RDMA do for messages this small (the study's memcached source
+    // is not public); the values themselves are READ, never written.
+    r.set_max_inline(REQUEST_BYTES);
     r.keep_data = false;
     r.watch_writes = true;
     let scripted = matches!(source, Source::Script(_));

@@ -2,9 +2,10 @@
 //! (`devices::rnic`), registered memory regions holding real bytes, client threads
 //! posting work requests by BlueFlame (the WQE written by the core straight into the
 //! RNIC's doorbell page, so the RNIC fetches no WQE; a WRITE's payload it gathers by
-//! DMA, `MAX_INLINE`) and polling their completion queues, and the benchmark harness the NUMA/RDMA study ran (`bench`: closed-loop
-//! latency, open-loop throughput in 10 ms samples; `stats`: sum of per-connection means
-//! and the standard deviation), and memcached over one-sided RDMA on top of it
+//! DMA, `BENCH_MAX_INLINE`) and polling their completion queues, and the benchmark
+//! harness the NUMA/RDMA study ran (`bench`: closed-loop latency, open-loop throughput
+//! in 10 ms samples; `stats`: sum of per-connection means and the standard deviation),
+//! and memcached over one-sided RDMA on top of it
 //! (`memcached`: the server's worker posting too).
 
 pub mod agents;
@@ -35,7 +36,7 @@ pub const POST_CYCLES: u64 = 150;
 pub const POLL_CYCLES: u64 = 100;
 /// Bytes of a completion entry (ConnectX CQE, 64 B with the default `cqe_size`).
 pub const CQE_BYTES: u64 = 64;
-/// Largest payload a WQE carries inline: none. The study's benchmark (sss-lehigh/nurdma,
+/// Largest payload the benchmark's WQEs carry inline: none. The study's benchmark (sss-lehigh/nurdma,
 /// `src/rc_bench/rc_resources.cpp`) posts every WRITE with one scatter entry and never
 /// sets `IBV_SEND_INLINE`, so the RNIC gathers even an 8 B payload by a DMA read. The
 /// WQE itself still arrives by BlueFlame: MLNX_OFED's libmlx4 sends a lone work request
@@ -43,10 +44,8 @@ pub const CQE_BYTES: u64 = 64;
 /// to 1), while the upstream library would ring the doorbell and let the RNIC fetch a
 /// non-inline WQE by DMA. The published WRITE rates from 8 to 64 B (6.062, 5.988, 5.917,
 /// 5.776 Mops, REFERENCE.md §4) fall as a gathered payload's PCIe completion grows.
-/// A static rather than a const only because `bench` still compares lengths with it and
-/// clippy rejects a comparison with a constant 0 as always false; once `bench` stops
-/// testing for inline payloads this can go.
-pub static MAX_INLINE: u64 = 0;
+/// An application that inlines its small WRITEs says so with `bench::Rdma::set_max_inline`.
+pub const BENCH_MAX_INLINE: u64 = 0;
 
 /// A registered memory region: its node, its bytes, its key (R_Key/L_Key and MTT
 /// index) and its identity in the memory system, one buffer per `slot` bytes (the
