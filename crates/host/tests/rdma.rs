@@ -1,23 +1,12 @@
 //! One-sided RDMA on the NUMA/RDMA study's testbed (REFERENCE.md §4): bytes, verbs
 //! semantics, the outstanding-read limit and the NUMA relations the model must produce.
 
+mod testbed;
 use devices::rnic::Verb;
-use fabric::{builtin, Fabric, Topology};
 use host::rdma::bench::{self, BenchSpec, Mode, Rdma, RunOptions};
 use host::rdma::{RdmaHost, Region};
 use sim::Time;
-
-fn topo() -> Topology {
-    let s = builtin::load_builtin("rdma_haswell").unwrap().unwrap();
-    Fabric::from_scenario(s).unwrap().topo
-}
-
-fn hosts(t: &Topology) -> (RdmaHost, RdmaHost) {
-    (
-        RdmaHost::new(t, "client", "rnic").unwrap(),
-        RdmaHost::new(t, "server", "rnic").unwrap(),
-    )
-}
+use testbed::{hosts, topo};
 
 /// A client region of zeros and a server region of a known pattern, 4 KiB each.
 fn regions(c: &mut RdmaHost, s: &mut RdmaHost, remote: bool) -> (Region, Region) {

@@ -2,26 +2,14 @@
 //! the region's lines (`rdma::workers`) and independent load threads (`rdma::load`).
 //! Each test states the relation the mechanism implies, derived before running.
 
+mod testbed;
 use devices::rnic::Verb;
-use fabric::{builtin, Fabric, Topology};
 use host::rdma::agents::ServerAgents;
 use host::rdma::bench::{self, BenchResult, BenchSpec, Mode};
 use host::rdma::load::{IndependentLoad, LoadSpec, Placement, Residence, LOAD_THREADS};
 use host::rdma::workers::{Mix, MrWorkers};
-use host::rdma::RdmaHost;
 use sim::Time;
-
-fn topo() -> Topology {
-    let s = builtin::load_builtin("rdma_haswell").unwrap().unwrap();
-    Fabric::from_scenario(s).unwrap().topo
-}
-
-fn hosts(t: &Topology) -> (RdmaHost, RdmaHost) {
-    (
-        RdmaHost::new(t, "client", "rnic").unwrap(),
-        RdmaHost::new(t, "server", "rnic").unwrap(),
-    )
-}
+use testbed::{hosts, topo};
 
 fn closed(verb: Verb, remote: bool) -> BenchSpec {
     BenchSpec {

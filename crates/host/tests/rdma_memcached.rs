@@ -1,22 +1,10 @@
 //! memcached over one-sided RDMA (`host::rdma::memcached`): real bytes through the
 //! protocol, and the placements' relationships.
 
-use fabric::{builtin, Fabric, Topology};
+mod testbed;
 use host::rdma::memcached::{self, McSpec, Op, Placement, KEYS};
-use host::rdma::RdmaHost;
 use sim::Time;
-
-fn topo() -> Topology {
-    let s = builtin::load_builtin("rdma_haswell").unwrap().unwrap();
-    Fabric::from_scenario(s).unwrap().topo
-}
-
-fn hosts(t: &Topology) -> (RdmaHost, RdmaHost) {
-    (
-        RdmaHost::new(t, "client", "rnic").unwrap(),
-        RdmaHost::new(t, "server", "rnic").unwrap(),
-    )
-}
+use testbed::{hosts, topo};
 
 fn spec(connections: u32, placement: Placement) -> McSpec {
     McSpec {
