@@ -193,21 +193,40 @@ impl Fifo {
         t
     }
 
-    /// How many intervals start at or before `t`. Most reservations arrive after the
-    /// last one has started: no search then.
+    /// How many intervals start at or before `t`.
     fn starting_by(&self, t: Time) -> usize {
-        match self.busy.back() {
-            Some(&(s, _)) if s > t => self.busy.partition_point(|&(s, _)| s <= t),
-            _ => self.busy.len(),
-        }
+        self.count_from_back(|&(s, _)| s <= t)
     }
 
     /// How many intervals start before `t`.
     fn starting_before(&self, t: Time) -> usize {
-        match self.busy.back() {
-            Some(&(s, _)) if s >= t => self.busy.partition_point(|&(s, _)| s < t),
-            _ => self.busy.len(),
+        self.count_from_back(|&(s, _)| s < t)
+    }
+
+    /// How many intervals from the front satisfy `before` (true on a prefix), searched
+    /// from the back: most reservations land after the last interval's start (one
+    /// probe) or a few intervals before it (galloping back, then bisecting).
+    fn count_from_back(&self, before: impl Fn(&(Time, Time)) -> bool) -> usize {
+        let n = self.busy.len();
+        let (mut lo, mut hi) = (0, n);
+        let mut step = 1;
+        while step <= n {
+            if before(&self.busy[n - step]) {
+                lo = n - step + 1;
+                break;
+            }
+            hi = n - step;
+            step *= 2;
         }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(&self.busy[mid]) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 }
 
