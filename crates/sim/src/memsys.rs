@@ -47,7 +47,7 @@
 //! of two links costs their latencies and the slower link's serialization, not both
 //! serializations (QPI forwards per flit; the lines of a packet are separate requests).
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
@@ -58,6 +58,8 @@ mod arbitration;
 mod uncore;
 pub use arbitration::{StreamAgent, StreamRates};
 pub use uncore::{Hop, LinkCount, PcmPort, Uncore, UncoreLink};
+#[cfg(test)]
+mod fifo_lru_tests;
 pub mod ownership;
 mod pollution;
 
@@ -71,8 +73,10 @@ pub const LINE: u64 = 64;
 /// earlier packet's future work, and the server never serves two at once.
 #[derive(Clone, Debug)]
 pub struct Fifo {
-    /// Disjoint busy intervals, start → end, merged when they touch.
-    busy: BTreeMap<Time, Time>,
+    /// Disjoint busy intervals (start, end), sorted, merged when they touch. A deque
+    /// because most reservations land at or near the back and forgetting pops the
+    /// front; binary search finds the rest.
+    busy: VecDeque<(Time, Time)>,
     ps_per_kib: u64,
     gbps: f64,
     /// End of the latest forgotten interval: nothing is placed before it, so a
@@ -96,7 +100,7 @@ const SLIVER: Time = Time::from_ps(1000);
 impl Fifo {
     pub fn new(gbps: f64) -> Fifo {
         Fifo {
-            busy: BTreeMap::new(),
+            busy: VecDeque::new(),
             ps_per_kib: pcie::ps_per_kib_at(gbps),
             gbps,
             forgotten: Time::ZERO,
@@ -131,42 +135,98 @@ impl Fifo {
     pub fn reserve(&mut self, at: Time, bytes: u64) -> Time {
         let dur = self.duration(bytes);
         self.bytes += bytes;
-        let mut t = at.max(self.forgotten);
-        if let Some((_, &e)) = self.busy.range(..=t).next_back() {
-            t = t.max(e);
+        let t = self.first_gap(at.max(self.forgotten), dur);
+        let mut start = t;
+        let mut end = t + dur;
+        // Merge with neighbours closer than SLIVER: a gap too short for any packet would
+        // only lengthen every later search. The new interval replaces busy[lo..hi].
+        let mut hi = self.starting_by(start);
+        let mut lo = hi;
+        if lo > 0 && self.busy[lo - 1].1 + SLIVER >= start {
+            lo -= 1;
+            start = self.busy[lo].0;
         }
-        while let Some((&s, &e)) = self.busy.range(t..).next() {
+        while let Some(&(s, e)) = self.busy.get(hi) {
+            if s > end + SLIVER {
+                break;
+            }
+            end = end.max(e);
+            hi += 1;
+        }
+        match hi - lo {
+            0 => self.busy.insert(lo, (start, end)),
+            n => {
+                self.busy[lo] = (start, end);
+                if n > 1 {
+                    self.busy.drain(lo + 1..hi);
+                }
+            }
+        }
+        while let Some(&(s, e)) = self.busy.front() {
+            if e + HORIZON >= at || s == start {
+                break;
+            }
+            self.busy.pop_front();
+            self.forgotten = self.forgotten.max(e);
+        }
+        t + dur
+    }
+
+    /// Where a reservation of `dur` arriving at `t` starts: after the interval under way
+    /// at `t`, in the first gap that holds it.
+    fn first_gap(&self, mut t: Time, dur: Time) -> Time {
+        let under_way = self.starting_by(t);
+        if under_way > 0 {
+            t = t.max(self.busy[under_way - 1].1);
+        }
+        let mut i = self.starting_before(t);
+        while let Some(&(s, e)) = self.busy.get(i) {
             if s >= t + dur {
                 break;
             }
             t = e;
-        }
-        let mut start = t;
-        let mut end = t + dur;
-        // Merge with neighbours closer than SLIVER: a gap too short for any packet would
-        // only lengthen every later search.
-        if let Some((&s, &e)) = self.busy.range(..=start).next_back() {
-            if e + SLIVER >= start {
-                self.busy.remove(&s);
-                start = s;
+            i += 1;
+            while self.busy.get(i).is_some_and(|&(s, _)| s < t) {
+                i += 1;
             }
         }
-        while let Some((&s, &e)) = self.busy.range(start..).next() {
-            if s > end + SLIVER {
+        t
+    }
+
+    /// How many intervals start at or before `t`.
+    fn starting_by(&self, t: Time) -> usize {
+        self.count_from_back(|&(s, _)| s <= t)
+    }
+
+    /// How many intervals start before `t`.
+    fn starting_before(&self, t: Time) -> usize {
+        self.count_from_back(|&(s, _)| s < t)
+    }
+
+    /// How many intervals from the front satisfy `before` (true on a prefix), searched
+    /// from the back: most reservations land after the last interval's start (one
+    /// probe) or a few intervals before it (galloping back, then bisecting).
+    fn count_from_back(&self, before: impl Fn(&(Time, Time)) -> bool) -> usize {
+        let n = self.busy.len();
+        let (mut lo, mut hi) = (0, n);
+        let mut step = 1;
+        while step <= n {
+            if before(&self.busy[n - step]) {
+                lo = n - step + 1;
                 break;
             }
-            self.busy.remove(&s);
-            end = end.max(e);
+            hi = n - step;
+            step *= 2;
         }
-        self.busy.insert(start, end);
-        while let Some((&s, &e)) = self.busy.iter().next() {
-            if e + HORIZON >= at || s == start {
-                break;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(&self.busy[mid]) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
-            self.busy.remove(&s);
-            self.forgotten = self.forgotten.max(e);
         }
-        t + dur
+        lo
     }
 }
 
@@ -179,7 +239,11 @@ struct Lru {
     stamp: u64,
     /// buffer → (lines, stamp, dirty, home node)
     map: FxHashMap<u64, (u64, u64, bool, u32)>,
-    order: BTreeMap<u64, u64>,
+    /// (stamp, buffer) in stamp order, least recently touched first. An entry is stale
+    /// once its buffer is touched again or removed (the map's stamp differs); stale
+    /// entries are skipped at eviction and dropped when they outnumber the live ones, so
+    /// a touch or removal costs no search.
+    order: VecDeque<(u64, u64)>,
 }
 
 impl Lru {
@@ -189,18 +253,29 @@ impl Lru {
 
     fn touch(&mut self, buf: u64) {
         if let Some(e) = self.map.get_mut(&buf) {
-            self.order.remove(&e.1);
             self.stamp += 1;
             e.1 = self.stamp;
-            self.order.insert(self.stamp, buf);
+            self.order.push_back((self.stamp, buf));
+            self.compact();
         }
     }
 
     fn remove(&mut self, buf: u64) -> Option<(u64, bool)> {
-        let (lines, stamp, dirty, _) = self.map.remove(&buf)?;
-        self.order.remove(&stamp);
+        let (lines, _, dirty, _) = self.map.remove(&buf)?;
         self.used -= lines;
         Some((lines, dirty))
+    }
+
+    fn is_live(&self, (stamp, buf): (u64, u64)) -> bool {
+        self.map.get(&buf).is_some_and(|e| e.1 == stamp)
+    }
+
+    /// Drops the stale order entries once they are most of the queue (amortized O(1)).
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let order = std::mem::take(&mut self.order);
+            self.order = order.into_iter().filter(|&o| self.is_live(o)).collect();
+        }
     }
 
     /// Inserts (or refreshes) `buf`, homed on node `home`; adds the dirty lines of the
@@ -209,21 +284,24 @@ impl Lru {
         let was_dirty = self.remove(buf).is_some_and(|(_, d)| d);
         let lines = lines.min(self.cap_lines);
         while self.used + lines > self.cap_lines {
-            let Some((_, &old)) = self.order.iter().next() else {
+            let Some(oldest) = self.order.pop_front() else {
                 break;
             };
-            if let Some(&(l, _, d, h)) = self.map.get(&old) {
-                self.remove(old);
-                if d {
-                    written_back[h as usize] += l;
-                }
+            let (stamp, old) = oldest;
+            let Some(&(l, _, d, h)) = self.map.get(&old).filter(|e| e.1 == stamp) else {
+                continue; // stale: touched again or removed since
+            };
+            self.remove(old);
+            if d {
+                written_back[h as usize] += l;
             }
         }
         self.stamp += 1;
         self.map
             .insert(buf, (lines, self.stamp, dirty || was_dirty, home));
-        self.order.insert(self.stamp, buf);
+        self.order.push_back((self.stamp, buf));
         self.used += lines;
+        self.compact();
     }
 }
 
