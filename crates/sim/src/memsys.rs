@@ -23,9 +23,9 @@
 //!
 //! Rules (REFERENCE.md §1): a device write to memory of the package whose root the
 //! device hangs under allocates in that package's DDIO share (evicting its oldest buffers
-//! to DRAM as write-backs); any other device write (another package's memory, or a
-//! device behind an I/O hub, which has no LLC) goes to DRAM and invalidates cached
-//! copies; a device read of a line in an LLC is served from it without eviction, local
+//! to DRAM as write-backs) and invalidates other packages' copies; any other device
+//! write (another package's memory, or a device behind an I/O hub, which has no LLC)
+//! goes to DRAM and invalidates cached copies; a device read of a line in an LLC is served from it without eviction, local
 //! or remote. A dirty line an LLC evicts is written back to its home node's DRAM, across
 //! the route from the evicting package when the home is another (`cpu_write_home` names a
 //! store's home; `cpu_write` is a store to the writer's own node). A device read of a
@@ -628,8 +628,8 @@ impl MemSys {
         let bytes_l = lines(bytes) * LINE;
         self.off_home.device_write(buf);
         if attach == node && self.p.ddio_ways > 0 {
-            // DDIO: allocate in the local share; a copy in the CPU share is the stale one.
-            self.cpu[node as usize].remove(buf);
+            // DDIO: allocate in the local share; every other cached copy is stale.
+            self.invalidate(buf);
             self.ddio[node as usize].insert(buf, lines(bytes), true, node, &mut self.evicted);
             self.write_back(at, node);
             return at + self.p.llc_latency;
@@ -1029,6 +1029,24 @@ mod tests {
         assert_eq!(m.dram(0).read, 64, "served by the home's memory");
         let fresh = m.device_read(Time::from_us(2), 0, 0, 9, 64) - Time::from_us(2);
         assert_eq!(clean, fresh, "as a line no LLC holds");
+    }
+
+    #[test]
+    fn a_ddio_write_invalidates_the_other_packages_copy() {
+        let mut m = ms();
+        // A node-1 core reads a node-0 buffer, then the node-0 device rewrites it (a
+        // receive ring wrapping): the core's next read must fetch the new data.
+        m.cpu_read(Time::ZERO, 1, 0, 7, 1536, false);
+        m.device_write(Time::ZERO, 0, 0, 7, 1536);
+        assert!(m.cached(0, 7) && !m.cached(1, 7));
+        m.reset_counters();
+        let stall = m.cpu_read(Time::from_us(1), 1, 0, 7, 1536, false);
+        assert!(stall > Time::ZERO);
+        assert_eq!(
+            m.link_bytes(0, 1),
+            Some(1536),
+            "the new lines crossed to package 1"
+        );
     }
 
     #[test]
