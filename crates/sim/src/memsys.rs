@@ -25,14 +25,16 @@
 //! device hangs under allocates in that package's DDIO share (evicting its oldest buffers
 //! to DRAM as write-backs) and invalidates other packages' copies; any other device
 //! write (another package's memory, or a device behind an I/O hub, which has no LLC)
-//! goes to DRAM and invalidates cached copies; a device read of a line in an LLC is served from it without eviction, local
-//! or remote. A dirty line an LLC evicts is written back to its home node's DRAM, across
-//! the route from the evicting package when the home is another (`cpu_write_home` names a
-//! store's home; `cpu_write` is a store to the writer's own node). A device read of a
-//! buffer that is not in its home's LLC but dirty in another package's (a core there
-//! filled it) is a snoop: the home reads memory (the directory, below), then the owner's
-//! LLC answers across the route to the device — no new constant, the LLC latency and the
-//! crossings. A clean copy in another LLC is not snooped: the home's memory is current.
+//! goes to DRAM and invalidates cached copies; a device read of a line in an LLC is
+//! served from it without eviction, local or remote. A dirty line an LLC evicts is
+//! written back to its home node's DRAM, across the route from the evicting package when
+//! the home is another (`cpu_write_home` names a store's home; `cpu_write` is a store to
+//! the writer's own node). A device read of a buffer that is not in its home's LLC but
+//! dirty in another package's (a core there filled it) is a snoop: the home reads memory
+//! (the directory, below), then the owner's LLC answers across the route to the device —
+//! no new constant, the DRAM and LLC latencies and the crossings. A clean copy in another
+//! LLC is not snooped: the home's memory is current. (A core's load of such a dirty line
+//! is still priced as a read of its home's memory.)
 //!
 //! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
 //! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
