@@ -23,12 +23,18 @@
 //!
 //! Rules (REFERENCE.md §1): a device write to memory of the package whose root the
 //! device hangs under allocates in that package's DDIO share (evicting its oldest buffers
-//! to DRAM as write-backs); any other device write (another package's memory, or a
-//! device behind an I/O hub, which has no LLC) goes to DRAM and invalidates cached
-//! copies; a device read of a line in an LLC is served from it without eviction, local
-//! or remote. A dirty line an LLC evicts is written back to its home node's DRAM, across
-//! the route from the evicting package when the home is another (`cpu_write_home` names a
-//! store's home; `cpu_write` is a store to the writer's own node).
+//! to DRAM as write-backs) and invalidates other packages' copies; any other device
+//! write (another package's memory, or a device behind an I/O hub, which has no LLC)
+//! goes to DRAM and invalidates cached copies; a device read of a line in an LLC is
+//! served from it without eviction, local or remote. A dirty line an LLC evicts is
+//! written back to its home node's DRAM, across the route from the evicting package when
+//! the home is another (`cpu_write_home` names a store's home; `cpu_write` is a store to
+//! the writer's own node). A device read of a buffer that is not in its home's LLC but
+//! dirty in another package's (a core there filled it) is a snoop: the home reads memory
+//! (the directory, below), then the owner's LLC answers across the route to the device —
+//! no new constant, the DRAM and LLC latencies and the crossings. A clean copy in another
+//! LLC is not snooped: the home's memory is current. (A core's load of such a dirty line
+//! is still priced as a read of its home's memory.)
 //!
 //! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
 //! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
@@ -349,6 +355,8 @@ pub struct MemSys {
     rates: StreamRates,
     /// Dirty lines evicted by the last LLC insertion, per home node (reused).
     evicted: Vec<u64>,
+    /// Buffers dirty in an LLC away from their home (a device read snoops them there).
+    off_home: ownership::OffHome,
 }
 
 fn lines(bytes: u64) -> u64 {
@@ -405,6 +413,7 @@ impl MemSys {
             streams: Vec::new(),
             rates: StreamRates::default(),
             evicted: vec![0; n],
+            off_home: ownership::OffHome::default(),
             uncore,
             p,
         }
@@ -697,9 +706,10 @@ impl MemSys {
     /// write is globally visible.
     pub fn device_write(&mut self, at: Time, attach: u32, node: u32, buf: u64, bytes: u64) -> Time {
         let bytes_l = lines(bytes) * LINE;
+        self.off_home.device_write(buf);
         if attach == node && self.p.ddio_ways > 0 {
-            // DDIO: allocate in the local share; a copy in the CPU share is the stale one.
-            self.cpu[node as usize].remove(buf);
+            // DDIO: allocate in the local share; every other cached copy is stale.
+            self.invalidate(buf);
             self.ddio[node as usize].insert(buf, lines(bytes), true, node, &mut self.evicted);
             self.write_back(at, node);
             return at + self.p.llc_latency;
@@ -721,6 +731,11 @@ impl MemSys {
         let remote = attach != node;
         let hops = self.round_trip(attach, node);
         let cached = self.cached(node, buf);
+        if let Some(owner) = self.off_home.owner(buf) {
+            if !cached && self.cached(owner, buf) {
+                return self.snoop_read(at, attach, node, owner, bytes_l);
+            }
+        }
         let mut ready = if cached {
             at + hops + self.p.llc_latency
         } else {
@@ -738,6 +753,19 @@ impl MemSys {
             ready = ready.max(back);
         }
         ready
+    }
+
+    /// A device at `attach` reads `bytes_l` of a buffer homed on `node` that `owner`'s LLC
+    /// holds dirty: the home reads memory (the directory, see the module text), which
+    /// sends it to snoop `owner`; the owner's LLC supplies the lines (keeping its dirty
+    /// copy: a read-current snapshot, as `ownership` assumes) straight across the route to
+    /// the device. When the data is back at the device's root.
+    fn snoop_read(&mut self, at: Time, attach: u32, node: u32, owner: u32, bytes_l: u64) -> Time {
+        let directory = self.dram_read(at, node, bytes_l)
+            + self.p.dram_latency
+            + self.uncore.latency(attach, node);
+        let snooped = directory + self.uncore.latency(node, owner) + self.p.llc_latency;
+        self.cross(snooped, owner, attach, bytes_l)
     }
 
     /// What a core on `socket` pays reading `bytes` of `buf` in `node` at `at`, beyond the
@@ -772,6 +800,7 @@ impl MemSys {
                 Time::ZERO
             };
         }
+        self.off_home.refilled(socket, buf);
         let latency = self.p.dram_latency + self.round_trip(socket, node);
         let mut served = self.dram_read(at, node, n * LINE);
         if socket != node {
@@ -813,6 +842,7 @@ impl MemSys {
         buf: u64,
         bytes: u64,
     ) -> Time {
+        self.off_home.store(socket, node, buf);
         for o in 0..self.ddio.len() {
             if o != socket as usize {
                 self.ddio[o].remove(buf);
@@ -1039,6 +1069,64 @@ mod tests {
         assert_eq!(m.dram(0).write, 4096, "node 0's stayed local");
         assert_eq!(m.link_bytes(0, 1), Some(4096), "and crossed toward node 1");
         assert_eq!(m.link_bytes(1, 0), Some(0));
+    }
+
+    #[test]
+    fn a_device_read_of_a_line_dirty_in_the_other_llc_snoops_it_across_the_link() {
+        let mut m = ms();
+        // A node-1 core fills a line homed on node 0: dirty in package 1's LLC.
+        m.cpu_write_home(Time::ZERO, 1, 0, 7, 64);
+        assert_eq!(m.link_bytes(1, 0), Some(0), "nothing crossed yet");
+        let at = Time::from_us(1);
+        let snooped = m.device_read(at, 0, 0, 7, 64) - at;
+        assert_eq!(m.link_bytes(1, 0), Some(64), "the line crossed once, 1 → 0");
+        assert_eq!(m.link_bytes(0, 1), Some(0));
+        assert_eq!(m.dram(1), DramCounters::default(), "not the owner's memory");
+        assert_eq!(m.dram(0).read, 64, "the home's directory read");
+        assert!(m.cached(1, 7), "the owner keeps its dirty copy");
+        // The home's memory (90 ns), the snoop there and back (2 × 25), the owner's LLC.
+        assert!(snooped >= Time::from_ns(90 + 2 * 25 + 20), "{snooped:?}");
+        m.cpu_write(Time::ZERO, 0, 8, 64);
+        let local_hit = m.device_read(at, 0, 0, 8, 64) - at;
+        assert!(snooped > local_hit, "{snooped:?} vs {local_hit:?}");
+        // A device write replaces the line: the next read is the home's again.
+        m.device_write(at, 0, 0, 7, 64);
+        m.reset_counters();
+        m.device_read(Time::from_us(2), 0, 0, 7, 64);
+        assert_eq!(m.link_bytes(1, 0), Some(0));
+    }
+
+    #[test]
+    fn a_device_read_of_a_line_clean_in_the_other_llc_is_served_by_the_home() {
+        let mut m = ms();
+        // A node-1 core reads a node-0 line: a clean copy in package 1's LLC.
+        m.cpu_read(Time::ZERO, 1, 0, 7, 64, true);
+        assert!(m.cached(1, 7));
+        m.reset_counters();
+        let at = Time::from_us(1);
+        let clean = m.device_read(at, 0, 0, 7, 64) - at;
+        assert_eq!(m.link_bytes(1, 0), Some(0), "no snoop crossed");
+        assert_eq!(m.dram(0).read, 64, "served by the home's memory");
+        let fresh = m.device_read(Time::from_us(2), 0, 0, 9, 64) - Time::from_us(2);
+        assert_eq!(clean, fresh, "as a line no LLC holds");
+    }
+
+    #[test]
+    fn a_ddio_write_invalidates_the_other_packages_copy() {
+        let mut m = ms();
+        // A node-1 core reads a node-0 buffer, then the node-0 device rewrites it (a
+        // receive ring wrapping): the core's next read must fetch the new data.
+        m.cpu_read(Time::ZERO, 1, 0, 7, 1536, false);
+        m.device_write(Time::ZERO, 0, 0, 7, 1536);
+        assert!(m.cached(0, 7) && !m.cached(1, 7));
+        m.reset_counters();
+        let stall = m.cpu_read(Time::from_us(1), 1, 0, 7, 1536, false);
+        assert!(stall > Time::ZERO);
+        assert_eq!(
+            m.link_bytes(0, 1),
+            Some(1536),
+            "the new lines crossed to package 1"
+        );
     }
 
     #[test]
