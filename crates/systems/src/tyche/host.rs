@@ -5,7 +5,7 @@ use fabric::{HostId, NetStackCosts, Topology};
 use host::net::{memory_system, Core};
 use sim::memsys::MemSys;
 
-use devices::nic::Nic;
+use devices::nic::{Nic, SendRequests};
 
 use super::mem;
 
@@ -44,7 +44,11 @@ impl TycheHost {
             let dev = topo
                 .device_by_name(host, n)
                 .ok_or_else(|| format!("host `{hname}` has no device `{n}`"))?;
-            let nic = Nic::from_topology(topo, dev).map_err(|e| format!("host `{hname}`: {e}"))?;
+            let mut nic =
+                Nic::from_topology(topo, dev).map_err(|e| format!("host `{hname}`: {e}"))?;
+            // Tyche drives Myricom NICs through myri10ge, which writes each send request
+            // into the NIC by PIO (`mem::pio_arrival` prices the crossing).
+            nic.send_requests = SendRequests::Pio;
             nodes.push(mem::nic_node(topo, host, &nic)?);
             list.push(nic);
         }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use devices::nic::{HostBuf, Nic};
+use devices::nic::{HostBuf, Nic, SendRequests};
 use fabric::{HostId, Topology};
 use sim::memsys::{MemSys, LINE};
 use sim::Time;
@@ -69,8 +69,10 @@ pub fn nic_fetch(
     desc: HostBuf,
     payload: HostBuf,
 ) -> Time {
-    for b in [desc, payload] {
-        if crosses(nic, b.node) {
+    // A driver that posts its requests by PIO leaves no descriptor for the NIC to read.
+    let desc_read = nic.send_requests == SendRequests::DescriptorRead;
+    for (b, read) in [(desc, desc_read), (payload, true)] {
+        if read && crosses(nic, b.node) {
             ledger.cross += lines(b.bytes);
         }
     }
