@@ -217,8 +217,12 @@ fn qp_contexts_beyond_the_cache_are_fetched_and_slow_every_operation() {
 }
 
 fn open(verb: Verb, bytes: u64, max_rd_atomic: u32) -> f64 {
-    let t = topo();
-    let (mut c, mut s) = hosts(&t);
+    open_on(&topo(), verb, bytes, max_rd_atomic)
+}
+
+/// Ops/s of 8 open-loop connections on the testbed `t`.
+fn open_on(t: &fabric::Topology, verb: Verb, bytes: u64, max_rd_atomic: u32) -> f64 {
+    let (mut c, mut s) = hosts(t);
     let spec = BenchSpec {
         verb,
         bytes,
@@ -413,26 +417,7 @@ fn open_write_with_completions(bytes: u64, completion: u32) -> f64 {
             timing.read_completion_bytes = completion;
         }
     }
-    let (mut c, mut sv) = hosts(&t);
-    let spec = BenchSpec {
-        verb: Verb::Write,
-        bytes,
-        connections: 8,
-        mtu: 256,
-        max_rd_atomic: 1,
-        server_remote: false,
-        mode: Mode::Open {
-            warmup: Time::from_us(100),
-            window: Time::from_us(500),
-            windows: 2,
-            depth: 128,
-        },
-    };
-    bench::run(&mut c, &mut sv, spec)
-        .unwrap()
-        .throughput
-        .unwrap()
-        .ops_per_s
+    open_on(&t, Verb::Write, bytes, 1)
 }
 
 #[test]
