@@ -22,7 +22,7 @@ use sim::{pcie, Time};
 
 pub use coalesce::{CoalesceMode, Coalescer, Coalescing, Moderation};
 pub use steer::{FiveTuple, Steering, SteeringMode};
-pub use tx::{HostBuf, ReadTags};
+pub use tx::{HostBuf, ReadTags, SendRequests};
 
 /// A NIC model's parameters from its device timing table (`nic_*` keys).
 #[derive(Clone, Debug, PartialEq)]
@@ -181,6 +181,9 @@ pub struct Nic {
     pub pfs: Vec<Pf>,
     /// The port's transmit direction onto the wire.
     pub tx_port: Fifo,
+    /// How the driver hands the NIC a send's request (`tx::SendRequests`): by default
+    /// the NIC DMA-reads a descriptor from a host ring.
+    pub send_requests: SendRequests,
 }
 
 impl Nic {
@@ -192,6 +195,7 @@ impl Nic {
         let pfs = pfs(topo, device, params.max_reads, params.mrrs_bytes)?;
         Ok(Nic {
             tx_port: Fifo::new(params.line_gbps),
+            send_requests: SendRequests::default(),
             params,
             pfs,
         })

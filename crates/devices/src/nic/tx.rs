@@ -2,7 +2,8 @@
 //! the function's read request size (MRRS), and a request goes out only when one of the
 //! function's tags is free — REFERENCE.md §5: "the number of reads in flight is bounded
 //! by the requester's tags; throughput of reads ≈ min(link, bytes in flight / RTT)". A
-//! send is its descriptor read, then its payload's reads (`Nic::fetch_send`).
+//! send is its descriptor read (none when the driver posts it by PIO: `SendRequests`),
+//! then its payload's reads (`Nic::fetch_send`).
 //!
 //! Requests of MRRS size also book DRAM and the link's completions in pieces a few
 //! hundred ns long, not one block per send, so the eager, gap-filling FIFO servers of the
@@ -62,11 +63,25 @@ pub struct HostBuf {
     pub bytes: u64,
 }
 
+/// How a send's request (its descriptor) reaches the NIC: a property of the driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SendRequests {
+    /// The driver writes the descriptor into a ring in host memory and rings a doorbell;
+    /// the NIC DMA-reads it (mlx5, ixgbe, …).
+    #[default]
+    DescriptorRead,
+    /// The driver writes the request itself into the NIC's SRAM by PIO (myri10ge's
+    /// `myri10ge_submit_req`): the doorbell carries the descriptor, so the NIC reads only
+    /// the payload. The caller prices the PIO's crossing to the NIC.
+    Pio,
+}
+
 impl Nic {
     /// A send rung at `doorbell` on PF `pf`: after the NIC's pipeline latency it reads the
-    /// descriptor `desc` through `pf`, then every payload fragment through the PF named
-    /// with it (all at once, each bounded by its PF's tags). When the last payload byte
-    /// is in the NIC, ready for the port.
+    /// descriptor `desc` through `pf` (unless the driver posts requests by PIO:
+    /// `SendRequests::Pio`), then every payload fragment through the PF named with it
+    /// (all at once, each bounded by its PF's tags). When the last payload byte is in the
+    /// NIC, ready for the port.
     pub fn fetch_send(
         &mut self,
         doorbell: Time,
@@ -76,7 +91,12 @@ impl Nic {
         payload: &[(usize, HostBuf)],
     ) -> Time {
         let start = doorbell + self.params.latency;
-        let desc_in = self.pfs[pf].dma_read(start, ms, desc.node, desc.buf, desc.bytes);
+        let desc_in = match self.send_requests {
+            SendRequests::DescriptorRead => {
+                self.pfs[pf].dma_read(start, ms, desc.node, desc.buf, desc.bytes)
+            }
+            SendRequests::Pio => start,
+        };
         payload.iter().fold(desc_in, |done, &(f, b)| {
             done.max(self.pfs[f].dma_read(desc_in, ms, b.node, b.buf, b.bytes))
         })
