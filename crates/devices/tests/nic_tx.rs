@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use devices::nic::{tlp_wire_bytes, HostBuf, Nic, NicParams, ReadTags};
+use devices::nic::{tlp_wire_bytes, HostBuf, Nic, NicParams, ReadTags, SendRequests};
 use fabric::{builtin, Fabric};
 use sim::memsys::{MemSys, MemSysParams};
 use sim::Time;
@@ -119,4 +119,36 @@ fn a_nic_model_without_its_read_engine_is_refused_by_name() {
     assert!(e.contains("`dma_max_reads`"), "{e}");
     t.insert("dma_max_reads".into(), 256.0);
     assert_eq!(NicParams::from_timing("nic", &t).unwrap().max_reads, 256);
+}
+
+#[test]
+fn a_send_posted_by_pio_reads_only_its_payload() {
+    // myri10ge writes its send requests into the NIC: the NIC reads no descriptor, so the
+    // payload's reads start right after its pipeline and its link carries only theirs.
+    let desc = HostBuf {
+        node: 0,
+        buf: 1,
+        bytes: 64,
+    };
+    let payload = HostBuf {
+        node: 0,
+        buf: 2,
+        bytes: 1500,
+    };
+    let mut pio = connectx4();
+    assert_eq!(
+        pio.send_requests,
+        SendRequests::DescriptorRead,
+        "the default"
+    );
+    pio.send_requests = SendRequests::Pio;
+    let latency = pio.params.latency;
+    let done = pio.fetch_send(Time::ZERO, &mut memsys(), 0, desc, &[(0, payload)]);
+    let mut solo = connectx4();
+    let alone = solo.pfs[0].dma_read(latency, &mut memsys(), 0, 2, 1500);
+    assert_eq!(done, alone);
+    assert_eq!(pio.pfs[0].down.bytes, tlp_wire_bytes(1500, 64, true));
+    let mut dma = connectx4();
+    let with_desc = dma.fetch_send(Time::ZERO, &mut memsys(), 0, desc, &[(0, payload)]);
+    assert!(with_desc > done, "the descriptor read comes first");
 }

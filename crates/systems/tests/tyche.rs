@@ -136,8 +136,10 @@ fn round_robin_moves_request_data_across_the_interconnect() {
 
 #[test]
 fn interconnect_counters_add_up_to_the_dma_that_crossed() {
-    // Everything on node 1 with the NICs of node 0 in use: all CPU work is local to node
-    // 1, so every interconnect byte is DMA between a NIC and node 1's memory.
+    // Everything on node 1 with the NICs of node 0 in use: all CPU work but the NICs'
+    // interrupts (delivered on node 0) is local to node 1, so every interconnect byte is
+    // DMA between a NIC and node 1's memory or an interrupt handler's and wake-up's line
+    // transfers, which the control ledger counts apart.
     for op in [Op::Read, Op::Write] {
         let mut s = spec(
             op,
@@ -149,7 +151,8 @@ fn interconnect_counters_add_up_to_the_dma_that_crossed() {
         s.target_io = TargetIo::NoOp;
         let r = run(&s);
         assert!(r.dma_cross_bytes[0] > 0);
-        assert_eq!(r.interconnect_bytes, r.dma_cross_bytes, "{op:?}");
+        let total = |h: usize| r.dma_cross_bytes[h] + r.control_cross_bytes[h];
+        assert_eq!(r.interconnect_bytes, [total(0), total(1)], "{op:?}");
         assert_eq!(r.nic_rx_off_node_bytes, r.nic_rx_bytes, "{op:?}");
     }
 }
@@ -333,5 +336,80 @@ fn with_the_nics_on_node_0_worst_placement_loses_nothing_while_the_links_have_he
         "ideal {} and worst {} requests in the window",
         ideal.requests,
         worst.requests
+    );
+}
+
+/// tyche.nics_node0 with one FIO thread over `window`: everything on `node`.
+fn node0_fio(node: u32, threads: u32, op: Op, window: Time) -> tyche::TycheResult {
+    let (t, nics) = node0_testbed();
+    let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();
+    let (mut i, mut g) = (h("initiator"), h("target"));
+    let app = App {
+        kind: AppKind::Fio,
+        threads,
+        placement: BufferPlacement::Node(node),
+    };
+    let mut s = spec(op, app, Place::Node(node), Scheduler::RoundRobin);
+    s.channels = 1;
+    s.target_io = TargetIo::NoOp;
+    s.window = window;
+    tyche::run(&mut i, &mut g, &s).unwrap()
+}
+
+#[test]
+fn interrupts_wake_threads_across_nodes_only_when_they_sleep_on_the_far_node() {
+    // NICs behind node 0's hub interrupt node 0's cores. With Tyche's threads on node 0
+    // every wake-up stays on the package; with them on node 1 each interrupt's wake-up
+    // of the network thread is an IPI across the processor link, and the handler's reads
+    // of the ring and of the thread's runqueue cross it too.
+    for op in [Op::Read, Op::Write] {
+        let ideal = node0_fio(0, 1, op, Time::from_us(3000));
+        let worst = node0_fio(1, 1, op, Time::from_us(3000));
+        assert!(
+            ideal.interrupts > 0 && ideal.wakeups > 0,
+            "{op:?}: {ideal:?}"
+        );
+        assert_eq!(ideal.cross_wakeups, 0, "{op:?}");
+        assert_eq!(ideal.control_cross_bytes, [0, 0], "{op:?}");
+        assert!(worst.cross_wakeups > 0, "{op:?}");
+        // Every interrupt of a sleeping network thread in worst crosses (its handler on
+        // node 0, the thread on node 1): at least one per interrupt.
+        assert!(
+            worst.cross_wakeups >= worst.interrupts,
+            "{op:?}: {} cross-node wake-ups for {} interrupts",
+            worst.cross_wakeups,
+            worst.interrupts
+        );
+        assert!(worst.control_cross_bytes[0] > 0 && worst.control_cross_bytes[1] > 0);
+    }
+}
+
+#[test]
+fn a_wake_up_across_nodes_costs_the_crossing_that_one_on_the_package_does_not() {
+    // Waking a sleeping thread on the waker's core is the switch alone; on another core
+    // of the package an IPI and the runqueue's lines; on the other package the IPI and
+    // the lines cross the processor link, later by at least its latency.
+    let (t, nics) = node0_testbed();
+    let host = || TycheHost::new(&t, t.host_by_name("initiator").unwrap(), &nics).unwrap();
+    let at = Time::from_us(10);
+    let woken = |wakee: usize| {
+        let mut h = host();
+        let mut ledger = tyche::mem::DmaLedger::default();
+        let w = tyche::wake::wake(&mut h, &mut ledger, at, 0, wakee);
+        (w, ledger.control_cross)
+    };
+    let h = host();
+    let (same, _) = woken(0);
+    assert_eq!(same.runs, at + h.cores[0].cycles(h.costs.wakeup_cycles));
+    let other_node = h.core_of(1, 0);
+    let (near, near_bytes) = woken(h.core_of(0, 1));
+    let (far, far_bytes) = woken(other_node);
+    assert!(near.runs > same.runs && !near.cross && near_bytes == 0);
+    assert!(far.cross && far_bytes > 0);
+    assert!(
+        far.runs >= near.runs + h.mem.uncore().latency(0, 1),
+        "near {:?} far {:?}",
+        near.runs,
+        far.runs
     );
 }

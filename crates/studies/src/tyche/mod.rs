@@ -189,6 +189,10 @@ pub fn counters(r: &TycheResult) -> serde_json::Value {
         "off_node_requests": r.off_node_requests,
         "nic_rx_off_node_bytes": r.nic_rx_off_node_bytes,
         "target_qpi_bytes": r.interconnect_bytes[1],
+        "interrupts": r.interrupts,
+        "wakeups": r.wakeups,
+        "cross_node_wakeups": r.cross_wakeups,
+        "control_qpi_bytes": r.control_cross_bytes,
     })
 }
 

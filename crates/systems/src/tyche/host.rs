@@ -5,7 +5,7 @@ use fabric::{HostId, NetStackCosts, Topology};
 use host::net::{memory_system, Core};
 use sim::memsys::MemSys;
 
-use devices::nic::Nic;
+use devices::nic::{Nic, SendRequests};
 
 use super::mem;
 
@@ -44,7 +44,11 @@ impl TycheHost {
             let dev = topo
                 .device_by_name(host, n)
                 .ok_or_else(|| format!("host `{hname}` has no device `{n}`"))?;
-            let nic = Nic::from_topology(topo, dev).map_err(|e| format!("host `{hname}`: {e}"))?;
+            let mut nic =
+                Nic::from_topology(topo, dev).map_err(|e| format!("host `{hname}`: {e}"))?;
+            // Tyche drives Myricom NICs through myri10ge, which writes each send request
+            // into the NIC by PIO (`mem::pio_arrival` prices the crossing).
+            nic.send_requests = SendRequests::Pio;
             nodes.push(mem::nic_node(topo, host, &nic)?);
             list.push(nic);
         }
@@ -76,6 +80,14 @@ impl TycheHost {
         range
             .min_by_key(|&i| (self.cores[i].busy_until(), i))
             .expect("a host has cores")
+    }
+
+    /// The core a NIC's MSI-X interrupt is delivered to: core `rank` of the NIC's node
+    /// (assumption: irqbalance places a device's IRQ on its own node and spreads a node's
+    /// NICs over its cores; with every NIC behind node 0, 2.6.32's default of CPU 0 is on
+    /// that node too).
+    pub fn irq_core(&self, nic: usize, rank: u32) -> usize {
+        self.core_of(self.nic_node[nic], rank)
     }
 
     /// Core `k` of `node`, wrapping.

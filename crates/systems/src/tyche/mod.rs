@@ -16,6 +16,11 @@
 //! freely. `Scheduler::NumaSpill` is an extension the paper lacks: a request leaves its
 //! node only when the model predicts it finishes sooner there (`sched`).
 //!
+//! A sleeping thread runs again only when woken: the NIC's interrupt wakes a network
+//! thread whose ring ran empty, a network thread wakes a work-queue thread, the
+//! completing thread wakes the application's (`wake`); across nodes the wake-up's IPI
+//! and cache lines cross the processor link.
+//!
 //! Every DMA and CPU copy is priced by the host's memory system through `mem`, so
 //! traffic that crosses nodes shows on the interconnect's counters. Bytes are real:
 //! blocks move from the ramdisk through the target's slot, the frames and the
@@ -28,6 +33,7 @@ pub mod mem;
 mod protocol;
 pub mod sched;
 mod store;
+pub mod wake;
 
 use std::collections::BTreeMap;
 
@@ -161,4 +167,14 @@ pub struct TycheResult {
     pub dma_cross_bytes: [u64; 2],
     /// Engine events handled.
     pub events: u64,
+    /// Interrupts taken for a sleeping network thread, and wake-ups of any thread on
+    /// another core (both hosts, window).
+    pub interrupts: u64,
+    pub wakeups: u64,
+    /// Of those wake-ups, the IPIs that crossed between packages.
+    pub cross_wakeups: u64,
+    /// Bytes the control path (interrupt handlers' and wake-ups' line transfers, the
+    /// completing core's read of the request) put on the interconnect, per host
+    /// (initiator, target) over the window: with `dma_cross_bytes`, all of it.
+    pub control_cross_bytes: [u64; 2],
 }

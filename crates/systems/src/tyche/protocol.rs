@@ -20,6 +20,7 @@ use sim::{Engine, Time};
 use super::mem::{self, DmaLedger};
 use super::sched::Channels;
 use super::store::{Ramdisk, Slots};
+use super::wake::{self, Entry, Woken};
 use super::{Op, Place, TargetIo, TycheHost, TycheResult, TycheSpec};
 
 /// Initiator and target, as indices into the two hosts.
@@ -43,6 +44,9 @@ const REQUEST_CYCLES: u64 = 4000;
 /// Each application thread's file (REFERENCE.md §3's FIO: 256 MB per thread; zmIO uses
 /// the same span).
 const FILE_BYTES: u64 = 256 << 20;
+/// Bytes of a request's structure the submitting thread writes and the completing
+/// thread reads and marks done (assumption: two lines of `struct request`/`bio` state).
+const REQ_STRUCT_BYTES: u64 = 128;
 
 /// Buffer identities in a host's memory system.
 mod id {
@@ -55,6 +59,8 @@ mod id {
     /// The receive ring of messages (myri10ge's small-buffer ring); data frames go
     /// straight into slots (its big-buffer ring points into them).
     pub const RX: u64 = 7 << 40;
+    /// A request's structure (`REQ_STRUCT_BYTES`), homed where its thread submits it.
+    pub const REQ: u64 = 9 << 40;
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -90,8 +96,12 @@ struct Req {
 struct Side {
     /// Node of its slots, rings and threads.
     node: usize,
-    /// Its network thread's core.
+    /// Its network thread's core, and the core its NIC interrupts.
     net_core: usize,
+    irq_core: usize,
+    /// When the network thread finishes the frames it has taken: a frame visible later
+    /// finds it asleep.
+    net_done: Time,
     free: Vec<u32>,
     /// Sends posted (the transmit ring's position).
     ring: u64,
@@ -158,6 +168,8 @@ pub fn run(
             Side {
                 node: node as usize,
                 net_core: h.core_of(node, rank),
+                irq_core: h.irq_core(c, rank),
+                net_done: Time::ZERO,
                 free: (0..SLOTS).rev().collect(),
                 ring: 0,
                 rx_written: 0,
@@ -244,6 +256,10 @@ impl Sim<'_> {
         self.r.nic_rx_bytes = self.ledger.iter().map(|l| l.rx_bytes).sum();
         self.r.nic_rx_off_node_bytes = self.ledger.iter().map(|l| l.rx_off_node).sum();
         self.r.dma_cross_bytes = [self.ledger[INI].cross, self.ledger[TGT].cross];
+        self.r.control_cross_bytes = [
+            self.ledger[INI].control_cross,
+            self.ledger[TGT].control_cross,
+        ];
         self.r.events = self.eng.stats().handled;
         self.r
     }
@@ -259,6 +275,9 @@ impl Sim<'_> {
                 self.bytes_window = 0;
                 self.r.requests = 0;
                 self.r.frames = 0;
+                self.r.interrupts = 0;
+                self.r.wakeups = 0;
+                self.r.cross_wakeups = 0;
             }
             Ev::Issue(r) => self.issue(t, r),
             Ev::ReqIn(r) => self.request_in(t, r),
@@ -340,6 +359,15 @@ impl Sim<'_> {
         let socket = h.cores[core].socket;
         let start = h.cores[core].start(t);
         let mut cur = start + h.cores[core].cycles(REQUEST_CYCLES);
+        // The thread fills the request's structure, homed on its own node.
+        cur += mem::cpu_store(
+            &mut h.mem,
+            cur,
+            socket,
+            socket,
+            id::REQ | r as u64,
+            REQ_STRUCT_BYTES,
+        );
         if self.spec.op == Op::Write {
             // The block's bytes into the initiator's slot: the thread fills its buffer
             // (the application's data) and Tyche copies it.
@@ -491,14 +519,32 @@ impl Sim<'_> {
         )
     }
 
-    /// The network thread of `side`'s channel takes one frame off its ring.
+    /// The network thread of `side`'s channel takes one frame off its ring, visible at
+    /// `t`: at once if it is still working through earlier frames (it polls), else once
+    /// the NIC's interrupt has woken it.
     fn net_rx(&mut self, side: usize, c: usize, t: Time, msg: bool) -> Time {
         let core = self.sides[c][side].net_core;
         let node = self.sides[c][side].node as u32;
+        let ring = self.sides[c][side].rx_taken % host::net::RING;
+        let t = if t >= self.sides[c][side].net_done {
+            let cqe = Entry {
+                node,
+                buf: id::CQE | (c as u64) << 32 | ring,
+                bytes: CQE_BYTES,
+            };
+            let irq = self.sides[c][side].irq_core;
+            let w = wake::interrupt(&mut self.h[side], &mut self.ledger[side], t, irq, cqe, core);
+            if self.warm {
+                self.r.interrupts += 1;
+            }
+            self.count_wake(irq, core, w);
+            w.runs
+        } else {
+            t
+        };
         let h = &mut self.h[side];
         let socket = h.cores[core].socket;
         let start = h.cores[core].start(t);
-        let ring = self.sides[c][side].rx_taken % host::net::RING;
         self.sides[c][side].rx_taken += 1;
         let mut stall = mem::cpu_load(
             &mut h.mem,
@@ -514,7 +560,32 @@ impl Sim<'_> {
         }
         let end = start + stall + h.cores[core].cycles(h.costs.tx_packet_cycles);
         h.cores[core].finish(start, end);
+        self.sides[c][side].net_done = end;
         end
+    }
+
+    /// Counts a wake-up from core `waker` to `wakee` in the window.
+    fn count_wake(&mut self, waker: usize, wakee: usize, w: Woken) {
+        if self.warm && waker != wakee {
+            self.r.wakeups += 1;
+            self.r.cross_wakeups += w.cross as u64;
+        }
+    }
+
+    /// Core `waker` of `side`, its own task booked, hands work at `at` to the thread on
+    /// core `wakee`: it wakes the thread unless that core is running (a thread there
+    /// finds the work when it looks). Books the wake-up on both cores; when the wakee
+    /// may run.
+    fn hand_over(&mut self, side: usize, waker: usize, at: Time, wakee: usize) -> Time {
+        let h = &mut self.h[side];
+        if wakee != waker && h.cores[wakee].busy_until() > at {
+            return at;
+        }
+        let start = h.cores[waker].start(at);
+        let w = wake::wake(h, &mut self.ledger[side], start, waker, wakee);
+        self.h[side].cores[waker].finish(start, w.waker_done);
+        self.count_wake(waker, wakee, w);
+        w.runs
     }
 
     fn request_in(&mut self, t: Time, r: u32) {
@@ -568,6 +639,8 @@ impl Sim<'_> {
         let c = req.chan;
         let core = self.wq_core(side, c);
         let chan_node = self.sides[c][side].node as u32;
+        // The network thread queues the request and wakes the work-queue thread.
+        let t = self.hand_over(side, self.sides[c][side].net_core, t, core);
         let start = self.h[side].cores[core].start(t);
         let mut cur = start;
         let rd_node = |addr: u64, nodes: u32| ((addr >> 20) % nodes as u64) as u32;
@@ -615,10 +688,11 @@ impl Sim<'_> {
                     let ok = *slot == self.check[..];
                     self.verify(ok);
                 }
-                let h = &mut self.h[INI];
-                cur += h.cores[core].cycles(h.costs.wakeup_cycles);
+                cur += self.complete_request(core, cur, r);
                 self.h[INI].cores[core].finish(start, cur);
-                self.complete(cur, r);
+                let app = self.app_core(req.thread);
+                let runs = self.hand_over(INI, core, cur, app);
+                self.complete(cur, runs, r);
                 return;
             }
             (_, Op::Write) => unreachable!("initiator writes complete on their message"),
@@ -666,9 +740,12 @@ impl Sim<'_> {
         let c = self.reqs[r as usize].chan;
         let end = self.net_rx(INI, c, t, true);
         let core = self.sides[c][INI].net_core;
-        let h = &mut self.h[INI];
-        let end2 = end + h.cores[core].cycles(h.costs.wakeup_cycles);
-        h.cores[core].finish(end, end2);
+        let start = self.h[INI].cores[core].start(end);
+        let end2 = start + self.complete_request(core, start, r);
+        self.h[INI].cores[core].finish(start, end2);
+        let app = self.app_core(self.reqs[r as usize].thread);
+        let runs = self.hand_over(INI, core, end2, app);
+        self.sides[c][INI].net_done = self.sides[c][INI].net_done.max(end2);
         let req = &self.reqs[r as usize];
         if self.spec.target_io == TargetIo::Ramdisk {
             fill(&mut self.scratch, req.thread, req.seq);
@@ -676,7 +753,26 @@ impl Sim<'_> {
             let ok = self.check == self.scratch;
             self.verify(ok);
         }
-        self.complete(end2, r);
+        self.complete(end2, runs, r);
+    }
+
+    /// The initiator's core `core` marks request `r` done in its structure at `at`: a read
+    /// for ownership of lines the submitting thread wrote, a transfer from that thread's
+    /// package when it ran elsewhere. What the core waits.
+    fn complete_request(&mut self, core: usize, at: Time, r: u32) -> Time {
+        let home = self.h[INI].cores[self.app_core(self.reqs[r as usize].thread)].socket;
+        let h = &mut self.h[INI];
+        let socket = h.cores[core].socket;
+        let buf = id::REQ | r as u64;
+        mem::control_load(
+            &mut h.mem,
+            &mut self.ledger[INI],
+            at,
+            socket,
+            home,
+            buf,
+            REQ_STRUCT_BYTES,
+        )
     }
 
     fn verify(&mut self, ok: bool) {
@@ -686,8 +782,9 @@ impl Sim<'_> {
         }
     }
 
-    /// Request `r` is complete at `t`: its slots free, its thread issues again.
-    fn complete(&mut self, t: Time, r: u32) {
+    /// Request `r` is complete at `t`: its slots free; its thread, running again at
+    /// `issue`, issues the next.
+    fn complete(&mut self, t: Time, issue: Time, r: u32) {
         let req = &self.reqs[r as usize];
         let c = req.chan;
         self.sides[c][INI].free.push(req.slot[0]);
@@ -699,7 +796,7 @@ impl Sim<'_> {
             self.bytes_window += self.spec.req_bytes;
         }
         self.admit(t, c);
-        self.at(t, Ev::Issue(r));
+        self.at(issue, Ev::Issue(r));
     }
 }
 
