@@ -533,7 +533,7 @@ impl Sim<'_> {
                 bytes: CQE_BYTES,
             };
             let irq = self.sides[c][side].irq_core;
-            let w = wake::interrupt(&mut self.h[side], &mut self.ledger[side], t, irq, cqe, core);
+            let w = wake::interrupt(self.h[side], &mut self.ledger[side], t, irq, cqe, core);
             if self.warm {
                 self.r.interrupts += 1;
             }
