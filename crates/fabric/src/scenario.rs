@@ -212,6 +212,8 @@ enum Rule {
     Entries,
     /// Read completion boundary: 64 or 128 bytes.
     Rcb,
+    /// Largest read completion a root returns: a power of two in 64..=4096 bytes.
+    CompletionBytes,
     /// Max read request size: a power of two in 128..=4096.
     Mrrs,
     /// A CPU access size: a power of two in 4..=4096.
@@ -243,6 +245,7 @@ impl Rule {
                 Rule::Tags => whole && (1.0..=1024.0).contains(&x),
                 Rule::Entries => whole && (1.0..=MAX_TABLE_ENTRIES).contains(&x),
                 Rule::Rcb => x == 64.0 || x == 128.0,
+                Rule::CompletionBytes => pow2(64.0, 4096.0),
                 Rule::Mrrs => pow2(128.0, 4096.0),
                 Rule::AccessBytes => pow2(4.0, 4096.0),
                 Rule::CompletionTimeout => (50e3..=MAX_LATENCY_NS).contains(&x),
@@ -261,6 +264,7 @@ impl Rule {
                 Rule::Tags => "a whole number in 1..=1024",
                 Rule::Entries => "a whole number of entries in 1..=1048576 (2^20)",
                 Rule::Rcb => "64 or 128 (bytes)",
+                Rule::CompletionBytes => "a power of two in 64..=4096 (bytes)",
                 Rule::Mrrs => "a power of two in 128..=4096 (bytes)",
                 Rule::AccessBytes => "a power of two in 4..=4096 (bytes)",
                 Rule::CompletionTimeout =>
@@ -274,7 +278,7 @@ impl Rule {
 }
 
 /// `[platform.X.timing]`: every key required.
-pub const PLATFORM_TIMING_KEYS: [&str; 22] = [
+pub const PLATFORM_TIMING_KEYS: [&str; 23] = [
     "dram_latency_ns",
     "dram_gbps",
     "llc_latency_ns",
@@ -283,6 +287,7 @@ pub const PLATFORM_TIMING_KEYS: [&str; 22] = [
     "rc_p2p_read_tags",
     "rc_p2p_read_gap_ns",
     "rcb_bytes",
+    "read_completion_bytes",
     "iotlb_hit_ns",
     "iotlb_miss_ns",
     "iotlb_entries",
@@ -304,6 +309,7 @@ fn platform_rule(key: &str) -> Option<Rule> {
         "dram_gbps" | "interconnect_gbps" => Rule::Bandwidth,
         "rc_p2p_read_tags" | "cpu_mmio_reads" => Rule::Tags,
         "rcb_bytes" => Rule::Rcb,
+        "read_completion_bytes" => Rule::CompletionBytes,
         "iotlb_entries" => Rule::Entries,
         "cpu_mmio_write_bytes" | "cpu_mmio_read_bytes" => Rule::AccessBytes,
         "completion_timeout_ns" => Rule::CompletionTimeout,
@@ -1091,6 +1097,7 @@ impl Builder {
             rc_p2p_read_tags: n("rc_p2p_read_tags"),
             rc_p2p_read_gap_ns: f("rc_p2p_read_gap_ns"),
             rcb_bytes: n("rcb_bytes"),
+            read_completion_bytes: n("read_completion_bytes"),
             iotlb_hit_ns: f("iotlb_hit_ns"),
             iotlb_miss_ns: f("iotlb_miss_ns"),
             iotlb_entries: n("iotlb_entries"),
@@ -1911,6 +1918,22 @@ impl Builder {
             // assumption: 256 B, what server firmware commonly programs (REFERENCE.md §2's PXH830 testbeds)
             None => 256,
         };
+        if let Some(t) = platform
+            .timing
+            .as_ref()
+            .filter(|t| t.read_completion_bytes < t.rcb_bytes)
+        {
+            return Err(self.err(
+                file,
+                hr.platform.span(),
+                Some(format!("platform.{}.timing.read_completion_bytes", platform.name)),
+                &format!(
+                    "read_completion_bytes ({}) is below the read completion boundary rcb_bytes ({}): \
+                     completions are whole multiples of it",
+                    t.read_completion_bytes, t.rcb_bytes
+                ),
+            ));
+        }
         if let Some(t) = platform.timing.as_ref().filter(|t| t.rcb_bytes > mps) {
             return Err(self.err(
                 file,

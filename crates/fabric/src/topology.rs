@@ -172,6 +172,10 @@ pub struct PlatformTiming {
     pub rc_p2p_read_gap_ns: f64,
     /// Read completion boundary of the root (64 or 128).
     pub rcb_bytes: u32,
+    /// The largest completion the root returns for a device's memory read, before the
+    /// link's MPS caps it: RCB-sized on older chipsets, up to the MPS on newer ones
+    /// (pcie-bench, Neugebauer et al., SIGCOMM 2018, `rcb_chunks`).
+    pub read_completion_bytes: u32,
     pub iotlb_hit_ns: f64,
     pub iotlb_miss_ns: f64,
     pub iotlb_entries: u32,

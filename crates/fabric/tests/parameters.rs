@@ -201,7 +201,12 @@ fn every_built_in_value_states_its_basis() {
         };
         for p in &t.platforms {
             if let Some(pt) = &p.timing {
-                assert_eq!(pt.basis.len(), 22, "{name}: every key of {}", p.name);
+                assert_eq!(
+                    pt.basis.len(),
+                    fabric::scenario::PLATFORM_TIMING_KEYS.len(),
+                    "{name}: every key of {}",
+                    p.name
+                );
                 for (k, b) in &pt.basis {
                     check(format!("platform.{}.timing.{k}", p.name), b);
                 }
@@ -371,6 +376,8 @@ fn the_named_bad_values_get_their_messages() {
         ("rc_p2p_read_tags", "0", "rc_p2p_read_tags must be a whole number in 1..=1024, not 0"),
         ("rc_p2p_read_tags", "2.5", "a whole number"),
         ("rcb_bytes", "96", "rcb_bytes must be 64 or 128 (bytes), not 96"),
+        ("read_completion_bytes", "96", "a power of two in 64..=4096 (bytes), not 96"),
+        ("read_completion_bytes", "8192", "a power of two in 64..=4096"),
         ("cpu_mmio_reads", "0", "cpu_mmio_reads must be a whole number in 1..=1024"),
         ("cpu_mmio_write_bytes", "48", "a power of two in 4..=4096"),
         ("fc_update_ns", "2e9", "must be a latency"),
@@ -385,6 +392,23 @@ fn the_named_bad_values_get_their_messages() {
         "{ value = 1e30, basis = \"assumption\", why = \"x\" }",
     );
     assert_located(&e, "smartio.toml", &k("rc_latency_ns"), "must be a latency");
+}
+
+#[test]
+fn read_completions_smaller_than_the_boundary_are_refused() {
+    // smartio.toml returns 64 B completions; a 128 B boundary cannot split into them.
+    let e = with_platform_value("rcb_bytes", "128").expect_err("should be rejected");
+    assert_eq!(
+        e.key.as_deref(),
+        Some("platform.smartio_host.timing.read_completion_bytes"),
+        "{e}"
+    );
+    assert!(
+        e.message.contains(
+            "read_completion_bytes (64) is below the read completion boundary rcb_bytes (128)"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

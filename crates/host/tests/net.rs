@@ -100,6 +100,32 @@ fn tx_from_either_pf_runs_at_the_same_rate_and_remote_reads_each_byte_once() {
 }
 
 #[test]
+fn a_sender_off_its_buffers_node_has_its_skbs_snooped_across_the_processor_link() {
+    // The sending core on socket 1; its socket buffers, rings and the PF on node 0. The
+    // skbs the core fills are dirty in package 1's LLC, so the PF's payload reads snoop
+    // them there: each payload byte crosses 1 → 0 once. With the core on node 0 nothing
+    // crosses that way.
+    let t = topo();
+    let host = t.host_by_name("server").unwrap();
+    let window_s = spec(65536).window.as_secs_f64();
+    let mut crossing = Vec::new();
+    for socket in [0, 1] {
+        let mut s = NetHost::new(&t, host, "nic", 0, socket, 0).unwrap();
+        let mut c = client(&t);
+        c.lro = true;
+        let r = stream::run(&mut s, &mut c, spec(65536)).unwrap();
+        let link_gbps = s.mem.link_bytes(1, 0).unwrap() as f64 * 8.0 / window_s / 1e9;
+        crossing.push(link_gbps / r.throughput_gbps);
+    }
+    assert_eq!(crossing[0], 0.0, "core on the buffers' node");
+    assert!(
+        (0.95..1.1).contains(&crossing[1]),
+        "link 1 → 0 ÷ throughput = {}",
+        crossing[1]
+    );
+}
+
+#[test]
 fn remote_pktgen_pays_one_completion_miss_per_packet() {
     let (local, remote) = (pktgen_run(0, 64), pktgen_run(1, 64));
     assert_eq!(local.cqe_misses_per_packet, 0.0);

@@ -217,8 +217,12 @@ fn qp_contexts_beyond_the_cache_are_fetched_and_slow_every_operation() {
 }
 
 fn open(verb: Verb, bytes: u64, max_rd_atomic: u32) -> f64 {
-    let t = topo();
-    let (mut c, mut s) = hosts(&t);
+    open_on(&topo(), verb, bytes, max_rd_atomic)
+}
+
+/// Ops/s of 8 open-loop connections on the testbed `t`.
+fn open_on(t: &fabric::Topology, verb: Verb, bytes: u64, max_rd_atomic: u32) -> f64 {
+    let (mut c, mut s) = hosts(t);
     let spec = BenchSpec {
         verb,
         bytes,
@@ -245,12 +249,13 @@ fn small_reads_are_bound_by_one_outstanding_read_per_qp_and_writes_by_the_messag
     let r1 = open(Verb::Read, 8, 1);
     let r2 = open(Verb::Read, 8, 2);
     assert!(r2 > 1.3 * r1, "a second READ per QP: {r1} → {r2}");
-    // The unit takes rnic_wqe_ns per work request and waits for the gathered payload's
-    // read completion (WRITEs are not inline).
-    let gather = c.rnic.gather_stream(8).as_secs_f64();
+    // The unit takes rnic_wqe_ns per work request and waits for what streams in: the
+    // WQE, fetched by DMA because the open loop keeps the send queue busy, and the
+    // gathered payload (WRITEs are not inline).
+    let streamed = (c.rnic.gather_stream(64) + c.rnic.gather_stream(8)).as_secs_f64();
     let w = open(Verb::Write, 8, 1);
     assert!(
-        (w * (wqe + gather) - 1.0).abs() < 0.01,
+        (w * (wqe + streamed) - 1.0).abs() < 0.01,
         "small WRITEs at the transmit unit's rate: {w} ops/s"
     );
     assert!(w > r1);
@@ -355,4 +360,77 @@ fn a_multi_packet_read_is_cut_through_not_store_and_forward() {
     );
     // Pipelined, the slowest stage still takes each further packet in turn.
     assert!(extra > 3.0 * unit, "{extra:.0} ns");
+}
+
+/// Bytes the client's RNIC received from its root (BlueFlame stores and read
+/// completions) while ten 64 B READs posted on one QP at once, or one at a time, ran.
+fn ten_reads_downstream(at_once: bool) -> u64 {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let (local, server) = regions(&mut c, &mut s, false);
+    let mut r = Rdma::new(&mut c, &mut s, local, server, 1, 1, 256).unwrap();
+    for i in 0..10 {
+        r.post(0, Verb::Read, 64 * i, 64 * i, 64).unwrap();
+        if !at_once {
+            r.run().unwrap();
+        }
+    }
+    r.run().unwrap();
+    assert_eq!(r.completions.len(), 10);
+    drop(r);
+    c.rnic.pf.down.bytes
+}
+
+#[test]
+fn a_busy_send_queue_has_its_wqes_fetched_by_dma_and_an_idle_one_takes_the_blueflame_copy() {
+    // One at a time, every READ finds its queue idle: ten BlueFlame stores, nothing read.
+    // Ten at once (one READ outstanding per QP): the nine behind the first are fetched,
+    // each a 64 B read completion more on the RNIC's link.
+    let one_by_one = ten_reads_downstream(false);
+    let at_once = ten_reads_downstream(true);
+    let completion = devices::nic::tlp_wire_bytes(64, 256, true);
+    assert_eq!(
+        at_once - one_by_one,
+        9 * completion,
+        "{one_by_one} → {at_once}"
+    );
+}
+
+#[test]
+fn closed_loop_qps_outrun_the_open_loop_as_blueflame_spares_the_unit_the_wqe_fetch() {
+    // The study's relation (REFERENCE.md §4): 16 closed-loop QPs complete more 64 B
+    // WRITEs per second than 8 open-loop ones.
+    let closed_rate = 16.0e9 / latency(Verb::Write, 16, false);
+    let open_rate = open(Verb::Write, 64, 1);
+    assert!(
+        closed_rate > 1.03 * open_rate,
+        "closed {closed_rate} vs open {open_rate} ops/s"
+    );
+}
+
+/// Ops/s of 8 open-loop WRITEs of `bytes` on the testbed with the root returning read
+/// completions of `completion` bytes.
+fn open_write_with_completions(bytes: u64, completion: u32) -> f64 {
+    let mut t = topo();
+    for p in &mut t.platforms {
+        if let Some(timing) = p.timing.as_mut() {
+            timing.read_completion_bytes = completion;
+        }
+    }
+    open_on(&t, Verb::Write, bytes, 1)
+}
+
+#[test]
+fn larger_read_completions_speed_up_the_gather_of_large_writes_only() {
+    // 2 KiB: the gather streams 32 completions of 64 B or 8 of 256 B (84 vs 276 wire
+    // bytes each); 64 B: one completion either way.
+    let big64 = open_write_with_completions(2048, 64);
+    let big256 = open_write_with_completions(2048, 256);
+    assert!(big256 > 1.1 * big64, "2 KiB: {big64} → {big256}");
+    let small64 = open_write_with_completions(64, 64);
+    let small256 = open_write_with_completions(64, 256);
+    assert!(
+        (small256 / small64 - 1.0).abs() < 0.005,
+        "64 B: {small64} → {small256}"
+    );
 }

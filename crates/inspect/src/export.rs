@@ -708,7 +708,12 @@ fn timing_section(mem: &MemoryMatrices, layout: &Layout, links: &[(usize, usize)
             "32.0",
             "as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
         ),
-        ("rcb_bytes", "64", "64 B read completions"),
+        ("rcb_bytes", "64", "64 B read completion boundary"),
+        (
+            "read_completion_bytes",
+            "64",
+            "completions split at the boundary, as older chipsets return them",
+        ),
         ("iotlb_hit_ns", "10.0", "nothing measured"),
         (
             "iotlb_miss_ns",

@@ -23,12 +23,18 @@
 //!
 //! Rules (REFERENCE.md §1): a device write to memory of the package whose root the
 //! device hangs under allocates in that package's DDIO share (evicting its oldest buffers
-//! to DRAM as write-backs); any other device write (another package's memory, or a
-//! device behind an I/O hub, which has no LLC) goes to DRAM and invalidates cached
-//! copies; a device read of a line in an LLC is served from it without eviction, local
-//! or remote. A dirty line an LLC evicts is written back to its home node's DRAM, across
-//! the route from the evicting package when the home is another (`cpu_write_home` names a
-//! store's home; `cpu_write` is a store to the writer's own node).
+//! to DRAM as write-backs) and invalidates other packages' copies; any other device
+//! write (another package's memory, or a device behind an I/O hub, which has no LLC)
+//! goes to DRAM and invalidates cached copies; a device read of a line in an LLC is
+//! served from it without eviction, local or remote. A dirty line an LLC evicts is
+//! written back to its home node's DRAM, across the route from the evicting package when
+//! the home is another (`cpu_write_home` names a store's home; `cpu_write` is a store to
+//! the writer's own node). A device read of a buffer that is not in its home's LLC but
+//! dirty in another package's (a core there filled it) is a snoop: the home reads memory
+//! (the directory, below), then the owner's LLC answers across the route to the device —
+//! no new constant, the DRAM and LLC latencies and the crossings. A clean copy in another
+//! LLC is not snooped: the home's memory is current. (A core's load of such a dirty line
+//! is still priced as a read of its home's memory.)
 //!
 //! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
 //! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
@@ -47,7 +53,7 @@
 //! of two links costs their latencies and the slower link's serialization, not both
 //! serializations (QPI forwards per flit; the lines of a packet are separate requests).
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
@@ -58,6 +64,8 @@ mod arbitration;
 mod uncore;
 pub use arbitration::{StreamAgent, StreamRates};
 pub use uncore::{Hop, LinkCount, PcmPort, Uncore, UncoreLink};
+#[cfg(test)]
+mod fifo_lru_tests;
 pub mod ownership;
 mod pollution;
 
@@ -71,8 +79,10 @@ pub const LINE: u64 = 64;
 /// earlier packet's future work, and the server never serves two at once.
 #[derive(Clone, Debug)]
 pub struct Fifo {
-    /// Disjoint busy intervals, start → end, merged when they touch.
-    busy: BTreeMap<Time, Time>,
+    /// Disjoint busy intervals (start, end), sorted, merged when they touch. A deque
+    /// because most reservations land at or near the back and forgetting pops the
+    /// front; binary search finds the rest.
+    busy: VecDeque<(Time, Time)>,
     ps_per_kib: u64,
     gbps: f64,
     /// End of the latest forgotten interval: nothing is placed before it, so a
@@ -96,7 +106,7 @@ const SLIVER: Time = Time::from_ps(1000);
 impl Fifo {
     pub fn new(gbps: f64) -> Fifo {
         Fifo {
-            busy: BTreeMap::new(),
+            busy: VecDeque::new(),
             ps_per_kib: pcie::ps_per_kib_at(gbps),
             gbps,
             forgotten: Time::ZERO,
@@ -131,42 +141,98 @@ impl Fifo {
     pub fn reserve(&mut self, at: Time, bytes: u64) -> Time {
         let dur = self.duration(bytes);
         self.bytes += bytes;
-        let mut t = at.max(self.forgotten);
-        if let Some((_, &e)) = self.busy.range(..=t).next_back() {
-            t = t.max(e);
+        let t = self.first_gap(at.max(self.forgotten), dur);
+        let mut start = t;
+        let mut end = t + dur;
+        // Merge with neighbours closer than SLIVER: a gap too short for any packet would
+        // only lengthen every later search. The new interval replaces busy[lo..hi].
+        let mut hi = self.starting_by(start);
+        let mut lo = hi;
+        if lo > 0 && self.busy[lo - 1].1 + SLIVER >= start {
+            lo -= 1;
+            start = self.busy[lo].0;
         }
-        while let Some((&s, &e)) = self.busy.range(t..).next() {
+        while let Some(&(s, e)) = self.busy.get(hi) {
+            if s > end + SLIVER {
+                break;
+            }
+            end = end.max(e);
+            hi += 1;
+        }
+        match hi - lo {
+            0 => self.busy.insert(lo, (start, end)),
+            n => {
+                self.busy[lo] = (start, end);
+                if n > 1 {
+                    self.busy.drain(lo + 1..hi);
+                }
+            }
+        }
+        while let Some(&(s, e)) = self.busy.front() {
+            if e + HORIZON >= at || s == start {
+                break;
+            }
+            self.busy.pop_front();
+            self.forgotten = self.forgotten.max(e);
+        }
+        t + dur
+    }
+
+    /// Where a reservation of `dur` arriving at `t` starts: after the interval under way
+    /// at `t`, in the first gap that holds it.
+    fn first_gap(&self, mut t: Time, dur: Time) -> Time {
+        let under_way = self.starting_by(t);
+        if under_way > 0 {
+            t = t.max(self.busy[under_way - 1].1);
+        }
+        let mut i = self.starting_before(t);
+        while let Some(&(s, e)) = self.busy.get(i) {
             if s >= t + dur {
                 break;
             }
             t = e;
-        }
-        let mut start = t;
-        let mut end = t + dur;
-        // Merge with neighbours closer than SLIVER: a gap too short for any packet would
-        // only lengthen every later search.
-        if let Some((&s, &e)) = self.busy.range(..=start).next_back() {
-            if e + SLIVER >= start {
-                self.busy.remove(&s);
-                start = s;
+            i += 1;
+            while self.busy.get(i).is_some_and(|&(s, _)| s < t) {
+                i += 1;
             }
         }
-        while let Some((&s, &e)) = self.busy.range(start..).next() {
-            if s > end + SLIVER {
+        t
+    }
+
+    /// How many intervals start at or before `t`.
+    fn starting_by(&self, t: Time) -> usize {
+        self.count_from_back(|&(s, _)| s <= t)
+    }
+
+    /// How many intervals start before `t`.
+    fn starting_before(&self, t: Time) -> usize {
+        self.count_from_back(|&(s, _)| s < t)
+    }
+
+    /// How many intervals from the front satisfy `before` (true on a prefix), searched
+    /// from the back: most reservations land after the last interval's start (one
+    /// probe) or a few intervals before it (galloping back, then bisecting).
+    fn count_from_back(&self, before: impl Fn(&(Time, Time)) -> bool) -> usize {
+        let n = self.busy.len();
+        let (mut lo, mut hi) = (0, n);
+        let mut step = 1;
+        while step <= n {
+            if before(&self.busy[n - step]) {
+                lo = n - step + 1;
                 break;
             }
-            self.busy.remove(&s);
-            end = end.max(e);
+            hi = n - step;
+            step *= 2;
         }
-        self.busy.insert(start, end);
-        while let Some((&s, &e)) = self.busy.iter().next() {
-            if e + HORIZON >= at || s == start {
-                break;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(&self.busy[mid]) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
-            self.busy.remove(&s);
-            self.forgotten = self.forgotten.max(e);
         }
-        t + dur
+        lo
     }
 }
 
@@ -179,7 +245,11 @@ struct Lru {
     stamp: u64,
     /// buffer → (lines, stamp, dirty, home node)
     map: FxHashMap<u64, (u64, u64, bool, u32)>,
-    order: BTreeMap<u64, u64>,
+    /// (stamp, buffer) in stamp order, least recently touched first. An entry is stale
+    /// once its buffer is touched again or removed (the map's stamp differs); stale
+    /// entries are skipped at eviction and dropped when they outnumber the live ones, so
+    /// a touch or removal costs no search.
+    order: VecDeque<(u64, u64)>,
 }
 
 impl Lru {
@@ -189,18 +259,29 @@ impl Lru {
 
     fn touch(&mut self, buf: u64) {
         if let Some(e) = self.map.get_mut(&buf) {
-            self.order.remove(&e.1);
             self.stamp += 1;
             e.1 = self.stamp;
-            self.order.insert(self.stamp, buf);
+            self.order.push_back((self.stamp, buf));
+            self.compact();
         }
     }
 
     fn remove(&mut self, buf: u64) -> Option<(u64, bool)> {
-        let (lines, stamp, dirty, _) = self.map.remove(&buf)?;
-        self.order.remove(&stamp);
+        let (lines, _, dirty, _) = self.map.remove(&buf)?;
         self.used -= lines;
         Some((lines, dirty))
+    }
+
+    fn is_live(&self, (stamp, buf): (u64, u64)) -> bool {
+        self.map.get(&buf).is_some_and(|e| e.1 == stamp)
+    }
+
+    /// Drops the stale order entries once they are most of the queue (amortized O(1)).
+    fn compact(&mut self) {
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let order = std::mem::take(&mut self.order);
+            self.order = order.into_iter().filter(|&o| self.is_live(o)).collect();
+        }
     }
 
     /// Inserts (or refreshes) `buf`, homed on node `home`; adds the dirty lines of the
@@ -209,21 +290,24 @@ impl Lru {
         let was_dirty = self.remove(buf).is_some_and(|(_, d)| d);
         let lines = lines.min(self.cap_lines);
         while self.used + lines > self.cap_lines {
-            let Some((_, &old)) = self.order.iter().next() else {
+            let Some(oldest) = self.order.pop_front() else {
                 break;
             };
-            if let Some(&(l, _, d, h)) = self.map.get(&old) {
-                self.remove(old);
-                if d {
-                    written_back[h as usize] += l;
-                }
+            let (stamp, old) = oldest;
+            let Some(&(l, _, d, h)) = self.map.get(&old).filter(|e| e.1 == stamp) else {
+                continue; // stale: touched again or removed since
+            };
+            self.remove(old);
+            if d {
+                written_back[h as usize] += l;
             }
         }
         self.stamp += 1;
         self.map
             .insert(buf, (lines, self.stamp, dirty || was_dirty, home));
-        self.order.insert(self.stamp, buf);
+        self.order.push_back((self.stamp, buf));
         self.used += lines;
+        self.compact();
     }
 }
 
@@ -271,6 +355,8 @@ pub struct MemSys {
     rates: StreamRates,
     /// Dirty lines evicted by the last LLC insertion, per home node (reused).
     evicted: Vec<u64>,
+    /// Buffers dirty in an LLC away from their home (a device read snoops them there).
+    off_home: ownership::OffHome,
 }
 
 fn lines(bytes: u64) -> u64 {
@@ -327,6 +413,7 @@ impl MemSys {
             streams: Vec::new(),
             rates: StreamRates::default(),
             evicted: vec![0; n],
+            off_home: ownership::OffHome::default(),
             uncore,
             p,
         }
@@ -619,9 +706,10 @@ impl MemSys {
     /// write is globally visible.
     pub fn device_write(&mut self, at: Time, attach: u32, node: u32, buf: u64, bytes: u64) -> Time {
         let bytes_l = lines(bytes) * LINE;
+        self.off_home.device_write(buf);
         if attach == node && self.p.ddio_ways > 0 {
-            // DDIO: allocate in the local share; a copy in the CPU share is the stale one.
-            self.cpu[node as usize].remove(buf);
+            // DDIO: allocate in the local share; every other cached copy is stale.
+            self.invalidate(buf);
             self.ddio[node as usize].insert(buf, lines(bytes), true, node, &mut self.evicted);
             self.write_back(at, node);
             return at + self.p.llc_latency;
@@ -643,6 +731,11 @@ impl MemSys {
         let remote = attach != node;
         let hops = self.round_trip(attach, node);
         let cached = self.cached(node, buf);
+        if let Some(owner) = self.off_home.owner(buf) {
+            if !cached && self.cached(owner, buf) {
+                return self.snoop_read(at, attach, node, owner, bytes_l);
+            }
+        }
         let mut ready = if cached {
             at + hops + self.p.llc_latency
         } else {
@@ -660,6 +753,19 @@ impl MemSys {
             ready = ready.max(back);
         }
         ready
+    }
+
+    /// A device at `attach` reads `bytes_l` of a buffer homed on `node` that `owner`'s LLC
+    /// holds dirty: the home reads memory (the directory, see the module text), which
+    /// sends it to snoop `owner`; the owner's LLC supplies the lines (keeping its dirty
+    /// copy: a read-current snapshot, as `ownership` assumes) straight across the route to
+    /// the device. When the data is back at the device's root.
+    fn snoop_read(&mut self, at: Time, attach: u32, node: u32, owner: u32, bytes_l: u64) -> Time {
+        let directory = self.dram_read(at, node, bytes_l)
+            + self.p.dram_latency
+            + self.uncore.latency(attach, node);
+        let snooped = directory + self.uncore.latency(node, owner) + self.p.llc_latency;
+        self.cross(snooped, owner, attach, bytes_l)
     }
 
     /// What a core on `socket` pays reading `bytes` of `buf` in `node` at `at`, beyond the
@@ -694,6 +800,7 @@ impl MemSys {
                 Time::ZERO
             };
         }
+        self.off_home.refilled(socket, buf);
         let latency = self.p.dram_latency + self.round_trip(socket, node);
         let mut served = self.dram_read(at, node, n * LINE);
         if socket != node {
@@ -735,6 +842,7 @@ impl MemSys {
         buf: u64,
         bytes: u64,
     ) -> Time {
+        self.off_home.store(socket, node, buf);
         for o in 0..self.ddio.len() {
             if o != socket as usize {
                 self.ddio[o].remove(buf);
@@ -961,6 +1069,64 @@ mod tests {
         assert_eq!(m.dram(0).write, 4096, "node 0's stayed local");
         assert_eq!(m.link_bytes(0, 1), Some(4096), "and crossed toward node 1");
         assert_eq!(m.link_bytes(1, 0), Some(0));
+    }
+
+    #[test]
+    fn a_device_read_of_a_line_dirty_in_the_other_llc_snoops_it_across_the_link() {
+        let mut m = ms();
+        // A node-1 core fills a line homed on node 0: dirty in package 1's LLC.
+        m.cpu_write_home(Time::ZERO, 1, 0, 7, 64);
+        assert_eq!(m.link_bytes(1, 0), Some(0), "nothing crossed yet");
+        let at = Time::from_us(1);
+        let snooped = m.device_read(at, 0, 0, 7, 64) - at;
+        assert_eq!(m.link_bytes(1, 0), Some(64), "the line crossed once, 1 → 0");
+        assert_eq!(m.link_bytes(0, 1), Some(0));
+        assert_eq!(m.dram(1), DramCounters::default(), "not the owner's memory");
+        assert_eq!(m.dram(0).read, 64, "the home's directory read");
+        assert!(m.cached(1, 7), "the owner keeps its dirty copy");
+        // The home's memory (90 ns), the snoop there and back (2 × 25), the owner's LLC.
+        assert!(snooped >= Time::from_ns(90 + 2 * 25 + 20), "{snooped:?}");
+        m.cpu_write(Time::ZERO, 0, 8, 64);
+        let local_hit = m.device_read(at, 0, 0, 8, 64) - at;
+        assert!(snooped > local_hit, "{snooped:?} vs {local_hit:?}");
+        // A device write replaces the line: the next read is the home's again.
+        m.device_write(at, 0, 0, 7, 64);
+        m.reset_counters();
+        m.device_read(Time::from_us(2), 0, 0, 7, 64);
+        assert_eq!(m.link_bytes(1, 0), Some(0));
+    }
+
+    #[test]
+    fn a_device_read_of_a_line_clean_in_the_other_llc_is_served_by_the_home() {
+        let mut m = ms();
+        // A node-1 core reads a node-0 line: a clean copy in package 1's LLC.
+        m.cpu_read(Time::ZERO, 1, 0, 7, 64, true);
+        assert!(m.cached(1, 7));
+        m.reset_counters();
+        let at = Time::from_us(1);
+        let clean = m.device_read(at, 0, 0, 7, 64) - at;
+        assert_eq!(m.link_bytes(1, 0), Some(0), "no snoop crossed");
+        assert_eq!(m.dram(0).read, 64, "served by the home's memory");
+        let fresh = m.device_read(Time::from_us(2), 0, 0, 9, 64) - Time::from_us(2);
+        assert_eq!(clean, fresh, "as a line no LLC holds");
+    }
+
+    #[test]
+    fn a_ddio_write_invalidates_the_other_packages_copy() {
+        let mut m = ms();
+        // A node-1 core reads a node-0 buffer, then the node-0 device rewrites it (a
+        // receive ring wrapping): the core's next read must fetch the new data.
+        m.cpu_read(Time::ZERO, 1, 0, 7, 1536, false);
+        m.device_write(Time::ZERO, 0, 0, 7, 1536);
+        assert!(m.cached(0, 7) && !m.cached(1, 7));
+        m.reset_counters();
+        let stall = m.cpu_read(Time::from_us(1), 1, 0, 7, 1536, false);
+        assert!(stall > Time::ZERO);
+        assert_eq!(
+            m.link_bytes(0, 1),
+            Some(1536),
+            "the new lines crossed to package 1"
+        );
     }
 
     #[test]

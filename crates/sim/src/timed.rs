@@ -277,7 +277,8 @@ impl TimedFabric {
                             gbps,
                             dram[n as usize],
                             dram[n as usize],
-                            pt.rcb_bytes,
+                            // The root's completions, capped by the host's MPS.
+                            pt.read_completion_bytes.min(h.mps),
                         );
                         // Writes that bypass DDIO land in DRAM; DDIO writes and read hits
                         // are the LLC's (REFERENCE.md §1, DDIO). The package's DDIO ways

@@ -153,6 +153,10 @@ struct Published {
     /// Integers, sizes (for size parameters) or words, as the sweep writes them.
     #[serde(default)]
     params: BTreeMap<String, toml::Value>,
+    /// Parameter values the published run actually used, where they differ from `params`
+    /// (a study's configuration error); `source` must say why.
+    #[serde(default)]
+    as_run: BTreeMap<String, toml::Value>,
     metric: String,
     value: f64,
     /// The high end of a published range.
@@ -563,30 +567,41 @@ impl Experiment {
                     )))
                 }
             };
+            let param_value = |table: &str, k: &str, v: &toml::Value| {
+                match v {
+                toml::Value::Integer(i) if *i >= 0 => Ok(json!(i)),
+                toml::Value::String(s) if is_size_param(k) => {
+                    Ok(json!(fabric::units::parse_size(s).map_err(|e| bad(format!(
+                        "published {}: {table}.{k}: {e}",
+                        p.metric
+                    )))?))
+                }
+                toml::Value::String(s) => Ok(json!(s)),
+                other => Err(bad(format!(
+                    "published {}: {table}.{k}: {other} is neither a non-negative integer nor a word",
+                    p.metric
+                ))),
+            }
+            };
             let mut params = Vec::new();
-            for (k, v) in p.params {
-                let value = match &v {
-                    toml::Value::Integer(i) if *i >= 0 => json!(i),
-                    toml::Value::String(s) if is_size_param(&k) => {
-                        json!(fabric::units::parse_size(s).map_err(|e| bad(format!(
-                            "published {}: params.{k}: {e}",
-                            p.metric
-                        )))?)
-                    }
-                    toml::Value::String(s) => json!(s),
-                    other => {
-                        return Err(bad(format!(
-                            "published {}: params.{k}: {other} is neither a non-negative integer nor a word",
-                            p.metric
-                        )))
-                    }
-                };
-                params.push((leak(k), value));
+            for (k, v) in &p.params {
+                params.push((leak(k.clone()), param_value("params", k, v)?));
+            }
+            let mut as_run = Vec::new();
+            for (k, v) in &p.as_run {
+                if !p.params.contains_key(k) {
+                    return Err(bad(format!(
+                        "published {}: as_run.{k} replaces no parameter of its `params`",
+                        p.metric
+                    )));
+                }
+                as_run.push((leak(k.clone()), param_value("as_run", k, v)?));
             }
             references.push(Reference {
                 experiment: id,
                 config: p.config.map(leak),
                 params,
+                as_run,
                 metric: leak(p.metric),
                 value: p.value,
                 value_high: p.high.unwrap_or(p.value),
@@ -819,6 +834,7 @@ mod tests {
     use super::Experiment;
     use crate::harness::RunError;
     use crate::probes::{Fields, Probe, ProbeCx};
+    use crate::result::Run;
 
     thread_local! {
         /// Runs of the `pair` probe on this test's thread.
@@ -1136,6 +1152,41 @@ once = true
             e.ends_with(
                 "published m: params.direction: 1.5 is neither a non-negative integer nor a word"
             ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_point_published_under_other_parameters_than_its_run_is_compared_as_run() {
+        let base = file(
+            "[sweep]\ndirection = [\"rx\", \"tx\"]",
+            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
+        );
+        let point = |as_run: &str| {
+            format!(
+                "{base}\n[[published]]\nparams = {{ direction = \"tx\", bytes = \"1 KiB\" }}\n{as_run}\nmetric = \"m\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
+            )
+        };
+        let e = parse(&point("as_run = { bytes = 512 }")).unwrap();
+        let r = &e.references[0];
+        assert_eq!(r.as_run, [("bytes", json!(512))]);
+        assert_eq!(r.published_as().as_deref(), Some("bytes=1 KiB"));
+        let run = |bytes: u64| Run {
+            experiment: "test.x".into(),
+            config: "default".into(),
+            params: [
+                ("bytes".to_string(), json!(bytes)),
+                ("direction".to_string(), json!("tx")),
+            ]
+            .into_iter()
+            .collect(),
+            metrics: [("m".to_string(), json!(2.0))].into_iter().collect(),
+            counters: Default::default(),
+        };
+        assert!(r.applies(&run(512)) && !r.applies(&run(1024)));
+        let e = err(&point("as_run = { clients = 4 }"));
+        assert!(
+            e.ends_with("published m: as_run.clients replaces no parameter of its `params`"),
             "{e}"
         );
     }

@@ -52,6 +52,9 @@ pub struct Comparison {
     /// Whether the published value was fitted on (calibration) or predicted; `None` when
     /// there is no published value.
     pub basis: Option<Basis>,
+    /// The published value was printed under other parameters than its run used and is
+    /// compared with the run it measured (`Reference::as_run`).
+    pub as_run: bool,
 }
 
 impl Comparison {
@@ -61,10 +64,16 @@ impl Comparison {
             .filter(|_| simulated.is_finite())
             .map(|r| r.error(simulated))
             .filter(|e| e.is_finite());
+        let mut params = render_params(&run.params);
+        // A point the study published under other parameters than it ran says so beside
+        // the run it is compared with.
+        if let Some(cell) = reference.and_then(Reference::published_as) {
+            params = format!("{params} (published as {cell})");
+        }
         Comparison {
             experiment: run.experiment.clone(),
             config: run.config.clone(),
-            params: render_params(&run.params),
+            params,
             metric,
             simulated,
             text: None,
@@ -72,6 +81,7 @@ impl Comparison {
             error,
             source: reference.map(|r| r.source),
             basis: reference.map(|r| r.basis),
+            as_run: reference.is_some_and(|r| !r.as_run.is_empty()),
         }
     }
 
@@ -374,6 +384,14 @@ pub fn summary_line(comparisons: &[Comparison]) -> String {
                  sizes (max_borrowed, max_windows), {timing} timing"
             );
         }
+    }
+    let as_run = published.iter().filter(|c| c.as_run).count();
+    if as_run > 0 {
+        let _ = write!(
+            line,
+            "; {} compared with the run the study actually made (marked \"published as\")",
+            plural(as_run, "published value", "published values")
+        );
     }
     if missing > 0 {
         let _ = write!(line, "; {missing} without a simulated value");

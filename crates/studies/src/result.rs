@@ -27,6 +27,10 @@ pub struct Reference {
     pub config: Option<&'static str>,
     /// Parameter values a run must have for this point to apply (a subset).
     pub params: Vec<(&'static str, Value)>,
+    /// Parameter values the published run actually used where they differ from `params`
+    /// (the cell it is printed under): the point is compared with the run that has them,
+    /// and `source` says why. Empty for almost every point.
+    pub as_run: Vec<(&'static str, Value)>,
     pub metric: &'static str,
     /// The published value, or the low end of a published range.
     pub value: f64,
@@ -77,15 +81,35 @@ impl Basis {
 }
 
 impl Reference {
-    /// Whether this reference point applies to `run`.
+    /// Whether this reference point applies to `run`: the run has `params`, each replaced
+    /// by its `as_run` value where the published run used another.
     pub fn applies(&self, run: &Run) -> bool {
         run.experiment == self.experiment
             && self.config.is_none_or(|c| c == run.config)
-            && self
-                .params
-                .iter()
-                .all(|(k, v)| run.params.get(*k) == Some(v))
+            && self.params.iter().all(|(k, v)| {
+                let want = self
+                    .as_run
+                    .iter()
+                    .find(|(a, _)| a == k)
+                    .map_or(v, |(_, a)| a);
+                run.params.get(*k) == Some(want)
+            })
             && run.metrics.contains_key(self.metric)
+    }
+
+    /// "bytes=1 KiB" for a point compared as run with other parameters: the cell it is
+    /// published under; `None` for an ordinary point.
+    pub fn published_as(&self) -> Option<String> {
+        if self.as_run.is_empty() {
+            return None;
+        }
+        let cell: serde_json::Map<String, Value> = self
+            .params
+            .iter()
+            .filter(|(k, _)| self.as_run.iter().any(|(a, _)| a == k))
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        Some(crate::report::render_params(&cell))
     }
 
     /// Signed relative error of `simulated` against the published value or range (0

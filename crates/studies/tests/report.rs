@@ -40,6 +40,7 @@ fn reference(
         experiment: exp,
         config,
         params,
+        as_run: vec![],
         metric,
         value: low,
         value_high: high,
@@ -1293,4 +1294,32 @@ fn the_report_lists_the_catalog_experiments_not_implemented() {
         .contains("Not implemented"));
     let v = studies::report::reproduce_json(&runs, &refs, &[]);
     assert_eq!(v, results_json(&runs, &refs));
+}
+
+#[test]
+fn a_point_compared_as_run_is_marked_in_its_row_and_counted_in_the_summary() {
+    let (runs, mut refs, _) = sweep();
+    // Published under 64 KiB, measured at 32 KiB.
+    refs.push(Reference {
+        as_run: vec![("bytes", json!(32768))],
+        ..reference(
+            "smartio.gpu_dma",
+            Some("remote"),
+            vec![("bytes", json!(65536))],
+            "dma_gbps",
+            1.5,
+            1.5,
+        )
+    });
+    let rows = comparison_rows(&runs, &refs);
+    let row = rows.iter().find(|r| r.as_run).unwrap();
+    assert_eq!(row.params, "bytes=32 KiB (published as bytes=64 KiB)");
+    assert_eq!(row.config, "remote");
+    let summary = summary_line(&rows);
+    assert!(
+        summary.ends_with(
+            "; 1 published value compared with the run the study actually made (marked \"published as\")"
+        ),
+        "{summary}"
+    );
 }

@@ -82,7 +82,8 @@ pub struct Pf {
     /// Root → device (read completions, MMIO).
     pub down: Fifo,
     pub mps: u32,
-    /// Read completion boundary of the root: reads come back in completions of this size.
+    /// The root's read completions: reads come back in completions of this size (the
+    /// platform's `read_completion_bytes`, capped by the MPS).
     pub rcb: u32,
     /// Latency of the link (PHY/DLL) plus the root's forwarding.
     pub link_latency: Time,
@@ -248,7 +249,8 @@ pub fn pfs(
             up: Fifo::new(gbps),
             down: Fifo::new(gbps),
             mps: host.mps,
-            rcb: timing.rcb_bytes,
+            // The root's completions, capped by the link's MPS.
+            rcb: timing.read_completion_bytes.min(host.mps),
             link_latency: ns(timing.pcie_link_ns + timing.rc_latency_ns),
             mrrs,
             read_tags: ReadTags::new(max_reads),

@@ -114,6 +114,11 @@ impl Unit {
         start
     }
 
+    /// When the unit is through with the tasks it has taken.
+    pub fn free_at(&self) -> Time {
+        self.free
+    }
+
     /// Holds the unit until `until` (a task whose length is known only as it runs).
     pub fn hold_until(&mut self, until: Time) {
         if until > self.free {

@@ -635,7 +635,9 @@ impl Sim<'_> {
                 );
         }
         let chunk = item_chunk(inst.ns, key, offset, self.spec.value_bytes);
-        self.server.mem.cpu_write(cur, sock, chunk, bytes);
+        self.server
+            .mem
+            .cpu_write_home(cur, sock, inst.node, chunk, bytes);
         if !complete {
             self.end(i, start, cur);
             return;
@@ -695,13 +697,17 @@ impl Sim<'_> {
                         .mem
                         .cpu_read(*cur, sock, inst.node, chunk, n, false);
             }
-            self.server.mem.cpu_write(*cur, sock, skb, n);
+            self.server
+                .mem
+                .cpu_write_home(*cur, sock, inst.node, skb, n);
             // The TSO send: descriptor, doorbell, the NIC's reads, frames, completion.
             *cur += inst.core.cycles(costs.tx_send_cycles);
             let slot = inst.tx_slot % RING;
             inst.tx_slot += 1;
             let desc_buf = inst.ns + buf::TX_DESC + slot;
-            self.server.mem.cpu_write(*cur, sock, desc_buf, DESC_BYTES);
+            self.server
+                .mem
+                .cpu_write_home(*cur, sock, inst.node, desc_buf, DESC_BYTES);
             let headers = (frame::ETH_HEADER + frame::TCP_IP_HEADERS) as u64;
             let on = |buf, bytes| HostBuf {
                 node: inst.node,

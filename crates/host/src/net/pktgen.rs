@@ -126,7 +126,8 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
         cur += h.core.cycles(c.tx_packet_cycles);
         let s = slot % RING;
         slot += 1;
-        h.mem.cpu_write(cur, sock, buf::TX_DESC + s, DESC_BYTES);
+        h.mem
+            .cpu_write_home(cur, sock, node, buf::TX_DESC + s, DESC_BYTES);
         // The NIC requests every fragment once it has the descriptor, each through the
         // fragment's PF; the packet goes out when the last has arrived.
         let payload: Vec<(usize, HostBuf)> = frags

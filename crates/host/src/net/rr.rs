@@ -142,11 +142,12 @@ impl Rr {
         while sent < n {
             let len = (n - sent).min(TSO_BYTES);
             let skb = buf::SKB + side.tx_slot % skbs;
-            h.mem.cpu_write(cur, sock, skb, len);
+            h.mem.cpu_write_home(cur, sock, h.node, skb, len);
             cur += h.core.cycles(c.tx_send_cycles);
             let slot = side.tx_slot % RING;
             side.tx_slot += 1;
-            h.mem.cpu_write(cur, sock, buf::TX_DESC + slot, DESC_BYTES);
+            h.mem
+                .cpu_write_home(cur, sock, h.node, buf::TX_DESC + slot, DESC_BYTES);
             let p = h.nic.params.clone();
             let headers = (frame::ETH_HEADER + frame::TCP_IP_HEADERS) as u64;
             let data = super::fetch_send(h, cur, buf::TX_DESC + slot, skb, len + headers);
@@ -257,7 +258,7 @@ impl Rr {
                         .cpu_read(cur, sock, h.node, buf::RX_DATA + (slot << 6) + k, b, false);
             }
         }
-        h.mem.cpu_write(cur, sock, buf::USER, n);
+        h.mem.cpu_write_home(cur, sock, h.node, buf::USER, n);
         h.core.finish(start, cur);
         side.coalesce
             .rearm(cur, &h.coalescing, side.rx_packets, side.rx_bytes);

@@ -520,7 +520,8 @@ impl Sim<'_> {
                     .tx
                     .mem
                     .cpu_read(cur, sock, self.tx.node, self.k.ns + buf::USER, n, false);
-            cur = cur + self.tx.mem.cpu_write(cur, sock, skb, TSO_BYTES);
+            let node = self.tx.node;
+            cur = cur + self.tx.mem.cpu_write_home(cur, sock, node, skb, TSO_BYTES);
             self.k.app_written += n;
             batch += n;
             if self.k.app_written - self.k.snd_nxt >= TSO_BYTES {
@@ -556,22 +557,17 @@ impl Sim<'_> {
             let slot = self.k.tx_slot % RING;
             self.k.tx_slot += 1;
             let sock = self.tx.core.socket;
+            let node = self.tx.node;
+            let desc = self.k.ns + buf::TX_DESC + slot;
             self.tx
                 .mem
-                .cpu_write(*cur, sock, self.k.ns + buf::TX_DESC + slot, DESC_BYTES);
-            let node = self.tx.node;
+                .cpu_write_home(*cur, sock, node, desc, DESC_BYTES);
             let skb = self.k.ns
                 + buf::SKB
                 + (self.k.snd_nxt / TSO_BYTES) % (self.tx.costs.rcvbuf_bytes / TSO_BYTES).max(1);
             let params = self.tx.nic.params.clone();
             let headers = frame::ETH_HEADER as u64 + frame::TCP_IP_HEADERS as u64;
-            let data = super::fetch_send(
-                self.tx,
-                *cur,
-                self.k.ns + buf::TX_DESC + slot,
-                skb,
-                n + headers,
-            );
+            let data = super::fetch_send(self.tx, *cur, desc, skb, n + headers);
             // Segments onto the wire, each with its own headers and framing.
             let mut seq = self.k.snd_nxt;
             let mut left_port = data;
@@ -753,7 +749,10 @@ impl Sim<'_> {
                     self.k.sockq.pop_front();
                 }
             }
-            self.rx.mem.cpu_write(cur, sock, self.k.ns + buf::USER, n);
+            let home = self.rx.node;
+            self.rx
+                .mem
+                .cpu_write_home(cur, sock, home, self.k.ns + buf::USER, n);
             self.k.unread -= n;
             self.k.delivered += n;
             self.k.delivered_window += n;

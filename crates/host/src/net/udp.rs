@@ -107,9 +107,11 @@ fn send(h: &mut NetHost, side: &mut Side, t: Time, n: u64, peer: &NetHost) -> Ti
     let slot = side.tx_slot % RING;
     side.tx_slot += 1;
     let headers = (frame::ETH_HEADER + UDP_IP_HEADERS) as u64;
-    h.mem.cpu_write(cur, sock, buf::SKB + slot, n + headers);
+    h.mem
+        .cpu_write_home(cur, sock, h.node, buf::SKB + slot, n + headers);
     cur += h.core.cycles(c.tx_send_cycles);
-    h.mem.cpu_write(cur, sock, buf::TX_DESC + slot, DESC_BYTES);
+    h.mem
+        .cpu_write_home(cur, sock, h.node, buf::TX_DESC + slot, DESC_BYTES);
     let p = h.nic.params.clone();
     let data = super::fetch_send(h, cur, buf::TX_DESC + slot, buf::SKB + slot, n + headers);
     let ip_bytes = n as u32 + UDP_IP_HEADERS;
@@ -164,7 +166,7 @@ fn receive(h: &mut NetHost, side: &mut Side, at: Time, n: u64, misses: &mut u64)
             frame_bytes,
             false,
         );
-    h.mem.cpu_write(cur, sock, buf::USER, n);
+    h.mem.cpu_write_home(cur, sock, h.node, buf::USER, n);
     h.core.finish(start, cur);
     cur
 }

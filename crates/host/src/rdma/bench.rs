@@ -48,6 +48,17 @@ use crate::net::Core;
 /// own buffer in the memory system).
 pub const CQ_DEPTH: u64 = 256;
 const CQ_BUF: u64 = 0x70 << 40;
+/// Send-queue slots per connection whose WQE lines the memory system tracks
+/// (assumption: a ring of 256 × 64 B; the study's queues are deeper, but a slot is
+/// reused only long after the RNIC fetched it, so the ring's depth does not matter).
+const SQ_RING: u64 = 256;
+const SQ_BUF: u64 = 0x71 << 40;
+
+/// Bytes of a WQE in the send queue: control and remote-address segments (32 B), then
+/// the inline payload or one data segment, in whole 64 B lines (the BlueFlame stores).
+fn wqe_bytes(w: &Wqe) -> u64 {
+    (32 + if w.inline { 4 + w.len } else { 16 }).div_ceil(64) * 64
+}
 
 /// How the threads drive their connections.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -182,6 +193,13 @@ struct Conn {
     lat_sum: f64,
     lat_n: u64,
     blocked: bool,
+    /// Per WQE waiting in `qp.sq`, in order: when its DMA fetch from the send queue
+    /// completes, or `None` when it arrived by BlueFlame.
+    fetch: VecDeque<Option<Time>>,
+    /// When the transmit unit finished this QP's last WQE.
+    unit_done: Time,
+    /// WQEs posted (the send-queue slot of the next).
+    sq_slot: u64,
 }
 
 /// Two hosts' RNICs, regions and posting threads, run as events.
@@ -389,6 +407,9 @@ impl<'a> Rdma<'a> {
                     lat_sum: 0.0,
                     lat_n: 0,
                     blocked: false,
+                    fetch: VecDeque::new(),
+                    unit_done: Time::ZERO,
+                    sq_slot: 0,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -531,7 +552,8 @@ impl<'a> Rdma<'a> {
         Ok(Some(t))
     }
 
-    /// The thread builds `w` and stores it into the RNIC's BlueFlame page.
+    /// The thread builds `w` in its send queue in memory and stores it into the RNIC's
+    /// BlueFlame page (libmlx4 writes a BlueFlame WQE to both).
     fn post_wqe(&mut self, c: u32, at: Time, w: Wqe) -> Result<(), String> {
         let conn = &mut self.conns[c as usize];
         let core = &mut self.cores[conn.core];
@@ -539,13 +561,15 @@ impl<'a> Rdma<'a> {
         let end = start + core.cycles(POST_CYCLES);
         core.finish(start, end);
         conn.posted.push_back((w.wr_id, start));
-        // Control and remote-address segments (32 B), then the inline payload or one
-        // data segment, in whole 64 B BlueFlame stores.
-        let wqe_bytes = (32 + if w.inline { 4 + w.len } else { 16 }).div_ceil(64) * 64;
+        let wqe_bytes = wqe_bytes(&w);
+        let sq_line = SQ_BUF + ((c as u64) << 16) + conn.sq_slot % SQ_RING;
+        conn.sq_slot += 1;
+        let node = core.socket;
         let h = match conn.requester {
             Side::Client => &mut *self.client,
             Side::Server => &mut *self.server,
         };
+        h.mem.cpu_write(end, node, sq_line, wqe_bytes);
         let pf = &mut h.rnic.pf;
         let on_link = pf.down.reserve(
             end + h.cpu_mmio_write,
@@ -561,7 +585,7 @@ impl<'a> Rdma<'a> {
         match ev {
             Ev::Post => self.next_post(c, t),
             Ev::Doorbell(w) => {
-                self.conns[c as usize].qp.sq.push_back(w);
+                self.doorbell(c, t, w);
                 self.try_issue(c, t)
             }
             Ev::Request(w, arrivals) => self.respond(c, w, &arrivals),
@@ -580,13 +604,47 @@ impl<'a> Rdma<'a> {
         }
     }
 
+    /// `w`'s BlueFlame store reaches the RNIC at `t`. The RNIC takes the WQE from the
+    /// store only when it has nothing earlier of this QP to send; otherwise it discards
+    /// the store's copy and fetches the WQE from the send queue by DMA (the doorbell
+    /// path), starting the read at once so that it is in before the unit reaches it.
+    /// Assumption: the ConnectX send engine consumes a BlueFlame WQE only in an idle
+    /// send queue — why the driver also writes it to the queue in memory, and why the
+    /// mlx5 driver stops using BlueFlame when the device back-pressures the queue (its
+    /// commit "Use BlueFlame for TX"); the study's 16 closed-loop QPs complete 6.4 M
+    /// operations/s (REFERENCE.md §4, 16 × 64 B in 2.5 µs), more than its 8 open-loop
+    /// QPs' 6.06 M, which a transmit unit costing the same per WQE in both cannot do.
+    fn doorbell(&mut self, c: u32, t: Time, w: Wqe) {
+        let conn = &mut self.conns[c as usize];
+        let idle = conn.qp.sq.is_empty() && conn.unit_done <= t;
+        let fetched = if idle {
+            None
+        } else {
+            let slot = conn.sq_slot - 1 - conn.qp.sq.len() as u64;
+            let sq_line = SQ_BUF + ((c as u64) << 16) + slot % SQ_RING;
+            let node = self.cores[conn.core].socket;
+            let h = match conn.requester {
+                Side::Client => &mut *self.client,
+                Side::Server => &mut *self.server,
+            };
+            Some(
+                h.rnic
+                    .pf
+                    .dma_read(t, &mut h.mem, node, sq_line, wqe_bytes(&w)),
+            )
+        };
+        conn.qp.sq.push_back(w);
+        conn.fetch.push_back(fetched);
+    }
+
     /// The requester issues what its QP allows: transmit unit, QP context, gather.
     fn try_issue(&mut self, c: u32, t: Time) -> Result<(), String> {
         let side = self.conns[c as usize].requester;
         while let Some(w) = self.conns[c as usize].qp.issue() {
-            let qp = &self.conns[c as usize].qp;
-            let qpn = qp.qpn;
-            self.peak_reads = self.peak_reads.max(qp.reads_in_flight());
+            let conn = &mut self.conns[c as usize];
+            let fetched = conn.fetch.pop_front().flatten();
+            let qpn = conn.qp.qpn;
+            self.peak_reads = self.peak_reads.max(conn.qp.reads_in_flight());
             let (h, own, _, _) = ends(
                 self.client,
                 self.server,
@@ -596,8 +654,14 @@ impl<'a> Rdma<'a> {
             );
             let rn = &mut h.rnic;
             let wqe = rn.params.wqe;
-            let s = rn.tx.serve(t, wqe);
-            let ready = rn.qp_context(s, &mut h.mem, qpn) + wqe;
+            // A fetched WQE streams into the unit over the link as read completions
+            // before it is parsed, as a gathered payload does; a BlueFlame one is there.
+            let (from, streaming) = match fetched {
+                Some(f) => (t.max(f), rn.gather_stream(wqe_bytes(&w))),
+                None => (t, Time::ZERO),
+            };
+            let s = rn.tx.serve(from, wqe + streaming);
+            let ready = rn.qp_context(s + streaming, &mut h.mem, qpn) + wqe;
             rn.tx.hold_until(ready);
             packets_out(&w, self.mtu, &mut self.out_pkts);
             let out = &self.out_pkts;
@@ -614,8 +678,10 @@ impl<'a> Rdma<'a> {
                 self.scratch.resize(out.len(), ready);
                 &self.scratch
             };
+            let done = rn.tx.free_at();
             // Cut-through: each packet leaves once its own payload is in.
             let arrivals = rn.transmit_each(ready_each, out);
+            self.conns[c as usize].unit_done = done;
             self.eng
                 .schedule_at(arrivals[0], (c, Ev::Request(w, arrivals)))
                 .map_err(|e| e.to_string())?;

@@ -16,6 +16,10 @@
 //!
 //! Costs (`SnoopCosts`) are the caller's; `MemSys`'s LLC and DRAM pricing stays as it is
 //! and this only adds the private-cache part it does not see.
+//!
+//! `OffHome` is the LLC-level counterpart `MemSys` keeps itself: which package's LLC holds
+//! a buffer dirty away from its home node (a core on one socket filling a buffer homed on
+//! the other), so that a device read of it is served by snooping that LLC.
 
 use rustc_hash::FxHashMap;
 
@@ -211,6 +215,45 @@ impl Ownership {
     }
 }
 
+/// Buffers dirty in the LLC of a package other than their home node's, keyed by buffer:
+/// the package holding them. A dirty buffer in its home's LLC is not kept (the home
+/// serves it); the record of one that left its LLC is dropped by the caller
+/// (`refilled`), and whether the owner still holds it is the caller's LLC to answer.
+#[derive(Clone, Debug, Default)]
+pub struct OffHome {
+    owner: FxHashMap<u64, u32>,
+}
+
+impl OffHome {
+    /// A core on `socket` stored to `buf` homed on `home`: its package now holds the only
+    /// (dirty) copy.
+    pub fn store(&mut self, socket: u32, home: u32, buf: u64) {
+        if socket == home {
+            self.owner.remove(&buf);
+        } else {
+            self.owner.insert(buf, socket);
+        }
+    }
+
+    /// A device wrote `buf`: every cached copy is gone or replaced by the device's data.
+    pub fn device_write(&mut self, buf: u64) {
+        self.owner.remove(&buf);
+    }
+
+    /// `socket`'s LLC missed on `buf` and fills it from memory: a dirty copy it held
+    /// was evicted (and written back) in the meantime.
+    pub fn refilled(&mut self, socket: u32, buf: u64) {
+        if self.owner.get(&buf) == Some(&socket) {
+            self.owner.remove(&buf);
+        }
+    }
+
+    /// The package whose LLC holds `buf` dirty away from its home, if any.
+    pub fn owner(&self, buf: u64) -> Option<u32> {
+        self.owner.get(&buf).copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +299,33 @@ mod tests {
         assert_eq!(o.state(9), LineState::Shared(0b11));
         assert_eq!(o.device_write(9).invalidated, 2);
         assert_eq!(o.counters.device_invalidations, 3);
+    }
+
+    #[test]
+    fn off_home_records_a_remote_store_until_a_device_write_or_a_refill() {
+        let mut o = OffHome::default();
+        o.store(0, 0, 3);
+        assert_eq!(o.owner(3), None, "dirty at its home: the home serves it");
+        o.store(1, 0, 3);
+        assert_eq!(o.owner(3), Some(1));
+        o.refilled(0, 3);
+        assert_eq!(
+            o.owner(3),
+            Some(1),
+            "another socket's fill leaves the owner"
+        );
+        o.refilled(1, 3);
+        assert_eq!(
+            o.owner(3),
+            None,
+            "the owner's own refill: it was written back"
+        );
+        o.store(1, 0, 4);
+        o.device_write(4);
+        assert_eq!(o.owner(4), None);
+        o.store(1, 0, 5);
+        o.store(0, 0, 5);
+        assert_eq!(o.owner(5), None, "a store at the home takes the line back");
     }
 
     #[test]

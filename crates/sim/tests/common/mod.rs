@@ -48,6 +48,7 @@ rc_p2p_latency_ns = 100.0
 rc_p2p_read_tags = 48
 rc_p2p_read_gap_ns = 32.0
 rcb_bytes = 64
+read_completion_bytes = 64
 iotlb_hit_ns = 10.0
 iotlb_miss_ns = 300.0
 iotlb_entries = 64
