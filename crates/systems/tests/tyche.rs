@@ -6,7 +6,8 @@ use fabric::scenario::Source;
 use fabric::{builtin, Fabric, Topology};
 use sim::Time;
 use systems::tyche::{
-    self, App, AppKind, BufferPlacement, Op, Place, Scheduler, TargetIo, TycheHost, TycheSpec,
+    self, App, AppKind, BufferPlacement, Op, Place, RxPath, Scheduler, TargetIo, TycheHost,
+    TycheSpec,
 };
 
 fn nic(name: &str, root: &str) -> String {
@@ -51,6 +52,8 @@ fn spec(op: Op, app: App, place: Place, scheduler: Scheduler) -> TycheSpec {
         target: place,
         scheduler,
         target_io: TargetIo::Ramdisk,
+        rx: RxPath::default(),
+        coalescing: tyche::rx::COALESCING,
         warmup: Time::from_us(300),
         window: Time::from_us(1500),
     }

@@ -31,17 +31,20 @@ pub mod app;
 pub mod host;
 pub mod mem;
 mod protocol;
+pub mod rx;
 pub mod sched;
 mod store;
 pub mod wake;
 
 use std::collections::BTreeMap;
 
+use devices::nic::CoalesceMode;
 use sim::Time;
 
 pub use app::{App, AppKind, BufferPlacement};
 pub use host::TycheHost;
 pub use protocol::run;
+pub use rx::RxPath;
 pub use sched::Scheduler;
 
 /// Read from or write to the target.
@@ -95,6 +98,9 @@ pub struct TycheSpec {
     pub target: Place,
     pub scheduler: Scheduler,
     pub target_io: TargetIo,
+    /// Which context takes received frames, and the NICs' interrupt moderation (`rx`).
+    pub rx: RxPath,
+    pub coalescing: CoalesceMode,
     pub warmup: Time,
     pub window: Time,
 }
