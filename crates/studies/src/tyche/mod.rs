@@ -202,6 +202,7 @@ pub fn counters(r: &TycheResult) -> serde_json::Value {
         "wakeups": r.wakeups,
         "cross_node_wakeups": r.cross_wakeups,
         "control_qpi_bytes": r.control_cross_bytes,
+        "busiest_core": r.busiest_core,
     })
 }
 

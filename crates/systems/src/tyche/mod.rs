@@ -183,4 +183,7 @@ pub struct TycheResult {
     /// completing core's read of the request) put on the interconnect, per host
     /// (initiator, target) over the window: with `dma_cross_bytes`, all of it.
     pub control_cross_bytes: [u64; 2],
+    /// The busiest core's share of the window, per host (initiator, target): where a
+    /// core, not a link, is what limits throughput.
+    pub busiest_core: [f64; 2],
 }

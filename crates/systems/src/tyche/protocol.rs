@@ -266,6 +266,11 @@ impl Sim<'_> {
             self.ledger[TGT].control_cross,
         ];
         self.r.events = self.eng.stats().handled;
+        let busiest = |h: &TycheHost| {
+            let most = h.cores.iter().map(|c| c.busy).max().unwrap_or(Time::ZERO);
+            most.as_secs_f64() / w
+        };
+        self.r.busiest_core = [busiest(self.h[INI]), busiest(self.h[TGT])];
         self.r
     }
 
@@ -275,6 +280,9 @@ impl Sim<'_> {
                 self.warm = true;
                 for h in self.h.iter_mut() {
                     h.mem.reset_counters();
+                    for core in &mut h.cores {
+                        core.busy = Time::ZERO;
+                    }
                 }
                 self.ledger = [DmaLedger::default(); 2];
                 self.bytes_window = 0;
