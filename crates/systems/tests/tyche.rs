@@ -325,10 +325,9 @@ fn a_send_request_posted_from_the_far_package_reaches_the_nic_one_crossing_later
 #[test]
 fn with_the_nics_on_node_0_worst_placement_loses_nothing_while_the_links_have_headroom() {
     // tyche.nics_node0's prediction: 3 NICs, 32 FIO threads, reads. All on node 1, every
-    // frame crosses hub → node 0 → node 1 and its CPU work stays local to node 1 but for
-    // the NICs' interrupts (node 0's cores, waking node 1's network threads: latency the
-    // other threads' requests hide), so the NICs' line rate is reached as long as the
-    // links carry it.
+    // frame crosses hub → node 0 → node 1 and its CPU work stays local to node 1 (the
+    // network threads poll: `RxPath::Polling`), so the NICs' line rate is reached as
+    // long as the links carry it.
     let (t, nics) = node0_testbed();
     let run_at = |node: u32| {
         let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();

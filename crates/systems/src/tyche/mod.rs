@@ -16,10 +16,14 @@
 //! freely. `Scheduler::NumaSpill` is an extension the paper lacks: a request leaves its
 //! node only when the model predicts it finishes sooner there (`sched`).
 //!
-//! A sleeping thread runs again only when woken: the NIC's interrupt wakes a network
-//! thread whose ring ran empty, a network thread wakes a work-queue thread, the
-//! completing thread wakes the application's (`wake`); across nodes the wake-up's IPI
-//! and cache lines cross the processor link.
+//! Which context takes received frames is a choice (`rx::RxPath`): by default the
+//! network threads see a frame as soon as it lands and nobody sleeps (`Polling`); on the
+//! interrupt paths the NIC raises a moderated interrupt (`rx`, `devices::nic`'s
+//! coalescer) on a core of its node, whose NAPI poll either wakes the channel's network
+//! thread (`NetworkThread`) or runs Tyche's handler itself (`Softirq`, queueing
+//! completions on that core unless the NUMA extension pins them to the channel's
+//! node), and a sleeping work-queue or application thread runs again only when woken
+//! (`wake`); across nodes the wake-up's IPI and cache lines cross the processor link.
 //!
 //! Every DMA and CPU copy is priced by the host's memory system through `mem`, so
 //! traffic that crosses nodes shows on the interconnect's counters. Bytes are real:

@@ -15,8 +15,8 @@
 //!
 //! Where Tyche's per-frame work runs is not in the sources this project found (the
 //! papers' full text was not available; their abstracts name "storage-specific packet
-//! processing" and one network thread per NIC), so both readings are modelled
-//! (`RxPath`).
+//! processing" and one network thread per NIC), so both readings are modelled beside
+//! the model without interrupts (`RxPath`).
 
 use devices::nic::{CoalesceMode, Coalescer, Coalescing, NicParams};
 use sim::Time;
@@ -26,8 +26,9 @@ use sim::Time;
 pub enum RxPath {
     /// No interrupts and no wake-ups: the channel's network thread sees a frame as soon
     /// as it lands and hands requests on at once (the model before `tyche::wake`). The
-    /// default: the interrupt paths move other experiments' points by more than their
-    /// traced causes account for (README's Tyche section).
+    /// default: the interrupt paths also move the other Tyche experiments (4 KiB requests
+    /// by 12–30 % without moderation, from the per-request interrupts and wake-ups), and
+    /// not every such move has been traced.
     #[default]
     Polling,
     /// The channel's network thread (on the channel's node): the interrupt's handler

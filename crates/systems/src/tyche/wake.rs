@@ -1,5 +1,6 @@
 //! Interrupt delivery and thread wake-ups, the control path between Tyche's threads
-//! (Linux 2.6.32 on Nehalem-EP, REFERENCE.md §3).
+//! (Linux 2.6.32 on Nehalem-EP, REFERENCE.md §3), on the interrupt receive paths
+//! (`rx::RxPath`; when interrupts fire is `rx`'s).
 //!
 //! A NIC's MSI-X interrupt runs on the core its IRQ is bound to, on the NIC's node: the
 //! handler (and the NAPI poll it schedules) reads the completion entry from the ring the
