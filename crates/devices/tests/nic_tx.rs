@@ -55,10 +55,13 @@ fn reads_in_flight_are_bounded_by_the_tags() {
         "one tag: {one:.0} ns, 16 round trips are {:.0} ns",
         16.0 * rtt
     );
-    // The model's 256 leave the link as the bound: 64 KiB of 64 B completions (84 B on
-    // the wire each) at the x8 Gen3 link's ≈ 7.856 GB/s.
+    // The model's 256 leave the link as the bound: 64 KiB of the root's completions
+    // (256 B on the R730, 20 B of header and framing each) at the x8 Gen3 link's
+    // ≈ 7.856 GB/s.
     let many = read_64k(256);
-    let link_ns = 65536.0 / 64.0 * 84.0 / 7.855;
+    let rcb = connectx4().pfs[0].rcb as f64;
+    assert_eq!(rcb, 256.0, "the R730's read completions");
+    let link_ns = 65536.0 / rcb * (rcb + 20.0) / 7.855;
     assert!(
         many >= link_ns && many < link_ns + 2.0 * rtt,
         "256 tags: {many:.0} ns; link alone {link_ns:.0} ns, round trip {rtt:.0} ns"
@@ -90,14 +93,15 @@ fn a_send_reads_its_descriptor_then_its_payload_through_the_payloads_pf() {
     // A fragment on node 1 read through PF 1 uses PF 1's link, not PF 0's.
     let before = (nic.pfs[0].down.bytes, nic.pfs[1].down.bytes);
     nic.fetch_send(Time::ZERO, &mut ms, 0, desc, &[(1, frag(1, 3))]);
+    let rcb = nic.pfs[1].rcb;
     assert_eq!(
         nic.pfs[1].down.bytes - before.1,
-        tlp_wire_bytes(1500, 64, true),
+        tlp_wire_bytes(1500, rcb, true),
         "the payload's completions"
     );
     assert_eq!(
         nic.pfs[0].down.bytes - before.0,
-        tlp_wire_bytes(64, 64, true),
+        tlp_wire_bytes(64, nic.pfs[0].rcb, true),
         "the descriptor's one completion"
     );
 }
@@ -147,7 +151,10 @@ fn a_send_posted_by_pio_reads_only_its_payload() {
     let mut solo = connectx4();
     let alone = solo.pfs[0].dma_read(latency, &mut memsys(), 0, 2, 1500);
     assert_eq!(done, alone);
-    assert_eq!(pio.pfs[0].down.bytes, tlp_wire_bytes(1500, 64, true));
+    assert_eq!(
+        pio.pfs[0].down.bytes,
+        tlp_wire_bytes(1500, pio.pfs[0].rcb, true)
+    );
     let mut dma = connectx4();
     let with_desc = dma.fetch_send(Time::ZERO, &mut memsys(), 0, desc, &[(0, payload)]);
     assert!(with_desc > done, "the descriptor read comes first");

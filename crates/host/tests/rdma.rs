@@ -216,6 +216,59 @@ fn qp_contexts_beyond_the_cache_are_fetched_and_slow_every_operation() {
     assert!(per_qp(&over, entries + 1) > 1.2 * per_qp(&fits, entries));
 }
 
+/// Ops/s and QP-context misses of `connections` open-loop 8 B connections, counted after
+/// `warmup`.
+fn open_conns(verb: Verb, connections: u32, warmup: Time) -> (f64, u64) {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let spec = BenchSpec {
+        verb,
+        bytes: 8,
+        connections,
+        mtu: 256,
+        max_rd_atomic: 1,
+        server_remote: false,
+        mode: Mode::Open {
+            warmup,
+            window: Time::from_us(250),
+            windows: 2,
+            depth: 128,
+        },
+    };
+    let r = bench::run(&mut c, &mut s, spec).unwrap();
+    (r.throughput.unwrap().ops_per_s, r.qpc_misses)
+}
+
+/// One QP more than the context cache holds, open loop: the transmit unit serves the
+/// QPs with work in turn, so every turn's context lookup misses in an LRU cache one
+/// entry short — at the requester's send and at the responder at least — and the
+/// rate falls for WRITEs (many per QP in flight) as for READs; with as many QPs as
+/// entries nothing misses. The rate does not depend on how long the run warmed up: the
+/// unit used to be booked by every doorbell on arrival, a millisecond-long start-up that
+/// decided what a short window measured.
+#[test]
+fn one_qp_beyond_the_context_cache_misses_on_every_turn_and_the_run_is_stationary() {
+    let (c, _) = hosts(&topo());
+    let entries = c.rnic.params.qpc_entries as u32;
+    let short = Time::from_us(200);
+    for verb in [Verb::Write, Verb::Read] {
+        let (fits, fits_misses) = open_conns(verb, entries, short);
+        let (over, over_misses) = open_conns(verb, entries + 1, short);
+        let (over_late, _) = open_conns(verb, entries + 1, Time::from_us(1000));
+        assert_eq!(fits_misses, 0, "{verb:?}: {entries} QPs fit");
+        let ops_in_windows = over * 500e-6;
+        assert!(
+            over_misses as f64 > 1.9 * ops_in_windows,
+            "{verb:?}: {over_misses} misses for {ops_in_windows} operations"
+        );
+        assert!(over < 0.6 * fits, "{verb:?}: {fits} → {over}");
+        assert!(
+            (over_late - over).abs() < 0.01 * over,
+            "{verb:?} stationary: {over} after 200 us, {over_late} after 1 ms"
+        );
+    }
+}
+
 fn open(verb: Verb, bytes: u64, max_rd_atomic: u32) -> f64 {
     open_on(&topo(), verb, bytes, max_rd_atomic)
 }
@@ -432,5 +485,25 @@ fn larger_read_completions_speed_up_the_gather_of_large_writes_only() {
     assert!(
         (small256 / small64 - 1.0).abs() < 0.005,
         "64 B: {small64} → {small256}"
+    );
+}
+
+/// A response is booked when its request arrives, for when its data will be in; the
+/// response unit builds it, so a WQE the transmit unit could send before then is not
+/// held back behind it (one unit for both made it wait).
+#[test]
+fn a_response_booked_for_later_does_not_hold_back_a_wqe() {
+    let t = topo();
+    let (mut c, _) = hosts(&t);
+    let rn = &mut c.rnic;
+    let later = Time::from_ns(1000);
+    let built = rn.build_each(&[later]);
+    assert_eq!(built[0], later + rn.params.packet);
+    let wqe = rn.params.wqe;
+    assert_eq!(rn.tx.serve(Time::from_ns(100), wqe), Time::from_ns(100));
+    // A second response waits for the first, in its own unit.
+    assert_eq!(
+        rn.build_each(&[later])[0],
+        later + rn.params.packet + rn.params.packet
     );
 }

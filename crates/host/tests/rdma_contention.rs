@@ -139,10 +139,12 @@ fn load_on_the_regions_node_slows_its_reads_and_load_elsewhere_does_not() {
     // A remote READ reads the home DRAM even for a cached line (home snoop), so the
     // push-out adds little; the loaded DRAM's queueing is what slows it.
     assert!(near < none, "bound_remote {near} vs none {none}");
-    // Exactly equal until the open loop's WQEs came to be fetched by DMA; since then
-    // bound_local moves the remote READ by ≈ 0.05 % (4.174 vs 4.176 Mops), a coupling
-    // not yet traced: at most 0.2 % here, an order below the bound load's effect.
-    let close = |a: f64, b: f64| (a / b - 1.0).abs() < 0.002;
+    // The same rate, within one completion over the two windows: since the open loop's
+    // WQEs are fetched by DMA, bound_local shifts the loop's phase by one operation
+    // (4.174 vs 4.176 Mops here; over eight windows 4.1745 vs 4.175, still one), not
+    // its rate — most likely a start-up access on the RNIC's node slowed by the load.
+    let one_op = 1.0 / 500e-6 / 1e6;
+    let close = |a: f64, b: f64| (a - b).abs() <= one_op * 1.001;
     assert!(
         close(far, none),
         "bound_local must not touch a remote region: {far} vs {none}"

@@ -1,14 +1,18 @@
 //! A packet-granular RDMA NIC (issue 12): reliable-connected queue pairs (`qp`), the
 //! one-sided verbs READ, WRITE, CAS and FAA, InfiniBand framing at the path MTU
-//! (`wire`), QP-context and translation caches over host-resident tables (`cache`), two
+//! (`wire`), QP-context and translation caches over host-resident tables (`cache`), three
 //! processing units and DMA through its PCIe function priced against the host's memory
 //! system (`devices::nic::Pf` over `sim::memsys`: DDIO, LLC, DRAM, interconnect).
 //!
-//! The RNIC's work is split between a transmit unit and a receive unit, each serving one
-//! task at a time (the message-rate limit): the transmit unit takes `rnic_wqe_ns` per
-//! work request it issues — holding it while a gathered payload streams in over the PCIe
-//! link — and `rnic_packet_ns` per response or ACK packet it sends; the receive unit
-//! `rnic_packet_ns` per packet that arrives. Each packet also crosses the RNIC's pipeline
+//! The RNIC's work is split between three units, each serving one task at a time (the
+//! message-rate limit): the transmit unit takes `rnic_wqe_ns` per work request it
+//! issues — holding it while a gathered payload streams in over the PCIe link; the
+//! response unit `rnic_packet_ns` per response or ACK packet the responder sends; the
+//! receive unit `rnic_packet_ns` per packet that arrives. Responses have a unit of their
+//! own (assumption: the ConnectX has several processing units — Kalia et al., ATC'16 —
+//! and no calibration point has one RNIC both issuing and responding): a response is
+//! booked when its request arrives for when its data will be in, and in one unit that
+//! booking held back WQEs the unit could have sent before it. Each packet also crosses the RNIC's pipeline
 //! (`rnic_latency_ns`) on its way out and on its way in, and the port serializes it at
 //! the link's data rate. A QP context or MTT entry missing from its cache is fetched by a
 //! DMA read of host memory on the RNIC's node, and the unit that needs it waits.
@@ -146,6 +150,8 @@ pub struct Rnic {
     pub port: Fifo,
     pub tx: Unit,
     pub rx: Unit,
+    /// Builds the responses and ACKs the responder sends.
+    pub resp: Unit,
     pub qpc: ContextCache,
     pub mtt: ContextCache,
 }
@@ -175,6 +181,7 @@ impl Rnic {
             mtt: ContextCache::new(params.mtt_entries),
             tx: Unit::default(),
             rx: Unit::default(),
+            resp: Unit::default(),
             params,
             pf,
         }
@@ -240,11 +247,11 @@ impl Rnic {
         self.rx.serve(ready, dur) + dur
     }
 
-    /// The transmit unit builds `count` response or ACK packets from `at`; when they are
+    /// The response unit builds `count` response or ACK packets from `at`; when they are
     /// built.
     pub fn build_responses(&mut self, at: Time, count: u64) -> Time {
         let dur = Time::from_ps(self.params.packet.as_ps() * count);
-        self.tx.serve(at, dur) + dur
+        self.resp.serve(at, dur) + dur
     }
 
     /// Cut-through: packets each leaving once its own data is ready (`ready[i]`, in
@@ -275,13 +282,13 @@ impl Rnic {
             .collect()
     }
 
-    /// The transmit unit builds one response packet per entry of `ready` (when its data
+    /// The response unit builds one response packet per entry of `ready` (when its data
     /// is in); when each is built.
     pub fn build_each(&mut self, ready: &[Time]) -> Vec<Time> {
         let dur = self.params.packet;
         ready
             .iter()
-            .map(|&at| self.tx.serve(at, dur) + dur)
+            .map(|&at| self.resp.serve(at, dur) + dur)
             .collect()
     }
 
@@ -339,6 +346,7 @@ impl Rnic {
     pub fn reset_counters(&mut self) {
         self.tx.busy = Time::ZERO;
         self.rx.busy = Time::ZERO;
+        self.resp.busy = Time::ZERO;
         self.qpc.reset_counters();
         self.mtt.reset_counters();
         self.port.bytes = 0;

@@ -6,7 +6,8 @@
 //! One operation's journey: the thread builds the WQE and stores it by BlueFlame
 //! (`POST_CYCLES`, the platform's MMIO store, the PCIe link); the requester's transmit unit
 //! takes it in order per QP — a READ or atomic only while the QP has fewer than
-//! `max_rd_atomic` of them outstanding — looks up the QP context, gathers a WRITE's
+//! `max_rd_atomic` of them outstanding — the QPs with work taking turns one WQE each
+//! (`SendScheduler`), looks up the QP context when it gets to the WQE, gathers a WRITE's
 //! payload by DMA unless inline, and sends the packets; the responder's receive unit
 //! parses them, looks up the QP context and the translation, and DMA-writes (WRITE:
 //! posted, the ACK leaves at once), DMA-reads (READ: the response leaves once the data is
@@ -176,6 +177,27 @@ enum Ev {
     Response(Wqe, Vec<u8>, Vec<Time>),
     Cqe(Wqe, Vec<u8>),
     Landed(Wqe, Side),
+    /// The transmit unit of this side's RNIC may be free for the next waiting QP.
+    TxTurn(Side),
+    /// The QP may have work to issue (a READ's response freed its slot).
+    Issue,
+}
+
+/// An RNIC's send scheduler: the send queues with work the transmit unit has not
+/// reached yet, served round robin one WQE per turn (assumption: the simplest fair
+/// arbiter; ConnectX's is not documented), the QP going to the back if it has more. So
+/// the unit looks a QP's context up when it works on it — not when a doorbell arrives
+/// while it is busy with others — and with more QPs taking turns than the context
+/// cache holds, every turn misses.
+#[derive(Default)]
+struct SendScheduler {
+    waiting: VecDeque<u32>,
+    /// A `TxTurn` event is pending at this time.
+    turn_at: Option<Time>,
+    /// When the unit is through with the last WQEs issued. Responses the unit builds
+    /// meanwhile do not hold back the next turn: they take the unit in the order they
+    /// reach it, and so does the next QP's WQE.
+    issued_until: Time,
 }
 
 struct Conn {
@@ -200,6 +222,8 @@ struct Conn {
     unit_done: Time,
     /// WQEs posted (the send-queue slot of the next).
     sq_slot: u64,
+    /// In its RNIC's `SendScheduler` queue.
+    waiting: bool,
 }
 
 /// Two hosts' RNICs, regions and posting threads, run as events.
@@ -213,6 +237,8 @@ pub struct Rdma<'a> {
     pub remote: Region,
     conns: Vec<Conn>,
     cores: Vec<Core>,
+    /// The client's RNIC's send scheduler, then the server's.
+    sched: [SendScheduler; 2],
     mtu: u32,
     /// The benchmark's workload; `None` when operations are posted by hand.
     work: Option<BenchSpec>,
@@ -410,6 +436,7 @@ impl<'a> Rdma<'a> {
                     fetch: VecDeque::new(),
                     unit_done: Time::ZERO,
                     sq_slot: 0,
+                    waiting: false,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -422,6 +449,7 @@ impl<'a> Rdma<'a> {
             remote,
             conns,
             cores,
+            sched: Default::default(),
             mtu,
             work: None,
             completions: Vec::new(),
@@ -601,6 +629,8 @@ impl<'a> Rdma<'a> {
                 });
                 Ok(())
             }
+            Ev::TxTurn(side) => self.tx_turn(side, t),
+            Ev::Issue => self.try_issue(c, t),
         }
     }
 
@@ -637,10 +667,67 @@ impl<'a> Rdma<'a> {
         conn.fetch.push_back(fetched);
     }
 
-    /// The requester issues what its QP allows: transmit unit, QP context, gather.
+    /// QP `c` may have work for its RNIC's transmit unit at `t`: issued at once when the
+    /// unit is free and no other QP waits for it, else queued for a turn.
     fn try_issue(&mut self, c: u32, t: Time) -> Result<(), String> {
+        if self.conns[c as usize].qp.next_issuable().is_none() {
+            return Ok(());
+        }
         let side = self.conns[c as usize].requester;
-        while let Some(w) = self.conns[c as usize].qp.issue() {
+        let s = &mut self.sched[side as usize];
+        let free = s.issued_until;
+        if free <= t && s.waiting.is_empty() {
+            self.issue(c, t)?;
+        }
+        let conn = &mut self.conns[c as usize];
+        if conn.waiting || conn.qp.next_issuable().is_none() {
+            return Ok(());
+        }
+        conn.waiting = true;
+        let s = &mut self.sched[side as usize];
+        s.waiting.push_back(c);
+        let at = s.issued_until.max(t);
+        self.turn_at(side, at)
+    }
+
+    /// A `TxTurn` for `side` at `at`, unless one is pending already.
+    fn turn_at(&mut self, side: Side, at: Time) -> Result<(), String> {
+        let s = &mut self.sched[side as usize];
+        if s.turn_at.is_some() {
+            return Ok(());
+        }
+        s.turn_at = Some(at);
+        self.eng
+            .schedule_at(at, (0, Ev::TxTurn(side)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The transmit unit of `side` may be free at `t`: the next waiting QP with work
+    /// has its turn.
+    fn tx_turn(&mut self, side: Side, t: Time) -> Result<(), String> {
+        self.sched[side as usize].turn_at = None;
+        while let Some(c) = self.sched[side as usize].waiting.pop_front() {
+            self.conns[c as usize].waiting = false;
+            if self.conns[c as usize].qp.next_issuable().is_some() {
+                self.issue(c, t)?;
+                if self.conns[c as usize].qp.next_issuable().is_some() {
+                    self.conns[c as usize].waiting = true;
+                    self.sched[side as usize].waiting.push_back(c);
+                }
+                break;
+            }
+        }
+        if self.sched[side as usize].waiting.is_empty() {
+            return Ok(());
+        }
+        let free = self.sched[side as usize].issued_until;
+        self.turn_at(side, free.max(t))
+    }
+
+    /// The requester issues its QP's next WQE: transmit unit, QP context, gather.
+    fn issue(&mut self, c: u32, t: Time) -> Result<(), String> {
+        let side = self.conns[c as usize].requester;
+        if let Some(w) = self.conns[c as usize].qp.issue() {
             let conn = &mut self.conns[c as usize];
             let fetched = conn.fetch.pop_front().flatten();
             let qpn = conn.qp.qpn;
@@ -682,6 +769,7 @@ impl<'a> Rdma<'a> {
             // Cut-through: each packet leaves once its own payload is in.
             let arrivals = rn.transmit_each(ready_each, out);
             self.conns[c as usize].unit_done = done;
+            self.sched[side as usize].issued_until = done;
             self.eng
                 .schedule_at(arrivals[0], (c, Ev::Request(w, arrivals)))
                 .map_err(|e| e.to_string())?;
@@ -832,7 +920,11 @@ impl<'a> Rdma<'a> {
             rn.pf.dma_write(done, &mut h.mem, node, cqe, CQE_BYTES)
         };
         self.conns[c as usize].qp.complete(&w);
-        self.try_issue(c, done)?;
+        // The QP may issue again once the response is in: at that time, so that it
+        // takes its place among the QPs waiting for the transmit unit then.
+        self.eng
+            .schedule_at(done, (c, Ev::Issue))
+            .map_err(|e| e.to_string())?;
         let data = if self.work.is_some() || !self.keep_data {
             Vec::new()
         } else {
