@@ -87,6 +87,11 @@ impl<'a> ProbeCx<'a> {
         })
     }
 
+    /// An argument a probe may go without (it then states its default).
+    pub fn arg_opt(&self, key: &str) -> Option<&str> {
+        self.args.get(key).map(String::as_str)
+    }
+
     /// The value of a swept parameter at this point, if the experiment sweeps it.
     pub fn swept(&self, name: &str) -> Option<u64> {
         self.point.iter().find(|(k, _)| k == name).map(|p| p.1)

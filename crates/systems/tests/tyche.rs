@@ -2,11 +2,13 @@
 //! three under each package's root: bytes arrive intact, affinity keeps data off the
 //! interconnect, round-robin does not, counters agree with the traffic generated.
 
+use devices::nic::CoalesceMode;
 use fabric::scenario::Source;
 use fabric::{builtin, Fabric, Topology};
 use sim::Time;
 use systems::tyche::{
-    self, App, AppKind, BufferPlacement, Op, Place, Scheduler, TargetIo, TycheHost, TycheSpec,
+    self, App, AppKind, BufferPlacement, Op, Place, RxPath, Scheduler, TargetIo, TycheHost,
+    TycheSpec,
 };
 
 fn nic(name: &str, root: &str) -> String {
@@ -51,6 +53,8 @@ fn spec(op: Op, app: App, place: Place, scheduler: Scheduler) -> TycheSpec {
         target: place,
         scheduler,
         target_io: TargetIo::Ramdisk,
+        rx: RxPath::default(),
+        coalescing: tyche::rx::COALESCING,
         warmup: Time::from_us(300),
         window: Time::from_us(1500),
     }
@@ -70,20 +74,30 @@ fn run(s: &TycheSpec) -> tyche::TycheResult {
     tyche::run(&mut i, &mut g, s).unwrap()
 }
 
+const RX_PATHS: [RxPath; 3] = [RxPath::Polling, RxPath::NetworkThread, RxPath::Softirq];
+
 #[test]
 fn every_block_read_or_written_arrives_intact() {
-    for op in [Op::Read, Op::Write] {
+    for (op, rx) in [Op::Read, Op::Write]
+        .into_iter()
+        .flat_map(|op| RX_PATHS.map(|rx| (op, rx)))
+    {
         for (place, sched) in [
             (Place::NicLocal, Scheduler::Numa),
             (Place::Node(0), Scheduler::RoundRobin),
         ] {
-            let r = run(&spec(op, zmio(8, BufferPlacement::Balanced), place, sched));
+            let mut s = spec(op, zmio(8, BufferPlacement::Balanced), place, sched);
+            s.rx = rx;
+            let r = run(&s);
             assert!(
                 r.verified > 50,
                 "{op:?}: only {} blocks compared",
                 r.verified
             );
-            assert_eq!(r.mismatches, 0, "{op:?} {place:?}: blocks arrived wrong");
+            assert_eq!(
+                r.mismatches, 0,
+                "{op:?} {place:?} {rx:?}: blocks arrived wrong"
+            );
             assert_eq!(r.verified, r.requests_total);
         }
     }
@@ -91,13 +105,20 @@ fn every_block_read_or_written_arrives_intact() {
 
 #[test]
 fn full_affinity_moves_nothing_across_the_interconnect_and_nics_write_their_own_node() {
-    for op in [Op::Read, Op::Write] {
-        let r = run(&spec(
+    // Whichever context takes the frames: with the NUMA extension the interrupted core,
+    // the network thread and the work queue are all on the NIC's node.
+    for (op, rx) in [Op::Read, Op::Write]
+        .into_iter()
+        .flat_map(|op| RX_PATHS.map(|rx| (op, rx)))
+    {
+        let mut s = spec(
             op,
             zmio(8, BufferPlacement::Affine),
             Place::NicLocal,
             Scheduler::Numa,
-        ));
+        );
+        s.rx = rx;
+        let r = run(&s);
         assert!(
             r.throughput_gbps > 1.0,
             "{op:?}: {:.2} GB/s",
@@ -106,7 +127,7 @@ fn full_affinity_moves_nothing_across_the_interconnect_and_nics_write_their_own_
         assert_eq!(r.off_node_requests, 0);
         assert_eq!(
             r.interconnect_bytes[0], 0,
-            "{op:?}: initiator QPI {:?}",
+            "{op:?} {rx:?}: initiator QPI {:?}",
             r.qpi_gbps
         );
         assert!(r.nic_rx_bytes > 0);
@@ -136,8 +157,10 @@ fn round_robin_moves_request_data_across_the_interconnect() {
 
 #[test]
 fn interconnect_counters_add_up_to_the_dma_that_crossed() {
-    // Everything on node 1 with the NICs of node 0 in use: all CPU work is local to node
-    // 1, so every interconnect byte is DMA between a NIC and node 1's memory.
+    // Everything on node 1 with the NICs of node 0 in use: all CPU work but the NICs'
+    // interrupts (delivered on node 0) is local to node 1, so every interconnect byte is
+    // DMA between a NIC and node 1's memory or an interrupt handler's and wake-up's line
+    // transfers, which the control ledger counts apart.
     for op in [Op::Read, Op::Write] {
         let mut s = spec(
             op,
@@ -149,7 +172,8 @@ fn interconnect_counters_add_up_to_the_dma_that_crossed() {
         s.target_io = TargetIo::NoOp;
         let r = run(&s);
         assert!(r.dma_cross_bytes[0] > 0);
-        assert_eq!(r.interconnect_bytes, r.dma_cross_bytes, "{op:?}");
+        let total = |h: usize| r.dma_cross_bytes[h] + r.control_cross_bytes[h];
+        assert_eq!(r.interconnect_bytes, [total(0), total(1)], "{op:?}");
         assert_eq!(r.nic_rx_off_node_bytes, r.nic_rx_bytes, "{op:?}");
     }
 }
@@ -301,8 +325,9 @@ fn a_send_request_posted_from_the_far_package_reaches_the_nic_one_crossing_later
 #[test]
 fn with_the_nics_on_node_0_worst_placement_loses_nothing_while_the_links_have_headroom() {
     // tyche.nics_node0's prediction: 3 NICs, 32 FIO threads, reads. All on node 1, every
-    // frame crosses hub → node 0 → node 1 and its CPU work stays local to node 1, so the
-    // NICs' line rate is reached as long as the links carry it.
+    // frame crosses hub → node 0 → node 1 and its CPU work stays local to node 1 (the
+    // network threads poll: `RxPath::Polling`), so the NICs' line rate is reached as
+    // long as the links carry it.
     let (t, nics) = node0_testbed();
     let run_at = |node: u32| {
         let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();
@@ -334,4 +359,177 @@ fn with_the_nics_on_node_0_worst_placement_loses_nothing_while_the_links_have_he
         ideal.requests,
         worst.requests
     );
+}
+
+/// tyche.nics_node0 over one NIC and `window`: everything on `node`, frames taken by
+/// `rx` under the NIC's moderation `co`.
+fn node0_fio(
+    node: u32,
+    threads: u32,
+    op: Op,
+    window: Time,
+    rx: RxPath,
+    co: CoalesceMode,
+) -> tyche::TycheResult {
+    let (t, nics) = node0_testbed();
+    let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();
+    let (mut i, mut g) = (h("initiator"), h("target"));
+    let app = App {
+        kind: AppKind::Fio,
+        threads,
+        placement: BufferPlacement::Node(node),
+    };
+    let mut s = spec(op, app, Place::Node(node), Scheduler::RoundRobin);
+    s.channels = 1;
+    s.target_io = TargetIo::NoOp;
+    s.window = window;
+    s.rx = rx;
+    s.coalescing = co;
+    tyche::run(&mut i, &mut g, &s).unwrap()
+}
+
+#[test]
+fn interrupts_wake_threads_across_nodes_only_when_they_sleep_on_the_far_node() {
+    // NICs behind node 0's hub interrupt node 0's cores. With Tyche's threads on node 0
+    // every wake-up stays on the package; with them on node 1 each interrupt's wake-up
+    // of the network thread is an IPI across the processor link, and the handler's reads
+    // of the ring and of the thread's runqueue cross it too.
+    for op in [Op::Read, Op::Write] {
+        let at = |node| {
+            let (rx, co) = (RxPath::NetworkThread, CoalesceMode::Off);
+            node0_fio(node, 1, op, Time::from_us(3000), rx, co)
+        };
+        let (ideal, worst) = (at(0), at(1));
+        assert!(
+            ideal.interrupts > 0 && ideal.wakeups > 0,
+            "{op:?}: {ideal:?}"
+        );
+        assert_eq!(ideal.cross_wakeups, 0, "{op:?}");
+        assert_eq!(ideal.control_cross_bytes, [0, 0], "{op:?}");
+        assert!(worst.cross_wakeups > 0, "{op:?}");
+        // Every interrupt of a sleeping network thread in worst crosses (its handler on
+        // node 0, the thread on node 1): at least one per interrupt.
+        assert!(
+            worst.cross_wakeups >= worst.interrupts,
+            "{op:?}: {} cross-node wake-ups for {} interrupts",
+            worst.cross_wakeups,
+            worst.interrupts
+        );
+        assert!(worst.control_cross_bytes[0] > 0 && worst.control_cross_bytes[1] > 0);
+    }
+}
+
+#[test]
+fn a_wake_up_across_nodes_costs_the_crossing_that_one_on_the_package_does_not() {
+    // Waking a sleeping thread on the waker's core is the switch alone; on another core
+    // of the package an IPI and the runqueue's lines; on the other package the IPI and
+    // the lines cross the processor link, later by at least its latency.
+    let (t, nics) = node0_testbed();
+    let host = || TycheHost::new(&t, t.host_by_name("initiator").unwrap(), &nics).unwrap();
+    let at = Time::from_us(10);
+    let woken = |wakee: usize| {
+        let mut h = host();
+        let mut ledger = tyche::mem::DmaLedger::default();
+        let w = tyche::wake::wake(&mut h, &mut ledger, at, 0, wakee);
+        (w, ledger.control_cross)
+    };
+    let h = host();
+    let (same, _) = woken(0);
+    assert_eq!(same.runs, at + h.cores[0].cycles(h.costs.wakeup_cycles));
+    let other_node = h.core_of(1, 0);
+    let (near, near_bytes) = woken(h.core_of(0, 1));
+    let (far, far_bytes) = woken(other_node);
+    assert!(near.runs > same.runs && !near.cross && near_bytes == 0);
+    assert!(far.cross && far_bytes > 0);
+    assert!(
+        far.runs >= near.runs + h.mem.uncore().latency(0, 1),
+        "near {:?} far {:?}",
+        near.runs,
+        far.runs
+    );
+}
+
+#[test]
+fn moderation_signals_a_burst_of_frames_with_one_interrupt_and_polling_takes_none() {
+    // One FIO thread reading 128 KiB over one NIC: 16 data frames a request. Without
+    // moderation an interrupt comes whenever a frame finds the poll done; with myri10ge's
+    // 75 µs delay one interrupt signals the frames of a whole stretch of the burst.
+    let window = Time::from_us(3000);
+    for rx in [RxPath::NetworkThread, RxPath::Softirq] {
+        let off = node0_fio(0, 1, Op::Read, window, rx, CoalesceMode::Off);
+        let delayed = node0_fio(0, 1, Op::Read, window, rx, CoalesceMode::Static);
+        assert!(off.interrupts >= off.requests, "{rx:?}: {off:?}");
+        assert!(
+            4 * delayed.interrupts < delayed.frames,
+            "{rx:?}: {} interrupts for {} frames",
+            delayed.interrupts,
+            delayed.frames
+        );
+        assert!(delayed.interrupts < off.interrupts, "{rx:?}");
+        // Each request waits out the delay at both ends: fewer complete.
+        assert!(delayed.requests < off.requests, "{rx:?}");
+    }
+    let polling = node0_fio(
+        0,
+        1,
+        Op::Read,
+        window,
+        RxPath::Polling,
+        CoalesceMode::Static,
+    );
+    assert_eq!((polling.interrupts, polling.wakeups), (0, 0));
+    assert_eq!(RxPath::default(), RxPath::Polling);
+}
+
+/// tyche.nics_node0's read over three NICs: Tyche and FIO all on `node`.
+fn node0_read(node: u32, threads: u32, rx: RxPath) -> tyche::TycheResult {
+    let (t, nics) = node0_testbed();
+    let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();
+    let (mut i, mut g) = (h("initiator"), h("target"));
+    let app = App {
+        kind: AppKind::Fio,
+        threads,
+        placement: BufferPlacement::Node(node),
+    };
+    let mut s = spec(Op::Read, app, Place::Node(node), Scheduler::RoundRobin);
+    s.channels = 3;
+    s.target_io = TargetIo::NoOp;
+    s.rx = rx;
+    s.coalescing = CoalesceMode::Off;
+    s.warmup = Time::from_us(2000);
+    s.window = Time::from_us(6000);
+    tyche::run(&mut i, &mut g, &s).unwrap()
+}
+
+#[test]
+fn with_the_nics_on_node_0_the_softirq_copies_node_1_buffers_across_the_processor_link() {
+    // Without the NUMA extension the receive softirq of node 0's core queues the
+    // request's completion on its own core: the copy of a node-1 slot into a node-1
+    // buffer reads every line across the processor link (pkg1→pkg0), which a network
+    // thread on node 1 does not. At 4 threads that latency costs throughput against
+    // everything on node 0.
+    let ideal = node0_read(0, 4, RxPath::Softirq);
+    let worst = node0_read(1, 4, RxPath::Softirq);
+    let thread = node0_read(1, 4, RxPath::NetworkThread);
+    let back = |r: &tyche::TycheResult| r.qpi_gbps["pkg1→pkg0"];
+    assert_eq!(back(&ideal), 0.0, "{:?}", ideal.qpi_gbps);
+    assert!(
+        back(&worst) >= 0.9 * worst.throughput_gbps,
+        "the copy's reads: {:?} at {:.2} GB/s",
+        worst.qpi_gbps,
+        worst.throughput_gbps
+    );
+    assert!(
+        back(&thread) < 0.1 * thread.throughput_gbps,
+        "{:?}",
+        thread.qpi_gbps
+    );
+    assert!(
+        worst.throughput_gbps < 0.95 * ideal.throughput_gbps,
+        "worst {:.3} ideal {:.3} GB/s",
+        worst.throughput_gbps,
+        ideal.throughput_gbps
+    );
+    // Each request's completion wakes FIO's thread on node 1 from node 0.
+    assert!(worst.cross_wakeups >= worst.requests && ideal.cross_wakeups == 0);
 }

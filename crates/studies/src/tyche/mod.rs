@@ -7,12 +7,13 @@ pub mod run;
 
 use std::collections::BTreeMap;
 
+use devices::nic::CoalesceMode;
 use fabric::Topology;
 use serde_json::json;
 use sim::Time;
 use systems::tyche::{
-    self, App, AppKind, BufferPlacement, Op, Place, Scheduler, TargetIo, TycheHost, TycheResult,
-    TycheSpec,
+    self, App, AppKind, BufferPlacement, Op, Place, RxPath, Scheduler, TargetIo, TycheHost,
+    TycheResult, TycheSpec,
 };
 
 use crate::harness::RunError;
@@ -136,6 +137,14 @@ pub fn tyche(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         target: place_arg(cx, "target_place")?,
         scheduler: scheduler(&cx.arg("scheduler")?).map_err(|e| cx.error(e))?,
         target_io,
+        rx: match cx.arg_opt("rx_path") {
+            Some(s) => RxPath::parse(s).map_err(|e| cx.error(e))?,
+            None => RxPath::default(),
+        },
+        coalescing: match cx.arg_opt("coalescing") {
+            Some(s) => CoalesceMode::parse(s).map_err(|e| cx.error(e))?,
+            None => tyche::rx::COALESCING,
+        },
         warmup: WARMUP,
         window: WINDOW,
     };
@@ -189,6 +198,11 @@ pub fn counters(r: &TycheResult) -> serde_json::Value {
         "off_node_requests": r.off_node_requests,
         "nic_rx_off_node_bytes": r.nic_rx_off_node_bytes,
         "target_qpi_bytes": r.interconnect_bytes[1],
+        "interrupts": r.interrupts,
+        "wakeups": r.wakeups,
+        "cross_node_wakeups": r.cross_wakeups,
+        "control_qpi_bytes": r.control_cross_bytes,
+        "busiest_core": r.busiest_core,
     })
 }
 

@@ -4,7 +4,7 @@
 
 use fabric::Topology;
 use serde_json::{json, Map};
-use systems::tyche::TycheSpec;
+use systems::tyche::{RxPath, TycheSpec};
 
 use super::{counters, run_between, FRAME_BYTES};
 use crate::run::net::NetOutcome;
@@ -39,6 +39,8 @@ pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, 
         target: *target_place,
         scheduler: *scheduler,
         target_io: *target_io,
+        rx: RxPath::default(),
+        coalescing: systems::tyche::rx::COALESCING,
         warmup: m.warmup,
         window: m.duration,
     };

@@ -82,6 +82,14 @@ impl TycheHost {
             .expect("a host has cores")
     }
 
+    /// The core a NIC's MSI-X interrupt is delivered to: core `rank` of the NIC's node
+    /// (assumption: irqbalance places a device's IRQ on its own node and spreads a node's
+    /// NICs over its cores; with every NIC behind node 0, 2.6.32's default of CPU 0 is on
+    /// that node too).
+    pub fn irq_core(&self, nic: usize, rank: u32) -> usize {
+        self.core_of(self.nic_node[nic], rank)
+    }
+
     /// Core `k` of `node`, wrapping.
     pub fn core_of(&self, node: u32, k: u32) -> usize {
         (node * self.cores_per_node + k % self.cores_per_node) as usize

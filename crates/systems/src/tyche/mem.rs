@@ -25,13 +25,17 @@ fn lines(bytes: u64) -> u64 {
     bytes.div_ceil(LINE).max(1) * LINE
 }
 
-/// Bytes a NIC put in memory, by the model's own account.
+/// Bytes a NIC put in memory, by the model's own account, and the control path's
+/// crossings (`wake`), kept apart from the data's.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DmaLedger {
     pub rx_bytes: u64,
     pub rx_off_node: u64,
     /// Line-rounded DMA bytes that crossed the interconnect (writes and reads).
     pub cross: u64,
+    /// Bytes interrupt handlers and wake-ups moved across the interconnect (each link of
+    /// the route counted, as the memory system's counters count them).
+    pub control_cross: u64,
 }
 
 /// The NIC writes `bytes` of `buf` on `node` at `at`, then a completion entry of
@@ -99,6 +103,23 @@ pub fn cpu_store(ms: &mut MemSys, at: Time, socket: u32, node: u32, buf: u64, by
 /// from the other. Each link's latency is the platform's (an assumption on Nehalem).
 pub fn pio_arrival(ms: &MemSys, at: Time, socket: u32, nic: &Nic) -> Time {
     at + ms.uncore().latency(socket, nic.pfs[0].attach)
+}
+
+/// A control-path load (`wake`): as `cpu_load`, with the bytes it moves across the
+/// interconnect — a miss on a line homed on another node — entered in the ledger.
+pub fn control_load(
+    ms: &mut MemSys,
+    ledger: &mut DmaLedger,
+    at: Time,
+    socket: u32,
+    node: u32,
+    buf: u64,
+    bytes: u64,
+) -> Time {
+    if socket != node && !ms.cached(socket, buf) {
+        ledger.control_cross += lines(bytes) * ms.uncore().route(node, socket).len() as u64;
+    }
+    cpu_load(ms, at, socket, node, buf, bytes)
 }
 
 /// A core on `socket` loads a small dependent item (a descriptor, a message).

@@ -16,6 +16,15 @@
 //! freely. `Scheduler::NumaSpill` is an extension the paper lacks: a request leaves its
 //! node only when the model predicts it finishes sooner there (`sched`).
 //!
+//! Which context takes received frames is a choice (`rx::RxPath`): by default the
+//! network threads see a frame as soon as it lands and nobody sleeps (`Polling`); on the
+//! interrupt paths the NIC raises a moderated interrupt (`rx`, `devices::nic`'s
+//! coalescer) on a core of its node, whose NAPI poll either wakes the channel's network
+//! thread (`NetworkThread`) or runs Tyche's handler itself (`Softirq`, queueing
+//! completions on that core unless the NUMA extension pins them to the channel's
+//! node), and a sleeping work-queue or application thread runs again only when woken
+//! (`wake`); across nodes the wake-up's IPI and cache lines cross the processor link.
+//!
 //! Every DMA and CPU copy is priced by the host's memory system through `mem`, so
 //! traffic that crosses nodes shows on the interconnect's counters. Bytes are real:
 //! blocks move from the ramdisk through the target's slot, the frames and the
@@ -26,16 +35,20 @@ pub mod app;
 pub mod host;
 pub mod mem;
 mod protocol;
+pub mod rx;
 pub mod sched;
 mod store;
+pub mod wake;
 
 use std::collections::BTreeMap;
 
+use devices::nic::CoalesceMode;
 use sim::Time;
 
 pub use app::{App, AppKind, BufferPlacement};
 pub use host::TycheHost;
 pub use protocol::run;
+pub use rx::RxPath;
 pub use sched::Scheduler;
 
 /// Read from or write to the target.
@@ -89,6 +102,9 @@ pub struct TycheSpec {
     pub target: Place,
     pub scheduler: Scheduler,
     pub target_io: TargetIo,
+    /// Which context takes received frames, and the NICs' interrupt moderation (`rx`).
+    pub rx: RxPath,
+    pub coalescing: CoalesceMode,
     pub warmup: Time,
     pub window: Time,
 }
@@ -161,4 +177,17 @@ pub struct TycheResult {
     pub dma_cross_bytes: [u64; 2],
     /// Engine events handled.
     pub events: u64,
+    /// Interrupts taken for a sleeping network thread, and wake-ups of any thread on
+    /// another core (both hosts, window).
+    pub interrupts: u64,
+    pub wakeups: u64,
+    /// Of those wake-ups, the IPIs that crossed between packages.
+    pub cross_wakeups: u64,
+    /// Bytes the control path (interrupt handlers' and wake-ups' line transfers, the
+    /// completing core's read of the request) put on the interconnect, per host
+    /// (initiator, target) over the window: with `dma_cross_bytes`, all of it.
+    pub control_cross_bytes: [u64; 2],
+    /// The busiest core's share of the window, per host (initiator, target): where a
+    /// core, not a link, is what limits throughput.
+    pub busiest_core: [f64; 2],
 }

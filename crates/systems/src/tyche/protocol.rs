@@ -18,8 +18,10 @@ use rand_xoshiro::rand_core::RngCore;
 use sim::{Engine, Time};
 
 use super::mem::{self, DmaLedger};
+use super::rx::{self, Entry, RxPath, RxRing, Visible};
 use super::sched::Channels;
 use super::store::{Ramdisk, Slots};
+use super::wake::{self, Woken};
 use super::{Op, Place, TargetIo, TycheHost, TycheResult, TycheSpec};
 
 /// Initiator and target, as indices into the two hosts.
@@ -43,6 +45,9 @@ const REQUEST_CYCLES: u64 = 4000;
 /// Each application thread's file (REFERENCE.md §3's FIO: 256 MB per thread; zmIO uses
 /// the same span).
 const FILE_BYTES: u64 = 256 << 20;
+/// Bytes of a request's structure the submitting thread writes and the completing
+/// thread reads and marks done (assumption: two lines of `struct request`/`bio` state).
+const REQ_STRUCT_BYTES: u64 = 128;
 
 /// Buffer identities in a host's memory system.
 mod id {
@@ -55,6 +60,8 @@ mod id {
     /// The receive ring of messages (myri10ge's small-buffer ring); data frames go
     /// straight into slots (its big-buffer ring points into them).
     pub const RX: u64 = 7 << 40;
+    /// A request's structure (`REQ_STRUCT_BYTES`), homed where its thread submits it.
+    pub const REQ: u64 = 9 << 40;
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -68,6 +75,8 @@ enum Ev {
     Work(usize, u32),
     /// The write's completion message is visible at the initiator.
     DoneIn(u32),
+    /// Side `.0`'s NIC of channel `.1` raises its interrupt (moderation generation `.2`).
+    Irq(usize, usize, u64),
     Warm,
 }
 
@@ -88,10 +97,15 @@ struct Req {
 /// One channel's per-side state.
 #[derive(Clone, Debug)]
 struct Side {
-    /// Node of its slots, rings and threads.
+    /// Node of its slots, rings and threads, and whether that is the NIC's by Tyche's
+    /// NUMA extension (`Place::NicLocal`).
     node: usize,
-    /// Its network thread's core.
+    affine: bool,
+    /// Its network thread's core, and the core its NIC interrupts.
     net_core: usize,
+    irq_core: usize,
+    /// The NIC's receive ring: its interrupt and the poll that takes its entries.
+    rx: RxRing,
     free: Vec<u32>,
     /// Sends posted (the transmit ring's position).
     ring: u64,
@@ -157,7 +171,10 @@ pub fn run(
             let rank = (0..c).filter(|&o| h.nic_node[o] == h.nic_node[c]).count() as u32;
             Side {
                 node: node as usize,
+                affine: place == Place::NicLocal,
                 net_core: h.core_of(node, rank),
+                irq_core: h.irq_core(c, rank),
+                rx: RxRing::new(rx::coalescing(spec.coalescing, &h.nics[c].params)),
                 free: (0..SLOTS).rev().collect(),
                 ring: 0,
                 rx_written: 0,
@@ -244,7 +261,16 @@ impl Sim<'_> {
         self.r.nic_rx_bytes = self.ledger.iter().map(|l| l.rx_bytes).sum();
         self.r.nic_rx_off_node_bytes = self.ledger.iter().map(|l| l.rx_off_node).sum();
         self.r.dma_cross_bytes = [self.ledger[INI].cross, self.ledger[TGT].cross];
+        self.r.control_cross_bytes = [
+            self.ledger[INI].control_cross,
+            self.ledger[TGT].control_cross,
+        ];
         self.r.events = self.eng.stats().handled;
+        let busiest = |h: &TycheHost| {
+            let most = h.cores.iter().map(|c| c.busy).max().unwrap_or(Time::ZERO);
+            most.as_secs_f64() / w
+        };
+        self.r.busiest_core = [busiest(self.h[INI]), busiest(self.h[TGT])];
         self.r
     }
 
@@ -254,17 +280,24 @@ impl Sim<'_> {
                 self.warm = true;
                 for h in self.h.iter_mut() {
                     h.mem.reset_counters();
+                    for core in &mut h.cores {
+                        core.busy = Time::ZERO;
+                    }
                 }
                 self.ledger = [DmaLedger::default(); 2];
                 self.bytes_window = 0;
                 self.r.requests = 0;
                 self.r.frames = 0;
+                self.r.interrupts = 0;
+                self.r.wakeups = 0;
+                self.r.cross_wakeups = 0;
             }
             Ev::Issue(r) => self.issue(t, r),
-            Ev::ReqIn(r) => self.request_in(t, r),
-            Ev::FrameIn(side, r, k) => self.frame_in(t, side, r, k),
+            Ev::ReqIn(r) => self.visible(TGT, t, Entry::Request(r)),
+            Ev::FrameIn(side, r, k) => self.visible(side, t, Entry::Frame(r, k)),
             Ev::Work(side, r) => self.work(t, side, r),
-            Ev::DoneIn(r) => self.done_in(t, r),
+            Ev::DoneIn(r) => self.visible(INI, t, Entry::Done(r)),
+            Ev::Irq(side, c, gen) => self.interrupt(t, side, c, gen),
         }
     }
 
@@ -340,6 +373,18 @@ impl Sim<'_> {
         let socket = h.cores[core].socket;
         let start = h.cores[core].start(t);
         let mut cur = start + h.cores[core].cycles(REQUEST_CYCLES);
+        if self.spec.rx.interrupts() {
+            // The thread fills the request's structure, homed on its own node (its
+            // completion, on another core, reads it: `complete_request`).
+            cur += mem::cpu_store(
+                &mut h.mem,
+                cur,
+                socket,
+                socket,
+                id::REQ | r as u64,
+                REQ_STRUCT_BYTES,
+            );
+        }
         if self.spec.op == Op::Write {
             // The block's bytes into the initiator's slot: the thread fills its buffer
             // (the application's data) and Tyche copies it.
@@ -491,14 +536,97 @@ impl Sim<'_> {
         )
     }
 
-    /// The network thread of `side`'s channel takes one frame off its ring.
-    fn net_rx(&mut self, side: usize, c: usize, t: Time, msg: bool) -> Time {
-        let core = self.sides[c][side].net_core;
+    /// Receive-ring entry `e` of `side` is visible at `t`: the running poll takes it, or
+    /// it waits for the NIC's (moderated) interrupt.
+    fn visible(&mut self, side: usize, t: Time, e: Entry) {
+        let r = match e {
+            Entry::Request(r) | Entry::Frame(r, _) | Entry::Done(r) => r,
+        };
+        let c = self.reqs[r as usize].chan;
+        if !self.spec.rx.interrupts() {
+            return self.take(side, t, e);
+        }
+        match self.sides[c][side].rx.visible(t, e) {
+            Visible::Poll => self.take(side, t, e),
+            Visible::Wait(Some(at)) => {
+                let gen = self.sides[c][side].rx.gen;
+                self.at(at, Ev::Irq(side, c, gen));
+            }
+            Visible::Wait(None) => {}
+        }
+    }
+
+    /// The NIC of `side`'s channel `c` interrupts its core at `t`: the handler schedules
+    /// the poll, which takes the entries the interrupt signals — on the interrupted core
+    /// itself (`RxPath::Softirq`), or in the network thread the handler wakes.
+    fn interrupt(&mut self, t: Time, side: usize, c: usize, gen: u64) {
+        let entries = self.sides[c][side].rx.fire(gen);
+        if entries.is_empty() {
+            return;
+        }
+        if self.warm {
+            self.r.interrupts += 1;
+        }
+        let irq = self.sides[c][side].irq_core;
         let node = self.sides[c][side].node as u32;
+        let ring = self.sides[c][side].rx_taken % host::net::RING;
+        let cqe = wake::Entry {
+            node,
+            buf: id::CQE | (c as u64) << 32 | ring,
+            bytes: CQE_BYTES,
+        };
+        let poll = match self.spec.rx {
+            RxPath::Polling => unreachable!("no interrupts while polling"),
+            RxPath::NetworkThread => {
+                let core = self.sides[c][side].net_core;
+                let w = wake::interrupt(self.h[side], &mut self.ledger[side], t, irq, cqe, core);
+                self.count_wake(irq, core, w);
+                w.runs
+            }
+            RxPath::Softirq => {
+                let h = &mut self.h[side];
+                let start = h.cores[irq].start(t);
+                let end = start + h.cores[irq].cycles(h.costs.irq_cycles);
+                h.cores[irq].finish(start, end);
+                end
+            }
+        };
+        self.sides[c][side].rx.poll_done = poll;
+        for e in entries {
+            // Each entry's work pushes `poll_done` on; entries the NIC writes meanwhile
+            // are taken by the same poll (`visible`).
+            let at = self.sides[c][side].rx.poll_done;
+            self.take(side, at, e);
+        }
+    }
+
+    /// The poll takes entry `e` of `side`'s ring at `t`.
+    fn take(&mut self, side: usize, t: Time, e: Entry) {
+        match e {
+            Entry::Request(r) => self.request_in(t, r),
+            Entry::Frame(r, k) => self.frame_in(t, side, r, k),
+            Entry::Done(r) => self.done_in(t, r),
+        }
+    }
+
+    /// The core that takes `side`'s received entries on channel `c` (`RxPath`).
+    fn rx_core(&self, side: usize, c: usize) -> usize {
+        match self.spec.rx {
+            RxPath::Polling | RxPath::NetworkThread => self.sides[c][side].net_core,
+            RxPath::Softirq => self.sides[c][side].irq_core,
+        }
+    }
+
+    /// The receive core of `side`'s channel takes one entry off its ring at `t`: the
+    /// completion entry and, for a message, its bytes (a data frame's header is in its
+    /// first lines, which the NIC wrote into the slot). When it is done.
+    fn net_rx(&mut self, side: usize, c: usize, t: Time, msg: bool) -> Time {
+        let core = self.rx_core(side, c);
+        let node = self.sides[c][side].node as u32;
+        let ring = self.sides[c][side].rx_taken % host::net::RING;
         let h = &mut self.h[side];
         let socket = h.cores[core].socket;
         let start = h.cores[core].start(t);
-        let ring = self.sides[c][side].rx_taken % host::net::RING;
         self.sides[c][side].rx_taken += 1;
         let mut stall = mem::cpu_load(
             &mut h.mem,
@@ -514,7 +642,33 @@ impl Sim<'_> {
         }
         let end = start + stall + h.cores[core].cycles(h.costs.tx_packet_cycles);
         h.cores[core].finish(start, end);
+        let rx = &mut self.sides[c][side].rx;
+        rx.poll_done = rx.poll_done.max(end);
         end
+    }
+
+    /// Counts a wake-up from core `waker` to `wakee` in the window.
+    fn count_wake(&mut self, waker: usize, wakee: usize, w: Woken) {
+        if self.warm && waker != wakee {
+            self.r.wakeups += 1;
+            self.r.cross_wakeups += w.cross as u64;
+        }
+    }
+
+    /// Core `waker` of `side`, its own task booked, hands work at `at` to the thread on
+    /// core `wakee`: it wakes the thread unless that core is running (a thread there
+    /// finds the work when it looks). Books the wake-up on both cores; when the wakee
+    /// may run.
+    fn hand_over(&mut self, side: usize, waker: usize, at: Time, wakee: usize) -> Time {
+        let h = &mut self.h[side];
+        if !self.spec.rx.interrupts() || wakee != waker && h.cores[wakee].busy_until() > at {
+            return at;
+        }
+        let start = h.cores[waker].start(at);
+        let w = wake::wake(h, &mut self.ledger[side], start, waker, wakee);
+        self.h[side].cores[waker].finish(start, w.waker_done);
+        self.count_wake(waker, wakee, w);
+        w.runs
     }
 
     fn request_in(&mut self, t: Time, r: u32) {
@@ -557,10 +711,15 @@ impl Sim<'_> {
         }
     }
 
-    /// A work-queue core of `side` for channel `c`: the idlest on the channel's node
-    /// (a per-core pinned queue on that node), wherever the channel's memory is.
+    /// A work-queue core of `side` for channel `c`: the idlest on the channel's node (a
+    /// per-core pinned queue on that node), except that a softirq without Tyche's NUMA
+    /// extension queues the work on its own core (`RxPath::Softirq`).
     fn wq_core(&self, side: usize, c: usize) -> usize {
-        self.h[side].idlest_core(Some(self.sides[c][side].node as u32))
+        let s = &self.sides[c][side];
+        if self.spec.rx == RxPath::Softirq && !s.affine {
+            return s.irq_core;
+        }
+        self.h[side].idlest_core(Some(s.node as u32))
     }
 
     fn work(&mut self, t: Time, side: usize, r: u32) {
@@ -568,6 +727,8 @@ impl Sim<'_> {
         let c = req.chan;
         let core = self.wq_core(side, c);
         let chan_node = self.sides[c][side].node as u32;
+        // The receive context queues the request and wakes the work-queue thread.
+        let t = self.hand_over(side, self.rx_core(side, c), t, core);
         let start = self.h[side].cores[core].start(t);
         let mut cur = start;
         let rd_node = |addr: u64, nodes: u32| ((addr >> 20) % nodes as u64) as u32;
@@ -615,10 +776,11 @@ impl Sim<'_> {
                     let ok = *slot == self.check[..];
                     self.verify(ok);
                 }
-                let h = &mut self.h[INI];
-                cur += h.cores[core].cycles(h.costs.wakeup_cycles);
+                cur += self.complete_request(core, cur, r);
                 self.h[INI].cores[core].finish(start, cur);
-                self.complete(cur, r);
+                let app = self.app_core(req.thread);
+                let runs = self.hand_over(INI, core, cur, app);
+                self.complete(cur, runs, r);
                 return;
             }
             (_, Op::Write) => unreachable!("initiator writes complete on their message"),
@@ -665,10 +827,14 @@ impl Sim<'_> {
     fn done_in(&mut self, t: Time, r: u32) {
         let c = self.reqs[r as usize].chan;
         let end = self.net_rx(INI, c, t, true);
-        let core = self.sides[c][INI].net_core;
-        let h = &mut self.h[INI];
-        let end2 = end + h.cores[core].cycles(h.costs.wakeup_cycles);
-        h.cores[core].finish(end, end2);
+        let core = self.rx_core(INI, c);
+        let start = self.h[INI].cores[core].start(end);
+        let end2 = start + self.complete_request(core, start, r);
+        self.h[INI].cores[core].finish(start, end2);
+        let app = self.app_core(self.reqs[r as usize].thread);
+        let runs = self.hand_over(INI, core, end2, app);
+        let rx = &mut self.sides[c][INI].rx;
+        rx.poll_done = rx.poll_done.max(end2);
         let req = &self.reqs[r as usize];
         if self.spec.target_io == TargetIo::Ramdisk {
             fill(&mut self.scratch, req.thread, req.seq);
@@ -676,7 +842,32 @@ impl Sim<'_> {
             let ok = self.check == self.scratch;
             self.verify(ok);
         }
-        self.complete(end2, r);
+        self.complete(end2, runs, r);
+    }
+
+    /// The initiator's core `core` marks request `r` done in its structure at `at`: a read
+    /// for ownership of lines the submitting thread wrote, a transfer from that thread's
+    /// package when it ran elsewhere. What the core waits. Without interrupts
+    /// (`RxPath::Polling`) it spends the platform's `wakeup_cycles` waking the thread
+    /// instead, and the thread runs at once.
+    fn complete_request(&mut self, core: usize, at: Time, r: u32) -> Time {
+        if !self.spec.rx.interrupts() {
+            let h = &self.h[INI];
+            return h.cores[core].cycles(h.costs.wakeup_cycles);
+        }
+        let home = self.h[INI].cores[self.app_core(self.reqs[r as usize].thread)].socket;
+        let h = &mut self.h[INI];
+        let socket = h.cores[core].socket;
+        let buf = id::REQ | r as u64;
+        mem::control_load(
+            &mut h.mem,
+            &mut self.ledger[INI],
+            at,
+            socket,
+            home,
+            buf,
+            REQ_STRUCT_BYTES,
+        )
     }
 
     fn verify(&mut self, ok: bool) {
@@ -686,8 +877,9 @@ impl Sim<'_> {
         }
     }
 
-    /// Request `r` is complete at `t`: its slots free, its thread issues again.
-    fn complete(&mut self, t: Time, r: u32) {
+    /// Request `r` is complete at `t`: its slots free; its thread, running again at
+    /// `issue`, issues the next.
+    fn complete(&mut self, t: Time, issue: Time, r: u32) {
         let req = &self.reqs[r as usize];
         let c = req.chan;
         self.sides[c][INI].free.push(req.slot[0]);
@@ -699,7 +891,7 @@ impl Sim<'_> {
             self.bytes_window += self.spec.req_bytes;
         }
         self.admit(t, c);
-        self.at(t, Ev::Issue(r));
+        self.at(issue, Ev::Issue(r));
     }
 }
 
