@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use devices::nic::{tlp_wire_bytes, HostBuf, Nic, NicParams, ReadTags, SendRequests};
 use fabric::{builtin, Fabric};
-use sim::memsys::{MemSys, MemSysParams};
+use sim::memsys::{MemSys, MemSysParams, Snoop};
 use sim::Time;
 
 fn connectx4() -> Nic {
@@ -28,6 +28,7 @@ fn memsys() -> MemSys {
         dram_gbps: 60.0,
         interconnect_gbps: 38.4,
         line_fill_buffers: 10,
+        snoop: Snoop::HomeDirectory,
     })
 }
 

@@ -5,7 +5,7 @@
 
 use devices::nic::Nic;
 use fabric::{builtin, Access, Fabric, Request, Requester};
-use sim::memsys::{MemSys, MemSysParams};
+use sim::memsys::{MemSys, MemSysParams, Snoop};
 use sim::timed::TimedFabric;
 use sim::Time;
 
@@ -29,6 +29,11 @@ fn memsys(tf: &TimedFabric) -> MemSys {
         dram_gbps: t.dram_gbps,
         interconnect_gbps: t.interconnect_gbps * 2.0,
         line_fill_buffers: 10,
+        snoop: if t.home_snoop {
+            Snoop::HomeDirectory
+        } else {
+            Snoop::Source
+        },
     })
 }
 

@@ -228,6 +228,8 @@ enum Rule {
     Cycles,
     /// A socket buffer: a whole number of bytes in 4096..=2^30.
     BufferBytes,
+    /// A platform's snoop mode: 1 for home snoop (directory in memory), 0 for source snoop.
+    SnoopMode,
 }
 
 const MAX_LATENCY_NS: f64 = 1e9;
@@ -252,6 +254,7 @@ impl Rule {
                 Rule::Queues => whole && (2.0..=65536.0).contains(&x),
                 Rule::Cycles => whole && (0.0..=1e9).contains(&x),
                 Rule::BufferBytes => whole && (4096.0..=(1u64 << 30) as f64).contains(&x),
+                Rule::SnoopMode => x == 0.0 || x == 1.0,
             };
         if ok {
             return Ok(());
@@ -272,13 +275,15 @@ impl Rule {
                 Rule::Queues => "a whole number in 2..=65536 (NVMe queues or entries)",
                 Rule::Cycles => "a whole number of cycles in 0..=1e9",
                 Rule::BufferBytes => "a whole number of bytes in 4096..=1073741824 (1 GiB)",
+                Rule::SnoopMode =>
+                    "1 (home snoop: the home agent reads its in-memory directory) or 0 (source snoop)",
             }
         ))
     }
 }
 
 /// `[platform.X.timing]`: every key required.
-pub const PLATFORM_TIMING_KEYS: [&str; 23] = [
+pub const PLATFORM_TIMING_KEYS: [&str; 24] = [
     "dram_latency_ns",
     "dram_gbps",
     "llc_latency_ns",
@@ -302,6 +307,7 @@ pub const PLATFORM_TIMING_KEYS: [&str; 23] = [
     "cpu_mmio_read_bytes",
     "cpu_mmio_reads",
     "completion_timeout_ns",
+    "home_snoop",
 ];
 
 fn platform_rule(key: &str) -> Option<Rule> {
@@ -313,6 +319,7 @@ fn platform_rule(key: &str) -> Option<Rule> {
         "iotlb_entries" => Rule::Entries,
         "cpu_mmio_write_bytes" | "cpu_mmio_read_bytes" => Rule::AccessBytes,
         "completion_timeout_ns" => Rule::CompletionTimeout,
+        "home_snoop" => Rule::SnoopMode,
         k if PLATFORM_TIMING_KEYS.contains(&k) => Rule::Latency,
         _ => return None,
     })
@@ -1112,6 +1119,7 @@ impl Builder {
             cpu_mmio_read_bytes: n("cpu_mmio_read_bytes"),
             cpu_mmio_reads: n("cpu_mmio_reads"),
             completion_timeout_ns: f("completion_timeout_ns"),
+            home_snoop: f("home_snoop") == 1.0,
             basis,
         })
     }

@@ -198,6 +198,10 @@ pub struct PlatformTiming {
     /// A read whose completions never come back (the completer crashed, a cable died
     /// under them) completes as Unsupported Request after this long from its issue.
     pub completion_timeout_ns: f64,
+    /// The coherence protocol's snoop mode as it prices device accesses to memory
+    /// (`sim::memsys`): home snoop with an in-memory directory (Xeon E5 v3/v4, Skylake-SP)
+    /// when true, source snoop (QPI 1.0, Nehalem-EP) when false.
+    pub home_snoop: bool,
     pub basis: Provenance,
 }
 

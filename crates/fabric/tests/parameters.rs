@@ -362,6 +362,41 @@ fn a_missing_platform_timing_key_is_refused_at_load() {
 }
 
 #[test]
+fn a_platform_without_its_snoop_mode_is_refused_at_load() {
+    let text: String = smartio()
+        .lines()
+        .filter(|l| !l.starts_with("home_snoop"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let e = load(
+        Source {
+            name: "my.toml".into(),
+            text: BASE.into(),
+        },
+        &Edited(text),
+    )
+    .unwrap_err();
+    assert!(e.line > 0, "{e}");
+    assert_eq!(
+        e.key.as_deref(),
+        Some("platform.smartio_host.timing.home_snoop")
+    );
+    assert!(
+        e.message.contains("no timing parameter `home_snoop`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_snoop_mode_is_read_as_stated() {
+    let home = with_platform_value("home_snoop", "1").unwrap();
+    let source = with_platform_value("home_snoop", "0").unwrap();
+    let timing = |s: &fabric::scenario::Scenario| s.topology.platform_of(0).timing.clone().unwrap();
+    assert!(timing(&home).home_snoop);
+    assert!(!timing(&source).home_snoop);
+}
+
+#[test]
 fn the_named_bad_values_get_their_messages() {
     let k = |key: &str| format!("platform.smartio_host.timing.{key}");
     let cases = [
@@ -381,6 +416,8 @@ fn the_named_bad_values_get_their_messages() {
         ("cpu_mmio_reads", "0", "cpu_mmio_reads must be a whole number in 1..=1024"),
         ("cpu_mmio_write_bytes", "48", "a power of two in 4..=4096"),
         ("fc_update_ns", "2e9", "must be a latency"),
+        ("home_snoop", "2", "home_snoop must be 1 (home snoop: the home agent reads its in-memory directory) or 0 (source snoop), not 2"),
+        ("home_snoop", "0.5", "or 0 (source snoop), not 0.5"),
     ];
     for (key, value, msg) in cases {
         let e = platform_err(key, value);

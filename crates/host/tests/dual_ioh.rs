@@ -225,14 +225,13 @@ fn two_hops_cut_through_pay_two_latencies_and_one_serialization() {
     let ioh0 = u.vertex("ioh0").unwrap();
     let done = ms.device_write(Time::ZERO, ioh0, 1, 3, 4096);
     // Links of 11.72 GB/s and 20 ns (nehalem_dual_ioh.toml), DRAM 20 GB/s and 65 ns:
-    // the second link finishes one line after the first; the home agent's read and the
-    // write queue on DRAM (module text of sim::memsys).
+    // the second link finishes one line after the first; the write alone on DRAM, as
+    // the Nehalem hosts source-snoop (no home agent's read: module text of sim::memsys).
     let link = Fifo::new(11.72);
     let dram = Fifo::new(20.0);
     let expected = link.duration(4096)
         + link.duration(LINE)
         + Time::from_ns(40)
-        + dram.duration(4096)
         + dram.duration(4096)
         + Time::from_ns(65);
     assert_eq!(done, expected);

@@ -763,6 +763,11 @@ fn timing_section(mem: &MemoryMatrices, layout: &Layout, links: &[(usize, usize)
             "50000000.0",
             "PCIe's default completion timeout range is 50 us - 50 ms; its top, as the built-in platforms",
         ),
+        (
+            "home_snoop",
+            "1",
+            "home snoop with the directory in memory, the default of Xeon E5 v4 and Skylake-SP; set 0 for a source-snoop machine (Nehalem-EP's QPI 1.0)",
+        ),
     ] {
         let _ = writeln!(out, "{}", assumed(key, value, why));
     }

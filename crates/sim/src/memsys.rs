@@ -30,23 +30,34 @@
 //! written back to its home node's DRAM, across the route from the evicting package when
 //! the home is another (`cpu_write_home` names a store's home; `cpu_write` is a store to
 //! the writer's own node). A device read of a buffer that is not in its home's LLC but
-//! dirty in another package's (a core there filled it) is a snoop: the home reads memory
-//! (the directory, below), then the owner's LLC answers across the route to the device —
-//! no new constant, the DRAM and LLC latencies and the crossings. A clean copy in another
-//! LLC is not snooped: the home's memory is current. (A core's load of such a dirty line
-//! is still priced as a read of its home's memory.)
+//! dirty in another package's (a core there filled it) is a snoop: under home snoop the
+//! home reads memory first (the directory, below), then the owner's LLC answers across
+//! the route to the device — no new constant, the DRAM and LLC latencies and the
+//! crossings. A clean copy in another LLC is not snooped: the home's memory is current.
+//! (A core's load of such a dirty line is still priced as a read of its home's memory.)
 //!
-//! **Assumption (home snoop with an in-memory directory):** Broadwell-EP's home agent,
-//! in its default home-snoop mode with the directory kept in DRAM, reads memory for every
-//! request that arrives from the other socket — a speculative read that also looks up and
-//! updates the directory — even when the line turns out to be cached. So a remote device
-//! write costs a DRAM read and a write, and a remote device read of a cached line one DRAM
-//! read, which it also waits for: the LLC supplies the data, but the home agent completes
-//! the request only once the directory state has come back from memory. Why: it is the documented behaviour of Intel's directory-assisted home snoop
-//! (Xeon E5 v4 uncore), and it is the one mechanism that explains REFERENCE.md §1's remote
-//! memory bandwidth relations (≈ 3 × throughput on receive, ≈ 1 × on transmit) without a
-//! constant of its own. The rule is applied to every request that reaches the home over
-//! the interconnect, an I/O hub's included.
+//! **Snoop mode, per platform (`MemSysParams::snoop`, the platform's `home_snoop`).**
+//! *Home snoop with an in-memory directory* (`Snoop::HomeDirectory`): Broadwell-EP's
+//! home agent, in its default home-snoop mode with the directory kept in DRAM, reads
+//! memory for every request that arrives from elsewhere — a speculative read that also
+//! looks up and updates the directory — even when the line turns out to be cached. So a
+//! remote device write costs a DRAM read and a write, a remote device read of a cached
+//! line one DRAM read, which it also waits for (the LLC supplies the data, but the home
+//! agent completes the request only once the directory state has come back from memory),
+//! and a snoop of a line dirty in another LLC starts with that memory read (above). Why:
+//! it is the documented behaviour of Intel's directory-assisted home snoop (Xeon E5 v4
+//! uncore), and it is the one mechanism that explains REFERENCE.md §1's remote memory
+//! bandwidth relations (≈ 3 × throughput on receive, ≈ 1 × on transmit) without a
+//! constant of its own. It applies to every request that reaches the home over the
+//! interconnect, an I/O hub's included.
+//!
+//! *Source snoop* (`Snoop::Source`, QPI 1.0 on Nehalem-EP, whose I/O hub is a caching
+//! agent that broadcasts its snoops to the peer caches): there is no directory, so the
+//! home reads DRAM only for data no cache supplies. A device write arriving from
+//! elsewhere costs the DRAM write alone; a device read of a line cached in the home's
+//! LLC is answered from it (no DRAM read, no wait for one); a line dirty in another LLC
+//! is answered by that owner, the request crossing straight to it. Crossings, link
+//! occupancy and write-backs are the same in both modes.
 //!
 //! Multi-hop crossings are cut-through: a link starts forwarding when the first line
 //! arrives and finishes no earlier than one line after the last one arrived, so a route
@@ -329,6 +340,19 @@ pub struct MemSysParams {
     pub interconnect_gbps: f64,
     /// Line misses one core keeps in flight while streaming (a copy).
     pub line_fill_buffers: u32,
+    /// How a home agent learns who holds a line (see the module text).
+    pub snoop: Snoop,
+}
+
+/// A platform's coherence protocol as it prices device accesses (see the module text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Snoop {
+    /// Home snoop with the directory in DRAM: the home reads memory for every request
+    /// from another vertex, cached or not.
+    HomeDirectory,
+    /// Source snoop: the requester snoops the caches itself; the home reads memory only
+    /// for data no cache supplies.
+    Source,
 }
 
 /// DRAM traffic of one node, in bytes.
@@ -716,7 +740,7 @@ impl MemSys {
         }
         let arrive = self.cross(at, attach, node, bytes_l);
         self.invalidate(buf);
-        if attach != node {
+        if attach != node && self.p.snoop == Snoop::HomeDirectory {
             // Home snoop: the remote request's speculative read (see the module text).
             self.dram_read(arrive, node, bytes_l);
         }
@@ -741,10 +765,10 @@ impl MemSys {
         } else {
             Time::ZERO
         };
-        if remote || !cached {
-            // A miss reads DRAM; a remote request reads it even for a cached line (home
-            // snoop): the data comes from the LLC, but the home agent answers only once
-            // its memory read has returned the directory state, so the read waits for it.
+        if !cached || (remote && self.p.snoop == Snoop::HomeDirectory) {
+            // A miss reads DRAM; under home snoop a remote request reads it even for a
+            // cached line: the data comes from the LLC, but the home agent answers only
+            // once its memory read has returned the directory state, so the read waits.
             let served = self.dram_read(at, node, bytes_l) + self.p.dram_latency + hops;
             ready = ready.max(served);
         }
@@ -756,16 +780,22 @@ impl MemSys {
     }
 
     /// A device at `attach` reads `bytes_l` of a buffer homed on `node` that `owner`'s LLC
-    /// holds dirty: the home reads memory (the directory, see the module text), which
-    /// sends it to snoop `owner`; the owner's LLC supplies the lines (keeping its dirty
-    /// copy: a read-current snapshot, as `ownership` assumes) straight across the route to
-    /// the device. When the data is back at the device's root.
+    /// holds dirty. Home snoop: the home reads memory (the directory, see the module
+    /// text), which sends it to snoop `owner`. Source snoop: the request's snoop goes
+    /// straight to `owner`. The owner's LLC supplies the lines (keeping its dirty copy: a
+    /// read-current snapshot, as `ownership` assumes) across the route to the device.
+    /// When the data is back at the device's root.
     fn snoop_read(&mut self, at: Time, attach: u32, node: u32, owner: u32, bytes_l: u64) -> Time {
-        let directory = self.dram_read(at, node, bytes_l)
-            + self.p.dram_latency
-            + self.uncore.latency(attach, node);
-        let snooped = directory + self.uncore.latency(node, owner) + self.p.llc_latency;
-        self.cross(snooped, owner, attach, bytes_l)
+        let snoop_sent = match self.p.snoop {
+            Snoop::HomeDirectory => {
+                let directory = self.dram_read(at, node, bytes_l)
+                    + self.p.dram_latency
+                    + self.uncore.latency(attach, node);
+                directory + self.uncore.latency(node, owner)
+            }
+            Snoop::Source => at + self.uncore.latency(attach, owner),
+        };
+        self.cross(snoop_sent + self.p.llc_latency, owner, attach, bytes_l)
     }
 
     /// What a core on `socket` pays reading `bytes` of `buf` in `node` at `at`, beyond the
@@ -897,6 +927,7 @@ mod tests {
             dram_gbps: 60.0,
             interconnect_gbps: 38.4,
             line_fill_buffers: 10,
+            snoop: Snoop::HomeDirectory,
         })
     }
 
@@ -974,6 +1005,84 @@ mod tests {
             remote, uncached,
             "cached or not, the home answers after DRAM"
         );
+    }
+
+    /// `ms()` under source snoop (Nehalem-EP's QPI): no directory read at the home.
+    fn source_snoop() -> MemSys {
+        let mut p = ms().params().clone();
+        p.snoop = Snoop::Source;
+        MemSys::new(p)
+    }
+
+    #[test]
+    fn under_source_snoop_a_remote_device_write_costs_only_the_dram_write() {
+        let (mut home, mut source) = (ms(), source_snoop());
+        let h = home.device_write(Time::ZERO, 1, 0, 2, 1536);
+        let s = source.device_write(Time::ZERO, 1, 0, 2, 1536);
+        assert_eq!(
+            home.dram(0),
+            DramCounters {
+                read: 1536,
+                write: 1536
+            }
+        );
+        assert_eq!(
+            source.dram(0),
+            DramCounters {
+                read: 0,
+                write: 1536
+            }
+        );
+        // Home snoop's DRAM serves the speculative read before it takes the write.
+        assert!(s < h, "{s:?} vs {h:?}");
+        assert_eq!(
+            source.link_bytes(1, 0),
+            Some(1536),
+            "the data still crosses"
+        );
+    }
+
+    #[test]
+    fn under_source_snoop_a_remote_read_of_a_home_cached_line_is_answered_by_the_llc() {
+        let mut m = source_snoop();
+        m.cpu_write(Time::ZERO, 0, 8, 64);
+        let remote = m.device_read(Time::ZERO, 1, 0, 8, 64);
+        assert_eq!(m.dram(0).read, 0, "no directory read");
+        assert!(m.cached(0, 8));
+        // Two crossings and the LLC (20 ns), no DRAM (90 ns).
+        assert!(remote < Time::from_ns(2 * 25 + 90), "{remote:?}");
+        assert!(remote >= Time::from_ns(2 * 25 + 20), "{remote:?}");
+        let uncached = m.device_read(Time::from_us(10), 1, 0, 9, 64) - Time::from_us(10);
+        assert_eq!(m.dram(0).read, 64, "a miss still reads the home's memory");
+        assert!(uncached > remote, "{uncached:?} vs {remote:?}");
+        let mut h = ms();
+        h.cpu_write(Time::ZERO, 0, 8, 64);
+        assert!(
+            h.device_read(Time::ZERO, 1, 0, 8, 64) > remote,
+            "home snoop waits for DRAM"
+        );
+    }
+
+    #[test]
+    fn under_source_snoop_a_line_dirty_in_the_other_llc_is_answered_by_its_owner() {
+        let (mut home, mut source) = (ms(), source_snoop());
+        home.cpu_write_home(Time::ZERO, 1, 0, 7, 64);
+        source.cpu_write_home(Time::ZERO, 1, 0, 7, 64);
+        let at = Time::from_us(1);
+        let h = home.device_read(at, 0, 0, 7, 64) - at;
+        let s = source.device_read(at, 0, 0, 7, 64) - at;
+        assert_eq!(source.dram(0).read, 0, "no read of the home's memory");
+        assert_eq!(
+            source.link_bytes(1, 0),
+            Some(64),
+            "the owner's line crossed"
+        );
+        // The snoop to the owner and back (2 × 25) and its LLC (20), not the home's DRAM.
+        assert!(
+            s >= Time::from_ns(2 * 25 + 20) && s < Time::from_ns(90),
+            "{s:?}"
+        );
+        assert!(h >= s + Time::from_ns(90), "{h:?} vs {s:?}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub mod stream;
 pub mod udp;
 
 use fabric::{HostId, NetStackCosts, Platform, Topology};
-use sim::memsys::{MemSys, MemSysParams, Uncore};
+use sim::memsys::{MemSys, MemSysParams, Snoop, Uncore};
 use sim::Time;
 
 use devices::nic::{Coalescing, HostBuf, Nic};
@@ -146,6 +146,11 @@ pub fn mem_sys(platform: &Platform, line_fill_buffers: u32) -> Result<MemSys, St
         dram_gbps: t.dram_gbps,
         interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
         line_fill_buffers,
+        snoop: if t.home_snoop {
+            Snoop::HomeDirectory
+        } else {
+            Snoop::Source
+        },
     };
     MemSys::with_uncore(params, Uncore::of_platform(platform)?)
 }

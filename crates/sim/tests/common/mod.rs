@@ -63,6 +63,7 @@ cpu_mmio_write_bytes = 64
 cpu_mmio_read_bytes = 64
 cpu_mmio_reads = 1
 completion_timeout_ns = 50000000.0
+home_snoop = 1
 
 [device_model.card]
 kind = "nic"
