@@ -335,11 +335,11 @@ fn a_misspelt_platform_timing_key_is_refused_at_load() {
     );
 }
 
-#[test]
-fn a_missing_platform_timing_key_is_refused_at_load() {
+/// smartio.toml without its line for `key`: refused at load, located at the key.
+fn refused_without(key: &str) {
     let text: String = smartio()
         .lines()
-        .filter(|l| !l.starts_with("fc_update_ns"))
+        .filter(|l| !l.starts_with(key))
         .collect::<Vec<_>>()
         .join("\n");
     let e = load(
@@ -351,40 +351,22 @@ fn a_missing_platform_timing_key_is_refused_at_load() {
     )
     .unwrap_err();
     assert!(e.line > 0, "{e}");
-    assert_eq!(
-        e.key.as_deref(),
-        Some("platform.smartio_host.timing.fc_update_ns")
-    );
+    let located = format!("platform.smartio_host.timing.{key}");
+    assert_eq!(e.key.as_deref(), Some(located.as_str()));
     assert!(
-        e.message.contains("no timing parameter `fc_update_ns`"),
+        e.message.contains(&format!("no timing parameter `{key}`")),
         "{e}"
     );
 }
 
 #[test]
+fn a_missing_platform_timing_key_is_refused_at_load() {
+    refused_without("fc_update_ns");
+}
+
+#[test]
 fn a_platform_without_its_snoop_mode_is_refused_at_load() {
-    let text: String = smartio()
-        .lines()
-        .filter(|l| !l.starts_with("home_snoop"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let e = load(
-        Source {
-            name: "my.toml".into(),
-            text: BASE.into(),
-        },
-        &Edited(text),
-    )
-    .unwrap_err();
-    assert!(e.line > 0, "{e}");
-    assert_eq!(
-        e.key.as_deref(),
-        Some("platform.smartio_host.timing.home_snoop")
-    );
-    assert!(
-        e.message.contains("no timing parameter `home_snoop`"),
-        "{e}"
-    );
+    refused_without("home_snoop");
 }
 
 #[test]

@@ -371,6 +371,22 @@ fn node0_fio(
     rx: RxPath,
     co: CoalesceMode,
 ) -> tyche::TycheResult {
+    node0_run(node, threads, op, 1, None, window, rx, co)
+}
+
+/// tyche.nics_node0 with FIO, Tyche and their memory on `node`, over `channels` of the
+/// node-0 NICs, the target completing without I/O; `warmup` when given, else `spec`'s.
+#[allow(clippy::too_many_arguments)]
+fn node0_run(
+    node: u32,
+    threads: u32,
+    op: Op,
+    channels: usize,
+    warmup: Option<Time>,
+    window: Time,
+    rx: RxPath,
+    co: CoalesceMode,
+) -> tyche::TycheResult {
     let (t, nics) = node0_testbed();
     let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();
     let (mut i, mut g) = (h("initiator"), h("target"));
@@ -380,8 +396,11 @@ fn node0_fio(
         placement: BufferPlacement::Node(node),
     };
     let mut s = spec(op, app, Place::Node(node), Scheduler::RoundRobin);
-    s.channels = 1;
+    s.channels = channels;
     s.target_io = TargetIo::NoOp;
+    if let Some(w) = warmup {
+        s.warmup = w;
+    }
     s.window = window;
     s.rx = rx;
     s.coalescing = co;
@@ -483,22 +502,17 @@ fn moderation_signals_a_burst_of_frames_with_one_interrupt_and_polling_takes_non
 
 /// tyche.nics_node0's read over three NICs: Tyche and FIO all on `node`.
 fn node0_read(node: u32, threads: u32, rx: RxPath) -> tyche::TycheResult {
-    let (t, nics) = node0_testbed();
-    let h = |n| TycheHost::new(&t, t.host_by_name(n).unwrap(), &nics).unwrap();
-    let (mut i, mut g) = (h("initiator"), h("target"));
-    let app = App {
-        kind: AppKind::Fio,
+    let (warmup, window) = (Some(Time::from_us(2000)), Time::from_us(6000));
+    node0_run(
+        node,
         threads,
-        placement: BufferPlacement::Node(node),
-    };
-    let mut s = spec(Op::Read, app, Place::Node(node), Scheduler::RoundRobin);
-    s.channels = 3;
-    s.target_io = TargetIo::NoOp;
-    s.rx = rx;
-    s.coalescing = CoalesceMode::Off;
-    s.warmup = Time::from_us(2000);
-    s.window = Time::from_us(6000);
-    tyche::run(&mut i, &mut g, &s).unwrap()
+        Op::Read,
+        3,
+        warmup,
+        window,
+        rx,
+        CoalesceMode::Off,
+    )
 }
 
 #[test]
