@@ -164,6 +164,7 @@ pub const PROBES: &[Probe] = &[
             "qpi0_share",
             "requests",
             "frames",
+            "cores_busy",
         ],
         run: tyche::tyche,
     },

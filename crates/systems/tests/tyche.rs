@@ -262,6 +262,56 @@ fn on_the_dual_hub_testbed_full_affinity_keeps_the_processor_link_idle() {
     assert_eq!(r.nic_rx_off_node_bytes, 0);
 }
 
+/// Without affinity Tyche's threads all run on node 0's cores, which then do the whole
+/// host's protocol work; with round-robin channels the slot-to-buffer copies cross the
+/// processor link and cost more core time per byte than ideal's local ones.
+#[test]
+fn without_affinity_node_0_cores_do_all_the_work_and_remote_copies_cost_more_core_time() {
+    let s = builtin::load_builtin("tyche_6nic").unwrap().unwrap();
+    let t = Fabric::from_scenario(s).unwrap().topo;
+    let run = |app: App, place: Place, sched: Scheduler| {
+        let (mut i, mut g) = hosts(&t);
+        tyche::run(&mut i, &mut g, &spec(Op::Read, app, place, sched)).unwrap()
+    };
+    let per_gb = |r: &tyche::TycheResult| r.cores_busy[0].iter().sum::<f64>() / r.throughput_gbps;
+
+    // Application and Tyche all on node 0: node 1's cores do nothing, on either host.
+    let worst = run(
+        zmio(8, BufferPlacement::Node(0)),
+        Place::Node(0),
+        Scheduler::RoundRobin,
+    );
+    for host in &worst.cores_busy {
+        assert_eq!(host.len(), 2, "{:?}", worst.cores_busy);
+        assert!(host[0] > 0.5, "{:?}", worst.cores_busy);
+        assert_eq!(host[1], 0.0, "{:?}", worst.cores_busy);
+    }
+
+    // Full affinity: both nodes' cores work; round-robin with the buffers split by
+    // thread: copies across the processor link take more core time per byte.
+    let ideal = run(
+        zmio(8, BufferPlacement::Affine),
+        Place::NicLocal,
+        Scheduler::Numa,
+    );
+    let tynuma = run(
+        zmio(8, BufferPlacement::Balanced),
+        Place::NicLocal,
+        Scheduler::RoundRobin,
+    );
+    assert!(
+        ideal.cores_busy[0].iter().all(|&c| c > 0.2),
+        "{:?}",
+        ideal.cores_busy
+    );
+    assert!(
+        per_gb(&tynuma) > 1.2 * per_gb(&ideal),
+        "initiator core-seconds per GB: tynuma {:.3}, ideal {:.3}",
+        per_gb(&tynuma),
+        per_gb(&ideal)
+    );
+}
+
 #[test]
 fn the_window_counts_every_completed_request_and_the_frames_that_carried_it() {
     for op in [Op::Read, Op::Write] {

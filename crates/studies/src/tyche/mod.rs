@@ -111,8 +111,8 @@ fn number(cx: &ProbeCx, key: &str) -> Result<u64, RunError> {
 }
 
 /// `tyche`: one run; fields `throughput_gbps` (GB/s), `qpi_gbps` (initiator link →
-/// GB/s), `qpi0_share`, `requests` (completed in the window) and `frames` (data frames
-/// received in the window).
+/// GB/s), `qpi0_share`, `requests` (completed in the window), `frames` (data frames
+/// received in the window) and `cores_busy` (host.node → cores' worth busy).
 pub fn tyche(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     let op = Op::parse(&cx.arg("op")?).map_err(|e| cx.error(e))?;
     let threads = number(cx, "threads")?;
@@ -213,5 +213,18 @@ fn fields(r: &TycheResult) -> Fields {
         ("qpi0_share".to_string(), json!(r.qpi0_share)),
         ("requests".to_string(), json!(r.requests)),
         ("frames".to_string(), json!(r.frames)),
+        ("cores_busy".to_string(), cores_busy(r)),
     ])
+}
+
+/// Cores' worth of busy time over the window, by host and node (`initiator.node0` …):
+/// a node near its core count is where the CPU, not a link, limits throughput.
+pub fn cores_busy(r: &TycheResult) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for (host, nodes) in ["initiator", "target"].iter().zip(&r.cores_busy) {
+        for (n, busy) in nodes.iter().enumerate() {
+            m.insert(format!("{host}.node{n}"), json!(busy));
+        }
+    }
+    serde_json::Value::Object(m)
 }

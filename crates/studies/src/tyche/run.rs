@@ -12,7 +12,8 @@ use crate::run::spec::{Kind, Measure};
 
 /// Runs a `Kind::Tyche` workload; metrics `gbps` and `throughput_gbps` (GB/s),
 /// `ops_per_sec` (requests), `requests` and `frames` (completed requests and data frames
-/// received in the window), `qpi_gbps` (initiator link → GB/s), `qpi0_share`.
+/// received in the window), `qpi_gbps` (initiator link → GB/s), `qpi0_share`, `cores_busy`
+/// (host.node → cores' worth busy over the window).
 pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, String> {
     let Kind::Tyche {
         initiator,
@@ -56,6 +57,7 @@ pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, 
     metrics.insert("frames".into(), json!(r.frames));
     metrics.insert("qpi_gbps".into(), json!(r.qpi_gbps));
     metrics.insert("qpi0_share".into(), json!(r.qpi0_share));
+    metrics.insert("cores_busy".into(), super::cores_busy(&r));
     Ok(NetOutcome {
         metrics,
         counters: counters(&r),

@@ -190,4 +190,7 @@ pub struct TycheResult {
     /// The busiest core's share of the window, per host (initiator, target): where a
     /// core, not a link, is what limits throughput.
     pub busiest_core: [f64; 2],
+    /// Cores' worth of busy time over the window per node, per host (initiator,
+    /// target): a node whose cores are all near 1 limits throughput by its CPU.
+    pub cores_busy: [Vec<f64>; 2],
 }

@@ -271,6 +271,13 @@ impl Sim<'_> {
             most.as_secs_f64() / w
         };
         self.r.busiest_core = [busiest(self.h[INI]), busiest(self.h[TGT])];
+        let per_node = |h: &TycheHost| -> Vec<f64> {
+            h.cores
+                .chunks(h.cores_per_node as usize)
+                .map(|node| node.iter().map(|c| c.busy.as_secs_f64()).sum::<f64>() / w)
+                .collect()
+        };
+        self.r.cores_busy = [per_node(self.h[INI]), per_node(self.h[TGT])];
         self.r
     }
 
