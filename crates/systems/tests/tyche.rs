@@ -312,6 +312,54 @@ fn without_affinity_node_0_cores_do_all_the_work_and_remote_copies_cost_more_cor
     );
 }
 
+/// Without affinity node 0's memory carries the whole host's DMA and copies: how much
+/// `worst` loses against `ideal` follows node 0's DRAM bandwidth, and with twice of it
+/// `worst` reaches the NICs' rate.
+#[test]
+fn without_affinity_the_loss_follows_the_dram_bandwidth_of_node_0() {
+    let s = builtin::load_builtin("tyche_6nic").unwrap().unwrap();
+    let t = Fabric::from_scenario(s).unwrap().topo;
+    let gbps = |dram_scale: f64, worst: bool| {
+        let host = |n| {
+            let mut h = TycheHost::new(&t, t.host_by_name(n).unwrap(), &NICS).unwrap();
+            let mut p = h.mem.params().clone();
+            p.dram_gbps *= dram_scale;
+            h.mem = sim::memsys::MemSys::with_uncore(p, h.mem.uncore().clone()).unwrap();
+            h
+        };
+        let (mut i, mut g) = (host("initiator"), host("target"));
+        let mut s = if worst {
+            spec(
+                Op::Read,
+                zmio(32, BufferPlacement::Skewed { node0: 0.75 }),
+                Place::Node(0),
+                Scheduler::RoundRobin,
+            )
+        } else {
+            spec(
+                Op::Read,
+                zmio(32, BufferPlacement::Affine),
+                Place::NicLocal,
+                Scheduler::Numa,
+            )
+        };
+        // The experiments' window: a short one still carries the start-up backlog.
+        (s.warmup, s.window) = (Time::from_us(2000), Time::from_us(6000));
+        tyche::run(&mut i, &mut g, &s).unwrap().throughput_gbps
+    };
+    let loss = |scale: f64| gbps(scale, false) / gbps(scale, true);
+    let (scarce, platform, ample) = (loss(0.75), loss(1.0), loss(2.0));
+    assert!(ample < 1.03, "twice the DRAM: ideal / worst {ample:.3}");
+    assert!(
+        platform > 1.1,
+        "the platform's DRAM: ideal / worst {platform:.3}"
+    );
+    assert!(
+        scarce > platform + 0.1,
+        "three quarters of the DRAM: ideal / worst {scarce:.3} against {platform:.3}"
+    );
+}
+
 #[test]
 fn the_window_counts_every_completed_request_and_the_frames_that_carried_it() {
     for op in [Op::Read, Op::Write] {
