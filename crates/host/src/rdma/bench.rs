@@ -4,18 +4,19 @@
 //! each connection on its own adjacent slot of one server region.
 //!
 //! One operation's journey: the thread builds the WQE and stores it by BlueFlame
-//! (`POST_CYCLES`, the platform's MMIO store, the PCIe link); the requester's transmit unit
-//! takes it in order per QP — a READ or atomic only while the QP has fewer than
+//! (`POST_CYCLES`, the platform's MMIO store, the PCIe link); the requester's transmit
+//! unit takes it in order per QP — a READ or atomic only while the QP has fewer than
 //! `max_rd_atomic` of them outstanding — the QPs with work taking turns one WQE each
-//! (the RNIC's `SendArbiter`, which this run drives with its events), looks up the QP context when it gets to the WQE, gathers a WRITE's
-//! payload by DMA unless inline, and sends the packets; the responder's receive unit
-//! parses them, looks up the QP context and the translation, and DMA-writes (WRITE:
-//! posted, the ACK leaves at once), DMA-reads (READ: the response leaves once the data is
-//! in) or reads and writes back 8 bytes (atomics); the requester's receive unit takes the
-//! response, DMA-writes READ data and the CQE; the thread, spinning on its CQ, reads the
-//! CQE (`POLL_CYCLES`). Bytes move with the operations: a WRITE's payload lands in the
-//! server region, a READ returns the server's bytes into the client region. A message of
-//! several MTU packets goes through these stages packet by packet (cut-through).
+//! (the RNIC's `SendArbiter`, which this run drives with its events), looks up the QP
+//! context when it gets to the WQE, gathers a WRITE's payload by DMA unless inline, and
+//! sends the packets; the responder's receive unit parses them, looks up the QP context
+//! and the translation, and DMA-writes (WRITE: posted, the ACK leaves at once),
+//! DMA-reads (READ: the response leaves once the data is in) or reads and writes back 8
+//! bytes (atomics); the requester's receive unit takes the response, DMA-writes READ
+//! data and the CQE; the thread, spinning on its CQ, reads the CQE (`POLL_CYCLES`).
+//! Bytes move with the operations: a WRITE's payload lands in the server region, a READ
+//! returns the server's bytes into the client region. A message of several MTU packets
+//! goes through these stages packet by packet (cut-through).
 //!
 //! Variance (`RunOptions`): the thread notices a CQE at a uniformly random point of one
 //! poll call after it lands, drawn from the run's seeded generator, so a run is a pure
@@ -872,7 +873,9 @@ impl<'a> Rdma<'a> {
         };
         self.conns[c as usize].qp.complete(&w);
         // The QP may issue again once the response is in: at that time, so that it
-        // takes its place among the QPs waiting for the transmit unit then.
+        // takes its place among the QPs waiting for the transmit unit then. Not only when
+        // it has issuable work now: a later response handled before `done` may free a
+        // READ slot (and the event count is part of a run's output).
         self.eng
             .schedule_at(done, (c, Ev::Issue))
             .map_err(|e| e.to_string())?;
