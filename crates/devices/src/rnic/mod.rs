@@ -15,7 +15,9 @@
 //! booking held back WQEs the unit could have sent before it. Each packet also crosses the RNIC's pipeline
 //! (`rnic_latency_ns`) on its way out and on its way in, and the port serializes it at
 //! the link's data rate. A QP context or MTT entry missing from its cache is fetched by a
-//! DMA read of host memory on the RNIC's node, and the unit that needs it waits.
+//! DMA read of host memory on the RNIC's node, and the unit that needs it waits. Which
+//! send queue the transmit unit serves next, and whether a WQE comes from its BlueFlame
+//! store or a DMA fetch, is the send arbiter's (`send`).
 //!
 //! Multi-packet messages are cut-through (the `*_each` methods): each MTU packet's
 //! payload is read by DMA, built, sent, parsed and written on its own, so a message's
@@ -28,6 +30,7 @@
 
 pub mod cache;
 pub mod qp;
+pub mod send;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -39,6 +42,7 @@ use sim::Time;
 use crate::nic::{self, Pf};
 pub use cache::ContextCache;
 pub use qp::{Qp, Verb, Wqe};
+pub use send::SendArbiter;
 
 /// Bytes of one QP context in host memory (assumption: mlx4's QPC entry size,
 /// `dev_cap.qpc_entry_sz` = 256 on ConnectX-3; REFERENCE.md gives none).
@@ -154,6 +158,8 @@ pub struct Rnic {
     pub resp: Unit,
     pub qpc: ContextCache,
     pub mtt: ContextCache,
+    /// Which send queue the transmit unit serves next, and how each WQE reaches it.
+    pub send: SendArbiter,
 }
 
 impl Rnic {
@@ -182,6 +188,7 @@ impl Rnic {
             tx: Unit::default(),
             rx: Unit::default(),
             resp: Unit::default(),
+            send: SendArbiter::default(),
             params,
             pf,
         }
@@ -221,6 +228,28 @@ impl Rnic {
             }
         }
         t
+    }
+
+    /// A BlueFlame store of a `bytes` WQE for send queue `q` reaches the RNIC at `at`,
+    /// with `ahead` of the queue's WQEs not yet issued; the WQE is also in host memory
+    /// at `slot`. The RNIC takes the store's copy when the queue is idle, else fetches
+    /// the WQE from `slot` by DMA, starting the read at once so that it is in before
+    /// the unit reaches it (`SendArbiter::takes_blueflame`).
+    pub fn doorbell(
+        &mut self,
+        at: Time,
+        ms: &mut MemSys,
+        q: usize,
+        ahead: usize,
+        slot: Place,
+        bytes: u64,
+    ) {
+        let fetched = if self.send.takes_blueflame(q, at, ahead) {
+            None
+        } else {
+            Some(self.pf.dma_read(at, ms, slot.node, slot.buf, bytes))
+        };
+        self.send.accept(q, fetched);
     }
 
     /// Time the transmit unit is held while `bytes` of gathered payload stream over the

@@ -4,18 +4,19 @@
 //! each connection on its own adjacent slot of one server region.
 //!
 //! One operation's journey: the thread builds the WQE and stores it by BlueFlame
-//! (`POST_CYCLES`, the platform's MMIO store, the PCIe link); the requester's transmit unit
-//! takes it in order per QP — a READ or atomic only while the QP has fewer than
+//! (`POST_CYCLES`, the platform's MMIO store, the PCIe link); the requester's transmit
+//! unit takes it in order per QP — a READ or atomic only while the QP has fewer than
 //! `max_rd_atomic` of them outstanding — the QPs with work taking turns one WQE each
-//! (`SendScheduler`), looks up the QP context when it gets to the WQE, gathers a WRITE's
-//! payload by DMA unless inline, and sends the packets; the responder's receive unit
-//! parses them, looks up the QP context and the translation, and DMA-writes (WRITE:
-//! posted, the ACK leaves at once), DMA-reads (READ: the response leaves once the data is
-//! in) or reads and writes back 8 bytes (atomics); the requester's receive unit takes the
-//! response, DMA-writes READ data and the CQE; the thread, spinning on its CQ, reads the
-//! CQE (`POLL_CYCLES`). Bytes move with the operations: a WRITE's payload lands in the
-//! server region, a READ returns the server's bytes into the client region. A message of
-//! several MTU packets goes through these stages packet by packet (cut-through).
+//! (the RNIC's `SendArbiter`, which this run drives with its events), looks up the QP
+//! context when it gets to the WQE, gathers a WRITE's payload by DMA unless inline, and
+//! sends the packets; the responder's receive unit parses them, looks up the QP context
+//! and the translation, and DMA-writes (WRITE: posted, the ACK leaves at once),
+//! DMA-reads (READ: the response leaves once the data is in) or reads and writes back 8
+//! bytes (atomics); the requester's receive unit takes the response, DMA-writes READ
+//! data and the CQE; the thread, spinning on its CQ, reads the CQE (`POLL_CYCLES`).
+//! Bytes move with the operations: a WRITE's payload lands in the server region, a READ
+//! returns the server's bytes into the client region. A message of several MTU packets
+//! goes through these stages packet by packet (cut-through).
 //!
 //! Variance (`RunOptions`): the thread notices a CQE at a uniformly random point of one
 //! poll call after it lands, drawn from the run's seeded generator, so a run is a pure
@@ -36,7 +37,7 @@ use std::collections::VecDeque;
 
 use devices::nic::tlp_wire_bytes;
 use devices::rnic::qp::{execute, ATOMIC_BYTES};
-use devices::rnic::{wire, Qp, Verb, Wqe};
+use devices::rnic::{wire, Place, Qp, SendArbiter, Verb, Wqe};
 use sim::{Engine, Time};
 use wire::Packet;
 
@@ -183,23 +184,6 @@ enum Ev {
     Issue,
 }
 
-/// An RNIC's send scheduler: the send queues with work the transmit unit has not
-/// reached yet, served round robin one WQE per turn (assumption: the simplest fair
-/// arbiter; ConnectX's is not documented), the QP going to the back if it has more. So
-/// the unit looks a QP's context up when it works on it — not when a doorbell arrives
-/// while it is busy with others — and with more QPs taking turns than the context
-/// cache holds, every turn misses.
-#[derive(Default)]
-struct SendScheduler {
-    waiting: VecDeque<u32>,
-    /// A `TxTurn` event is pending at this time.
-    turn_at: Option<Time>,
-    /// When the unit is through with the last WQEs issued. Responses the unit builds
-    /// meanwhile do not hold back the next turn: they take the unit in the order they
-    /// reach it, and so does the next QP's WQE.
-    issued_until: Time,
-}
-
 struct Conn {
     qp: Qp,
     /// The host that posts on this connection; the other responds.
@@ -215,15 +199,8 @@ struct Conn {
     lat_sum: f64,
     lat_n: u64,
     blocked: bool,
-    /// Per WQE waiting in `qp.sq`, in order: when its DMA fetch from the send queue
-    /// completes, or `None` when it arrived by BlueFlame.
-    fetch: VecDeque<Option<Time>>,
-    /// When the transmit unit finished this QP's last WQE.
-    unit_done: Time,
     /// WQEs posted (the send-queue slot of the next).
     sq_slot: u64,
-    /// In its RNIC's `SendScheduler` queue.
-    waiting: bool,
 }
 
 /// Two hosts' RNICs, regions and posting threads, run as events.
@@ -237,8 +214,6 @@ pub struct Rdma<'a> {
     pub remote: Region,
     conns: Vec<Conn>,
     cores: Vec<Core>,
-    /// The client's RNIC's send scheduler, then the server's.
-    sched: [SendScheduler; 2],
     mtu: u32,
     /// The benchmark's workload; `None` when operations are posted by hand.
     work: Option<BenchSpec>,
@@ -433,13 +408,13 @@ impl<'a> Rdma<'a> {
                     lat_sum: 0.0,
                     lat_n: 0,
                     blocked: false,
-                    fetch: VecDeque::new(),
-                    unit_done: Time::ZERO,
                     sq_slot: 0,
-                    waiting: false,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
+        // The arbiters' send queues are this run's connections, new on both RNICs.
+        client.rnic.send = SendArbiter::default();
+        server.rnic.send = SendArbiter::default();
         let opts = RunOptions::default();
         Ok(Rdma {
             eng: Engine::new(opts.seed),
@@ -449,7 +424,6 @@ impl<'a> Rdma<'a> {
             remote,
             conns,
             cores,
-            sched: Default::default(),
             mtu,
             work: None,
             completions: Vec::new(),
@@ -634,37 +608,28 @@ impl<'a> Rdma<'a> {
         }
     }
 
-    /// `w`'s BlueFlame store reaches the RNIC at `t`. The RNIC takes the WQE from the
-    /// store only when it has nothing earlier of this QP to send; otherwise it discards
-    /// the store's copy and fetches the WQE from the send queue by DMA (the doorbell
-    /// path), starting the read at once so that it is in before the unit reaches it.
-    /// Assumption: the ConnectX send engine consumes a BlueFlame WQE only in an idle
-    /// send queue — why the driver also writes it to the queue in memory, and why the
-    /// mlx5 driver stops using BlueFlame when the device back-pressures the queue (its
-    /// commit "Use BlueFlame for TX"); the study's 16 closed-loop QPs complete 6.4 M
-    /// operations/s (REFERENCE.md §4, 16 × 64 B in 2.5 µs), more than its 8 open-loop
-    /// QPs' 6.06 M, which a transmit unit costing the same per WQE in both cannot do.
+    /// `w`'s BlueFlame store reaches the RNIC at `t`; the RNIC takes it or fetches it
+    /// from the send queue (`Rnic::doorbell`).
     fn doorbell(&mut self, c: u32, t: Time, w: Wqe) {
         let conn = &mut self.conns[c as usize];
-        let idle = conn.qp.sq.is_empty() && conn.unit_done <= t;
-        let fetched = if idle {
-            None
-        } else {
-            let slot = conn.sq_slot - 1 - conn.qp.sq.len() as u64;
-            let sq_line = SQ_BUF + ((c as u64) << 16) + slot % SQ_RING;
-            let node = self.cores[conn.core].socket;
-            let h = match conn.requester {
-                Side::Client => &mut *self.client,
-                Side::Server => &mut *self.server,
-            };
-            Some(
-                h.rnic
-                    .pf
-                    .dma_read(t, &mut h.mem, node, sq_line, wqe_bytes(&w)),
-            )
+        let ahead = conn.qp.sq.len();
+        let slot = conn.sq_slot - 1 - ahead as u64;
+        let sq_line = Place {
+            node: self.cores[conn.core].socket,
+            buf: SQ_BUF + ((c as u64) << 16) + slot % SQ_RING,
         };
+        let h = match conn.requester {
+            Side::Client => &mut *self.client,
+            Side::Server => &mut *self.server,
+        };
+        h.rnic
+            .doorbell(t, &mut h.mem, c as usize, ahead, sq_line, wqe_bytes(&w));
         conn.qp.sq.push_back(w);
-        conn.fetch.push_back(fetched);
+    }
+
+    /// The send arbiter of `side`'s RNIC.
+    fn arbiter(&mut self, side: Side) -> &mut SendArbiter {
+        &mut self.host_mut(side).rnic.send
     }
 
     /// QP `c` may have work for its RNIC's transmit unit at `t`: issued at once when the
@@ -674,29 +639,20 @@ impl<'a> Rdma<'a> {
             return Ok(());
         }
         let side = self.conns[c as usize].requester;
-        let s = &mut self.sched[side as usize];
-        let free = s.issued_until;
-        if free <= t && s.waiting.is_empty() {
+        if self.arbiter(side).takes_at_once(t) {
             self.issue(c, t)?;
         }
-        let conn = &mut self.conns[c as usize];
-        if conn.waiting || conn.qp.next_issuable().is_none() {
+        if self.conns[c as usize].qp.next_issuable().is_none() {
             return Ok(());
         }
-        conn.waiting = true;
-        let s = &mut self.sched[side as usize];
-        s.waiting.push_back(c);
-        let at = s.issued_until.max(t);
-        self.turn_at(side, at)
+        match self.arbiter(side).wait(c as usize, t) {
+            Some(at) => self.turn_at(side, at),
+            None => Ok(()),
+        }
     }
 
-    /// A `TxTurn` for `side` at `at`, unless one is pending already.
+    /// A `TxTurn` for `side` at `at` (the arbiter says when one is due).
     fn turn_at(&mut self, side: Side, at: Time) -> Result<(), String> {
-        let s = &mut self.sched[side as usize];
-        if s.turn_at.is_some() {
-            return Ok(());
-        }
-        s.turn_at = Some(at);
         self.eng
             .schedule_at(at, (0, Ev::TxTurn(side)))
             .map_err(|e| e.to_string())
@@ -705,31 +661,27 @@ impl<'a> Rdma<'a> {
     /// The transmit unit of `side` may be free at `t`: the next waiting QP with work
     /// has its turn.
     fn tx_turn(&mut self, side: Side, t: Time) -> Result<(), String> {
-        self.sched[side as usize].turn_at = None;
-        while let Some(c) = self.sched[side as usize].waiting.pop_front() {
-            self.conns[c as usize].waiting = false;
-            if self.conns[c as usize].qp.next_issuable().is_some() {
-                self.issue(c, t)?;
-                if self.conns[c as usize].qp.next_issuable().is_some() {
-                    self.conns[c as usize].waiting = true;
-                    self.sched[side as usize].waiting.push_back(c);
-                }
-                break;
-            }
-        }
-        if self.sched[side as usize].waiting.is_empty() {
+        let conns = &self.conns;
+        let h = match side {
+            Side::Client => &mut *self.client,
+            Side::Server => &mut *self.server,
+        };
+        let Some(q) = h.rnic.send.turn(|q| conns[q].qp.next_issuable().is_some()) else {
             return Ok(());
+        };
+        self.issue(q as u32, t)?;
+        let more = self.conns[q].qp.next_issuable().is_some();
+        match self.arbiter(side).end_turn(q, more, t) {
+            Some(at) => self.turn_at(side, at),
+            None => Ok(()),
         }
-        let free = self.sched[side as usize].issued_until;
-        self.turn_at(side, free.max(t))
     }
 
     /// The requester issues its QP's next WQE: transmit unit, QP context, gather.
     fn issue(&mut self, c: u32, t: Time) -> Result<(), String> {
         let side = self.conns[c as usize].requester;
         if let Some(w) = self.conns[c as usize].qp.issue() {
-            let conn = &mut self.conns[c as usize];
-            let fetched = conn.fetch.pop_front().flatten();
+            let conn = &self.conns[c as usize];
             let qpn = conn.qp.qpn;
             self.peak_reads = self.peak_reads.max(conn.qp.reads_in_flight());
             let (h, own, _, _) = ends(
@@ -740,6 +692,7 @@ impl<'a> Rdma<'a> {
                 side,
             );
             let rn = &mut h.rnic;
+            let fetched = rn.send.take(c as usize);
             let wqe = rn.params.wqe;
             // A fetched WQE streams into the unit over the link as read completions
             // before it is parsed, as a gathered payload does; a BlueFlame one is there.
@@ -768,8 +721,7 @@ impl<'a> Rdma<'a> {
             let done = rn.tx.free_at();
             // Cut-through: each packet leaves once its own payload is in.
             let arrivals = rn.transmit_each(ready_each, out);
-            self.conns[c as usize].unit_done = done;
-            self.sched[side as usize].issued_until = done;
+            rn.send.issued(c as usize, done);
             self.eng
                 .schedule_at(arrivals[0], (c, Ev::Request(w, arrivals)))
                 .map_err(|e| e.to_string())?;
@@ -921,7 +873,9 @@ impl<'a> Rdma<'a> {
         };
         self.conns[c as usize].qp.complete(&w);
         // The QP may issue again once the response is in: at that time, so that it
-        // takes its place among the QPs waiting for the transmit unit then.
+        // takes its place among the QPs waiting for the transmit unit then. Not only when
+        // it has issuable work now: a later response handled before `done` may free a
+        // READ slot (and the event count is part of a run's output).
         self.eng
             .schedule_at(done, (c, Ev::Issue))
             .map_err(|e| e.to_string())?;
