@@ -218,7 +218,8 @@ fn fields(r: &TycheResult) -> Fields {
 }
 
 /// Cores' worth of busy time over the window, by host and node (`initiator.node0` …):
-/// a node near its core count is where the CPU, not a link, limits throughput.
+/// memory stalls count as busy, so a node near its core count is limited by its cores
+/// or by the memory they wait on, not by a link.
 pub fn cores_busy(r: &TycheResult) -> serde_json::Value {
     let mut m = serde_json::Map::new();
     for (host, nodes) in ["initiator", "target"].iter().zip(&r.cores_busy) {

@@ -191,6 +191,7 @@ pub struct TycheResult {
     /// core, not a link, is what limits throughput.
     pub busiest_core: [f64; 2],
     /// Cores' worth of busy time over the window per node, per host (initiator,
-    /// target): a node whose cores are all near 1 limits throughput by its CPU.
+    /// target). Memory stalls count as busy, so a saturated node may be waiting on its
+    /// memory rather than computing.
     pub cores_busy: [Vec<f64>; 2],
 }
