@@ -507,3 +507,53 @@ fn a_response_booked_for_later_does_not_hold_back_a_wqe() {
         later + rn.params.packet + rn.params.packet
     );
 }
+
+/// A 64 KiB READ posted at 0 and, if `second_at` is given, a 64 B READ posted then on
+/// the same QP: when each completion is seen.
+fn read_behind_a_long_read(max_rd_atomic: u32, second_at: Option<Time>) -> Vec<Time> {
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let len = 64 * 1024;
+    let local = c.register(1, c.rnic_node(), 2 * len, 64, |_| 0).unwrap();
+    let node = s.node(false);
+    let server = s.register(2, node, 2 * len, 64, |i| i as u8).unwrap();
+    let mut r = Rdma::new(&mut c, &mut s, local, server, 1, max_rd_atomic, 256).unwrap();
+    r.set_options(RunOptions {
+        seed: 1,
+        poll_phase: false,
+    });
+    r.post(0, Verb::Read, 0, 0, len).unwrap();
+    if let Some(at) = second_at {
+        r.post_at(0, at, Verb::Read, len, len, 64).unwrap();
+    }
+    r.run().unwrap();
+    r.completions.iter().map(|c| c.seen).collect()
+}
+
+/// With one READ slot, a READ posted while the previous READ's response still streams in
+/// waits for its last packet, not its first: a round trip after the long READ completes.
+/// With two slots it overlaps and completes right behind it.
+#[test]
+fn a_read_slot_is_freed_by_the_last_response_packet_not_the_first() {
+    let rtt = one_read(64);
+    let alone = read_behind_a_long_read(1, None)[0];
+    assert!(
+        alone.as_ns_f64() > 4.0 * rtt,
+        "the long READ must stream for several round trips: {alone:?}, rtt {rtt:.0} ns"
+    );
+    // Halfway: the long READ's first response packet is in (about a round trip after
+    // the post) and the rest still streams.
+    let second_at = Time::from_ps(alone.as_ps() / 2);
+    let one = read_behind_a_long_read(1, Some(second_at));
+    let two = read_behind_a_long_read(2, Some(second_at));
+    let gap1 = (one[1] - one[0]).as_ns_f64();
+    let gap2 = (two[1] - two[0]).as_ns_f64();
+    assert!(
+        gap1 > 0.3 * rtt,
+        "one slot: the second READ completes {gap1:.0} ns after the first, rtt {rtt:.0} ns"
+    );
+    assert!(
+        gap2 < 0.15 * rtt,
+        "two slots: the second READ completes {gap2:.0} ns after the first, rtt {rtt:.0} ns"
+    );
+}

@@ -180,8 +180,9 @@ enum Ev {
     Landed(Wqe, Side),
     /// The transmit unit of this side's RNIC may be free for the next waiting QP.
     TxTurn(Side),
-    /// The QP may have work to issue (a READ's response freed its slot).
-    Issue,
+    /// `w`'s response is all in: its READ slot (if any) is free and the QP may have
+    /// work to issue.
+    Done(Wqe),
 }
 
 struct Conn {
@@ -604,7 +605,10 @@ impl<'a> Rdma<'a> {
                 Ok(())
             }
             Ev::TxTurn(side) => self.tx_turn(side, t),
-            Ev::Issue => self.try_issue(c, t),
+            Ev::Done(w) => {
+                self.conns[c as usize].qp.complete(&w);
+                self.try_issue(c, t)
+            }
         }
     }
 
@@ -871,13 +875,11 @@ impl<'a> Rdma<'a> {
         } else {
             rn.pf.dma_write(done, &mut h.mem, node, cqe, CQE_BYTES)
         };
-        self.conns[c as usize].qp.complete(&w);
-        // The QP may issue again once the response is in: at that time, so that it
-        // takes its place among the QPs waiting for the transmit unit then. Not only when
-        // it has issuable work now: a later response handled before `done` may free a
-        // READ slot (and the event count is part of a run's output).
+        // The READ slot is free only once the last response packet is parsed (`done`),
+        // not when the first arrives: the QP may issue again then, taking its place among
+        // the QPs waiting for the transmit unit at that time.
         self.eng
-            .schedule_at(done, (c, Ev::Issue))
+            .schedule_at(done, (c, Ev::Done(w)))
             .map_err(|e| e.to_string())?;
         let data = if self.work.is_some() || !self.keep_data {
             Vec::new()
