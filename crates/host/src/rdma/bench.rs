@@ -244,6 +244,15 @@ pub struct Rdma<'a> {
 
 /// The requester's host and region, then the responder's, of a connection posted from
 /// `requester`.
+/// The host on `side`; a free function so that callers can hold other fields of `Rdma`
+/// (its connections, its cores) at the same time.
+fn host_of<'b>(client: &'b mut RdmaHost, server: &'b mut RdmaHost, side: Side) -> &'b mut RdmaHost {
+    match side {
+        Side::Client => client,
+        Side::Server => server,
+    }
+}
+
 fn ends<'b>(
     client: &'b mut RdmaHost,
     server: &'b mut RdmaHost,
@@ -528,10 +537,7 @@ impl<'a> Rdma<'a> {
 
     /// The host on `side`.
     pub fn host_mut(&mut self, side: Side) -> &mut RdmaHost {
-        match side {
-            Side::Client => self.client,
-            Side::Server => self.server,
-        }
+        host_of(self.client, self.server, side)
     }
 
     /// The most READs and atomics any QP had outstanding at once so far.
@@ -568,10 +574,7 @@ impl<'a> Rdma<'a> {
         let sq_line = SQ_BUF + ((c as u64) << 16) + conn.sq_slot % SQ_RING;
         conn.sq_slot += 1;
         let node = core.socket;
-        let h = match conn.requester {
-            Side::Client => &mut *self.client,
-            Side::Server => &mut *self.server,
-        };
+        let h = host_of(self.client, self.server, conn.requester);
         h.mem.cpu_write(end, node, sq_line, wqe_bytes);
         let pf = &mut h.rnic.pf;
         let on_link = pf.down.reserve(
@@ -622,10 +625,7 @@ impl<'a> Rdma<'a> {
             node: self.cores[conn.core].socket,
             buf: SQ_BUF + ((c as u64) << 16) + slot % SQ_RING,
         };
-        let h = match conn.requester {
-            Side::Client => &mut *self.client,
-            Side::Server => &mut *self.server,
-        };
+        let h = host_of(self.client, self.server, conn.requester);
         h.rnic
             .doorbell(t, &mut h.mem, c as usize, ahead, sq_line, wqe_bytes(&w));
         conn.qp.sq.push_back(w);
@@ -666,10 +666,7 @@ impl<'a> Rdma<'a> {
     /// has its turn.
     fn tx_turn(&mut self, side: Side, t: Time) -> Result<(), String> {
         let conns = &self.conns;
-        let h = match side {
-            Side::Client => &mut *self.client,
-            Side::Server => &mut *self.server,
-        };
+        let h = host_of(self.client, self.server, side);
         let Some(q) = h.rnic.send.turn(|q| conns[q].qp.next_issuable().is_some()) else {
             return Ok(());
         };
