@@ -12,7 +12,8 @@ use studies::run::overrides::params_of;
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// A scenario file with [[workload]] and [measure], or a built-in scenario name.
+    /// A scenario file with [[workload]] and [measure], a built-in scenario name, or an
+    /// experiment file or built-in experiment ID.
     scenario: String,
     /// Override a key: `workload.NAME.FIELD`, `measure.FIELD`, or any scenario key by its
     /// TOML path (arrays of tables by name: `host.srv.device.nic0.link.width`); a list of
@@ -21,8 +22,9 @@ pub struct RunArgs {
     sets: Vec<String>,
     #[arg(long, value_enum, default_value = "text")]
     format: crate::Format,
-    /// Write results.json and counters.json (per point: bytes per link direction and
-    /// memory node, LLC and IOTLB counters, over the measurement window) here.
+    /// Write results.json, counters.json (per point: bytes per link direction and memory
+    /// node, LLC and IOTLB counters, over the measurement window) and, for a sweep or an
+    /// experiment file, an SVG plot (an experiment's report too) here.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Worker threads for a sweep (default: all cores).
@@ -41,38 +43,59 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(1)
     });
     let out = api::run(&a.scenario, &sets, a.seed, jobs, true)?;
-    if let Some(info) = out.loaded.info() {
-        return print_experiment(&out, info, !sets.is_empty(), a.format);
-    }
-    let rows = out.rows();
-    let json = out.json();
-    match a.format {
-        crate::Format::Json => println!("{}", serde_json::to_string_pretty(&json)?),
-        crate::Format::Text => print!("{}", table(&rows)),
+    match out.loaded.info() {
+        Some(info) => print_experiment(&out, info, !sets.is_empty(), a.format)?,
+        None => match a.format {
+            crate::Format::Json => println!("{}", serde_json::to_string_pretty(&out.json())?),
+            crate::Format::Text => print!("{}", table(&out.rows())),
+        },
     }
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(
-            dir.join("results.json"),
-            serde_json::to_string_pretty(&json)?,
-        )?;
-        let counters: Vec<Value> = out
-            .points
-            .iter()
-            .zip(&out.results)
-            .map(|(p, r)| json!({ "params": params_of(p), "counters": r.counters }))
-            .collect();
-        std::fs::write(
-            dir.join("counters.json"),
-            serde_json::to_string_pretty(&json!({ "points": counters }))?,
-        )?;
-        eprintln!(
-            "wrote {} and {}",
-            dir.join("results.json").display(),
-            dir.join("counters.json").display()
-        );
+        write_out(dir, &out, &sets)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--out DIR`: results.json, the hardware counters, and a plot of the sweep (for an
+/// experiment file, its plot and report as `nudma reproduce --out` writes them).
+fn write_out(
+    dir: &std::path::Path,
+    out: &api::RunOutput,
+    sets: &[studies::run::overrides::Override],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let results = dir.join("results.json");
+    std::fs::write(&results, serde_json::to_string_pretty(&out.json())?)?;
+    let mut wrote = vec![results];
+    let rows = out.rows();
+    match out.loaded.info() {
+        Some(info) => {
+            let infos = std::slice::from_ref(info);
+            let (md, html) = studies::report::write_report(dir, infos, &rows, &out.refs, &[])?;
+            wrote.extend([md, html]);
+            wrote.extend(studies::report::write_counters(dir, &rows)?);
+        }
+        None => {
+            let counters: Vec<Value> = out
+                .points
+                .iter()
+                .zip(&out.results)
+                .map(|(p, r)| json!({ "params": params_of(p), "counters": r.counters }))
+                .collect();
+            let path = dir.join("counters.json");
+            std::fs::write(
+                &path,
+                serde_json::to_string_pretty(&json!({ "points": counters }))?,
+            )?;
+            wrote.push(path);
+        }
+    }
+    if let Some(info) = out.plot_info(sets) {
+        wrote.extend(studies::plot::write_plots(dir, &[info], &rows, &out.refs)?);
+    }
+    let names: Vec<String> = wrote.iter().map(|p| p.display().to_string()).collect();
+    eprintln!("wrote {}", names.join(", "));
+    Ok(())
 }
 
 /// An experiment file (`scenarios/experiments/*.toml` or a copy): every config and sweep
@@ -82,7 +105,7 @@ fn print_experiment(
     info: &studies::ExperimentInfo,
     swept: bool,
     format: crate::Format,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<()> {
     if swept {
         eprintln!("nudma run: --set changes the hardware; published values are not compared");
     }
@@ -98,7 +121,7 @@ fn print_experiment(
             )
         ),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// One line per row: the workload, the swept values, then the metrics.

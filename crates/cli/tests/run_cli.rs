@@ -75,6 +75,44 @@ fn run_out_writes_results_and_window_counters() {
 }
 
 #[test]
+fn run_out_plots_a_sweep_against_its_swept_key_and_an_experiment_file_with_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let key = "workload.antagonist.misses_in_flight";
+    let sweep = format!("{key}=10,40");
+    let (code, _, err) = nudma(&["run", &example(), "--set", &sweep, "--out", &d]);
+    assert_eq!(code, 0, "{err}");
+    let svg = std::fs::read_to_string(dir.path().join("run.svg")).unwrap();
+    // The x axis is the swept key, and each workload is a line of its own.
+    assert!(svg.contains(key), "{svg}");
+    assert!(
+        svg.contains("nic0_rx") && svg.contains("antagonist"),
+        "{svg}"
+    );
+    // One point has nothing to plot against.
+    let one = tempfile::tempdir().unwrap();
+    let o = one.path().display().to_string();
+    let (code, _, err) = nudma(&[
+        "run",
+        &example(),
+        "--set",
+        &format!("{key}=10"),
+        "--out",
+        &o,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!one.path().join("run.svg").exists());
+
+    let exp = tempfile::tempdir().unwrap();
+    let e = exp.path().display().to_string();
+    let (code, _, err) = nudma(&["run", "ioctopus.tcp_rx_1core", "--out", &e]);
+    assert_eq!(code, 0, "{err}");
+    for f in ["ioctopus.tcp_rx_1core.svg", "report.md", "results.json"] {
+        assert!(exp.path().join(f).exists(), "{f}: {err}");
+    }
+}
+
+#[test]
 fn bad_input_gets_a_message_and_exit_status_2() {
     let ex = example();
     let (code, _, err) = nudma(&["run", &ex, "--set", "workload.nope.outstanding=1"]);

@@ -1,6 +1,9 @@
 //! The experiment catalog: every ID of EXPERIMENTS.md by study, and the ones this build
 //! implements with the function that runs each.
 
+use std::borrow::Cow;
+use std::path::Path;
+
 use crate::experiment;
 use crate::harness::RunError;
 use crate::result::{ExperimentInfo, Reference, Run};
@@ -186,16 +189,43 @@ pub fn entry(id: &str) -> Option<&'static Entry> {
     entries().find(|e| e.id == id)
 }
 
-/// An implemented experiment: a built-in experiment file (`scenarios/experiments/`).
+/// An experiment to reproduce: a built-in experiment file (`scenarios/experiments/`) or
+/// a user's file, run by the same code.
 pub struct Experiment {
     pub info: ExperimentInfo,
-    file: &'static experiment::Experiment,
+    file: Cow<'static, experiment::Experiment>,
 }
 
 impl Experiment {
     /// Runs every config and parameter value it lists.
     pub fn run(&self) -> Result<Vec<Run>, RunError> {
         self.file.run(&[])
+    }
+
+    /// Its published reference points, each with its basis.
+    pub fn references(&self) -> &[Reference] {
+        &self.file.references
+    }
+
+    /// A user's experiment file at `path`, with its own published values.
+    pub fn from_file(path: &Path) -> Result<Experiment, String> {
+        let src =
+            fabric::builtin::source_of(&path.display().to_string()).map_err(|e| e.to_string())?;
+        if !experiment::is_experiment(&src) {
+            return Err(format!(
+                "{}: not an experiment file (it has no [experiment] table); run a scenario \
+                 with `nudma run {}`",
+                src.name, src.name
+            ));
+        }
+        let mut file = experiment::Experiment::parse(&src).map_err(|e| e.to_string())?;
+        if let Some(dir) = path.parent() {
+            file.resolve_scenarios_in(dir);
+        }
+        Ok(Experiment {
+            info: file.info.clone(),
+            file: Cow::Owned(file),
+        })
     }
 }
 
@@ -206,7 +236,7 @@ pub fn implemented() -> Vec<Experiment> {
         .filter_map(|entry| files.iter().find(|e| e.info.id == entry.id))
         .map(|file| Experiment {
             info: file.info.clone(),
-            file,
+            file: Cow::Borrowed(file),
         })
         .collect()
 }
@@ -229,17 +259,22 @@ pub fn study_of(id: &str) -> Option<&'static str> {
 
 /// What `reproduce` was asked for, resolved: the experiments to run, and the catalog
 /// entries of the named studies (every study when none is named) that are not
-/// implemented yet — each once, in catalog order, for stderr and the report.
+/// implemented yet — each once, in catalog order, for stderr and the report. A target
+/// that is a file (a user's experiment, or a copy of a built-in one) runs after the
+/// catalog's, in the order given, with the published values it carries.
 pub fn select(targets: &[String]) -> Result<(Vec<Experiment>, Vec<&'static Entry>), String> {
     let mut all = implemented();
     let is_implemented = |id: &str| all.iter().any(|e| e.info.id == id);
     let mut want: Vec<&'static str> = Vec::new();
     let mut studies: Vec<&str> = Vec::new();
+    let mut files = Vec::new();
     if targets.is_empty() {
         studies = ALL.iter().map(|(s, _)| *s).collect();
     }
     for t in targets {
-        if let Some((study, entries)) = ALL.iter().find(|(s, _)| s == t) {
+        if is_file_target(t) {
+            files.push(Experiment::from_file(Path::new(t))?);
+        } else if let Some((study, entries)) = ALL.iter().find(|(s, _)| s == t) {
             studies.push(*study);
             want.extend(entries.iter().map(|e| e.id).filter(|id| is_implemented(id)));
         } else if let Some(e) = all.iter().find(|e| e.info.id == t) {
@@ -267,7 +302,14 @@ pub fn select(targets: &[String]) -> Result<(Vec<Experiment>, Vec<&'static Entry
     if !targets.is_empty() {
         all.retain(|e| want.contains(&e.info.id));
     }
+    all.extend(files);
     Ok((all, missing))
+}
+
+/// Whether a `reproduce` target names a file rather than a study or an experiment ID:
+/// one that exists, or a name no ID has (a path or a `.toml` name).
+fn is_file_target(t: &str) -> bool {
+    Path::new(t).is_file() || t.ends_with(".toml") || t.contains(std::path::MAIN_SEPARATOR)
 }
 
 /// The IDs of `experiments`, sorted, each once, comma-separated.

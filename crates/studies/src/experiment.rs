@@ -385,6 +385,26 @@ impl Experiment {
         Experiment::parse_with(src, PROBES)
     }
 
+    /// Makes the relative scenario paths of its configs and metrics relative to `dir`
+    /// (the experiment file's folder) where a file is there, as a scenario's includes
+    /// are; built-in names and other paths stay as written.
+    pub fn resolve_scenarios_in(&mut self, dir: &std::path::Path) {
+        let resolve = |s: &mut String| {
+            let p = std::path::Path::new(s.as_str());
+            if p.is_relative() && dir.join(p).is_file() {
+                *s = dir.join(p).display().to_string();
+            }
+        };
+        for c in &mut self.configs {
+            resolve(&mut c.scenario);
+        }
+        for m in &mut self.metrics {
+            if let Some(s) = &mut m.scenario {
+                resolve(s);
+            }
+        }
+    }
+
     /// Parses an experiment file whose metrics name probes of `registry`.
     pub fn parse_with(src: &Source, registry: &'static [Probe]) -> Result<Experiment, RunError> {
         let f: File = toml::from_str(&src.text).map_err(|e| {

@@ -58,10 +58,16 @@ pub fn run(
         progress(Progress::Done { rows: r.len() });
         runs.extend(r);
     }
+    // Each experiment's own published values: a user's copy of a built-in experiment is
+    // compared with what its file says.
+    let refs = experiments
+        .iter()
+        .flat_map(|e| e.references().iter().cloned())
+        .collect();
     Ok(Reproduction {
         experiments,
         missing,
         runs,
-        refs: catalog::references(),
+        refs,
     })
 }

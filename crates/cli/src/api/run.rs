@@ -86,6 +86,16 @@ impl Loaded {
     }
 }
 
+/// The metrics a scenario sweep's plot draws, where its rows have them.
+const PLOTTED: &[&str] = &[
+    "gbps",
+    "ops_per_sec",
+    "latency_ns_p50",
+    "latency_ns_p99",
+    "throughput_gbps",
+    "latency_us",
+];
+
 /// Everything `nudma run` prints or writes for one scenario argument.
 pub struct RunOutput {
     pub loaded: Loaded,
@@ -98,6 +108,54 @@ impl RunOutput {
     /// Every point's rows, in point order.
     pub fn rows(&self) -> Vec<Run> {
         self.results.iter().flat_map(|r| r.rows.clone()).collect()
+    }
+
+    /// What to plot for these rows: an experiment file's own description, or for a
+    /// scenario's sweep one chart per metric of its workloads against the first swept key
+    /// that takes more than one value (one line per workload and other swept values).
+    /// `None` when nothing varies.
+    pub fn plot_info(&self, sets: &[Override]) -> Option<ExperimentInfo> {
+        if let Some(info) = self.loaded.info() {
+            return Some(info.clone());
+        }
+        let x = sets.iter().map(|o| o.key.as_str()).find(|k| {
+            let mut vals = self.points.iter().filter_map(|p| {
+                p.iter()
+                    .find(|(key, _)| key == k)
+                    .map(|(_, v)| v.to_string())
+            });
+            let first = vals.next();
+            vals.any(|v| Some(v) != first)
+        })?;
+        let rows = self.rows();
+        let numeric = |v: &Value| v.is_number();
+        let mut metrics: Vec<&'static str> = Vec::new();
+        for m in PLOTTED {
+            if rows.iter().any(|r| r.metrics.get(*m).is_some_and(numeric)) {
+                metrics.push(m);
+            }
+        }
+        let xs: Vec<f64> = rows
+            .iter()
+            .filter_map(|r| r.params.get(x).and_then(Value::as_f64))
+            .collect();
+        // Sizes and counts that double: a log-2 axis, as the catalog's size sweeps.
+        let log2 = xs.len() == rows.len()
+            && xs
+                .iter()
+                .all(|v| *v >= 1.0 && (*v as u64).is_power_of_two())
+            && xs.iter().cloned().fold(1.0, f64::max) / xs.iter().cloned().fold(f64::MAX, f64::min)
+                >= 4.0;
+        Some(ExperimentInfo {
+            id: "run",
+            description: "",
+            x_param: Some(Box::leak(x.to_string().into_boxed_str())),
+            x_log2: log2,
+            plot_metrics: metrics,
+            window: "",
+            mechanism: "",
+            configs_not_implemented: Vec::new(),
+        })
     }
 
     /// `{"results": [...]}` as `nudma run --format json` prints it.

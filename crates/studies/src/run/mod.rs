@@ -48,9 +48,16 @@ pub struct PointResult {
     pub counters: Value,
 }
 
-/// Loads a scenario argument (file or built-in name) as text, for `run_point`.
+/// Loads a scenario argument (a file, a built-in scenario name or a built-in experiment
+/// ID) as text, for `run_point`.
 pub fn source(arg: &str) -> Result<Source, RunError> {
-    builtin::source_of(arg).map_err(|e| RunError(e.to_string()))
+    builtin::source_of(arg).or_else(|e| {
+        // A built-in experiment by its ID, as `reproduce` names it.
+        let file = format!("builtin:experiments/{arg}.toml");
+        builtin::experiment_files()
+            .find(|s| s.name == file)
+            .ok_or_else(|| RunError(e.to_string()))
+    })
 }
 
 /// The points of a sweep over `sets` (one point without any).
