@@ -34,9 +34,10 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use toml::Spanned;
 
+use crate::format::is_size_param;
 use crate::harness::{self, RunError};
-use crate::probes::{Fields, Probe, ProbeCx, PROBES};
-use crate::report::is_size_param;
+use crate::probe::{Fields, Probe, ProbeCx};
+use crate::probes::PROBES;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
 
@@ -837,6 +838,15 @@ pub fn builtin() -> &'static [Experiment] {
     })
 }
 
+/// Runs a built-in experiment file by ID (for tests and callers that want one).
+pub fn run_builtin(id: &str) -> Result<Vec<Run>, RunError> {
+    builtin()
+        .iter()
+        .find(|e| e.info.id == id)
+        .ok_or_else(|| RunError(format!("no built-in experiment `{id}`")))?
+        .run(&[])
+}
+
 /// Whether a scenario-like source is an experiment file.
 pub fn is_experiment(src: &Source) -> bool {
     src.text
@@ -853,7 +863,7 @@ mod tests {
 
     use super::Experiment;
     use crate::harness::RunError;
-    use crate::probes::{Fields, Probe, ProbeCx};
+    use crate::probe::{Fields, Probe, ProbeCx};
     use crate::result::Run;
 
     thread_local! {
@@ -1124,7 +1134,7 @@ once = true
         );
         // Report tables print the word bare.
         assert_eq!(
-            crate::report::render_params(&runs[1].params),
+            crate::format::render_params(&runs[1].params),
             "clients=2 direction=tx"
         );
     }

@@ -3,11 +3,13 @@
 
 pub mod catalog;
 pub mod experiment;
+pub mod format;
 pub mod harness;
 pub mod ioctopus;
 pub mod nvme_upi;
 pub mod path_query;
 pub mod plot;
+pub mod probe;
 pub mod probes;
 pub mod rdma;
 pub mod report;

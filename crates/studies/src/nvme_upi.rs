@@ -21,7 +21,7 @@ use sim::Time;
 use systems::drivers::fio::{Fio, FioSpec};
 
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// Warm-up and window (simulated). fio here is bound by the SSDs' media: its throughput
 /// is steady once the first commands complete (~90 µs of media latency plus a transfer);

@@ -27,7 +27,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
-use crate::report::{format_number, format_param_value, is_size_param, series_label};
+use crate::format::{format_number, format_param_value, is_size_param};
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 
 const WIDTH: u32 = 960;
@@ -209,6 +209,15 @@ fn list(run: &Run, metric: &str) -> Vec<Option<f64>> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The series of a run in a sweep over `x`: its config and every other parameter.
+pub fn series_label(run: &Run, x: &str) -> String {
+    let mut label = run.config.clone();
+    for (name, value) in run.params.iter().filter(|(n, _)| *n != x) {
+        label.push_str(&format!(" {name}={}", format_param_value(name, value)));
+    }
+    label
 }
 
 /// Writes `<id>.svg` into `dir` (created if missing) for every experiment of `infos` that

@@ -1,158 +1,8 @@
-//! The probes experiment files name (`probe = "…"` of a `[[metric]]`): one registry entry
-//! each — a name, the fields it gives, and a function run on the config's hardware.
-//!
-//! A probe runs once per (config, sweep point, probe, resolved arguments, metric
-//! hardware) and gives a map of fields; every metric naming it takes its `field` from
-//! that one run. Adding a probe is one entry in [`PROBES`]:
-//!
-//! ```ignore
-//! Probe {
-//!     name: "nvme_sharing",
-//!     fields: &["clients_ok", "total_kiops", "min_client_kiops", "jain_fairness", "error"],
-//!     run: nvme_sharing, // fn(&mut ProbeCx) -> Result<BTreeMap<String, Value>, RunError>
-//! },
-//! ```
-//!
-//! and in the experiment file
-//! `[[metric]] name = "total_kiops" probe = "nvme_sharing" field = "total_kiops"
-//! args = { clients = "{clients}" }`.
+//! The registry of probes the built-in experiment files name: one entry per probe, each
+//! study's function. The only place that knows every study.
 
-use std::collections::BTreeMap;
-
-use serde_json::{json, Value};
-use sim::timed::TimedFabric;
-
-use crate::harness::{self, RunError};
+pub use crate::probe::{one, Fields, Probe, ProbeCx, ProbeFn};
 use crate::{ioctopus, rdma, smartio, tyche};
-
-/// What a probe's function returns: field name → value (a number, a string, a bool,
-/// null, a list or an object; the metrics that name a field report it as given).
-pub type Fields = BTreeMap<String, Value>;
-
-/// A probe's function.
-pub type ProbeFn = fn(&mut ProbeCx) -> Result<Fields, RunError>;
-
-/// One measurement experiment files can name.
-#[derive(Clone, Copy, Debug)]
-pub struct Probe {
-    /// The name a `[[metric]]`'s `probe` gives.
-    pub name: &'static str,
-    /// The fields it gives, in the order it documents them; a metric without `field`
-    /// takes the only one, so a probe of one field needs none named.
-    pub fields: &'static [&'static str],
-    pub run: ProbeFn,
-}
-
-impl Probe {
-    pub fn find(registry: &'static [Probe], name: &str) -> Option<&'static Probe> {
-        registry.iter().find(|p| p.name == name)
-    }
-}
-
-/// What a probe sees: the timed fabric of its config's scenario with every override
-/// applied (the config's `set`, the metric's, the user's `--set`), fresh for this run;
-/// its arguments with `{var}` and `{swept}` substituted; the sweep point.
-pub struct ProbeCx<'a> {
-    pub tf: &'a mut TimedFabric,
-    args: &'a BTreeMap<String, String>,
-    point: &'a [(String, u64)],
-    /// "<experiment>: metric `<m>` (probe `<p>`)", for errors.
-    what: String,
-    counters: Option<Value>,
-}
-
-impl<'a> ProbeCx<'a> {
-    pub fn new(
-        tf: &'a mut TimedFabric,
-        args: &'a BTreeMap<String, String>,
-        point: &'a [(String, u64)],
-        what: String,
-    ) -> ProbeCx<'a> {
-        ProbeCx {
-            tf,
-            args,
-            point,
-            what,
-            counters: None,
-        }
-    }
-
-    /// A resolved argument; an error naming the metric and the probe when it is missing.
-    pub fn arg(&self, key: &str) -> Result<String, RunError> {
-        self.args.get(key).cloned().ok_or_else(|| {
-            self.error(format!(
-                "needs argument `{key}` (given: {})",
-                names(self.args.keys())
-            ))
-        })
-    }
-
-    /// An argument a probe may go without (it then states its default).
-    pub fn arg_opt(&self, key: &str) -> Option<&str> {
-        self.args.get(key).map(String::as_str)
-    }
-
-    /// The value of a swept parameter at this point, if the experiment sweeps it.
-    pub fn swept(&self, name: &str) -> Option<u64> {
-        self.point.iter().find(|(k, _)| k == name).map(|p| p.1)
-    }
-
-    /// The value of a swept parameter this probe cannot do without.
-    pub fn need_swept(&self, name: &str) -> Result<u64, RunError> {
-        self.swept(name)
-            .ok_or_else(|| self.error(format!("needs a swept `{name}`")))
-    }
-
-    /// The swept `bytes`.
-    pub fn bytes(&self) -> Result<u64, RunError> {
-        self.need_swept("bytes")
-    }
-
-    /// Hardware counters of this run (kept per metric in `counters.json`).
-    pub fn set_counters(&mut self, counters: Value) {
-        self.counters = Some(counters);
-    }
-
-    pub fn take_counters(&mut self) -> Option<Value> {
-        self.counters.take()
-    }
-
-    /// "<experiment>: metric `<m>` (probe `<p>`)": where errors of this run are.
-    pub fn what(&self) -> &str {
-        &self.what
-    }
-
-    /// An error located at this metric and probe.
-    pub fn error(&self, msg: impl std::fmt::Display) -> RunError {
-        RunError(format!("{}: {msg}", self.what))
-    }
-
-    /// An argument that must be one of two words: `Ok(true)` for `yes`, `Ok(false)` for `no`.
-    pub fn choice(&self, key: &str, yes: &str, no: &str) -> Result<bool, RunError> {
-        let v = self.arg(key)?;
-        if v == yes {
-            Ok(true)
-        } else if v == no {
-            Ok(false)
-        } else {
-            Err(self.error(format!("{key} = `{v}`: use \"{yes}\" or \"{no}\"")))
-        }
-    }
-}
-
-fn names<'s>(it: impl Iterator<Item = &'s String>) -> String {
-    let v: Vec<&str> = it.map(String::as_str).collect();
-    if v.is_empty() {
-        "none".into()
-    } else {
-        v.join(", ")
-    }
-}
-
-/// One field.
-pub fn one(name: &str, v: Value) -> Fields {
-    BTreeMap::from([(name.to_string(), v)])
-}
 
 /// The probes of the built-in experiment files.
 pub const PROBES: &[Probe] = &[
@@ -261,37 +111,37 @@ pub const PROBES: &[Probe] = &[
     Probe {
         name: "cpu_store_oneway",
         fields: &["ns"],
-        run: cpu_store_oneway,
+        run: smartio::probes::cpu_store_oneway,
     },
     Probe {
         name: "cpu_store_ntb_span",
         fields: &["ns"],
-        run: cpu_store_ntb_span,
+        run: smartio::probes::cpu_store_ntb_span,
     },
     Probe {
         name: "ntb_copy",
         fields: &["gbps"],
-        run: ntb_copy,
+        run: smartio::probes::ntb_copy,
     },
     Probe {
         name: "gpu_copy",
         fields: &["gbps"],
-        run: gpu_copy,
+        run: smartio::probes::gpu_copy,
     },
     Probe {
         name: "p2p_copy",
         fields: &["gbps"],
-        run: p2p_copy,
+        run: smartio::probes::p2p_copy,
     },
     Probe {
         name: "pingpong",
         fields: &["ns"],
-        run: pingpong,
+        run: smartio::probes::pingpong,
     },
     Probe {
         name: "path_shape",
         fields: &["hops", "roots"],
-        run: path_shape,
+        run: smartio::probes::path_shape,
     },
     Probe {
         name: "borrow_until_full",
@@ -379,68 +229,3 @@ pub const PROBES: &[Probe] = &[
         run: smartio::nvme::gpu_copy_mdev,
     },
 ];
-
-fn cpu_store_oneway(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let t = smartio::cpu_store_oneway(cx.tf, &cx.arg("from")?, &cx.arg("to")?)?;
-    Ok(one("ns", json!(t.as_ns_f64())))
-}
-
-fn cpu_store_ntb_span(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let t = smartio::cpu_store_ntb_span(cx.tf, &cx.arg("from")?, &cx.arg("to")?)?;
-    Ok(one("ns", json!(t.as_ns_f64())))
-}
-
-fn ntb_copy(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let b = cx.bytes()?;
-    let write = cx.choice("op", "write", "read")?;
-    let (engine, local, remote) = (cx.arg("engine")?, cx.arg("local")?, cx.arg("remote")?);
-    let t = smartio::ntb_copy(cx.tf, &engine, &local, &remote, b, write)?;
-    let counters = harness::counters_json(cx.tf, b);
-    cx.set_counters(counters);
-    Ok(one("gbps", json!(harness::gbps(b, t))))
-}
-
-fn gpu_copy(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    // `through = "mdev"`: the GPU is passed to a VM on the user's host (MDEV).
-    if cx.args.get("through").map(String::as_str) == Some("mdev") {
-        let mut args = cx.args.clone();
-        args.insert("vm_host".into(), cx.arg("user")?);
-        let what = cx.what().to_string();
-        let point = cx.point.to_vec();
-        let mut inner = ProbeCx::new(cx.tf, &args, &point, what);
-        let f = smartio::nvme::gpu_copy_mdev(&mut inner)?;
-        if let Some(c) = inner.take_counters() {
-            cx.set_counters(c);
-        }
-        return Ok(f);
-    }
-    let b = cx.bytes()?;
-    let write = cx.choice("op", "write", "read")?;
-    let (gpu, user) = (cx.arg("gpu")?, cx.arg("user")?);
-    let t = smartio::gpu_copy_probe(cx.tf, &gpu, &user, b, write)?;
-    let counters = harness::counters_json(cx.tf, b);
-    cx.set_counters(counters);
-    Ok(one("gbps", json!(harness::gbps(b, t))))
-}
-
-fn p2p_copy(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let b = cx.bytes()?;
-    let via_ram = cx.choice("via", "ram", "p2p")?;
-    let t = smartio::p2p_copy(cx.tf, &cx.arg("a")?, &cx.arg("b")?, via_ram, b)?;
-    Ok(one("gbps", json!(harness::gbps(b, t))))
-}
-
-fn pingpong(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let via_ram = cx.choice("via", "ram", "p2p")?;
-    let t = smartio::gpu_pingpong(cx.tf, &cx.arg("a")?, &cx.arg("b")?, via_ram)?;
-    Ok(one("ns", json!(t.as_ns_f64())))
-}
-
-fn path_shape(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let via_ram = cx.choice("via", "ram", "p2p")?;
-    let (hops, roots) = smartio::path_shape(cx.tf, &cx.arg("a")?, &cx.arg("b")?, via_ram)?;
-    Ok(BTreeMap::from([
-        ("hops".to_string(), json!(hops)),
-        ("roots".to_string(), json!(roots)),
-    ]))
-}

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Number, Value};
 
 use crate::catalog::Entry;
-use crate::plot;
+use crate::format::{format_number, render_params};
+use crate::plot::{self, series_label};
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 
 /// A simulated value is accepted when its relative error is at most this (±10 %).
@@ -532,15 +533,6 @@ fn group_by_experiment(runs: &[Run]) -> Vec<(&str, Vec<&Run>)> {
     groups
 }
 
-/// The series of a run in a sweep over `x`: its config and every other parameter.
-pub(crate) fn series_label(run: &Run, x: &str) -> String {
-    let mut label = run.config.clone();
-    for (name, value) in run.params.iter().filter(|(n, _)| *n != x) {
-        let _ = write!(label, " {name}={}", format_param_value(name, value));
-    }
-    label
-}
-
 /// For each run of `block`, whether it has the largest `x` of its series (the last one
 /// seen when `x` is missing or not a number, so every series keeps one run).
 fn largest_per_series(block: &[&Run], x: &str) -> Vec<bool> {
@@ -617,108 +609,6 @@ fn text_table(header: &[&str], align: &[Align], rows: &[Vec<String>], indent: &s
         line(&mut row.iter().map(String::as_str));
     }
     out
-}
-
-/// Whether a parameter holds a size in bytes ("bytes", "*_bytes"; "req_kb" is already in
-/// KiB and prints as is).
-pub fn is_size_param(name: &str) -> bool {
-    name == "bytes" || name.ends_with("_bytes")
-}
-
-/// Parameters as "name=value" separated by spaces, sizes as "64 MiB", e.g.
-/// "bytes=64 MiB op=read".
-pub fn render_params(params: &Map<String, Value>) -> String {
-    params
-        .iter()
-        .map(|(name, value)| format!("{name}={}", format_param_value(name, value)))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// One parameter value: strings bare, sizes as "4 KiB", other numbers as integers where
-/// they are whole.
-pub fn format_param_value(name: &str, value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => {
-            if is_size_param(name) {
-                if let Some(b) = whole_u64(n) {
-                    return format_size(b);
-                }
-            }
-            format_json_number(n)
-        }
-        Value::Null => "n/a".to_string(),
-        other => other.to_string(),
-    }
-}
-
-fn whole_u64(n: &Number) -> Option<u64> {
-    n.as_u64().or_else(|| {
-        let f = n.as_f64()?;
-        (f >= 0.0 && f.fract() == 0.0 && f < 9.0e15).then_some(f as u64)
-    })
-}
-
-fn format_json_number(n: &Number) -> String {
-    if let Some(u) = n.as_u64() {
-        return u.to_string();
-    }
-    if let Some(i) = n.as_i64() {
-        return i.to_string();
-    }
-    match n.as_f64() {
-        // 1e8 written as a float is still the integer 100000000 to a reader.
-        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => format!("{}", f as i64),
-        Some(f) => format!("{f}"),
-        None => n.to_string(),
-    }
-}
-
-/// A byte count in the largest binary unit that divides it: "4 KiB", "64 MiB", "1500 B".
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (1 << 40, "TiB"),
-        (1 << 30, "GiB"),
-        (1 << 20, "MiB"),
-        (1 << 10, "KiB"),
-    ];
-    for (unit, name) in UNITS {
-        if bytes >= unit && bytes.is_multiple_of(unit) {
-            return format!("{} {name}", bytes / unit);
-        }
-    }
-    format!("{bytes} B")
-}
-
-/// A measured value with 4 significant digits (whole numbers from 1000 up), trailing zeros
-/// dropped; "n/a" for NaN and infinities.
-pub fn format_number(x: f64) -> String {
-    if !x.is_finite() {
-        return "n/a".to_string();
-    }
-    if x == 0.0 {
-        return "0".to_string();
-    }
-    let a = x.abs();
-    if !(1e-4..1e15).contains(&a) {
-        return format!("{x:.3e}");
-    }
-    if a >= 1000.0 {
-        return format!("{x:.0}");
-    }
-    let decimals = (3 - a.log10().floor() as i32).clamp(0, 8) as usize;
-    let s = format!("{x:.decimals$}");
-    let s = if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    };
-    if s == "-0" {
-        "0".to_string()
-    } else {
-        s
-    }
 }
 
 /// A relative error as a signed percentage with one decimal: "+3.2 %", "-12.0 %", "0.0 %".

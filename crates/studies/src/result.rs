@@ -109,7 +109,7 @@ impl Reference {
             .filter(|(k, _)| self.as_run.iter().any(|(a, _)| a == k))
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
-        Some(crate::report::render_params(&cell))
+        Some(crate::format::render_params(&cell))
     }
 
     /// Signed relative error of `simulated` against the published value or range (0

@@ -7,6 +7,7 @@
 
 pub mod limits;
 pub mod nvme;
+pub mod probes;
 pub mod program;
 
 use devices::{Counters, DmaSpec, Gpu, Op};
@@ -15,7 +16,6 @@ use sim::timed::ns;
 use sim::Time;
 
 use crate::harness::*;
-use crate::result::Run;
 use program::{Dev, Program};
 use systems::smartio::Segment;
 
@@ -193,31 +193,6 @@ pub fn path_shape(
 
 /// Bytes of the access whose route `path_shape` counts.
 const PATH_PROBE_BYTES: u64 = 64;
-
-/// Runs a built-in experiment file by ID (for tests and callers that want one).
-pub fn run_builtin(id: &str) -> Result<Vec<Run>, RunError> {
-    crate::experiment::builtin()
-        .iter()
-        .find(|e| e.info.id == id)
-        .ok_or_else(|| RunError(format!("no built-in experiment `{id}`")))?
-        .run(&[])
-}
-
-pub fn ram_latency() -> Result<Vec<Run>, RunError> {
-    run_builtin("smartio.ram_latency")
-}
-
-pub fn ntb_dma() -> Result<Vec<Run>, RunError> {
-    run_builtin("smartio.ntb_dma")
-}
-
-pub fn gpu_dma() -> Result<Vec<Run>, RunError> {
-    run_builtin("smartio.gpu_dma")
-}
-
-pub fn p2p() -> Result<Vec<Run>, RunError> {
-    run_builtin("smartio.p2p")
-}
 
 /// bandwidthTest's buffers as a program maps them: the copy's buffer and the completion
 /// flag, segments of the user's RAM mapped for the GPU, and the GPU's doorbell mapped for

@@ -3,10 +3,11 @@
 //! Markdown/HTML report.
 
 use serde_json::{json, Map, Value};
+use studies::format::{format_number, format_size, render_params};
 use studies::plot::{self, write_plots};
 use studies::report::{
-    comparison_rows, format_number, format_size, metric_rows, render_params, results_json,
-    summary_line, table, table_with, write_report, TableOptions,
+    comparison_rows, metric_rows, results_json, summary_line, table, table_with, write_report,
+    TableOptions,
 };
 use studies::result::Basis;
 use studies::{ExperimentInfo, Reference, Run};

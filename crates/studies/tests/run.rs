@@ -221,7 +221,7 @@ duration = "5 ms"
     };
     let p = run::run_point(&src, &run::sweep(&[])[0], 1).unwrap();
     let run_gbps = metric(&p, "copy", "gbps");
-    let catalog = studies::smartio::ntb_dma().unwrap();
+    let catalog = studies::experiment::run_builtin("smartio.ntb_dma").unwrap();
     let row = catalog
         .iter()
         .find(|r| r.params["bytes"] == 8u64 << 20)

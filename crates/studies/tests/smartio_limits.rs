@@ -4,8 +4,8 @@
 //! only with the lender's IOMMU.
 
 use serde_json::{json, Value};
+use studies::experiment::run_builtin;
 use studies::report::{comparison_rows, results_json};
-use studies::smartio::run_builtin;
 
 /// The lender adapter of the scenario smartio.limits runs on, as the catalog states it.
 fn lender_adapter() -> std::sync::Arc<fabric::catalog::AdapterSpec> {

@@ -149,7 +149,7 @@ fn the_same_path_gives_the_same_result_for_local_and_lent() {
 
 #[test]
 fn more_chips_on_the_way_mean_more_latency() {
-    let runs = studies::smartio::ram_latency().unwrap();
+    let runs = studies::experiment::run_builtin("smartio.ram_latency").unwrap();
     let get = |c: &str| {
         runs.iter().find(|r| r.config == c).unwrap().metrics["oneway_ns"]
             .as_f64()
@@ -171,8 +171,8 @@ fn more_chips_on_the_way_mean_more_latency() {
 
 #[test]
 fn reproduce_is_deterministic() {
-    let a = studies::smartio::ram_latency().unwrap();
-    let b = studies::smartio::ram_latency().unwrap();
+    let a = studies::experiment::run_builtin("smartio.ram_latency").unwrap();
+    let b = studies::experiment::run_builtin("smartio.ram_latency").unwrap();
     assert_eq!(a, b);
     let x = gpu_copy_gbps(
         "smartio_chassis_b2b",
@@ -195,7 +195,7 @@ fn reproduce_is_deterministic() {
 
 #[test]
 fn p2p_reports_the_reference_path_shapes() {
-    let runs = studies::smartio::p2p().unwrap();
+    let runs = studies::experiment::run_builtin("smartio.p2p").unwrap();
     let at = |c: &str| runs.iter().find(|r| r.config == c).unwrap();
     assert_eq!(
         (

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::setup::{self, NicChoice, MTU, RR_WARMUP};
 use super::{RR_TRANSACTIONS, STREAM_WARMUP, STREAM_WINDOW, WORKLOAD_SOCKET};
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// The netdev of PF 0, local to the workload's socket (tcp_rr's `ll`).
 const LOCAL: NicChoice = NicChoice {

@@ -21,7 +21,7 @@ use sim::Time;
 
 use super::{client, setup};
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// I/O instances per socket (REFERENCE.md §1's 14 cores less the victim's 8).
 const IO_PER_SOCKET: u32 = 6;

@@ -15,7 +15,7 @@ use serde_json::json;
 use sim::Time;
 
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// The sending core's socket and the node of the packet's first fragment.
 const CORE_SOCKET: u32 = 0;

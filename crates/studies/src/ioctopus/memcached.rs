@@ -10,7 +10,7 @@ use sim::Time;
 
 use super::{client, server_pf};
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// memslap's concurrency in the paper's setup (EXPERIMENTS.md: 14 clients on one CPU).
 const CLIENTS: u32 = 14;

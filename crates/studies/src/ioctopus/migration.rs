@@ -13,7 +13,7 @@ use systems::ioctopus::team::{TeamDriver, TeamTiming};
 
 use super::setup::{self, FLOW};
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// The catalog's timeline (move at 4.5 s of 10 s, 50 ms samples) scaled by 1/100: the
 /// same shape, 100 samples, ~10⁵ instead of ~10⁷ packets per config.

@@ -22,7 +22,7 @@ use serde_json::json;
 use sim::Time;
 
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 use setup::{NicChoice, MTU, RR_WARMUP};
 
 pub mod qpi;

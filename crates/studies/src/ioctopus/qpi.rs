@@ -13,7 +13,7 @@ use serde_json::json;
 use super::setup::stream_client;
 use super::{server_pf, STREAM_WARMUP, STREAM_WINDOW, WORKLOAD_SOCKET};
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// Ping-pong round trips before and in the window (the rings wrap twice first; the
 /// model is deterministic, so every steady-state round trip takes the same time).

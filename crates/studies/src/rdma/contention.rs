@@ -16,7 +16,7 @@ use sim::Time;
 
 use super::{hosts, verb, MAX_RD_ATOMIC, MTU, OPEN_DEPTH};
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// Windows of both experiments: two of 500 µs (32 connections at 0.1 Mops each still
 /// complete 50 operations a window: a 2 % step).

@@ -13,7 +13,7 @@ use sim::Time;
 use super::contention::LOAD_WARMUP;
 use super::{hosts, MAX_RD_ATOMIC, MTU};
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// GETs among the operations and the value size (EXPERIMENTS.md `rdma.memcached`).
 pub const GET_RATIO: f64 = 0.9;

@@ -15,7 +15,7 @@ use serde_json::json;
 use sim::Time;
 
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// Path MTU of every experiment (REFERENCE.md §4).
 pub const MTU: u32 = 256;

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use systems::smartio::{BorrowOptions, Cluster, LendError};
 
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 fn host_id(cx: &ProbeCx, name: &str) -> Result<fabric::HostId, RunError> {
     cx.tf

@@ -15,7 +15,7 @@ use systems::smartio::nvme_bench;
 use systems::smartio::nvme_dist::SqPlacement;
 
 use crate::harness::{self, RunError};
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// Reads measured per QD-1 run (after the warm-up); the model has no source of variance
 /// at QD 1 on an idle fabric, so more would not move a percentile.

@@ -17,7 +17,7 @@ use systems::tyche::{
 };
 
 use crate::harness::RunError;
-use crate::probes::{Fields, ProbeCx};
+use crate::probe::{Fields, ProbeCx};
 
 /// Steady-state window: 2 ms of warm-up (every thread's first requests done, the slots'
 /// and rings' lines in their steady-state places), then 6 ms measured. The study ran
