@@ -1,6 +1,6 @@
 //! The scenario file exactly as written: serde structures that mirror the TOML, with spans
 //! kept on every value that validation may need to point at. Nothing here is checked
-//! beyond types and unknown keys; `build.rs`-style validation lives in `scenario.rs`.
+//! beyond types and unknown keys; `build.rs`-style validation lives in `scenario/`.
 
 use std::collections::BTreeMap;
 
