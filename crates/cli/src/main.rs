@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod cmd_bench;
+mod bench;
 mod cmd_calibrate;
 mod cmd_inspect;
 mod cmd_list;
@@ -43,9 +43,9 @@ enum Command {
     /// Show, check or query the route of one access through a scenario's fabric.
     #[command(subcommand)]
     Topo(cmd_topo::TopoCommand),
-    /// Benchmarks of nudma itself (engine speed).
+    /// Benchmarks of nudma itself: engine speed, packet-level workloads, the catalog.
     #[command(subcommand)]
-    Bench(cmd_bench::BenchCommand),
+    Bench(bench::BenchCommand),
     /// Audit a real Linux machine (live sysfs or hwloc XML) for non-uniform I/O.
     Inspect(cmd_inspect::InspectArgs),
     /// Measure this machine's memory latency and bandwidth per (CPU node, memory node).
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd_run::run(a),
         Command::Reproduce(a) => cmd_reproduce::run(a),
         Command::Topo(c) => cmd_topo::run(c),
-        Command::Bench(c) => cmd_bench::run(c),
+        Command::Bench(c) => bench::run(c),
         Command::Inspect(a) => cmd_inspect::run(a),
         Command::Calibrate(a) => cmd_calibrate::run(a),
     };

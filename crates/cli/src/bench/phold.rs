@@ -1,8 +1,6 @@
-//! `nudma bench`: benchmarks of nudma itself. `phold` times the discrete-event engine
-//! on PHOLD (EXPERIMENTS.md `engine.phold`) and, with `--baseline`, a binary-heap
-//! driver on the same random sequence, side by side on this machine.
-//!
-//! Only this driver reads the wall clock; the simulation it times does not.
+//! `nudma bench phold`: times the discrete-event engine on PHOLD (EXPERIMENTS.md
+//! `engine.phold`) and, with `--baseline`, a binary-heap driver on the same random
+//! sequence, side by side on this machine.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -11,17 +9,7 @@ use anyhow::Context;
 use serde_json::json;
 use sim::phold::{self, PholdConfig, PholdResult};
 
-#[derive(clap::Subcommand)]
-pub enum BenchCommand {
-    /// PHOLD: engine speed in events per second (experiment engine.phold).
-    Phold(PholdArgs),
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
+use crate::Format;
 
 #[derive(clap::Args)]
 pub struct PholdArgs {
@@ -38,14 +26,8 @@ pub struct PholdArgs {
     #[arg(long)]
     baseline: bool,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, value_enum, default_value = "text")]
     format: Format,
-}
-
-pub fn run(c: BenchCommand) -> anyhow::Result<ExitCode> {
-    match c {
-        BenchCommand::Phold(a) => run_phold(a),
-    }
 }
 
 /// One timed driver run.
@@ -80,7 +62,7 @@ fn timed(
     })
 }
 
-fn run_phold(a: PholdArgs) -> anyhow::Result<ExitCode> {
+pub fn run(a: PholdArgs) -> anyhow::Result<ExitCode> {
     let cfg = PholdConfig {
         lps: a.lps,
         events: a.events,
