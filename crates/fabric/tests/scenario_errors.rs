@@ -59,6 +59,23 @@ fn err_of(text: &str) -> String {
 }
 
 #[test]
+fn a_fixed_bar_at_the_top_of_the_address_space_is_refused_not_overflowed() {
+    for bits in [32, 64] {
+        let text = GOOD.replace(
+            r#"bars = [{ size = "16 KiB" }]"#,
+            &format!(
+                r#"bars = [{{ size = "4 KiB", bits = {bits}, address = "0xFFFFFFFFFFFFF000" }}]"#
+            ),
+        );
+        let e = err_of(&text);
+        assert!(
+            e.contains("fit its width") && e.contains("address"),
+            "{bits}: {e}"
+        );
+    }
+}
+
+#[test]
 fn the_base_scenario_is_valid() {
     try_load(GOOD).unwrap();
 }

@@ -338,7 +338,8 @@ impl<'a> HostBuild<'a> {
             };
             if let Some(a) = &br.address {
                 let addr = a.get_ref().0;
-                if addr % size != 0 || (bits == 32 && addr + size > FOUR_GIB) {
+                let end = addr.checked_add(size);
+                if addr % size != 0 || end.is_none_or(|end| bits == 32 && end > FOUR_GIB) {
                     return Err(err(a.span(), format!("{bkey}.address"), &format!("a fixed BAR address must be aligned to its size ({}) and fit its width", fmt_size(size))));
                 }
                 bar.addr = addr;
