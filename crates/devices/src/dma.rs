@@ -14,6 +14,7 @@ use sim::component::{Component, Sim};
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::stats::Histogram;
 use sim::timed::TimedFabric;
+use sim::timers::Timers;
 use sim::{pcie, Time};
 use std::collections::VecDeque;
 
@@ -258,10 +259,15 @@ pub struct DmaJob {
     start: Time,
     mid: Time,
     end: Time,
+    timers: Timers<DmaTimer>,
 }
 
-const TIMER_START: u64 = 0;
-const TIMER_WRITE: u64 = 1;
+/// What a job's timer means.
+#[derive(Clone, Copy, Debug)]
+enum DmaTimer {
+    /// The pacing gap before the next write has passed.
+    NextWrite,
+}
 
 impl DmaJob {
     /// Plans a job of one operation of `bytes`: routes every page it touches.
@@ -333,6 +339,7 @@ impl DmaJob {
             start: Time::ZERO,
             mid: Time::ZERO,
             end: Time::ZERO,
+            timers: Timers::new(),
         })
     }
 
@@ -393,7 +400,7 @@ impl DmaJob {
     pub fn run_alone(self, tf: &mut TimedFabric, at: Time) -> DmaJob {
         let mut sim = Sim::new();
         let id = sim.add(self);
-        tf.net.timer_at(at, id, TIMER_START);
+        tf.net.wake_at(at, id);
         sim.run_until_finished(tf);
         sim.take::<DmaJob>(id).expect("added above")
     }
@@ -519,7 +526,8 @@ impl DmaJob {
             pcie::wire_bytes(n, false, addr >= 1 << 32),
             self.spec.issue_ps_per_kib,
         );
-        tf.net.timer_at(now + gap, me, TIMER_WRITE);
+        self.timers
+            .at(&mut tf.net, now + gap, me, DmaTimer::NextWrite);
     }
 
     /// `bytes` of the operation holding `pos` are done.
@@ -666,8 +674,10 @@ impl DmaJob {
 impl Component<TimedFabric> for DmaJob {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, event: Event) {
         match event {
-            Event::Timer(TIMER_WRITE) => self.issue_write(tf, me),
-            Event::Timer(_) => {
+            Event::Timer(key) => match self.timers.take(key) {
+                DmaTimer::NextWrite => self.issue_write(tf, me),
+            },
+            Event::Wake => {
                 self.start = tf.net.now();
                 if self.total_bytes() == 0 {
                     self.end = self.start;

@@ -11,6 +11,7 @@ use sim::component::Component;
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::stats::Histogram;
 use sim::timed::{bar_register, sink_address, TimedFabric};
+use sim::timers::Timers;
 use sim::Time;
 
 use crate::gpu::{Counters, Gpu};
@@ -29,10 +30,14 @@ enum Who {
     B,
 }
 
-const NOTICE_A: u64 = 1;
-const NOTICE_B: u64 = 2;
-const POLL_A: u64 = 3;
-const POLL_B: u64 = 4;
+/// What a ping-pong timer means.
+#[derive(Clone, Copy, Debug)]
+enum PingTimer {
+    /// The side's kernel, polling its own memory, sees the counter that landed there.
+    Notice(Who),
+    /// The side polls the counter in host RAM again.
+    Poll(Who),
+}
 
 /// The ping-pong component and what it measured.
 pub struct PingPong {
@@ -52,6 +57,7 @@ pub struct PingPong {
     pub polls: u64,
     /// What each side's last poll read found in memory when memory served it.
     sampled: [u32; 2],
+    timers: Timers<PingTimer>,
 }
 
 impl PingPong {
@@ -111,6 +117,7 @@ impl PingPong {
             wrong_values: 0,
             polls: 0,
             sampled: [0; 2],
+            timers: Timers::new(),
         })
     }
 
@@ -213,24 +220,21 @@ impl PingPong {
 impl Component<TimedFabric> for PingPong {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
         match ev {
-            Event::Timer(0) => {
+            Event::Wake => {
                 self.own_sinks(tf, me);
                 self.round_start = tf.net.now();
                 self.write(tf, me, Who::A, 1);
             }
-            Event::Timer(t @ (NOTICE_A | NOTICE_B)) => {
-                let w = if t == NOTICE_A { Who::A } else { Who::B };
-                if self.seen(tf, w) == self.expect {
-                    self.noticed(tf, me, w);
-                } else {
-                    self.wrong_values += 1;
+            Event::Timer(key) => match self.timers.take(key) {
+                PingTimer::Notice(w) => {
+                    if self.seen(tf, w) == self.expect {
+                        self.noticed(tf, me, w);
+                    } else {
+                        self.wrong_values += 1;
+                    }
                 }
-            }
-            Event::Timer(t @ (POLL_A | POLL_B)) => {
-                let w = if t == POLL_A { Who::A } else { Who::B };
-                self.poll(tf, me, w);
-            }
-            Event::Timer(_) => {}
+                PingTimer::Poll(w) => self.poll(tf, me, w),
+            },
             // The writer's bytes land in the fabric when its write lands.
             Event::Delivery(Delivery::WriteDone { flow, .. }) => {
                 // The only write in flight carries the value the peer waits for.
@@ -257,15 +261,16 @@ impl Component<TimedFabric> for PingPong {
                 let at = |g: &Gpu, off: u64| {
                     Some(sink) == tf.bar_sink(g.node) && bar_register(offset) == (g.memory_bar, off)
                 };
-                let (w, token) = if at(&self.a, a_offset) {
-                    (self.a.poll, NOTICE_A)
+                let (w, who) = if at(&self.a, a_offset) {
+                    (self.a.poll, Who::A)
                 } else if at(&self.b, b_offset) {
-                    (self.b.poll, NOTICE_B)
+                    (self.b.poll, Who::B)
                 } else {
                     return;
                 };
                 let now = tf.net.now();
-                tf.net.timer_at(now + w, me, token);
+                self.timers
+                    .at(&mut tf.net, now + w, me, PingTimer::Notice(who));
             }
             // Memory served a poll read: what it returns is what is there now.
             Event::Delivery(Delivery::ReadServed { tag, .. }) => {
@@ -283,9 +288,8 @@ impl Component<TimedFabric> for PingPong {
                 if self.sampled[tag as usize] == self.expect {
                     self.noticed(tf, me, w);
                 } else {
-                    let now = tf.net.now();
-                    let token = if w == Who::A { POLL_A } else { POLL_B };
-                    tf.net.timer_at(now + self.gpu(w).poll, me, token);
+                    let at = tf.net.now() + self.gpu(w).poll;
+                    self.timers.at(&mut tf.net, at, me, PingTimer::Poll(w));
                 }
             }
             Event::Delivery(_) => {}

@@ -152,7 +152,7 @@ struct Driver {
 
 impl Component<TimedFabric> for Driver {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
-        if ev != Event::Timer(0) {
+        if ev != Event::Wake {
             return;
         }
         // Command register: memory space and bus master enable, by ID.
@@ -220,7 +220,7 @@ fn doorbells_config_writes_and_msi_reach_the_models_that_own_them() {
     tf.net.set_sink_owner(config_sink, echo);
     let irq = tf.interrupt_sink(0);
     tf.net.set_sink_owner(irq, apic);
-    tf.net.timer_at(Time::ZERO, driver, 0);
+    tf.net.wake_at(Time::ZERO, driver);
     sim.run_until_idle(&mut tf);
 
     let e = sim.get::<Echo>(echo).unwrap();
@@ -297,7 +297,7 @@ fn a_dma_jobs_bytes_land_where_the_fabric_says_when_their_tlps_land() {
     .unwrap();
     let mut sim = Sim::new();
     let id = sim.add(job);
-    tf.net.timer_at(Time::ZERO, id, 0);
+    tf.net.wake_at(Time::ZERO, id);
     // Part-way through, the first bytes are there and the last are not yet.
     sim.run_until(&mut tf, Time::from_ns(4_000));
     let (mut first, mut last) = ([0u8; 64], [0u8; 64]);

@@ -70,9 +70,9 @@ fn run_with(
 ) -> (DmaJob, Vec<(Time, String)>) {
     let mut sim = Sim::new();
     let inj = sim.add(FaultInjector::new(faults));
-    sim.get::<FaultInjector>(inj).unwrap().start(tf, inj);
+    sim.get_mut::<FaultInjector>(inj).unwrap().start(tf, inj);
     let id = sim.add(job);
-    tf.net.timer_at(Time::ZERO, id, 0);
+    tf.net.wake_at(Time::ZERO, id);
     sim.run_until_finished(tf);
     // Let the injector's later changes happen too.
     sim.run_until_idle(tf);

@@ -204,7 +204,7 @@ impl Rig {
             }
         };
         let now = self.tf.net.now();
-        self.tf.net.timer_at(now, id, 0);
+        self.tf.net.wake_at(now, id);
         self.sim.run_until_finished(&mut self.tf);
         &self.sim.get::<NvmeDriver>(id).unwrap().log
     }

@@ -6,8 +6,8 @@
 //!
 //! The context `C` is what components act on: a bare `Net` for network-level models, or
 //! the timed fabric (`timed::TimedFabric`), which adds routes and the bytes behind them.
-//! New resources (an Ethernet wire, a CPU core, an RNIC pipeline) are components too: the
-//! event loop below never changes for them.
+//! A component's timers are typed (`timers::Timers`); whoever runs the simulation starts
+//! a component with `Net::wake_at`.
 
 use std::any::Any;
 

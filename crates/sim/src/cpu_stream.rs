@@ -69,9 +69,6 @@ pub struct CpuStream {
     slots: Vec<Option<(Time, u64)>>,
 }
 
-/// Timer token that starts a stream.
-pub const START: u64 = 0;
-
 impl CpuStream {
     /// A stream, not yet running.
     pub fn new(spec: StreamSpec) -> CpuStream {
@@ -197,8 +194,8 @@ impl CpuStream {
 impl<C: HasNet + 'static> Component<C> for CpuStream {
     fn notify(&mut self, cx: &mut C, me: ComponentId, event: Event) {
         match event {
-            Event::Timer(START) => self.start(cx.net(), me),
-            Event::Timer(_) => {}
+            Event::Wake => self.start(cx.net(), me),
+            Event::Timer(_) => unreachable!("a CPU stream sets no timers"),
             Event::Delivery(d) => self.delivered(cx.net(), me, d),
         }
     }

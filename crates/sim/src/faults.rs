@@ -14,6 +14,7 @@ use crate::component::Component;
 use crate::net::{ComponentId, Event};
 use crate::time::Time;
 use crate::timed::TimedFabric;
+use crate::timers::Timers;
 
 /// One change of fabric state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +38,8 @@ pub struct FaultInjector {
     plan: Vec<Planned>,
     names: Vec<String>,
     log: Vec<(Time, String)>,
+    /// Each pending change's index in `plan`.
+    timers: Timers<usize>,
 }
 
 impl FaultInjector {
@@ -100,6 +103,7 @@ impl FaultInjector {
             plan,
             names,
             log: Vec::new(),
+            timers: Timers::new(),
         }
     }
 
@@ -108,9 +112,9 @@ impl FaultInjector {
     }
 
     /// Schedules every change (the injector must have been added as component `me`).
-    pub fn start(&self, tf: &mut TimedFabric, me: ComponentId) {
+    pub fn start(&mut self, tf: &mut TimedFabric, me: ComponentId) {
         for (i, p) in self.plan.iter().enumerate() {
-            tf.net.timer_at(p.at, me, i as u64);
+            self.timers.at(&mut tf.net, p.at, me, i);
         }
     }
 
@@ -182,10 +186,9 @@ impl FaultInjector {
 
 impl Component<TimedFabric> for FaultInjector {
     fn notify(&mut self, tf: &mut TimedFabric, _me: ComponentId, event: Event) {
-        if let Event::Timer(i) = event {
-            if let Some(&p) = self.plan.get(i as usize) {
-                self.apply(tf, p);
-            }
+        if let Event::Timer(key) = event {
+            let p = self.plan[self.timers.take(key)];
+            self.apply(tf, p);
         }
     }
 }

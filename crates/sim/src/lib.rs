@@ -29,3 +29,4 @@ pub mod net;
 pub mod pcie;
 pub mod stats;
 pub mod timed;
+pub mod timers;

@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use crate::engine::Engine;
 use crate::pcie::{self, serialize, DLLP_PER_TLP};
 use crate::time::Time;
+use crate::timers::TimerKey;
 
 pub const CLASS_POSTED: usize = 0;
 pub const CLASS_NONPOSTED: usize = 1;
@@ -136,13 +137,13 @@ pub struct Sink {
     watches: Vec<Watch>,
 }
 
-/// A range of a sink someone waits on: (offset, end, component, timer token).
+/// A range of a sink someone waits on: (offset, end, component, its timer).
 #[derive(Clone, Copy, Debug)]
 struct Watch {
     start: u64,
     end: u64,
     component: ComponentId,
-    token: u64,
+    key: TimerKey,
 }
 
 /// The part of an LLC that DMA sees: lines DDIO allocated (limited to the DDIO ways) or
@@ -466,11 +467,13 @@ pub enum Delivery {
     },
 }
 
-/// What reaches a component: a delivery or one of its timers.
+/// What reaches a component: a delivery, one of its timers (`timers::Timers` tells what
+/// it means), or a wake-up from whoever runs the simulation (`Net::wake_at`: start now).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     Delivery(Delivery),
-    Timer(u64),
+    Timer(TimerKey),
+    Wake,
 }
 
 /// What `next_notice` stops for.
@@ -488,7 +491,8 @@ enum Ev {
     Deliver(ComponentId, Delivery),
     /// A delivery that stands for a failure (see `TlpFailure`).
     DeliverFailed(ComponentId, Delivery, TlpFailure),
-    Timer(ComponentId, u64),
+    Timer(ComponentId, TimerKey),
+    Wake(ComponentId),
     /// A splitter's issue gap has passed.
     Splitter(u32),
     Horizon,
@@ -680,24 +684,23 @@ impl Net {
         &mut self.sinks[sink as usize]
     }
 
-    /// Makes `component` hear of every write that lands in `sink` (its registers).
-    /// Tells `component` (a timer with `token`, once) when a write lands on any byte of
+    /// Tells `component` (its timer `key`, once) when a write lands on any byte of
     /// `[offset, offset + bytes)` of `sink` — what a core spinning on a line in its own
     /// cache sees: nothing until a write invalidates the line. The caller then reads the
-    /// line (the miss) as any poll does.
-    pub fn watch(
+    /// line (the miss) as any poll does. Components set it with `Timers::on_write`.
+    pub(crate) fn watch(
         &mut self,
         sink: u32,
         offset: u64,
         bytes: u64,
         component: ComponentId,
-        token: u64,
+        key: TimerKey,
     ) {
         self.sinks[sink as usize].watches.push(Watch {
             start: offset,
             end: offset.saturating_add(bytes),
             component,
-            token,
+            key,
         });
     }
 
@@ -967,11 +970,21 @@ impl Net {
         self.hop(t);
     }
 
-    /// Tells `component` of timer `token` at `at` (not before now).
-    pub fn timer_at(&mut self, at: Time, component: ComponentId, token: u64) {
+    /// Tells `component` of its timer `key` at `at` (not before now). Components set
+    /// timers with `Timers::at`, which keeps what each means.
+    pub(crate) fn timer_at(&mut self, at: Time, component: ComponentId, key: TimerKey) {
         let at = at.max(self.now());
         self.engine
-            .schedule_at(at, Ev::Timer(component, token))
+            .schedule_at(at, Ev::Timer(component, key))
+            .expect("not in the past");
+    }
+
+    /// Wakes `component` at `at` (not before now) with `Event::Wake`: how whoever runs a
+    /// simulation starts a component.
+    pub fn wake_at(&mut self, at: Time, component: ComponentId) {
+        let at = at.max(self.now());
+        self.engine
+            .schedule_at(at, Ev::Wake(component))
             .expect("not in the past");
     }
 
@@ -1470,7 +1483,7 @@ impl Net {
                         if w.start < hi && lo < w.end {
                             sink.watches.swap_remove(k);
                             self.engine
-                                .schedule_at(at, Ev::Timer(w.component, w.token))
+                                .schedule_at(at, Ev::Timer(w.component, w.key))
                                 .expect("future");
                         } else {
                             k += 1;
@@ -1647,9 +1660,13 @@ impl Net {
                     self.failure = Some(f);
                     return Some(Notice::To(c, Event::Delivery(d)));
                 }
-                Ev::Timer(c, token) => {
+                Ev::Timer(c, key) => {
                     self.failure = None;
-                    return Some(Notice::To(c, Event::Timer(token)));
+                    return Some(Notice::To(c, Event::Timer(key)));
+                }
+                Ev::Wake(c) => {
+                    self.failure = None;
+                    return Some(Notice::To(c, Event::Wake));
                 }
                 Ev::Splitter(s) => {
                     self.splitters[s as usize].wake_pending = false;

@@ -11,7 +11,7 @@ mod common;
 use common::{dma_route, one_dma, timed, try_load, try_timed, two_packages, DRAM_NS};
 use fabric::Access;
 use sim::component::Sim;
-use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::cpu_stream::{CpuStream, StreamOp};
 use sim::timed::TimedFabric;
 use sim::Time;
 
@@ -114,7 +114,7 @@ fn idle_stream_ns(tf: &mut TimedFabric, cpu: u32, mem: u32) -> f64 {
     let s = tf.cpu_stream(0, cpu, mem, StreamOp::Read, 1).unwrap();
     let id = sim.add(s);
     let now = tf.net.now();
-    tf.net.timer_at(now, id, START);
+    tf.net.wake_at(now, id);
     sim.run_for(tf, Time::from_ns(20_000));
     let s = sim.get::<CpuStream>(id).unwrap();
     assert!(s.misses() > 50, "{}", s.misses());
@@ -146,7 +146,7 @@ fn streams_gbps(tf: &mut TimedFabric, n: u32, cpu: u32, mem: u32) -> f64 {
             let s = tf.cpu_stream(0, cpu, mem, StreamOp::Read, 16).unwrap();
             let id = sim.add(s);
             let now = tf.net.now();
-            tf.net.timer_at(now, id, START);
+            tf.net.wake_at(now, id);
             id
         })
         .collect();

@@ -48,7 +48,8 @@ impl Component<Net> for Stream {
     fn notify(&mut self, net: &mut Net, _: ComponentId, ev: Event) {
         match ev {
             Event::Delivery(d) => self.delivered(net, d),
-            Event::Timer(_) => self.timer(net),
+            Event::Wake => self.timer(net),
+            Event::Timer(_) => unreachable!("sets no timers"),
         }
     }
 
@@ -89,7 +90,7 @@ impl Stream {
             self.issue(net);
         }
         if self.issued < self.total {
-            net.timer_at(net.now() + Time::from_ns(1000), ME, 0);
+            net.wake_at(net.now() + Time::from_ns(1000), ME);
         }
     }
 }
@@ -110,7 +111,7 @@ fn run(net: &mut Net, route: u32, read: bool, size: u32, window: usize, total: u
     let id = sim.add(s);
     assert_eq!(id, ME);
     let start = net.now();
-    net.timer_at(start, ME, 0);
+    net.wake_at(start, ME);
     sim.run_until_finished(net);
     let s = sim.get::<Stream>(ME).unwrap();
     assert_eq!(s.done, total, "every byte arrives");
@@ -313,7 +314,7 @@ fn ddio_writes_allocate_in_the_llc_and_remote_writes_invalidate() {
 
 #[test]
 fn a_cpu_stream_keeps_its_misses_in_flight_across_stop_and_restart() {
-    use sim::cpu_stream::{CpuStream, StreamOp, StreamSpec, START};
+    use sim::cpu_stream::{CpuStream, StreamOp, StreamSpec};
     let mut net = Net::new(1);
     // 64 B per 10 ns at the sink, 100 ns latency: 4 misses in flight.
     let mem = net.add_sink("dram", 6.4, Time::from_ns(100), Time::from_ns(100), 64);
@@ -334,7 +335,7 @@ fn a_cpu_stream_keeps_its_misses_in_flight_across_stop_and_restart() {
         sim.run_for(net, Time::from_ns(10_000));
         sim.get::<CpuStream>(s).unwrap().bytes_read - before
     };
-    net.timer_at(Time::ZERO, s, START);
+    net.wake_at(Time::ZERO, s);
     let first = window(&mut sim, &mut net);
     // 4 lines per 100 ns round trip for 10 µs (the sink, at 40 % load, adds no wait).
     assert!(

@@ -15,7 +15,7 @@ use fabric::units::parse_size;
 use fabric::Fabric;
 use serde_json::{json, Value};
 use sim::component::Sim;
-use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::cpu_stream::{CpuStream, StreamOp};
 use sim::timed::TimedFabric;
 use sim::Time;
 use systems::drivers::fio::{Fio, FioSpec};
@@ -95,7 +95,7 @@ pub fn run_once(
             )
             .map_err(|e| e.0)?;
         let id = sim.add(st);
-        tf.net.timer_at(origin, id, START);
+        tf.net.wake_at(origin, id);
         ants.push(id);
     }
     for j in &jobs {

@@ -5,7 +5,7 @@
 
 use devices::{DmaJob, DmaOutcome, DmaSpec, Op};
 use sim::component::Sim;
-use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::cpu_stream::{CpuStream, StreamOp};
 use sim::net::ComponentId;
 use sim::timed::TimedFabric;
 use sim::{pcie, Time};
@@ -37,7 +37,7 @@ impl Rig {
             let s = self.tf.cpu_stream(self.host, cpu, mem, op, 10).unwrap();
             let id = self.sim.add(s);
             let now = self.tf.net.now();
-            self.tf.net.timer_at(now, id, START);
+            self.tf.net.wake_at(now, id);
             self.streams.push(id);
         }
     }
@@ -64,7 +64,7 @@ impl Rig {
     fn dma(&mut self, job: DmaJob) -> DmaOutcome {
         let id = self.sim.add(job);
         let now = self.tf.net.now();
-        self.tf.net.timer_at(now, id, 0);
+        self.tf.net.wake_at(now, id);
         self.sim.run_until_finished(&mut self.tf);
         self.sim.get::<DmaJob>(id).unwrap().outcome()
     }

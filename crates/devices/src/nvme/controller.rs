@@ -16,6 +16,7 @@ use fabric::{Access, NodeId, NodeKind, Request, Requester};
 use sim::component::Component;
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::timed::{bar_register, ns, sink_address, TimedFabric};
+use sim::timers::Timers;
 use sim::Time;
 
 use super::command::{
@@ -260,13 +261,24 @@ struct PendingWrite {
     what: WriteFor,
 }
 
-const T_ENABLE: u64 = 1;
-const T_EXEC: u64 = 2;
-const T_MEDIA: u64 = 3;
-const T_CMB: u64 = 4;
+/// What a controller's timer means; `epoch` is the controller's when it was set, so a
+/// reset drops what was under way.
+#[derive(Clone, Copy, Debug)]
+struct CtrlTimer {
+    epoch: u32,
+    what: CtrlWork,
+}
 
-fn token(kind: u64, epoch: u32, slot: u32) -> u64 {
-    kind << 56 | (epoch as u64 & 0xff_ffff) << 32 | slot as u64
+#[derive(Clone, Copy, Debug)]
+enum CtrlWork {
+    /// CC.EN was set: the controller is ready.
+    Enable,
+    /// The command in slot `slot` starts executing.
+    Exec(u32),
+    /// The media finished slot `slot`'s data.
+    Media(u32),
+    /// The SQ entry of slot `slot` was read from the controller memory buffer.
+    Cmb(u32),
 }
 
 /// Free-list slab: stable indices for things in flight.
@@ -321,6 +333,7 @@ pub struct NvmeController {
     asq: u64,
     acq: u64,
     intm: u32,
+    timers: Timers<CtrlTimer>,
     /// Changes on every reset, so that work of an earlier life is dropped.
     epoch: u32,
     sqs: Vec<Option<Sq>>,
@@ -402,6 +415,7 @@ impl NvmeController {
             asq: 0,
             acq: 0,
             intm: 0,
+            timers: Timers::new(),
             epoch: 0,
             sqs: vec![None; qp],
             cqs: vec![None; qp],
@@ -547,9 +561,17 @@ impl NvmeController {
     }
 
     fn enable(&mut self, tf: &mut TimedFabric, me: ComponentId) {
-        let now = tf.net.now();
-        tf.net
-            .timer_at(now + self.params.enable, me, token(T_ENABLE, self.epoch, 0));
+        let at = tf.net.now() + self.params.enable;
+        self.timer_at(tf, at, me, CtrlWork::Enable);
+    }
+
+    /// Sets a timer for `what`, tagged with this life's epoch.
+    fn timer_at(&mut self, tf: &mut TimedFabric, at: Time, me: ComponentId, what: CtrlWork) {
+        let t = CtrlTimer {
+            epoch: self.epoch,
+            what,
+        };
+        self.timers.at(&mut tf.net, at, me, t);
     }
 
     fn enable_done(&mut self, tf: &mut TimedFabric, me: ComponentId) {
@@ -980,7 +1002,7 @@ impl NvmeController {
                     // In the CMB: read inside the controller, no tag, no TLP.
                     let slot = self.cmb_reads.insert((q as u16, addr - c.addr));
                     let at = tf.net.now() + c.access;
-                    tf.net.timer_at(at, me, token(T_CMB, self.epoch, slot));
+                    self.timer_at(tf, at, me, CtrlWork::Cmb(slot));
                 }
                 _ => {
                     self.read(tf, me, addr, 64, ReadFor::Fetch { sqid: q as u16 });
@@ -1024,7 +1046,7 @@ impl NvmeController {
         let now = tf.net.now();
         let at = self.cpu_free.max(now) + self.params.command;
         self.cpu_free = at;
-        tf.net.timer_at(at, me, token(T_EXEC, self.epoch, slot));
+        self.timer_at(tf, at, me, CtrlWork::Exec(slot));
     }
 
     fn execute(&mut self, tf: &mut TimedFabric, me: ComponentId, slot: u32) {
@@ -1238,7 +1260,7 @@ impl NvmeController {
             let at = self.media.access(now, false, bytes);
             let cmd = self.cmds.get_mut(slot).expect("under way");
             cmd.len = bytes;
-            tf.net.timer_at(at, me, token(T_MEDIA, self.epoch, slot));
+            self.timer_at(tf, at, me, CtrlWork::Media(slot));
             None
         } else {
             self.start_transfer(tf, me, slot, vec![0; bytes as usize], false)
@@ -1415,7 +1437,7 @@ impl NvmeController {
             self.stats.bytes_written += cmd.len;
             let now = tf.net.now();
             let at = self.media.access(now, true, cmd.len);
-            tf.net.timer_at(at, me, token(T_MEDIA, self.epoch, slot));
+            self.timer_at(tf, at, me, CtrlWork::Media(slot));
         }
     }
 
@@ -1532,19 +1554,19 @@ impl NvmeController {
 impl Component<TimedFabric> for NvmeController {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
         match ev {
-            Event::Timer(t) => {
-                let (kind, epoch, slot) = (t >> 56, (t >> 32 & 0xff_ffff) as u32, t as u32);
-                if epoch != self.epoch {
+            Event::Timer(key) => {
+                let t = self.timers.take(key);
+                if t.epoch != self.epoch {
                     return;
                 }
-                match kind {
-                    T_ENABLE => self.enable_done(tf, me),
-                    T_EXEC => self.execute(tf, me, slot),
-                    T_MEDIA => self.media_done(tf, me, slot),
-                    T_CMB => self.cmb_fetched(tf, me, slot),
-                    _ => {}
+                match t.what {
+                    CtrlWork::Enable => self.enable_done(tf, me),
+                    CtrlWork::Exec(slot) => self.execute(tf, me, slot),
+                    CtrlWork::Media(slot) => self.media_done(tf, me, slot),
+                    CtrlWork::Cmb(slot) => self.cmb_fetched(tf, me, slot),
                 }
             }
+            Event::Wake => {}
             Event::Delivery(Delivery::Mmio {
                 sink,
                 offset,

@@ -18,6 +18,7 @@ use sim::component::Component;
 use sim::net::{ComponentId, Delivery, Event, Hop, Issue};
 use sim::stats::Histogram;
 use sim::timed::{ns, TimedFabric};
+use sim::timers::{TimerKey, Timers};
 use sim::Time;
 
 #[cfg(test)]
@@ -371,12 +372,18 @@ enum Micro {
 
 const FLOW_MMIO: u32 = 1 << 31;
 const FLOW_REG_READ: u64 = 1 << 40;
-const T_REPOLL: u64 = 1;
-const T_POLL: u64 = 2 << 32;
-/// A write landed on a CQ line the core spins on (`Net::watch`).
-const T_WAKE: u64 = 4 << 32;
-const T_DOORBELL: u64 = 3 << 32;
-const T_START: u64 = 0;
+/// What a driver's timer means.
+#[derive(Clone, Copy, Debug)]
+enum DriverTimer {
+    /// Read CSTS again: the controller was not ready yet.
+    Repoll,
+    /// Poll queue pair `qid`'s CQ again.
+    Poll(u16),
+    /// A write landed on the CQ line of `qid` the core spins on (`Timers::on_write`).
+    Wake(u16),
+    /// Ring queue `qid`'s SQ doorbell: its entries are in memory.
+    Doorbell(u16),
+}
 
 /// What the driver saw.
 #[derive(Clone, Debug, Default)]
@@ -438,6 +445,9 @@ pub struct NvmeDriver {
     free_lists: Vec<usize>,
     pub log: DriverLog,
     done: bool,
+    /// Set 0 of the component's timers: a block driver wrapping this one keeps its own
+    /// in another set.
+    timers: Timers<DriverTimer>,
 }
 
 impl NvmeDriver {
@@ -464,7 +474,13 @@ impl NvmeDriver {
             free_lists: Vec::new(),
             log: DriverLog::default(),
             done: false,
+            timers: Timers::new(),
         }
+    }
+
+    /// Whether the timer `key` is this driver's (a wrapper's own are in another set).
+    pub fn owns_timer(&self, key: TimerKey) -> bool {
+        self.timers.owns(key)
     }
 
     /// Adds steps to run (after those left); start it again with a timer 0.
@@ -786,7 +802,7 @@ impl NvmeDriver {
                     self.next(tf, me);
                 } else {
                     let at = tf.net.now() + self.cfg.register_poll;
-                    tf.net.timer_at(at, me, T_REPOLL);
+                    self.timers.at(&mut tf.net, at, me, DriverTimer::Repoll);
                 }
             }
             _ => {}
@@ -835,8 +851,9 @@ impl NvmeDriver {
             }
         }
         if self.unlanded.get(&qid).copied().unwrap_or(0) == 0 {
-            tf.net
-                .timer_at(now + self.cfg.mmio_write, me, T_DOORBELL | qid as u64);
+            let at = now + self.cfg.mmio_write;
+            self.timers
+                .at(&mut tf.net, at, me, DriverTimer::Doorbell(qid));
         }
         cid
     }
@@ -856,7 +873,8 @@ impl NvmeDriver {
         if *n == 0 {
             // Every SQ entry written so far is in memory: the doorbell may go.
             let at = tf.net.now() + self.cfg.mmio_write;
-            tf.net.timer_at(at, me, T_DOORBELL | qid as u64);
+            self.timers
+                .at(&mut tf.net, at, me, DriverTimer::Doorbell(qid));
         }
     }
 
@@ -902,7 +920,9 @@ impl NvmeDriver {
         if self.cfg.spin_in_cache && !new {
             if let Some(i) = self.route(tf, me, qp.cq_entry(), 16, Access::Read, 0) {
                 if let Some(&Hop::Sink(sink, _)) = tf.net.route_hops(i.route).last() {
-                    tf.net.watch(sink, i.target, 16, me, T_WAKE | qid as u64);
+                    let wake = DriverTimer::Wake(qid);
+                    self.timers
+                        .on_write(&mut tf.net, sink, i.target, 16, me, wake);
                     self.spin.entry(qid).or_default().1 = true;
                 }
             }
@@ -954,8 +974,8 @@ impl NvmeDriver {
                 } else if busy && watching {
                     // The watch wakes the core.
                 } else if busy {
-                    tf.net
-                        .timer_at(now + self.cfg.cq_poll, me, T_POLL | qid as u64);
+                    let at = now + self.cfg.cq_poll;
+                    self.timers.at(&mut tf.net, at, me, DriverTimer::Poll(qid));
                 } else {
                     self.polling.insert(qid, false);
                 }
@@ -1029,16 +1049,17 @@ impl NvmeDriver {
 impl Component<TimedFabric> for NvmeDriver {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
         match ev {
-            Event::Timer(T_START) => {
+            Event::Wake => {
                 if self.current.is_none() {
                     self.next(tf, me);
                 }
             }
-            Event::Timer(T_REPOLL) => self.reg_read(tf, me, regs::CSTS, 4),
-            Event::Timer(t) if t & !0xffff_ffff == T_POLL => self.poll(tf, me, t as u16),
-            Event::Timer(t) if t & !0xffff_ffff == T_WAKE => self.woken(tf, me, t as u16),
-            Event::Timer(t) if t & !0xffff_ffff == T_DOORBELL => self.ring(tf, me, t as u16),
-            Event::Timer(_) => {}
+            Event::Timer(key) => match self.timers.take(key) {
+                DriverTimer::Repoll => self.reg_read(tf, me, regs::CSTS, 4),
+                DriverTimer::Poll(qid) => self.poll(tf, me, qid),
+                DriverTimer::Wake(qid) => self.woken(tf, me, qid),
+                DriverTimer::Doorbell(qid) => self.ring(tf, me, qid),
+            },
             Event::Delivery(Delivery::WriteDone { flow, .. }) => {
                 if flow == FLOW_MMIO {
                     // A register write landed: the next step may read what it did.

@@ -27,7 +27,7 @@ use fabric::scenario::Source;
 use fabric::{builtin, Fabric, Requester};
 use serde_json::{json, Map, Value};
 use sim::component::Sim;
-use sim::cpu_stream::{CpuStream, StreamOp, START};
+use sim::cpu_stream::{CpuStream, StreamOp};
 use sim::faults::FaultInjector;
 use sim::net::{ComponentId, Counters};
 use sim::stats::Histogram;
@@ -166,7 +166,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     }
     let injector = (!faults.is_empty()).then(|| {
         let id = sim.add(FaultInjector::new(&faults));
-        sim.get::<FaultInjector>(id)
+        sim.get_mut::<FaultInjector>(id)
             .expect("added")
             .start(&mut tf, id);
         id
@@ -420,7 +420,7 @@ fn build(
                 PingPong::new(tf, ga, gb, counters).map_err(|f| harness::fault_error(tf, f))?;
             let id = sim.add(pp);
             let now = tf.net.now();
-            tf.net.timer_at(now, id, 0);
+            tf.net.wake_at(now, id);
             Ok(Handle::PingPong(id))
         }
         Kind::Fio { .. } => Err(RunError(
@@ -447,7 +447,7 @@ fn build(
                 .map_err(|e| RunError(e.0))?;
             let id = sim.add(s);
             let now = tf.net.now();
-            tf.net.timer_at(now, id, START);
+            tf.net.wake_at(now, id);
             Ok(Handle::Stream(id))
         }
     }
@@ -468,7 +468,7 @@ fn dma_workload(
         .map_err(|f| harness::fault_error(tf, f))?;
     let id = sim.add(job);
     let now = tf.net.now();
-    tf.net.timer_at(now, id, 0);
+    tf.net.wake_at(now, id);
     Ok(Handle::Dma(id))
 }
 

@@ -210,7 +210,7 @@ impl Fio {
             .map_err(|e| err(format!("{}: {e}", spec.device)))?;
         let blk = sim.add(blk);
         let now = tf.net.now();
-        tf.net.timer_at(now, blk, 0);
+        tf.net.wake_at(now, blk);
         sim.run_until_finished(tf);
         let b = sim.get::<NvmeBlk>(blk).expect("the driver");
         if !b.ready() {
@@ -348,7 +348,7 @@ impl Fio {
     pub fn start(&self, tf: &mut TimedFabric) {
         let now = tf.net.now();
         for &t in &self.threads {
-            tf.net.timer_at(now, t, 0);
+            tf.net.wake_at(now, t);
         }
     }
 

@@ -36,6 +36,7 @@ use sim::component::{Component, Sim};
 use sim::net::{ComponentId, Event};
 use sim::stats::Histogram;
 use sim::timed::TimedFabric;
+use sim::timers::Timers;
 use sim::Time;
 
 use super::access::{AccessError, Borrowed, CoherentBuf, DevMapping, DeviceAccess, Local};
@@ -48,11 +49,15 @@ pub const BLOCK: u64 = 4096;
 /// Namespace of the controller `BlkRun` attaches: 2^20 blocks of 4 KiB (4 GiB).
 pub const NAMESPACE_BLOCKS: u64 = 1 << 20;
 
-const T_OWN: u64 = 1 << 62;
-const T_MAPPED: u64 = T_OWN | 1;
-const T_NEXT: u64 = T_OWN | 2;
-/// Starts the requests queued with `NvmeBlk::push` (a timer the caller sets).
-pub const T_START: u64 = T_OWN | 3;
+/// What the block driver's own timers mean (set 1: the queue-pair driver it wraps keeps
+/// set 0).
+#[derive(Clone, Copy, Debug)]
+enum BlkTimer {
+    /// The request's page is mapped for the device: submit it.
+    Mapped,
+    /// The last request's page is unmapped: start the next.
+    Next,
+}
 
 /// What the block driver can fail with.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -157,6 +162,7 @@ pub struct NvmeBlk {
     cpu: Requester,
     bar0: u64,
     pub log: BlkLog,
+    timers: Timers<BlkTimer>,
 }
 
 /// The bytes a write of `tag` puts in a block: a SplitMix64 stream of `tag`, so every
@@ -292,10 +298,12 @@ impl NvmeBlk {
             cpu,
             bar0,
             log: BlkLog::default(),
+            timers: Timers::set(1),
         })
     }
 
-    /// Queues requests; start them with a timer `T_START`.
+    /// Queues requests; start them by waking the component (`Net::wake_at`) once its
+    /// probe is done.
     pub fn push(&mut self, reqs: impl IntoIterator<Item = BlkRequest>) {
         self.queue.extend(reqs);
     }
@@ -432,7 +440,8 @@ impl NvmeBlk {
                 if self.cfg.map_cost == Time::ZERO {
                     self.submit(tf, me);
                 } else {
-                    tf.net.timer_at(t0 + self.cfg.map_cost, me, T_MAPPED);
+                    let at = t0 + self.cfg.map_cost;
+                    self.timers.at(&mut tf.net, at, me, BlkTimer::Mapped);
                 }
             }
             Err(e) => self.fail(BlkError::Io(format!(
@@ -471,7 +480,7 @@ impl NvmeBlk {
         };
         self.state = State::InFlight(r, m, t0, self.inner.log.io.len());
         self.inner.push(DriverStep::Io(job));
-        self.inner.notify(tf, me, Event::Timer(0));
+        self.inner.notify(tf, me, Event::Wake);
         self.check(tf, me);
     }
 
@@ -530,7 +539,8 @@ impl NvmeBlk {
                 if self.cfg.unmap_cost == Time::ZERO {
                     self.start_next(tf, me);
                 } else {
-                    tf.net.timer_at(now + self.cfg.unmap_cost, me, T_NEXT);
+                    let at = now + self.cfg.unmap_cost;
+                    self.timers.at(&mut tf.net, at, me, BlkTimer::Next);
                 }
             }
             _ => {}
@@ -541,8 +551,12 @@ impl NvmeBlk {
 impl Component<TimedFabric> for NvmeBlk {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
         match ev {
-            Event::Timer(T_MAPPED) => self.submit(tf, me),
-            Event::Timer(T_NEXT) | Event::Timer(T_START) => self.start_next(tf, me),
+            Event::Timer(key) if self.timers.owns(key) => match self.timers.take(key) {
+                BlkTimer::Mapped => self.submit(tf, me),
+                BlkTimer::Next => self.start_next(tf, me),
+            },
+            // Woken while probing: the queue-pair driver starts; after: the queue starts.
+            Event::Wake if self.state != State::Probing => self.start_next(tf, me),
             ev => {
                 self.inner.notify(tf, me, ev);
                 self.check(tf, me);
@@ -641,7 +655,7 @@ impl BlkRun {
             vm: None,
         };
         let now = tf.net.now();
-        tf.net.timer_at(now, blk, 0);
+        tf.net.wake_at(now, blk);
         run.sim.run_until_finished(tf);
         run.probe_msgs = run.control_msgs() - borrow_msgs;
         let b = run.driver();
@@ -731,7 +745,7 @@ impl BlkRun {
             vm: None,
         };
         let now = tf.net.now();
-        tf.net.timer_at(now, blk, 0);
+        tf.net.wake_at(now, blk);
         run.sim.run_until_finished(tf);
         run.probe_msgs = run.control_msgs() - borrow_msgs;
         let b = run.driver();
@@ -771,7 +785,7 @@ impl BlkRun {
         self.sim
             .with(tf, self.blk, |b: &mut NvmeBlk, _| b.push(reqs));
         let now = tf.net.now();
-        tf.net.timer_at(now, self.blk, T_START);
+        tf.net.wake_at(now, self.blk);
         self.sim.run_until_finished(tf);
         let b = self.driver();
         if let Some(e) = &b.log.error {

@@ -44,6 +44,7 @@ use sim::component::{Component, Sim};
 use sim::faults::FaultInjector;
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::timed::{ns, TimedFabric};
+use sim::timers::Timers;
 use sim::Time;
 
 use super::lending::{BorrowOptions, Borrowed, Cluster};
@@ -208,14 +209,34 @@ struct Op {
     attempts: u32,
 }
 
-const T_POLL: u64 = 1 << 32;
-const T_CHECK: u64 = 2 << 32;
-const T_PROBE: u64 = 3 << 32;
-const T_DRAIN: u64 = 4 << 32;
-const T_START: u64 = 0;
-const T_RESUME: u64 = 5 << 32;
+/// What a client's timer means; `epoch` is the client's (crashes survived) when it was
+/// set, so a timer from before a crash is dropped.
+#[derive(Clone, Copy, Debug)]
+struct ClientTimer {
+    epoch: u64,
+    what: ClientWork,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ClientWork {
+    /// Start (or start again after a restart): fill the queues, arm the deadline check.
+    Start,
+    /// Look for commands past their deadline.
+    Check,
+    /// The pacing gap has passed: issue again.
+    Resume,
+    /// Poll path `p`'s CQ again.
+    Poll(usize),
+    /// Probe dead path `p` with a fence read.
+    Probe(usize),
+    /// Path `p`'s fence read could not be routed: it reads all-ones now.
+    FenceUnrouted(usize),
+    /// Look again whether path `p` has drained.
+    Drain(usize),
+}
+
 const TAG_FENCE: u64 = 1 << 40;
-/// Timer IDs and read tags carry the client's epoch (crashes survived) above this bit.
+/// Read tags carry the client's epoch (crashes survived) above this bit.
 const EPOCH_SHIFT: u32 = 48;
 const EPOCH_MASK: u64 = (1 << EPOCH_SHIFT) - 1;
 const FLOW_SQ: u32 = 1 << 30;
@@ -223,6 +244,7 @@ const FLOW_DB: u32 = 1 << 29;
 
 /// The two-path client component.
 pub struct FailoverClient {
+    timers: Timers<ClientTimer>,
     cpu: Requester,
     mode: FailoverMode,
     policy: FailoverPolicy,
@@ -318,8 +340,7 @@ impl FailoverClient {
                 // Nothing routes it (a dead cable, a torn-down window): all-ones at once.
                 self.fence_sample.insert(p, [0xff; 4]);
                 let now = tf.net.now();
-                tf.net
-                    .timer_at(now, me, T_PROBE | 1 << 16 | p as u64 | self.ep());
+                self.timer_at(tf, now, me, ClientWork::FenceUnrouted(p));
             }
         }
     }
@@ -345,11 +366,7 @@ impl FailoverClient {
             }
             PathState::Dead => {
                 if dead {
-                    tf.net.timer_at(
-                        now + self.policy.probe_every,
-                        me,
-                        T_PROBE | p as u64 | self.ep(),
-                    );
+                    self.timer_at(tf, now + self.policy.probe_every, me, ClientWork::Probe(p));
                 } else {
                     self.resync(tf, me, p);
                 }
@@ -358,15 +375,11 @@ impl FailoverClient {
                 if dead {
                     // Died again while resyncing: start over.
                     self.paths[p].state = PathState::Dead;
-                    tf.net.timer_at(
-                        now + self.policy.probe_every,
-                        me,
-                        T_PROBE | p as u64 | self.ep(),
-                    );
+                    self.timer_at(tf, now + self.policy.probe_every, me, ClientWork::Probe(p));
                 } else {
                     self.drain_until[p] = now + self.policy.drain + self.completion_timeout;
-                    tf.net
-                        .timer_at(now + self.policy.drain, me, T_DRAIN | p as u64 | self.ep());
+                    let at = now + self.policy.drain;
+                    self.timer_at(tf, at, me, ClientWork::Drain(p));
                 }
             }
             PathState::Gone => {}
@@ -392,11 +405,7 @@ impl FailoverClient {
             self.active = other;
             self.switched_at = Some(now);
         }
-        tf.net.timer_at(
-            now + self.policy.probe_every,
-            me,
-            T_PROBE | p as u64 | self.ep(),
-        );
+        self.timer_at(tf, now + self.policy.probe_every, me, ClientWork::Probe(p));
         self.fill(tf, me);
     }
 
@@ -442,7 +451,7 @@ impl FailoverClient {
                 && Completion::from_bytes(&b).phase == (last / q.entries as u64).is_multiple_of(2);
             if !posted {
                 let next = (now + self.policy.probe_every).min(self.drain_until[p]);
-                tf.net.timer_at(next, me, T_DRAIN | p as u64 | self.ep());
+                self.timer_at(tf, next, me, ClientWork::Drain(p));
                 return;
             }
         }
@@ -506,6 +515,52 @@ impl FailoverClient {
         self.epoch << EPOCH_SHIFT
     }
 
+    /// Sets a timer for `what` in this life of the client.
+    fn timer_at(&mut self, tf: &mut TimedFabric, at: Time, me: ComponentId, what: ClientWork) {
+        let t = ClientTimer {
+            epoch: self.epoch,
+            what,
+        };
+        self.timers.at(&mut tf.net, at, me, t);
+    }
+
+    /// One of its timers, of this life.
+    fn timer(&mut self, tf: &mut TimedFabric, me: ComponentId, what: ClientWork) {
+        match what {
+            ClientWork::Start => {
+                self.fill(tf, me);
+                let at = tf.net.now() + Time::from_ps(self.policy.deadline.as_ps() / 4);
+                self.timer_at(tf, at, me, ClientWork::Check);
+            }
+            ClientWork::Check => self.check(tf, me),
+            ClientWork::Resume => {
+                self.pace_armed = false;
+                self.fill(tf, me)
+            }
+            ClientWork::Poll(p) => {
+                self.paths[p].polling = true;
+                self.poll(tf, me, p)
+            }
+            ClientWork::FenceUnrouted(p) => self.fence_done(tf, me, p),
+            ClientWork::Probe(p) => {
+                if self.paths[p].state == PathState::Dead {
+                    self.fence(tf, me, p);
+                }
+            }
+            ClientWork::Drain(p) => self.drained(tf, me, p),
+        }
+    }
+
+    /// Starts the client (again, after a restart) at `at`.
+    pub fn start_at(&mut self, tf: &mut TimedFabric, at: Time, me: ComponentId) {
+        self.timer_at(tf, at, me, ClientWork::Start);
+    }
+
+    /// Issues again at `at` (its queue pair was recreated).
+    pub fn resume_at(&mut self, tf: &mut TimedFabric, at: Time, me: ComponentId) {
+        self.timer_at(tf, at, me, ClientWork::Resume);
+    }
+
     /// Its host crashed: everything in flight is lost with the CPU. The I/Os it had not
     /// seen acknowledged go back to the workload's queue (the application resubmits them
     /// after the restart); what was acknowledged stays acknowledged, to be verified.
@@ -562,8 +617,8 @@ impl FailoverClient {
             None => {
                 self.sampled.insert(p, [0xff; 16]);
                 let now = tf.net.now();
-                tf.net
-                    .timer_at(now + self.cq_poll, me, T_POLL | p as u64 | self.ep());
+                let at = now + self.cq_poll;
+                self.timer_at(tf, at, me, ClientWork::Poll(p));
                 self.paths[p].polling = false;
             }
         }
@@ -593,8 +648,8 @@ impl FailoverClient {
         }
         let q = &mut self.paths[p];
         if !q.inflight.is_empty() && q.state == PathState::Up {
-            tf.net
-                .timer_at(now + self.cq_poll, me, T_POLL | p as u64 | self.ep());
+            let at = now + self.cq_poll;
+            self.timer_at(tf, at, me, ClientWork::Poll(p));
         } else {
             q.polling = false;
         }
@@ -703,7 +758,8 @@ impl FailoverClient {
             if paced && now < self.next_issue {
                 if !self.pace_armed {
                     self.pace_armed = true;
-                    tf.net.timer_at(self.next_issue, me, T_RESUME | self.ep());
+                    let at = self.next_issue;
+                    self.timer_at(tf, at, me, ClientWork::Resume);
                 }
                 break;
             }
@@ -768,63 +824,32 @@ impl FailoverClient {
             }
         }
         if !self.finished() {
-            tf.net.timer_at(
-                now + Time::from_ps(self.policy.deadline.as_ps() / 4),
-                me,
-                T_CHECK | self.ep(),
-            );
+            let at = now + Time::from_ps(self.policy.deadline.as_ps() / 4);
+            self.timer_at(tf, at, me, ClientWork::Check);
         }
     }
 }
 
 impl Component<TimedFabric> for FailoverClient {
     fn notify(&mut self, tf: &mut TimedFabric, me: ComponentId, ev: Event) {
-        if self.down {
-            // A crashed host's CPU runs nothing.
-            return;
-        }
         // Timers and reads from before a crash belong to a client that no longer exists.
         let ev =
             match ev {
-                Event::Timer(t) if t >> EPOCH_SHIFT != self.epoch => return,
-                Event::Timer(t) => Event::Timer(t & EPOCH_MASK),
+                Event::Timer(key) => {
+                    let t = self.timers.take(key);
+                    if self.down || t.epoch != self.epoch {
+                        return;
+                    }
+                    return self.timer(tf, me, t.what);
+                }
                 Event::Delivery(
                     Delivery::ReadServed { tag, .. } | Delivery::ReadData { tag, .. },
                 ) if tag >> EPOCH_SHIFT != self.epoch => return,
+                _ if self.down => return, // A crashed host's CPU runs nothing.
                 e => e,
             };
         match ev {
-            Event::Timer(T_START) => {
-                self.fill(tf, me);
-                let now = tf.net.now();
-                tf.net.timer_at(
-                    now + Time::from_ps(self.policy.deadline.as_ps() / 4),
-                    me,
-                    T_CHECK | self.ep(),
-                );
-            }
-            Event::Timer(T_CHECK) => self.check(tf, me),
-            Event::Timer(T_RESUME) => {
-                self.pace_armed = false;
-                self.fill(tf, me)
-            }
-            Event::Timer(t) if t >> 32 == T_POLL >> 32 => {
-                let p = (t & 0xff) as usize;
-                self.paths[p].polling = true;
-                self.poll(tf, me, p)
-            }
-            Event::Timer(t) if t >> 32 == T_PROBE >> 32 => {
-                let p = (t & 0xff) as usize;
-                if t & (1 << 16) != 0 {
-                    self.fence_done(tf, me, p);
-                } else if self.paths[p].state == PathState::Dead {
-                    self.fence(tf, me, p);
-                }
-            }
-            Event::Timer(t) if t >> 32 == T_DRAIN >> 32 => {
-                self.drained(tf, me, (t & 0xff) as usize)
-            }
-            Event::Timer(_) => {}
+            Event::Timer(_) | Event::Wake => {}
             Event::Delivery(Delivery::ReadServed { tag, .. }) => {
                 let tag = tag & EPOCH_MASK;
                 if tag & TAG_FENCE != 0 {
@@ -1039,6 +1064,7 @@ pub fn failover_run_with(
     };
     res.last_path = 0;
     let client = FailoverClient {
+        timers: Timers::new(),
         cpu,
         mode,
         policy,
@@ -1087,9 +1113,13 @@ pub fn failover_run_with(
         })
         .collect();
     let inj = sim.add(FaultInjector::new(&shifted));
-    sim.get::<FaultInjector>(inj).expect("added").start(tf, inj);
+    sim.get_mut::<FaultInjector>(inj)
+        .expect("added")
+        .start(tf, inj);
     let cid = sim.add(client);
-    tf.net.timer_at(t0, cid, T_START);
+    sim.with(tf, cid, |c: &mut FailoverClient, tf| {
+        c.start_at(tf, t0, cid)
+    });
     // Times the primary cable comes back (recreate: the agent revokes then).
     let cable0 = fabric::faults::cables_at(&tf.fabric.topo, "borrower.ntb0").unwrap_or_default();
     let mut ups: Vec<Time> = shifted
@@ -1145,7 +1175,7 @@ pub fn failover_run_with(
                     c.res.primary_data_dev.1 = n.queue.data.dev;
                 }
                 let now = tf.net.now();
-                tf.net.timer_at(now, cid, T_RESUME | c.ep());
+                c.resume_at(tf, now, cid);
             });
             paths[p] = n;
             continue;
@@ -1196,7 +1226,7 @@ pub fn failover_run_with(
                 sim.with(tf, cid, |c: &mut FailoverClient, tf| {
                     c.host_restarted([(&n0.queue, n0.bar0), (&n1.queue, n1.bar0)], dstrd);
                     let now = tf.net.now();
-                    tf.net.timer_at(now, cid, T_START | c.ep());
+                    c.start_at(tf, now, cid);
                 });
                 paths = [n0, n1];
             }

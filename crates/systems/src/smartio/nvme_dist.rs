@@ -170,7 +170,7 @@ pub(super) fn run_steps(
         }
     });
     let now = tf.net.now();
-    tf.net.timer_at(now, driver, 0);
+    tf.net.wake_at(now, driver);
     sim.run_until_finished(tf);
 }
 
@@ -628,7 +628,7 @@ impl ClientQueue {
             d.push(DriverStep::Io(job));
         });
         let now = tf.net.now();
-        tf.net.timer_at(now, self.driver, 0);
+        tf.net.wake_at(now, self.driver);
     }
 
     /// The path of the controller's fetch of this queue's SQ entries: (hops, roots).
