@@ -44,11 +44,6 @@ pub const PROBES: &[Probe] = &[
         run: rdma::memcached::rdma_memcached,
     },
     Probe {
-        name: "tcp_stream",
-        fields: &["throughput_gbps", "mem_bw_gbps", "cpu_util"],
-        run: ioctopus::tcp_stream,
-    },
-    Probe {
         name: "tcp_multicore",
         fields: &["throughput_gbps", "mem_bw_gbps"],
         run: ioctopus::tcp_multicore,
@@ -72,11 +67,6 @@ pub const PROBES: &[Probe] = &[
         name: "colocation",
         fields: &["pagerank_slowdown", "io_throughput_gbps"],
         run: ioctopus::colocation,
-    },
-    Probe {
-        name: "pktgen",
-        fields: &["mpps", "throughput_gbps", "mem_bw_gbps"],
-        run: ioctopus::pktgen,
     },
     Probe {
         name: "coalescing",

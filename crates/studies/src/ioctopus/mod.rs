@@ -17,7 +17,7 @@ pub use memcached::memcached;
 use std::collections::BTreeMap;
 
 use devices::nic::SteeringMode;
-use host::net::{multicore, pktgen, rr, stream, NetHost};
+use host::net::{multicore, rr, stream, NetHost};
 use serde_json::json;
 use sim::Time;
 
@@ -42,8 +42,6 @@ const MULTICORE_WINDOW: Time = Time::from_us(2000);
 /// TCP_RR: transactions in the window (deterministic: every steady-state transaction
 /// takes the same time once the rings have wrapped, `setup::RR_WARMUP`).
 const RR_TRANSACTIONS: u32 = 1000;
-const PKTGEN_WARMUP: Time = Time::from_us(3000);
-const PKTGEN_WINDOW: Time = Time::from_us(5000);
 
 /// The NIC netdev a config names: `mode` and `netdev_pf`.
 fn nic_choice(cx: &ProbeCx) -> Result<NicChoice, RunError> {
@@ -78,75 +76,6 @@ fn server_pf(cx: &ProbeCx, server: &str, nic: &str) -> Result<(NetHost, usize), 
 /// The bulk-transfer client of a config (`setup::stream_client`).
 fn client(cx: &ProbeCx, name: &str, nic: &str) -> Result<NetHost, RunError> {
     setup::stream_client(&cx.tf.fabric.topo, name, nic).map_err(|e| cx.error(e))
-}
-
-/// netperf TCP_STREAM, `direction` rx (the server receives) or tx, `msg_bytes` swept.
-pub fn tcp_stream(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let msg = cx.need_swept("msg_bytes")?;
-    let rx = cx.choice("direction", "rx", "tx")?;
-    let nic = cx.arg("nic")?;
-    let (mut server, pf) = server_pf(cx, &cx.arg("server")?, &nic)?;
-    let mut client = setup::stream_client(&cx.tf.fabric.topo, &cx.arg("client")?, &nic)
-        .map_err(|e| cx.error(e))?;
-    let spec = stream::StreamSpec {
-        msg_bytes: msg,
-        mtu: MTU,
-        warmup: STREAM_WARMUP,
-        window: STREAM_WINDOW,
-    };
-    let r = if rx {
-        stream::run(&mut client, &mut server, spec)
-    } else {
-        stream::run(&mut server, &mut client, spec)
-    }
-    .map_err(|e| cx.error(e))?;
-    let (util, mem) = if rx {
-        (r.receiver_util, r.receiver_mem_gbps)
-    } else {
-        (r.sender_util, r.sender_mem_gbps)
-    };
-    cx.set_counters(json!({
-        "pf": pf,
-        "tso_sends": r.tso_sends,
-        "frames": r.frames,
-        "out_of_order": r.out_of_order,
-        "bytes_delivered": r.bytes_delivered,
-        "events": r.events,
-        "client_cpu_util": if rx { r.sender_util } else { r.receiver_util },
-    }));
-    Ok(BTreeMap::from([
-        ("throughput_gbps".to_string(), json!(r.throughput_gbps)),
-        ("mem_bw_gbps".to_string(), json!(mem)),
-        ("cpu_util".to_string(), json!(util)),
-    ]))
-}
-
-/// pktgen on one server core, `pkt_bytes` swept.
-pub fn pktgen(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let pkt = cx.need_swept("pkt_bytes")?;
-    let nic = cx.arg("nic")?;
-    let (mut server, pf) = server_pf(cx, &cx.arg("server")?, &nic)?;
-    let r = pktgen::run(
-        &mut server,
-        pktgen::PktgenSpec {
-            pkt_bytes: pkt,
-            warmup: PKTGEN_WARMUP,
-            window: PKTGEN_WINDOW,
-            fragments: Vec::new(),
-        },
-    )
-    .map_err(|e| cx.error(e))?;
-    cx.set_counters(json!({
-        "pf": pf,
-        "packets": r.packets,
-        "cqe_misses_per_packet": r.cqe_misses_per_packet,
-        "cpu_util": r.cpu_util,
-    }));
-    Ok(BTreeMap::from([
-        ("mpps".to_string(), json!(r.mpps)),
-        ("throughput_gbps".to_string(), json!(r.throughput_gbps)),
-        ("mem_bw_gbps".to_string(), json!(r.mem_gbps)),
-    ]))
 }
 
 /// One netperf TCP_STREAM per server core on every core of every socket, `direction`

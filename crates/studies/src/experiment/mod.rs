@@ -1,18 +1,35 @@
 //! Catalog experiments as files (`scenarios/experiments/*.toml`, embedded): which hardware
 //! (a scenario and `--set`-style overrides per config, or per metric), which parameter
-//! sweep, which measurements (probes, with their arguments and the field each metric
-//! takes) give which metric, and the published values with their basis. `nudma reproduce`
-//! runs the built-in files; `nudma run FILE` runs any such file, so a user copies an
-//! experiment, changes the hardware, and runs it.
+//! sweep, which measurements give which metric, and the published values with their
+//! basis. `nudma reproduce` runs the built-in files and any file a user names; `nudma run
+//! FILE` runs one too, so a user copies an experiment, changes the hardware, and runs it.
+//!
+//! A metric names one of the file's own `[[workload]]`s (`nudma run`'s schema, with a
+//! `[measure]` window), or a probe of the registry where no workload kind says it yet:
 //!
 //! ```toml
 //! [sweep]
-//! clients = [1, 8, 16, 30, 31, 32]   # plain integers; `bytes` takes sizes or { from, to }
+//! msg_bytes = [64, 1500, 65536]      # plain integers; `bytes` takes sizes or { from, to }
 //! direction = ["rx", "tx"]           # or words (all of one sweep the same kind)
+//!
+//! [[workload]]                       # run together per config and point, by `nudma run`
+//! name = "netperf"
+//! kind = "netperf"
+//! msg_bytes = "{msg_bytes}"          # swept values and config vars, in any string
+//! nic_mode = "{mode}"
+//! # …
+//! [measure]
+//! warmup = "3 ms"
+//! duration = "10 ms"
+//!
+//! [[metric]]
+//! name = "throughput_gbps"
+//! workload = "netperf"               # a [[workload]] of this file …
+//! field = "throughput_gbps"          # … and the metric of its row
 //!
 //! [[metric]]
 //! name = "total_kiops"
-//! probe = "nvme_sharing"             # an entry of crate::probes::PROBES
+//! probe = "nvme_sharing"             # or an entry of crate::probes::PROBES
 //! field = "total_kiops"              # one of its fields (optional when it has one)
 //! args = { clients = "{clients}", disk = "{disk}" }   # swept values and config vars
 //! once = false                       # true: measured once per config
@@ -20,12 +37,12 @@
 //! set = { "host.lender.iommu" = true }   # …and overrides after the config's
 //! ```
 //!
-//! Each probe runs once per (config, sweep point, probe, resolved arguments, metric
-//! hardware); every metric naming that run takes its field from it. Values may be numbers,
-//! strings, booleans or null. Swept parameters appear in each row's `params` under their
-//! names, as numbers or as the words written; several are swept as their product. A
-//! probe reads a swept word through an argument (`direction = "{direction}"`); its
-//! `swept()` sees the numeric ones.
+//! The workloads run once per (config, sweep point, metric hardware), a probe once per
+//! (config, sweep point, probe, resolved arguments, metric hardware); every metric naming
+//! that run takes its field from it. Values may be numbers, strings, booleans or null.
+//! Swept parameters appear in each row's `params` under their names, as numbers or as the
+//! words written; several are swept as their product. A probe reads a swept word through
+//! an argument (`direction = "{direction}"`); its `swept()` sees the numeric ones.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,6 +57,9 @@ use crate::probe::{Fields, Probe, ProbeCx};
 use crate::probes::PROBES;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
+use workloads::{run_workloads, workload_metric, WORKLOADS, WORKLOADS_ARG};
+
+mod workloads;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +71,11 @@ struct File {
     metric: Vec<Metric>,
     #[serde(default)]
     published: Vec<Published>,
+    /// Workloads in `nudma run`'s schema, run together on each config's hardware at each
+    /// point; `{name}` in their strings is a config var or a swept value.
+    #[serde(default)]
+    workload: Vec<toml::Table>,
+    measure: Option<toml::Table>,
 }
 
 /// Values of a swept parameter as written: a list, or powers of two from `from` to `to`;
@@ -132,7 +157,10 @@ struct Config {
 #[serde(deny_unknown_fields)]
 struct Metric {
     name: Spanned<String>,
-    probe: Spanned<String>,
+    /// A probe of the registry, or …
+    probe: Option<Spanned<String>>,
+    /// … a `[[workload]]` of this file, whose metric `field` this metric reports.
+    workload: Option<Spanned<String>>,
     /// Which of the probe's fields this metric reports (the only one when omitted).
     field: Option<Spanned<String>>,
     #[serde(default)]
@@ -473,45 +501,25 @@ impl Experiment {
                     format!("metric `{name}` is defined twice"),
                 ));
             }
-            let probe = Probe::find(registry, m.probe.get_ref()).ok_or_else(|| {
-                let known: Vec<&str> = registry.iter().map(|p| p.name).collect();
-                at(
-                    m.probe.span(),
-                    format!(
-                        "metric `{name}`: unknown probe `{}` (known: {})",
-                        m.probe.get_ref(),
-                        known.join(", ")
-                    ),
-                )
-            })?;
-            let field = match (&m.field, probe.fields) {
-                (Some(fld), fields) if fields.contains(&fld.get_ref().as_str()) => {
-                    fld.get_ref().clone()
+            let (probe, field, args) = match (&m.probe, &m.workload) {
+                (Some(p), None) => {
+                    let probe = find_probe(registry, p, &name, &at)?;
+                    let field = probe_field(probe, &m, &name, &at)?;
+                    (probe, field, m.args.clone())
                 }
-                (Some(fld), fields) => {
-                    return Err(at(
-                        fld.span(),
-                        format!(
-                            "metric `{name}`: probe `{}` has no field `{}` (its fields: {})",
-                            probe.name,
-                            fld.get_ref(),
-                            fields.join(", ")
-                        ),
-                    ))
+                (None, Some(w)) => {
+                    workload_metric(&f.workload, f.measure.as_ref(), w, &m, &name, &at)?
                 }
-                (None, [only]) => only.to_string(),
-                (None, fields) => {
+                _ => {
                     return Err(at(
                         m.name.span(),
                         format!(
-                            "metric `{name}`: probe `{}` gives several fields ({}): name one with `field = \"…\"`",
-                            probe.name,
-                            fields.join(", ")
+                            "metric `{name}`: name a `probe` or a `workload` of this file (one of them)"
                         ),
                     ))
                 }
             };
-            for (k, v) in &m.args {
+            for (k, v) in &args {
                 for p in placeholders(v.get_ref()) {
                     if swept.contains(&p) {
                         if m.once {
@@ -546,11 +554,7 @@ impl Experiment {
                 name,
                 probe,
                 field,
-                args: m
-                    .args
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into_inner()))
-                    .collect(),
+                args: args.into_iter().map(|(k, v)| (k, v.into_inner())).collect(),
                 once: m.once,
                 scenario: m.scenario,
                 set: m.set.into_iter().collect(),
@@ -710,17 +714,11 @@ impl Experiment {
                 for m in &self.metrics {
                     let args = resolve_args(c, m, point);
                     let outcome = &cache[&(ci, Self::run_key(m, &args, point))];
-                    let value = outcome.fields.get(&m.field).cloned().ok_or_else(|| {
-                        RunError(format!(
-                            "{}, config `{}`: metric `{}`: probe `{}` gave no field `{}` (it gave: {})",
-                            self.info.id,
-                            c.name,
-                            m.name,
-                            m.probe.name,
-                            m.field,
-                            outcome.fields.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ))
-                    })?;
+                    let value = outcome
+                        .fields
+                        .get(&m.field)
+                        .cloned()
+                        .ok_or_else(|| self.no_field(c, m, outcome))?;
                     metrics.insert(m.name.clone(), value);
                     if let Some(cn) = &outcome.counters {
                         counters.insert(m.name.clone(), cn.clone());
@@ -741,6 +739,23 @@ impl Experiment {
             }
         }
         Ok(out)
+    }
+
+    /// The error of a metric whose run did not give its field, naming what it gave.
+    fn no_field(&self, c: &ConfigSpec, m: &MetricSpec, outcome: &Outcome) -> RunError {
+        let gave: Vec<&str> = outcome.fields.keys().map(String::as_str).collect();
+        let what = if std::ptr::eq(m.probe, &WORKLOADS) {
+            format!("the workloads gave no metric `{}`", m.field)
+        } else {
+            format!("probe `{}` gave no field `{}`", m.probe.name, m.field)
+        };
+        RunError(format!(
+            "{}, config `{}`: metric `{}`: {what} (it gave: {})",
+            self.info.id,
+            c.name,
+            m.name,
+            gave.join(", ")
+        ))
     }
 
     /// What makes two metrics of one config the same probe run.
@@ -778,6 +793,10 @@ impl Experiment {
         hw.extend(user.iter().cloned());
         let src = crate::run::source(scenario)?;
         let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
+        if std::ptr::eq(m.probe, &WORKLOADS) {
+            return run_workloads(&src, &args[WORKLOADS_ARG])
+                .map_err(|e| RunError(format!("{what}: {}", e.0)));
+        }
         let mut tf = harness::timed(scenario, &src.name)?;
         // Probes see the numeric values of the point; words reach them as arguments.
         let numbers: Vec<(String, u64)> = point
@@ -797,6 +816,54 @@ impl Experiment {
         })?;
         let counters = cx.take_counters();
         Ok(Outcome { fields, counters })
+    }
+}
+
+/// Where a parse error is: a span of the file and the message.
+type At<'a> = &'a dyn Fn(std::ops::Range<usize>, String) -> RunError;
+
+/// The probe a metric names, or a located error listing the known ones.
+fn find_probe(
+    registry: &'static [Probe],
+    p: &Spanned<String>,
+    name: &str,
+    at: At,
+) -> Result<&'static Probe, RunError> {
+    Probe::find(registry, p.get_ref()).ok_or_else(|| {
+        let known: Vec<&str> = registry.iter().map(|p| p.name).collect();
+        at(
+            p.span(),
+            format!(
+                "metric `{name}`: unknown probe `{}` (known: {})",
+                p.get_ref(),
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+/// The probe field a metric reports: the one it names, or the probe's only one.
+fn probe_field(probe: &Probe, m: &Metric, name: &str, at: At) -> Result<String, RunError> {
+    match (&m.field, probe.fields) {
+        (Some(fld), fields) if fields.contains(&fld.get_ref().as_str()) => Ok(fld.get_ref().clone()),
+        (Some(fld), fields) => Err(at(
+            fld.span(),
+            format!(
+                "metric `{name}`: probe `{}` has no field `{}` (its fields: {})",
+                probe.name,
+                fld.get_ref(),
+                fields.join(", ")
+            ),
+        )),
+        (None, [only]) => Ok(only.to_string()),
+        (None, fields) => Err(at(
+            m.name.span(),
+            format!(
+                "metric `{name}`: probe `{}` gives several fields ({}): name one with `field = \"…\"`",
+                probe.name,
+                fields.join(", ")
+            ),
+        )),
     }
 }
 
@@ -855,382 +922,4 @@ pub fn is_experiment(src: &Source) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::cell::Cell;
-    use std::collections::BTreeMap;
-
-    use serde_json::json;
-
-    use super::Experiment;
-    use crate::harness::RunError;
-    use crate::probe::{Fields, Probe, ProbeCx};
-    use crate::result::Run;
-
-    thread_local! {
-        /// Runs of the `pair` probe on this test's thread.
-        static CALLS: Cell<usize> = const { Cell::new(0) };
-    }
-
-    /// Two fields from one run: the swept `clients` (if any) and the argument `tag`.
-    fn pair(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-        CALLS.with(|c| c.set(c.get() + 1));
-        Ok(BTreeMap::from([
-            ("a".to_string(), json!(cx.swept("clients"))),
-            ("b".to_string(), json!(cx.arg("tag")?)),
-        ]))
-    }
-
-    const TEST_PROBES: &[Probe] = &[Probe {
-        name: "pair",
-        fields: &["a", "b"],
-        run: pair,
-    }];
-
-    fn parse(text: &str) -> Result<Experiment, RunError> {
-        let src = fabric::scenario::Source {
-            name: "x.toml".into(),
-            text: text.into(),
-        };
-        Experiment::parse_with(&src, TEST_PROBES)
-    }
-
-    const HEAD: &str = r#"[experiment]
-id = "test.x"
-description = "d"
-window = "w"
-plot = []
-
-[[config]]
-name = "default"
-scenario = "smartio_pxh830_b2b"
-vars = { who = "a" }
-"#;
-
-    fn file(sweep: &str, metrics: &str) -> String {
-        format!("{HEAD}\n{sweep}\n{metrics}")
-    }
-
-    /// `run` in a one-thread pool made of this thread, so the thread-local `CALLS` sees
-    /// every probe run.
-    fn run_on_this_thread(e: &Experiment) -> Vec<crate::result::Run> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .use_current_thread()
-            .build()
-            .unwrap();
-        pool.install(|| e.run(&[])).unwrap()
-    }
-
-    const TWO: &str = r#"
-[[metric]]
-name = "clients_seen"
-probe = "pair"
-field = "a"
-args = { tag = "{who}-{clients}" }
-
-[[metric]]
-name = "tag"
-probe = "pair"
-field = "b"
-args = { tag = "{who}-{clients}" }
-"#;
-
-    #[test]
-    fn any_pool_gives_the_same_rows_in_the_files_order() {
-        let e = parse(&file("[sweep]\nclients = [1, 2, 3, 5, 8, 13, 21, 31]", TWO)).unwrap();
-        let on = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| e.run(&[])).unwrap()
-        };
-        let one = on(1);
-        assert_eq!(one, on(4));
-        let seen: Vec<_> = one
-            .iter()
-            .map(|r| r.metrics["clients_seen"].clone())
-            .collect();
-        assert_eq!(seen, [1, 2, 3, 5, 8, 13, 21, 31].map(|n| json!(n)));
-    }
-
-    #[test]
-    fn a_two_metric_probe_runs_once_per_point_and_integer_sweeps_are_numbers() {
-        let e = parse(&file("[sweep]\nclients = [1, 8, 31]", TWO)).unwrap();
-        CALLS.with(|c| c.set(0));
-        let runs = run_on_this_thread(&e);
-        assert_eq!(
-            CALLS.with(Cell::get),
-            3,
-            "one run per point, two metrics each"
-        );
-        assert_eq!(runs.len(), 3);
-        for (r, n) in runs.iter().zip([1, 8, 31]) {
-            assert_eq!(r.params.get("clients"), Some(&json!(n)));
-            assert_eq!(r.metrics["clients_seen"], json!(n));
-            assert_eq!(r.metrics["tag"], json!(format!("a-{n}")));
-        }
-        let j = crate::report::results_json(&runs, &[]);
-        assert_eq!(j["results"][2]["params"], json!({ "clients": 31 }));
-        assert!(j["results"][2]["params"]["clients"].is_u64());
-    }
-
-    #[test]
-    fn once_metrics_and_sweep_products() {
-        let once = r#"
-[[metric]]
-name = "fixed"
-probe = "pair"
-field = "b"
-args = { tag = "{who}" }
-once = true
-"#;
-        let e = parse(&file(
-            "[sweep]\nclients = [1, 2]\nhosts = [2, 16, 59]",
-            once,
-        ))
-        .unwrap();
-        CALLS.with(|c| c.set(0));
-        let runs = run_on_this_thread(&e);
-        assert_eq!(runs.len(), 6, "the product of the two sweeps");
-        assert_eq!(
-            CALLS.with(Cell::get),
-            1,
-            "a `once` metric runs once per config"
-        );
-        assert_eq!(
-            runs[1].params,
-            json!({ "clients": 1, "hosts": 16 })
-                .as_object()
-                .cloned()
-                .unwrap()
-        );
-        assert!(runs.iter().all(|r| r.metrics["fixed"] == json!("a")));
-    }
-
-    #[test]
-    fn sizes_still_sweep_bytes() {
-        let e = parse(&file(
-            "[sweep]\nbytes = [\"4 KiB\", 8192]",
-            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"b\"\nargs = { tag = \"{bytes}\" }\n",
-        ))
-        .unwrap();
-        let runs = e.run(&[]).unwrap();
-        assert_eq!(runs[0].params["bytes"], json!(4096));
-        assert_eq!(runs[1].metrics["m"], json!("8192"));
-    }
-
-    fn err(text: &str) -> String {
-        match parse(text) {
-            Ok(_) => panic!("accepted:\n{text}"),
-            Err(e) => e.0,
-        }
-    }
-
-    /// The line of the first line of `text` containing `needle`.
-    fn line_of(text: &str, needle: &str) -> usize {
-        text.lines().position(|l| l.contains(needle)).unwrap() + 1
-    }
-
-    #[test]
-    fn errors_are_located_and_clear() {
-        // A field the probe does not give.
-        let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"b\"", "field = \"c\"");
-        let e = err(&t);
-        let at = format!("x.toml:{}:", line_of(&t, "field = \"c\""));
-        assert!(e.starts_with(&at), "{e}");
-        assert!(
-            e.ends_with("metric `tag`: probe `pair` has no field `c` (its fields: a, b)"),
-            "{e}"
-        );
-        // No field named for a probe of several.
-        let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"a\"\n", "");
-        let e = err(&t);
-        assert!(
-            e.starts_with(&format!("x.toml:{}:", line_of(&t, "clients_seen"))),
-            "{e}"
-        );
-        assert!(
-            e.contains("probe `pair` gives several fields (a, b): name one with `field"),
-            "{e}"
-        );
-        // An argument naming a variable nothing defines.
-        let t = file("[sweep]\nclients = [1]", TWO).replace(
-            "{who}-{clients}\" }\n\n[[metric]]",
-            "{hosts}\" }\n\n[[metric]]",
-        );
-        let e = err(&t);
-        assert!(
-            e.starts_with(&format!("x.toml:{}:", line_of(&t, "{hosts}"))),
-            "{e}"
-        );
-        assert!(
-            e.ends_with("metric `clients_seen`, argument `tag`: `{hosts}` is neither a swept parameter (swept: clients) nor a var of config `default` (its vars: who)"),
-            "{e}"
-        );
-        // The swept `{clients}` without a sweep.
-        let e = err(&file("", TWO));
-        assert!(
-            e.contains("`{clients}` is neither a swept parameter (nothing is swept)"),
-            "{e}"
-        );
-        // A size where integers are swept; a negative integer.
-        let t = file("[sweep]\nclients = [1, \"4 KiB\"]", TWO);
-        let e = err(&t);
-        assert!(
-            e.starts_with(&format!("x.toml:{}:", line_of(&t, "clients ="))),
-            "{e}"
-        );
-        assert!(e.ends_with("\"4 KiB\" is a word, but sweep `clients` starts with the integer 1: one sweep is all integers or all words (sizes are for `bytes` and `*_bytes`) (key `sweep.clients[1]`)"), "{e}");
-        assert!(err(&file("[sweep]\nhosts = [-2]", TWO))
-            .ends_with("-2 is negative (key `sweep.hosts[0]`)"));
-        // An unknown probe, located and listing the known ones.
-        let t = file("[sweep]\nclients = [1]", TWO).replacen(
-            "probe = \"pair\"",
-            "probe = \"nvme_sharing\"",
-            1,
-        );
-        let e = err(&t);
-        assert!(
-            e.starts_with(&format!("x.toml:{}:", line_of(&t, "nvme_sharing"))),
-            "{e}"
-        );
-        assert!(
-            e.ends_with("unknown probe `nvme_sharing` (known: pair)"),
-            "{e}"
-        );
-        // A var that is also swept; a swept parameter in a `once` metric.
-        let e = err(&file("[sweep]\nwho = [1]", TWO));
-        assert!(e.contains("var `who` is also a swept parameter"), "{e}");
-        let t = file("[sweep]\nclients = [1]", TWO).replacen(
-            "field = \"a\"",
-            "field = \"a\"\nonce = true",
-            1,
-        );
-        assert!(err(&t).contains(
-            "a `once` metric is measured once per config and cannot use the swept `{clients}`"
-        ));
-    }
-
-    #[test]
-    fn word_sweeps_reach_arguments_and_stay_words_in_results() {
-        let e = parse(&file(
-            "[sweep]\ndirection = [\"rx\", \"tx\"]\nclients = [2]",
-            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"b\"\nargs = { tag = \"{who}-{direction}\" }\n\n[[metric]]\nname = \"n\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
-        ))
-        .unwrap();
-        let runs = e.run(&[]).unwrap();
-        assert_eq!(runs.len(), 2);
-        for (r, d) in runs.iter().zip(["rx", "tx"]) {
-            assert_eq!(r.params["direction"], json!(d));
-            assert_eq!(r.metrics["m"], json!(format!("a-{d}")));
-            // The probe's `swept` sees the numeric parameters only.
-            assert_eq!(r.metrics["n"], json!(2));
-        }
-        let j = crate::report::results_json(&runs, &[]);
-        assert_eq!(
-            j["results"][1]["params"],
-            json!({ "clients": 2, "direction": "tx" })
-        );
-        // Report tables print the word bare.
-        assert_eq!(
-            crate::format::render_params(&runs[1].params),
-            "clients=2 direction=tx"
-        );
-    }
-
-    #[test]
-    fn mixed_sweeps_are_refused_at_the_odd_value() {
-        let t = file("[sweep]\ndirection = [\"rx\", 3]", TWO);
-        let e = err(&t);
-        assert!(
-            e.starts_with(&format!("x.toml:{}:", line_of(&t, "direction ="))),
-            "{e}"
-        );
-        assert!(
-            e.ends_with("3 is not a word, but sweep `direction` starts with the word \"rx\": one sweep is all integers or all words (key `sweep.direction[1]`)"),
-            "{e}"
-        );
-        assert!(err(&file("[sweep]\ndirection = [\"rx\", \" \"]", TWO))
-            .ends_with("an empty word (key `sweep.direction[1]`)"));
-        // Powers of two are integers only.
-        assert!(
-            err(&file("[sweep]\nclients = { from = \"rx\", to = 4 }", TWO)).ends_with(
-                "\"rx\" is not a plain integer (sizes are for `bytes` and `*_bytes`) (key `sweep.clients.from`)"
-            )
-        );
-    }
-
-    #[test]
-    fn published_points_name_words_and_sizes() {
-        let base = file(
-            "[sweep]\ndirection = [\"rx\", \"tx\"]",
-            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
-        );
-        let e = parse(&format!(
-            "{base}\n[[published]]\nparams = {{ direction = \"tx\", bytes = \"4 KiB\" }}\nmetric = \"m\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
-        ))
-        .unwrap();
-        assert_eq!(
-            e.references[0].params,
-            [("bytes", json!(4096)), ("direction", json!("tx"))]
-        );
-        let e = err(&format!(
-            "{base}\n[[published]]\nparams = {{ direction = 1.5 }}\nmetric = \"m\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
-        ));
-        assert!(
-            e.ends_with(
-                "published m: params.direction: 1.5 is neither a non-negative integer nor a word"
-            ),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_point_published_under_other_parameters_than_its_run_is_compared_as_run() {
-        let base = file(
-            "[sweep]\ndirection = [\"rx\", \"tx\"]",
-            "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
-        );
-        let point = |as_run: &str| {
-            format!(
-                "{base}\n[[published]]\nparams = {{ direction = \"tx\", bytes = \"1 KiB\" }}\n{as_run}\nmetric = \"m\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
-            )
-        };
-        let e = parse(&point("as_run = { bytes = 512 }")).unwrap();
-        let r = &e.references[0];
-        assert_eq!(r.as_run, [("bytes", json!(512))]);
-        assert_eq!(r.published_as().as_deref(), Some("bytes=1 KiB"));
-        let run = |bytes: u64| Run {
-            experiment: "test.x".into(),
-            config: "default".into(),
-            params: [
-                ("bytes".to_string(), json!(bytes)),
-                ("direction".to_string(), json!("tx")),
-            ]
-            .into_iter()
-            .collect(),
-            metrics: [("m".to_string(), json!(2.0))].into_iter().collect(),
-            counters: Default::default(),
-        };
-        assert!(r.applies(&run(512)) && !r.applies(&run(1024)));
-        let e = err(&point("as_run = { clients = 4 }"));
-        assert!(
-            e.ends_with("published m: as_run.clients replaces no parameter of its `params`"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn probe_errors_name_the_experiment_config_metric_and_probe() {
-        let t = file("[sweep]\nclients = [1]", TWO).replace(
-            "args = { tag = \"{who}-{clients}\" }",
-            "args = { other = \"{clients}\" }",
-        );
-        let e = parse(&t).unwrap().run(&[]).unwrap_err().0;
-        assert_eq!(
-            e,
-            "test.x, config `default`: metric `clients_seen` (probe `pair`): needs argument `tag` (given: other)"
-        );
-    }
-}
+mod tests;

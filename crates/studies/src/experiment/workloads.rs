@@ -1,0 +1,117 @@
+//! Metrics that name one of the experiment file's `[[workload]]`s: the workloads, in
+//! `nudma run`'s schema, run together on the config's hardware at each point by
+//! `nudma run`'s code, so an experiment is a scenario plus workloads, not Rust.
+
+use std::collections::BTreeMap;
+
+use fabric::scenario::Source;
+use serde_json::Value;
+use toml::Spanned;
+
+use super::{At, Metric, Outcome};
+use crate::harness::RunError;
+use crate::probe::{Fields, Probe};
+
+/// The run of an experiment's `[[workload]]`s: not a registry entry; `measure` runs them
+/// with `nudma run`'s code.
+pub(super) static WORKLOADS: Probe = Probe {
+    name: "workloads",
+    fields: &[],
+    run: |cx| Err(cx.error("the workloads of an experiment run through `nudma run`'s code")),
+};
+
+/// The argument of a workload metric's run: every workload and the window, as TOML.
+pub(super) const WORKLOADS_ARG: &str = "workloads";
+
+/// What a metric is measured by: the probe (or the workloads' run), the field it takes,
+/// and the run's arguments as written.
+pub(super) type MetricRun = (&'static Probe, String, BTreeMap<String, Spanned<String>>);
+
+/// A metric naming one of the file's `[[workload]]`s: the run of all of them (one per
+/// config and point, whatever metric asks), the field `WORKLOAD.METRIC` of its rows, and
+/// the workloads' text as the run's one argument (so its `{name}`s are checked and
+/// substituted as any argument's).
+pub(super) fn workload_metric(
+    workloads: &[toml::Table],
+    measure: Option<&toml::Table>,
+    w: &Spanned<String>,
+    m: &Metric,
+    name: &str,
+    at: At,
+) -> Result<MetricRun, RunError> {
+    let names: Vec<&str> = workloads
+        .iter()
+        .filter_map(|t| t.get("name").and_then(toml::Value::as_str))
+        .collect();
+    if !names.contains(&w.get_ref().as_str()) {
+        return Err(at(
+            w.span(),
+            format!(
+                "metric `{name}`: no [[workload]] named `{}` in this file (there are: {})",
+                w.get_ref(),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        ));
+    }
+    if !m.args.is_empty() {
+        return Err(at(
+            m.name.span(),
+            format!("metric `{name}`: a workload's metric takes no `args` (its workload's fields say what to run)"),
+        ));
+    }
+    let Some(field) = &m.field else {
+        return Err(at(
+            m.name.span(),
+            format!("metric `{name}`: name the workload's metric with `field = \"…\"`"),
+        ));
+    };
+    let Some(measure) = measure else {
+        return Err(at(
+            w.span(),
+            format!("metric `{name}`: an experiment's workloads need its [measure] window"),
+        ));
+    };
+    let mut doc = toml::Table::new();
+    doc.insert(
+        "workload".into(),
+        toml::Value::Array(workloads.iter().cloned().map(toml::Value::Table).collect()),
+    );
+    doc.insert("measure".into(), toml::Value::Table(measure.clone()));
+    let text = toml::to_string(&doc).map_err(|e| at(w.span(), format!("metric `{name}`: {e}")))?;
+    let args = BTreeMap::from([(WORKLOADS_ARG.to_string(), Spanned::new(w.span(), text))]);
+    Ok((
+        &WORKLOADS,
+        format!("{}.{}", w.get_ref(), field.get_ref()),
+        args,
+    ))
+}
+
+/// Runs an experiment's workloads (their resolved TOML) on the hardware of `src` as
+/// `nudma run` runs a scenario's; each row's metric `M` of workload `W` is field `W.M`.
+pub(super) fn run_workloads(src: &Source, workloads: &str) -> Result<Outcome, RunError> {
+    let both = Source {
+        name: format!("{} with the experiment's workloads", src.name),
+        text: format!("{}\n{workloads}", src.text),
+    };
+    let r = crate::run::run_point(&both, &Vec::new(), 1)?;
+    let mut fields = Fields::new();
+    for row in r.rows {
+        let w = row
+            .params
+            .get("workload")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        for (k, v) in row.metrics {
+            fields.insert(format!("{w}.{k}"), v);
+        }
+    }
+    Ok(Outcome {
+        fields,
+        counters: Some(r.counters),
+    })
+}
