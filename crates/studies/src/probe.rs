@@ -18,7 +18,8 @@
 //! `[[metric]] name = "total_kiops" probe = "nvme_sharing" field = "total_kiops"
 //! args = { clients = "{clients}" }`.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use sim::timed::TimedFabric;
@@ -59,6 +60,9 @@ pub struct ProbeCx<'a> {
     /// "<experiment>: metric `<m>` (probe `<p>`)", for errors.
     what: String,
     counters: Option<Value>,
+    /// The arguments the probe has read, so that one it never reads is an error, not a
+    /// silent no-op.
+    read: RefCell<BTreeSet<String>>,
 }
 
 impl<'a> ProbeCx<'a> {
@@ -74,11 +78,13 @@ impl<'a> ProbeCx<'a> {
             point,
             what,
             counters: None,
+            read: RefCell::new(BTreeSet::new()),
         }
     }
 
     /// A resolved argument; an error naming the metric and the probe when it is missing.
     pub fn arg(&self, key: &str) -> Result<String, RunError> {
+        self.read.borrow_mut().insert(key.to_string());
         self.args.get(key).cloned().ok_or_else(|| {
             self.error(format!(
                 "needs argument `{key}` (given: {})",
@@ -89,6 +95,7 @@ impl<'a> ProbeCx<'a> {
 
     /// Every resolved argument.
     pub fn args(&self) -> &BTreeMap<String, String> {
+        self.read.borrow_mut().extend(self.args.keys().cloned());
         self.args
     }
 
@@ -99,7 +106,18 @@ impl<'a> ProbeCx<'a> {
 
     /// An argument a probe may go without (it then states its default).
     pub fn arg_opt(&self, key: &str) -> Option<&str> {
+        self.read.borrow_mut().insert(key.to_string());
         self.args.get(key).map(String::as_str)
+    }
+
+    /// The arguments given that the probe never read: a misspelt or misplaced one.
+    pub fn unread(&self) -> Vec<&str> {
+        let read = self.read.borrow();
+        self.args
+            .keys()
+            .filter(|k| !read.contains(*k))
+            .map(String::as_str)
+            .collect()
     }
 
     /// The value of a swept parameter at this point, if the experiment sweeps it.

@@ -34,12 +34,12 @@ bytes = [4096, 65536]
 [[config]]
 name = "node0"
 scenario = "{scenario}"
-vars = {{ node = "0" }}
+vars = {{ node = "0", depth = "32" }}
 
 [[config]]
 name = "node1"
 scenario = "{scenario}"
-vars = {{ node = "1" }}
+vars = {{ node = "1", depth = "32" }}
 
 [[workload]]
 name = "rx"
@@ -48,7 +48,7 @@ device = "srv.nic0"
 target = "srv.ram.node{{node}}"
 op = "write"
 transfer_bytes = "{{bytes}}"
-outstanding = 32
+outstanding = "{{depth}}"     # a whole-number placeholder is a number
 
 [measure]
 warmup = "20 us"

@@ -15,7 +15,8 @@
 //! [[workload]]                       # run together per config and point, by `nudma run`
 //! name = "netperf"
 //! kind = "netperf"
-//! msg_bytes = "{msg_bytes}"          # swept values and config vars, in any string
+//! msg_bytes = "{msg_bytes}"          # swept values and config vars, in any string;
+//!                                    # one that is only a whole number is that number
 //! nic_mode = "{mode}"
 //! # …
 //! [measure]
@@ -42,7 +43,8 @@
 //! that run takes its field from it. Values may be numbers, strings, booleans or null.
 //! Swept parameters appear in each row's `params` under their names, as numbers or as the
 //! words written; several are swept as their product. A probe reads a swept word through
-//! an argument (`direction = "{direction}"`); its `swept()` sees the numeric ones.
+//! an argument (`direction = "{direction}"`); its `swept()` sees the numeric ones. An
+//! argument the probe never reads is an error naming it, not a silent no-op.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -814,6 +816,13 @@ impl Experiment {
                 RunError(format!("{what}: {}", e.0))
             }
         })?;
+        let unread = cx.unread();
+        if !unread.is_empty() {
+            return Err(RunError(format!(
+                "{what}: the probe takes no argument `{}` (check its spelling and the probe's documentation)",
+                unread.join("`, `")
+            )));
+        }
         let counters = cx.take_counters();
         Ok(Outcome { fields, counters })
     }
@@ -877,12 +886,20 @@ fn resolve_args(
     m.args
         .iter()
         .map(|(k, raw)| {
+            let values = c
+                .vars
+                .iter()
+                .map(|(var, val)| (var, val.clone()))
+                .chain(point.iter().map(|(var, val)| (var, val.text())));
             let mut s = raw.clone();
-            for (var, val) in &c.vars {
-                s = s.replace(&format!("{{{var}}}"), val);
-            }
-            for (var, val) in point {
-                s = s.replace(&format!("{{{var}}}"), &val.text());
+            for (var, val) in values {
+                if k == WORKLOADS_ARG && !val.is_empty() && val.bytes().all(|b| b.is_ascii_digit())
+                {
+                    // In workloads' TOML a string that is only a placeholder of a whole
+                    // number becomes that number (`threads = "{threads}"`).
+                    s = s.replace(&format!("\"{{{var}}}\""), &val);
+                }
+                s = s.replace(&format!("{{{var}}}"), &val);
             }
             (k.clone(), s)
         })

@@ -378,3 +378,16 @@ fn probe_errors_name_the_experiment_config_metric_and_probe() {
         "test.x, config `default`: metric `clients_seen` (probe `pair`): needs argument `tag` (given: other)"
     );
 }
+
+#[test]
+fn an_argument_the_probe_never_reads_is_an_error_not_ignored() {
+    let t = file("[sweep]\nclients = [1]", TWO).replace(
+        "args = { tag = \"{who}-{clients}\" }",
+        "args = { tag = \"{who}\", tga = \"x\" }",
+    );
+    let e = parse(&t).unwrap().run(&[]).unwrap_err().0;
+    assert_eq!(
+        e,
+        "test.x, config `default`: metric `clients_seen` (probe `pair`): the probe takes no argument `tga` (check its spelling and the probe's documentation)"
+    );
+}
