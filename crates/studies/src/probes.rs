@@ -2,22 +2,10 @@
 //! study's function. The only place that knows every study.
 
 pub use crate::probe::{one, Fields, Probe, ProbeCx, ProbeFn};
-use crate::{ioctopus, rdma, smartio, tyche};
+use crate::{ioctopus, rdma, smartio};
 
 /// The probes of the built-in experiment files.
 pub const PROBES: &[Probe] = &[
-    Probe {
-        name: "tyche",
-        fields: &[
-            "throughput_gbps",
-            "qpi_gbps",
-            "qpi0_share",
-            "requests",
-            "frames",
-            "cores_busy",
-        ],
-        run: tyche::tyche,
-    },
     Probe {
         name: "rdma_latency",
         fields: &["latency_ns"],

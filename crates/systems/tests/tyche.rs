@@ -645,3 +645,17 @@ fn with_the_nics_on_node_0_the_softirq_copies_node_1_buffers_across_the_processo
     // Each request's completion wakes FIO's thread on node 1 from node 0.
     assert!(worst.cross_wakeups >= worst.requests && ideal.cross_wakeups == 0);
 }
+
+#[test]
+fn a_node_the_hosts_do_not_have_is_refused_not_clamped() {
+    let t = topo();
+    for (place, buffers, what) in [
+        (Place::Node(2), BufferPlacement::Balanced, "node 2: host"),
+        (Place::NicLocal, BufferPlacement::Node(2), "buffers on node 2: host"),
+    ] {
+        let (mut ini, mut tgt) = hosts(&t);
+        let s = spec(Op::Read, zmio(8, buffers), place, Scheduler::Numa);
+        let e = tyche::run(&mut ini, &mut tgt, &s).unwrap_err();
+        assert!(e.starts_with(what) && e.ends_with("has 2 nodes"), "{e}");
+    }
+}

@@ -4,7 +4,7 @@
 
 use fabric::Topology;
 use serde_json::{json, Map};
-use systems::tyche::{RxPath, TycheSpec};
+use systems::tyche::TycheSpec;
 
 use super::{counters, run_between, FRAME_BYTES};
 use crate::run::net::NetOutcome;
@@ -26,6 +26,8 @@ pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, 
         target_place,
         scheduler,
         target_io,
+        rx,
+        coalescing,
     } = kind
     else {
         return Err("not a Tyche workload".into());
@@ -40,8 +42,8 @@ pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, 
         target: *target_place,
         scheduler: *scheduler,
         target_io: *target_io,
-        rx: RxPath::default(),
-        coalescing: systems::tyche::rx::COALESCING,
+        rx: *rx,
+        coalescing: *coalescing,
         warmup: m.warmup,
         window: m.duration,
     };

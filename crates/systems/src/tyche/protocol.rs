@@ -158,6 +158,14 @@ pub fn run(
                 }
             }
         }
+        if let super::BufferPlacement::Node(n) = spec.app.placement {
+            if n >= h.nodes {
+                return Err(format!(
+                    "buffers on node {n}: host `{}` has {} nodes",
+                    h.name, h.nodes
+                ));
+            }
+        }
     }
     let n = spec.channels;
     let mut sides = Vec::new();

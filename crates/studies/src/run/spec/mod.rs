@@ -167,6 +167,10 @@ pub enum Kind {
         target_place: tyche::Place,
         scheduler: tyche::Scheduler,
         target_io: tyche::TargetIo,
+        /// Which context takes received frames (`polling` unless the file says).
+        rx: tyche::RxPath,
+        /// The NICs' interrupt moderation (the driver's default unless the file says).
+        coalescing: devices::nic::CoalesceMode,
     },
     /// A PageRank-like memory-bound victim alone on `host`: `threads_per_socket` threads
     /// on every socket, each over its own node's part of the graph.

@@ -2,6 +2,7 @@
 //! driven by FIO or zmIO threads (`tyche_fio`, `zmio`). Their raw schemas, and their
 //! reading into a `Kind` with its range checks.
 
+use devices::nic::CoalesceMode;
 use fabric::units::Size;
 use fabric::ScenarioError;
 use serde::Deserialize;
@@ -54,6 +55,10 @@ struct RawTyche {
     scheduler: String,
     #[serde(default = "ramdisk")]
     target_io: String,
+    /// "polling" (the default), "network_thread" or "softirq".
+    rx_path: Option<String>,
+    /// "off", "static" or "adaptive"; the driver's default (static) when absent.
+    coalescing: Option<String>,
 }
 
 fn tyche_block_bytes() -> Size {
@@ -159,6 +164,14 @@ pub(super) fn tyche(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         target_place,
         scheduler,
         target_io,
+        rx: match &r.rx_path {
+            Some(s) => tyche::RxPath::parse(s).map_err(|m| field("rx_path", m))?,
+            None => tyche::RxPath::default(),
+        },
+        coalescing: match &r.coalescing {
+            Some(s) => CoalesceMode::parse(s).map_err(|m| field("coalescing", m))?,
+            None => tyche::rx::COALESCING,
+        },
     };
     Ok((r.name, k))
 }

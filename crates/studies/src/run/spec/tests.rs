@@ -486,6 +486,39 @@ fn tyche_kinds_parse_with_their_applications_placement_and_errors_are_located() 
 }
 
 #[test]
+fn tyche_takes_its_receive_path_interrupt_moderation_and_any_node_by_name() {
+    let spec = parse(&src(&TY.replace(
+        "op = \"write\"",
+        "op = \"write\"\nrx_path = \"softirq\"\ncoalescing = \"off\"\ntarget_place = \"node3\"",
+    )))
+    .unwrap();
+    let Kind::Tyche {
+        rx,
+        coalescing,
+        target_place,
+        ..
+    } = &spec.workloads[0].kind
+    else {
+        panic!("{:?}", spec.workloads[0].kind)
+    };
+    assert_eq!(*rx, tyche::RxPath::Softirq);
+    assert_eq!(*coalescing, devices::nic::CoalesceMode::Off);
+    // Any node by name; the run checks it against the host.
+    assert_eq!(*target_place, tyche::Place::Node(3));
+    let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
+    let e = msg(&TY.replace("op = \"write\"", "op = \"write\"\nrx_path = \"napi\""));
+    assert!(
+        e.contains("rx_path `napi`") && e.contains("workload.ty.rx_path"),
+        "{e}"
+    );
+    let e = msg(&TY.replace(
+        "op = \"write\"",
+        "op = \"write\"\ninitiator_place = \"nodeX\"",
+    ));
+    assert!(e.contains("a node (\"node0\", \"node1\", …)"), "{e}");
+}
+
+#[test]
 fn a_migration_is_a_tcp_stream_rx_inside_the_run() {
     let msg = |text: &str| parse(&src(text)).unwrap_err().to_string();
     let mig = NET.replace(
