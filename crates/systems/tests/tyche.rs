@@ -651,7 +651,11 @@ fn a_node_the_hosts_do_not_have_is_refused_not_clamped() {
     let t = topo();
     for (place, buffers, what) in [
         (Place::Node(2), BufferPlacement::Balanced, "node 2: host"),
-        (Place::NicLocal, BufferPlacement::Node(2), "buffers on node 2: host"),
+        (
+            Place::NicLocal,
+            BufferPlacement::Node(2),
+            "buffers on node 2: host",
+        ),
     ] {
         let (mut ini, mut tgt) = hosts(&t);
         let s = spec(Op::Read, zmio(8, buffers), place, Scheduler::Numa);

@@ -521,37 +521,7 @@ impl Experiment {
                     ))
                 }
             };
-            for (k, v) in &args {
-                for p in placeholders(v.get_ref()) {
-                    if swept.contains(&p) {
-                        if m.once {
-                            return Err(at(
-                                v.span(),
-                                format!(
-                                    "metric `{name}`, argument `{k}`: a `once` metric is measured once per config and cannot use the swept `{{{p}}}`"
-                                ),
-                            ));
-                        }
-                        continue;
-                    }
-                    if let Some(c) = configs.iter().find(|c| !c.vars.contains_key(p)) {
-                        let swept_text = if swept.is_empty() {
-                            "nothing is swept".to_string()
-                        } else {
-                            format!("swept: {}", swept.join(", "))
-                        };
-                        let vars: Vec<&str> = c.vars.keys().map(String::as_str).collect();
-                        return Err(at(
-                            v.span(),
-                            format!(
-                                "metric `{name}`, argument `{k}`: `{{{p}}}` is neither a swept parameter ({swept_text}) nor a var of config `{}` (its vars: {})",
-                                c.name,
-                                if vars.is_empty() { "none".to_string() } else { vars.join(", ") }
-                            ),
-                        ));
-                    }
-                }
-            }
+            check_placeholders(&name, &args, m.once, &swept, &configs, &at)?;
             metrics.push(MetricSpec {
                 name,
                 probe,
@@ -562,80 +532,11 @@ impl Experiment {
                 set: m.set.into_iter().collect(),
             });
         }
-        let mut references = Vec::new();
-        for p in f.published {
-            if let Some(c) = &p.config {
-                if !configs.iter().any(|x| &x.name == c) {
-                    return Err(bad(format!("published value for unknown config `{c}`")));
-                }
-            }
-            if !metrics.iter().any(|m| m.name == p.metric) {
-                return Err(bad(format!(
-                    "published value for unknown metric `{}`",
-                    p.metric
-                )));
-            }
-            let basis = match (p.basis.as_str(), p.parameters.is_empty()) {
-                ("prediction", true) => Basis::Prediction,
-                ("calibration", false) => {
-                    let names: Vec<&'static str> = p.parameters.into_iter().map(leak).collect();
-                    Basis::Calibration(Box::leak(names.into_boxed_slice()))
-                }
-                ("calibration", true) => {
-                    return Err(bad(format!(
-                        "published {}: a calibration point names the `parameters` fitted on it",
-                        p.metric
-                    )))
-                }
-                (other, _) => {
-                    return Err(bad(format!(
-                        "published {}: basis `{other}` (use \"calibration\" with `parameters`, or \"prediction\")",
-                        p.metric
-                    )))
-                }
-            };
-            let param_value = |table: &str, k: &str, v: &toml::Value| {
-                match v {
-                toml::Value::Integer(i) if *i >= 0 => Ok(json!(i)),
-                toml::Value::String(s) if is_size_param(k) => {
-                    Ok(json!(fabric::units::parse_size(s).map_err(|e| bad(format!(
-                        "published {}: {table}.{k}: {e}",
-                        p.metric
-                    )))?))
-                }
-                toml::Value::String(s) => Ok(json!(s)),
-                other => Err(bad(format!(
-                    "published {}: {table}.{k}: {other} is neither a non-negative integer nor a word",
-                    p.metric
-                ))),
-            }
-            };
-            let mut params = Vec::new();
-            for (k, v) in &p.params {
-                params.push((leak(k.clone()), param_value("params", k, v)?));
-            }
-            let mut as_run = Vec::new();
-            for (k, v) in &p.as_run {
-                if !p.params.contains_key(k) {
-                    return Err(bad(format!(
-                        "published {}: as_run.{k} replaces no parameter of its `params`",
-                        p.metric
-                    )));
-                }
-                as_run.push((leak(k.clone()), param_value("as_run", k, v)?));
-            }
-            references.push(Reference {
-                experiment: id,
-                config: p.config.map(leak),
-                params,
-                as_run,
-                metric: leak(p.metric),
-                value: p.value,
-                value_high: p.high.unwrap_or(p.value),
-                source: leak(p.source),
-                basis,
-            });
-        }
+        let references = f
+            .published
+            .into_iter()
+            .map(|p| published_reference(p, id, &configs, &metrics, &bad))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Experiment {
             info,
             references,
@@ -826,6 +727,125 @@ impl Experiment {
         let counters = cx.take_counters();
         Ok(Outcome { fields, counters })
     }
+}
+
+/// Every `{name}` of a metric's arguments is a swept parameter (not in a `once` metric)
+/// or a var of every config.
+fn check_placeholders(
+    name: &str,
+    args: &BTreeMap<String, Spanned<String>>,
+    once: bool,
+    swept: &[&str],
+    configs: &[ConfigSpec],
+    at: At,
+) -> Result<(), RunError> {
+    for (k, v) in args {
+        for p in placeholders(v.get_ref()) {
+            if swept.contains(&p) {
+                if once {
+                    return Err(at(
+                        v.span(),
+                        format!(
+                            "metric `{name}`, argument `{k}`: a `once` metric is measured once per config and cannot use the swept `{{{p}}}`"
+                        ),
+                    ));
+                }
+                continue;
+            }
+            if let Some(c) = configs.iter().find(|c| !c.vars.contains_key(p)) {
+                let swept_text = if swept.is_empty() {
+                    "nothing is swept".to_string()
+                } else {
+                    format!("swept: {}", swept.join(", "))
+                };
+                let vars: Vec<&str> = c.vars.keys().map(String::as_str).collect();
+                return Err(at(
+                    v.span(),
+                    format!(
+                        "metric `{name}`, argument `{k}`: `{{{p}}}` is neither a swept parameter ({swept_text}) nor a var of config `{}` (its vars: {})",
+                        c.name,
+                        if vars.is_empty() { "none".to_string() } else { vars.join(", ") }
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `[[published]]` value of the file, checked against its configs and metrics.
+fn published_reference(
+    p: Published,
+    id: &'static str,
+    configs: &[ConfigSpec],
+    metrics: &[MetricSpec],
+    bad: &dyn Fn(String) -> RunError,
+) -> Result<Reference, RunError> {
+    if let Some(c) = &p.config {
+        if !configs.iter().any(|x| &x.name == c) {
+            return Err(bad(format!("published value for unknown config `{c}`")));
+        }
+    }
+    if !metrics.iter().any(|m| m.name == p.metric) {
+        return Err(bad(format!(
+            "published value for unknown metric `{}`",
+            p.metric
+        )));
+    }
+    let basis = match (p.basis.as_str(), p.parameters.is_empty()) {
+        ("prediction", true) => Basis::Prediction,
+        ("calibration", false) => {
+            let names: Vec<&'static str> = p.parameters.into_iter().map(leak).collect();
+            Basis::Calibration(Box::leak(names.into_boxed_slice()))
+        }
+        ("calibration", true) => {
+            return Err(bad(format!(
+                "published {}: a calibration point names the `parameters` fitted on it",
+                p.metric
+            )))
+        }
+        (other, _) => {
+            return Err(bad(format!(
+                "published {}: basis `{other}` (use \"calibration\" with `parameters`, or \"prediction\")",
+                p.metric
+            )))
+        }
+    };
+    let param_value = |table: &str, k: &str, v: &toml::Value| match v {
+        toml::Value::Integer(i) if *i >= 0 => Ok(json!(i)),
+        toml::Value::String(s) if is_size_param(k) => Ok(json!(fabric::units::parse_size(s)
+            .map_err(|e| bad(format!("published {}: {table}.{k}: {e}", p.metric)))?)),
+        toml::Value::String(s) => Ok(json!(s)),
+        other => Err(bad(format!(
+            "published {}: {table}.{k}: {other} is neither a non-negative integer nor a word",
+            p.metric
+        ))),
+    };
+    let mut params = Vec::new();
+    for (k, v) in &p.params {
+        params.push((leak(k.clone()), param_value("params", k, v)?));
+    }
+    let mut as_run = Vec::new();
+    for (k, v) in &p.as_run {
+        if !p.params.contains_key(k) {
+            return Err(bad(format!(
+                "published {}: as_run.{k} replaces no parameter of its `params`",
+                p.metric
+            )));
+        }
+        as_run.push((leak(k.clone()), param_value("as_run", k, v)?));
+    }
+    Ok(Reference {
+        experiment: id,
+        config: p.config.map(leak),
+        params,
+        as_run,
+        metric: leak(p.metric),
+        value: p.value,
+        value_high: p.high.unwrap_or(p.value),
+        source: leak(p.source),
+        basis,
+    })
 }
 
 /// Where a parse error is: a span of the file and the message.
