@@ -6,11 +6,12 @@
 //! variants carry), the measurement window, and `parse`, which reads the fields every
 //! workload shares and hands its table to the reader of its kind: `tlp` (dma, cpu_stream,
 //! ntb_copy, pingpong), `storage` (fio, tyche_fio, zmio), `net` (netperf, pktgen,
-//! memcached, udp_pingpong), `victim` (pagerank) and `super::rdma` (rdma_bench,
+//! memcached, udp_pingpong), `victim` (pagerank) and `rdma` (rdma_bench,
 //! rdma_memcached). `located` locates errors and reads durations.
 
 mod located;
 mod net;
+pub mod rdma;
 mod storage;
 mod tlp;
 mod victim;
@@ -26,8 +27,7 @@ use sim::Time;
 use systems::tyche;
 use toml::Spanned;
 
-use located::{error, value_span, Entry};
-pub(super) use located::{field_error, read_workload};
+use located::{error, field_error, value_span, Entry};
 pub use located::{parse_duration, MAX_WINDOW_NS};
 pub use net::{MAX_CONNECTIONS, MAX_RR_MSG, MAX_UDP_MSG, MIGRATION_SAMPLE_MS};
 pub use tlp::{MAX_BUFFER, MAX_IN_FLIGHT, MAX_TRANSFER};
@@ -178,10 +178,10 @@ pub enum Kind {
         host: String,
         threads_per_socket: u32,
     },
-    /// The NUMA/RDMA study's one-sided benchmark between two hosts (`super::rdma`).
-    RdmaBench(super::rdma::RdmaBench),
-    /// memcached over one-sided RDMA between two hosts (`super::rdma`).
-    RdmaMemcached(super::rdma::RdmaMemcached),
+    /// The NUMA/RDMA study's one-sided benchmark between two hosts (`rdma`).
+    RdmaBench(rdma::RdmaBench),
+    /// memcached over one-sided RDMA between two hosts (`rdma`).
+    RdmaMemcached(rdma::RdmaMemcached),
 }
 
 /// The two hosts of a network workload and where its server side runs (as `Netperf`'s
@@ -413,7 +413,7 @@ fn workload(
         "udp_pingpong" => net::udp_pingpong(&e),
         "pagerank" => victim::pagerank(&e),
         // Checked as they are read.
-        "rdma_bench" | "rdma_memcached" => super::rdma::parse(src, &e.span, table, &e.wkey, kind),
+        "rdma_bench" | "rdma_memcached" => rdma::parse(src, &e.span, table, &e.wkey, kind),
         other => Err(error(
             src,
             value_span(src, &e.span, "kind"),

@@ -1,0 +1,251 @@
+//! The one-sided RDMA workloads' schemas: `rdma_bench` (the NUMA/RDMA study's benchmark)
+//! and `rdma_memcached` (memcached over one-sided RDMA), read with their defaults (the
+//! study's) and range checks; `run::rdma` runs them.
+
+use std::ops::Range;
+
+use devices::rnic::Verb;
+use fabric::scenario::Source;
+use fabric::units::Size;
+use fabric::ScenarioError;
+use host::rdma::load;
+use host::rdma::memcached::Placement;
+use serde::Deserialize;
+
+use super::located::{field_error, read_workload};
+use super::Kind;
+use crate::rdma::memcached::{load_placement, LOAD_ELEMS};
+use crate::rdma::{MTU, OPEN_DEPTH};
+
+/// The benchmark as a workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RdmaBench {
+    pub client: String,
+    pub server: String,
+    pub rnic: String,
+    pub verb: Verb,
+    pub bytes: u64,
+    pub connections: u32,
+    pub mtu: u32,
+    /// Open loop (throughput) or closed (latency).
+    pub open: bool,
+    pub depth: u32,
+    /// The server's region away from its RNIC's node.
+    pub server_remote: bool,
+    pub load: load::Placement,
+    pub load_elems: u64,
+}
+
+/// memcached over one-sided RDMA as a workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RdmaMemcached {
+    pub client: String,
+    pub server: String,
+    pub rnic: String,
+    pub connections: u32,
+    pub get_ratio: f64,
+    pub value_bytes: u64,
+    pub placement: Placement,
+    pub load: load::Placement,
+    pub load_elems: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBench {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    client: String,
+    server: String,
+    #[serde(default = "rnic")]
+    rnic: String,
+    verb: String,
+    #[serde(default = "sixty_four")]
+    bytes: Size,
+    connections: u32,
+    #[serde(default = "mtu")]
+    mtu: u32,
+    #[serde(default = "closed")]
+    mode: String,
+    #[serde(default = "depth")]
+    depth: u32,
+    #[serde(default = "local")]
+    server_placement: String,
+    #[serde(default = "none")]
+    load: String,
+    #[serde(default = "load_elems")]
+    load_elems: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemcached {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    client: String,
+    server: String,
+    #[serde(default = "rnic")]
+    rnic: String,
+    connections: u32,
+    #[serde(default = "get_ratio")]
+    get_ratio: f64,
+    #[serde(default = "sixty_four")]
+    value_bytes: Size,
+    #[serde(default = "both_local")]
+    placement: String,
+    #[serde(default = "none")]
+    load: String,
+    #[serde(default = "load_elems")]
+    load_elems: u64,
+}
+
+// The study's settings (REFERENCE.md §4, EXPERIMENTS.md), as the experiments use them.
+fn rnic() -> String {
+    "rnic".into()
+}
+fn sixty_four() -> Size {
+    Size(64)
+}
+fn mtu() -> u32 {
+    MTU
+}
+fn closed() -> String {
+    "closed".into()
+}
+fn depth() -> u32 {
+    OPEN_DEPTH
+}
+fn local() -> String {
+    "local".into()
+}
+fn none() -> String {
+    "none".into()
+}
+fn load_elems() -> u64 {
+    LOAD_ELEMS
+}
+fn get_ratio() -> f64 {
+    crate::rdma::memcached::GET_RATIO
+}
+fn both_local() -> String {
+    "both_local".into()
+}
+
+/// The verb words of `rdma_bench`: the atomics swap 0 for 1 and add 1.
+fn verb(word: &str) -> Result<Verb, String> {
+    match word {
+        "cas" => Ok(Verb::CompareSwap {
+            compare: 0,
+            swap: 1,
+        }),
+        "faa" => Ok(Verb::FetchAdd { add: 1 }),
+        "read" | "write" => Verb::parse(word),
+        _ => Err(format!(
+            "verb `{word}`: use \"read\", \"write\", \"cas\" or \"faa\""
+        )),
+    }
+}
+
+/// Reads an `rdma_bench` or `rdma_memcached` table (`kind`), its values checked and any
+/// error located at the value.
+pub fn parse(
+    src: &Source,
+    span: &Range<usize>,
+    table: &toml::Table,
+    wkey: &str,
+    kind: &str,
+) -> Result<(String, Kind), ScenarioError> {
+    if kind == "rdma_bench" {
+        let r: RawBench = read_workload(src, span, table, wkey)?;
+        let field = |f: &str, msg: String| field_error(src, span, &r.name, f, &msg);
+        let verb = verb(&r.verb).map_err(|e| field("verb", e))?;
+        let open = match r.mode.as_str() {
+            "open" => true,
+            "closed" => false,
+            m => {
+                return Err(field(
+                    "mode",
+                    format!("mode `{m}`: use \"closed\" or \"open\""),
+                ))
+            }
+        };
+        let server_remote = match r.server_placement.as_str() {
+            "remote" => true,
+            "local" => false,
+            p => {
+                return Err(field(
+                    "server_placement",
+                    format!(
+                    "server_placement `{p}`: use \"local\" or \"remote\" (to the server's RNIC)"
+                ),
+                ))
+            }
+        };
+        if !(1..=30).contains(&r.connections) {
+            return Err(field(
+                "connections",
+                "must be 1 .. 30 connections (one QP each, within the RNIC's 31 cached contexts)"
+                    .into(),
+            ));
+        }
+        let bytes = r.bytes.0;
+        if verb.is_atomic() && bytes != 8 {
+            return Err(field("bytes", "an atomic moves 8 bytes".into()));
+        }
+        if !(1..=1 << 30).contains(&bytes) {
+            return Err(field("bytes", "must be 1 B .. 1 GiB".into()));
+        }
+        if open && !(1..=1024).contains(&r.depth) {
+            return Err(field("depth", "must be 1 .. 1024 work requests".into()));
+        }
+        let load = load_placement(&r.load).map_err(|e| field("load", e))?;
+        let k = Kind::RdmaBench(RdmaBench {
+            client: r.client,
+            server: r.server,
+            rnic: r.rnic,
+            verb,
+            bytes,
+            connections: r.connections,
+            mtu: r.mtu,
+            open,
+            depth: r.depth,
+            server_remote,
+            load,
+            load_elems: r.load_elems,
+        });
+        return Ok((r.name, k));
+    }
+    let r: RawMemcached = read_workload(src, span, table, wkey)?;
+    let field = |f: &str, msg: String| field_error(src, span, &r.name, f, &msg);
+    if !(1..=30).contains(&r.connections) {
+        return Err(field(
+            "connections",
+            "must be 1 .. 30 clients (one QP each, within the RNIC's 31 cached contexts)".into(),
+        ));
+    }
+    if !(0.0..=1.0).contains(&r.get_ratio) {
+        return Err(field(
+            "get_ratio",
+            "must be a share of GETs in 0 .. 1".into(),
+        ));
+    }
+    if !(1..=4096).contains(&r.value_bytes.0) {
+        return Err(field("value_bytes", "must be 1 B .. 4 KiB".into()));
+    }
+    let placement = Placement::parse(&r.placement).map_err(|e| field("placement", e))?;
+    let load = load_placement(&r.load).map_err(|e| field("load", e))?;
+    let k = Kind::RdmaMemcached(RdmaMemcached {
+        client: r.client,
+        server: r.server,
+        rnic: r.rnic,
+        connections: r.connections,
+        get_ratio: r.get_ratio,
+        value_bytes: r.value_bytes.0,
+        placement,
+        load,
+        load_elems: r.load_elems,
+    });
+    Ok((r.name, k))
+}
