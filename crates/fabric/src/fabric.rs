@@ -505,217 +505,274 @@ impl Fabric {
     fn walk(
         &self,
         req: &Request,
-        mut host: HostId,
-        mut rid: Rid,
-        mut addr: u64,
-        mut origin: Origin,
+        host: HostId,
+        rid: Rid,
+        addr: u64,
+        origin: Origin,
         path: &mut Path,
     ) -> Result<Target, Fault> {
+        let mut at = At {
+            host,
+            rid,
+            addr,
+            origin,
+        };
+        for _ in 0..=MAX_CROSSINGS {
+            if let Some(t) = self.walk_host(req, &mut at, path)? {
+                return Ok(t);
+            }
+        }
+        Err(at.fault(req, FaultKind::TooManyCrossings))
+    }
+
+    /// One host of a walk: from `at` to the request's target in this host, or through an
+    /// NTB window to the far host (`None`, `at` then where the request enters there).
+    fn walk_host(
+        &self,
+        req: &Request,
+        at: &mut At,
+        path: &mut Path,
+    ) -> Result<Option<Target>, Fault> {
         let topo = &self.topo;
         let len = req.len.max(1) as u64;
         let write = req.access == Access::Write;
-        let fault = |kind, host, rid, addr| Fault {
-            kind,
-            host,
-            requester: rid,
-            addr,
-            access: req.access,
-        };
-        for _ in 0..=MAX_CROSSINGS {
-            let h = topo.host(host);
-            let platform = topo.platform_of(host);
-            // A device's write into the MSI window is an interrupt message: it goes up to
-            // its root, which hands it to interrupt delivery (no DMA remapping).
-            if let (Origin::Node(n), true) = (origin, write && MSI_WINDOW.contains(&addr)) {
-                if addr + len > MSI_WINDOW.end {
-                    return Err(fault(FaultKind::CrossesWindow, host, rid, addr));
-                }
-                let rc = topo.node(n).root;
-                self.climb(n, rc, path);
-                path.steps.push(Step::Root { node: rc });
-                return Ok(Target::Interrupt {
-                    host,
-                    apic: msi_apic(addr),
-                    addr,
-                });
+        let h = topo.host(at.host);
+        let platform = topo.platform_of(at.host);
+        // A device's write into the MSI window is an interrupt message: it goes up to
+        // its root, which hands it to interrupt delivery (no DMA remapping).
+        if let (Origin::Node(n), true) = (at.origin, write && MSI_WINDOW.contains(&at.addr)) {
+            if at.addr + len > MSI_WINDOW.end {
+                return Err(at.fault(req, FaultKind::CrossesWindow));
             }
-            // With the IOMMU on, every TLP of a device goes up to the root for translation.
-            let mut at_root = None;
-            if let Origin::Node(n) = origin {
-                if h.iommu {
-                    let rc = topo.node(n).root;
-                    self.climb(n, rc, path);
-                    path.steps.push(Step::Root { node: rc });
-                    let phys = self.iommu[host as usize]
-                        .translate(rid, addr, write)
-                        .map_err(|m| {
-                            let k = match m {
-                                IommuMiss::NoDomain => FaultKind::IommuNoDomain,
-                                IommuMiss::NotMapped(_) => FaultKind::IommuNotMapped,
-                                IommuMiss::Permission(_) => FaultKind::IommuPermission,
-                            };
-                            fault(k, host, rid, addr)
-                        })?;
-                    path.steps.push(Step::Iommu {
-                        host,
-                        rid,
-                        iova: addr,
-                        phys,
-                    });
-                    addr = phys;
-                    at_root = Some(rc);
-                }
-            }
-            let region = *h
-                .decode(addr)
-                .ok_or_else(|| fault(FaultKind::NoWindow, host, rid, addr))?;
-            if addr + len > region.end {
-                return Err(fault(FaultKind::CrossesWindow, host, rid, addr));
-            }
-            let t = match region.owner {
-                Owner::Ram { node, node_offset } => {
-                    let from = match (origin, at_root) {
-                        (Origin::Vertex(v), _) => v,
-                        (Origin::Node(_), Some(rc)) => rc_vertex(topo, rc),
-                        (Origin::Node(n), None) => {
-                            let rc = topo.node(n).root;
-                            self.climb(n, rc, path);
-                            path.steps.push(Step::Root { node: rc });
-                            rc_vertex(topo, rc)
-                        }
-                    };
-                    let to = platform.package_of_node(node);
-                    push_uncore(platform, host, from, to, path);
-                    return Ok(Target::Ram {
-                        host,
-                        node,
-                        addr,
-                        offset: node_offset + (addr - region.start),
-                    });
-                }
-                Owner::Bar { node, bar } => (node, bar),
-            };
-            let (tnode, tbar) = t;
-            let troot = topo.node(tnode).root;
-            match (origin, at_root) {
-                (Origin::Vertex(v), _) => {
-                    push_uncore(platform, host, v, rc_vertex(topo, troot), path);
-                    path.steps.push(Step::Root { node: troot });
-                    rid = topo.node(troot).rid;
-                    self.descend(troot, tnode, path);
-                }
-                (Origin::Node(_), Some(rc)) => {
-                    self.via_roots(platform, host, rc, troot, tnode, path)
-                        .map_err(|k| fault(k, host, rid, addr))?;
-                }
-                // A function addressing its own BAR never leaves the device: only an NTB
-                // function's DMA engine feeding its own window goes on (through the NTB).
-                (Origin::Node(n), None) if n == tnode => {
-                    let through_ntb = matches!(topo.node(n).kind,
-                        NodeKind::NtbFunction { ntb } if topo.ntbs[ntb as usize].window_bar == tbar);
-                    if !through_ntb {
-                        return Err(fault(FaultKind::OwnBar, host, rid, addr));
-                    }
-                }
-                (Origin::Node(n), None) => match lca(topo, n, tnode) {
-                    Some(a) if topo.node(a).is_switch() => {
-                        self.climb(n, a, path);
-                        self.descend(a, tnode, path);
-                    }
-                    _ => {
+            let rc = topo.node(n).root;
+            self.climb(n, rc, path);
+            path.steps.push(Step::Root { node: rc });
+            return Ok(Some(Target::Interrupt {
+                host: at.host,
+                apic: msi_apic(at.addr),
+                addr: at.addr,
+            }));
+        }
+        let at_root = self.translate_at_root(req, at, path)?;
+        let region = *h
+            .decode(at.addr)
+            .ok_or_else(|| at.fault(req, FaultKind::NoWindow))?;
+        if at.addr + len > region.end {
+            return Err(at.fault(req, FaultKind::CrossesWindow));
+        }
+        let (tnode, tbar) = match region.owner {
+            Owner::Ram { node, node_offset } => {
+                let from = match (at.origin, at_root) {
+                    (Origin::Vertex(v), _) => v,
+                    (Origin::Node(_), Some(rc)) => rc_vertex(topo, rc),
+                    (Origin::Node(n), None) => {
                         let rc = topo.node(n).root;
                         self.climb(n, rc, path);
                         path.steps.push(Step::Root { node: rc });
-                        self.via_roots(platform, host, rc, troot, tnode, path)
-                            .map_err(|k| fault(k, host, rid, addr))?;
+                        rc_vertex(topo, rc)
                     }
-                },
+                };
+                let to = platform.package_of_node(node);
+                push_uncore(platform, at.host, from, to, path);
+                return Ok(Some(Target::Ram {
+                    host: at.host,
+                    node,
+                    addr: at.addr,
+                    offset: node_offset + (at.addr - region.start),
+                }));
             }
-            let tn = topo.node(tnode);
-            let NodeKind::NtbFunction { ntb } = tn.kind else {
+            Owner::Bar { node, bar } => (node, bar),
+        };
+        self.reach_bar_node(req, at, at_root, tnode, tbar, path)?;
+        let tn = topo.node(tnode);
+        match tn.kind {
+            NodeKind::NtbFunction { ntb } if tbar == topo.ntbs[ntb as usize].window_bar => {
+                self.cross_ntb(req, at, ntb, tnode, tbar, path)
+            }
+            _ => {
                 let b = tn.bar(tbar).expect("region BAR exists");
-                return Ok(Target::Bar {
+                Ok(Some(Target::Bar {
                     node: tnode,
                     bar: tbar,
-                    offset: addr - b.addr,
-                });
-            };
-            let spec = &topo.ntbs[ntb as usize];
-            if tbar != spec.window_bar {
-                let b = tn.bar(tbar).expect("region BAR exists");
-                return Ok(Target::Bar {
-                    node: tnode,
-                    bar: tbar,
-                    offset: addr - b.addr,
-                });
+                    offset: at.addr - b.addr,
+                }))
             }
-            // Through the NTB: address LUT, requester-ID LUT, cables, far adapter.
-            let st = &self.ntb[ntb as usize];
-            let off = addr - tn.bar(tbar).expect("window BAR").addr;
-            let window = (off / spec.window_size) as u32;
-            let entry = st
-                .window(window)
-                .ok_or_else(|| fault(FaultKind::NtbWindowUnmapped, host, rid, addr))?;
-            if let Some(group) = entry.group {
-                if !write {
-                    return Err(fault(FaultKind::MulticastRead { group }, host, rid, addr));
+        }
+    }
+
+    /// With the IOMMU on, every TLP of a device goes up to the root for translation:
+    /// climbs there, translates `at.addr` and returns the root; `None` (nothing done)
+    /// for a CPU or with the IOMMU off.
+    fn translate_at_root(
+        &self,
+        req: &Request,
+        at: &mut At,
+        path: &mut Path,
+    ) -> Result<Option<NodeId>, Fault> {
+        let Origin::Node(n) = at.origin else {
+            return Ok(None);
+        };
+        if !self.topo.host(at.host).iommu {
+            return Ok(None);
+        }
+        let write = req.access == Access::Write;
+        let rc = self.topo.node(n).root;
+        self.climb(n, rc, path);
+        path.steps.push(Step::Root { node: rc });
+        let phys = self.iommu[at.host as usize]
+            .translate(at.rid, at.addr, write)
+            .map_err(|m| {
+                let k = match m {
+                    IommuMiss::NoDomain => FaultKind::IommuNoDomain,
+                    IommuMiss::NotMapped(_) => FaultKind::IommuNotMapped,
+                    IommuMiss::Permission(_) => FaultKind::IommuPermission,
+                };
+                at.fault(req, k)
+            })?;
+        path.steps.push(Step::Iommu {
+            host: at.host,
+            rid: at.rid,
+            iova: at.addr,
+            phys,
+        });
+        at.addr = phys;
+        Ok(Some(rc))
+    }
+
+    /// The way from `at` (at its root already when `at_root`) down to `tnode`, whose BAR
+    /// `tbar` the address decodes to. A CPU's request takes its root's requester ID.
+    fn reach_bar_node(
+        &self,
+        req: &Request,
+        at: &mut At,
+        at_root: Option<NodeId>,
+        tnode: NodeId,
+        tbar: u8,
+        path: &mut Path,
+    ) -> Result<(), Fault> {
+        let topo = &self.topo;
+        let platform = topo.platform_of(at.host);
+        let troot = topo.node(tnode).root;
+        match (at.origin, at_root) {
+            (Origin::Vertex(v), _) => {
+                push_uncore(platform, at.host, v, rc_vertex(topo, troot), path);
+                path.steps.push(Step::Root { node: troot });
+                at.rid = topo.node(troot).rid;
+                self.descend(troot, tnode, path);
+            }
+            (Origin::Node(_), Some(rc)) => {
+                self.via_roots(platform, at.host, rc, troot, tnode, path)
+                    .map_err(|k| at.fault(req, k))?;
+            }
+            // A function addressing its own BAR never leaves the device: only an NTB
+            // function's DMA engine feeding its own window goes on (through the NTB).
+            (Origin::Node(n), None) if n == tnode => {
+                let through_ntb = matches!(topo.node(n).kind,
+                    NodeKind::NtbFunction { ntb } if topo.ntbs[ntb as usize].window_bar == tbar);
+                if !through_ntb {
+                    return Err(at.fault(req, FaultKind::OwnBar));
                 }
             }
-            let index = st
-                .rid_index(rid)
-                .ok_or_else(|| fault(FaultKind::NtbRequesterUnknown, host, rid, addr))?;
-            if let Some(group) = entry.group {
-                // The replication point's first stage: the sending adapter's crossbar.
-                // Each member's route goes on from here (`route_multicast`).
-                path.steps.push(Step::Switch {
-                    node: spec.chip_node,
-                });
-                return Ok(Target::Multicast {
-                    group,
-                    offset: entry.far_base + off % spec.window_size,
-                });
+            (Origin::Node(n), None) => match lca(topo, n, tnode) {
+                Some(a) if topo.node(a).is_switch() => {
+                    self.climb(n, a, path);
+                    self.descend(a, tnode, path);
+                }
+                _ => {
+                    let rc = topo.node(n).root;
+                    self.climb(n, rc, path);
+                    path.steps.push(Step::Root { node: rc });
+                    self.via_roots(platform, at.host, rc, troot, tnode, path)
+                        .map_err(|k| at.fault(req, k))?;
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Through NTB `ntb`'s window BAR (`tbar` of `tnode`): address LUT, requester-ID LUT,
+    /// cables, far adapter; `at` becomes where the request enters the far host (`None`).
+    /// A multicast window ends the walk at the sending adapter (`Target::Multicast`).
+    fn cross_ntb(
+        &self,
+        req: &Request,
+        at: &mut At,
+        ntb: NtbId,
+        tnode: NodeId,
+        tbar: u8,
+        path: &mut Path,
+    ) -> Result<Option<Target>, Fault> {
+        let topo = &self.topo;
+        let write = req.access == Access::Write;
+        let tn = topo.node(tnode);
+        let spec = &topo.ntbs[ntb as usize];
+        let st = &self.ntb[ntb as usize];
+        let off = at.addr - tn.bar(tbar).expect("window BAR").addr;
+        let window = (off / spec.window_size) as u32;
+        let entry = st
+            .window(window)
+            .ok_or_else(|| at.fault(req, FaultKind::NtbWindowUnmapped))?;
+        if let Some(group) = entry.group {
+            if !write {
+                return Err(at.fault(req, FaultKind::MulticastRead { group }));
             }
-            let far = entry.far_base + off % spec.window_size;
-            let dst = &topo.ntbs[entry.dst as usize];
-            let far_rid = proxy_rid(topo.node(dst.fn_node).rid, index);
-            path.steps.push(Step::NtbWindow {
-                ntb,
-                window,
-                from: addr,
-                to_host: entry.dst_host,
-                to: far,
-            });
-            path.steps.push(Step::RidLut {
-                ntb,
-                index,
-                from: rid,
-                to: far_rid,
-            });
-            // The adapter's crossbar, from its host side to its link side.
+        }
+        let index = st
+            .rid_index(at.rid)
+            .ok_or_else(|| at.fault(req, FaultKind::NtbRequesterUnknown))?;
+        if let Some(group) = entry.group {
+            // The replication point's first stage: the sending adapter's crossbar.
+            // Each member's route goes on from here (`route_multicast`).
             path.steps.push(Step::Switch {
                 node: spec.chip_node,
             });
-            for hop in self.ntb_way_hops(entry.way) {
-                match *hop {
-                    NtbHop::Cable(c) => {
-                        path.steps.push(Step::Cable { cable: c });
-                        if let Some(k) = self.cable_fault(c) {
-                            return Err(fault(k, host, rid, addr));
-                        }
-                    }
-                    NtbHop::ClusterSwitch(s) => path.steps.push(Step::ClusterSwitch { switch: s }),
-                }
-            }
-            // The far adapter's crossbar, from its link side to its host side.
-            path.steps.push(Step::Switch {
-                node: dst.chip_node,
-            });
-            host = entry.dst_host;
-            rid = far_rid;
-            addr = far;
-            origin = Origin::Node(dst.fn_node);
+            return Ok(Some(Target::Multicast {
+                group,
+                offset: entry.far_base + off % spec.window_size,
+            }));
         }
-        Err(fault(FaultKind::TooManyCrossings, host, rid, addr))
+        let far = entry.far_base + off % spec.window_size;
+        let dst = &topo.ntbs[entry.dst as usize];
+        let far_rid = proxy_rid(topo.node(dst.fn_node).rid, index);
+        path.steps.push(Step::NtbWindow {
+            ntb,
+            window,
+            from: at.addr,
+            to_host: entry.dst_host,
+            to: far,
+        });
+        path.steps.push(Step::RidLut {
+            ntb,
+            index,
+            from: at.rid,
+            to: far_rid,
+        });
+        // The adapter's crossbar, from its host side to its link side.
+        path.steps.push(Step::Switch {
+            node: spec.chip_node,
+        });
+        for hop in self.ntb_way_hops(entry.way) {
+            match *hop {
+                NtbHop::Cable(c) => {
+                    path.steps.push(Step::Cable { cable: c });
+                    if let Some(k) = self.cable_fault(c) {
+                        return Err(at.fault(req, k));
+                    }
+                }
+                NtbHop::ClusterSwitch(s) => path.steps.push(Step::ClusterSwitch { switch: s }),
+            }
+        }
+        // The far adapter's crossbar, from its link side to its host side.
+        path.steps.push(Step::Switch {
+            node: dst.chip_node,
+        });
+        *at = At {
+            host: entry.dst_host,
+            rid: far_rid,
+            addr: far,
+            origin: Origin::Node(dst.fn_node),
+        };
+        Ok(None)
     }
 
     /// Per member of the multicast group a write `req` reaches, its route from the
@@ -1383,6 +1440,29 @@ struct Way {
 enum Origin {
     Node(NodeId),
     Vertex(u32),
+}
+
+/// Where a walk is: the host, the requester ID and address the request carries there,
+/// and what it goes on from.
+#[derive(Clone, Copy)]
+struct At {
+    host: HostId,
+    rid: Rid,
+    addr: u64,
+    origin: Origin,
+}
+
+impl At {
+    /// `kind` of fault for `req` here.
+    fn fault(&self, req: &Request, kind: FaultKind) -> Fault {
+        Fault {
+            kind,
+            host: self.host,
+            requester: self.rid,
+            addr: self.addr,
+            access: req.access,
+        }
+    }
 }
 
 fn rc_vertex(topo: &Topology, rc: NodeId) -> u32 {

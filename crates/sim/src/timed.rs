@@ -15,8 +15,8 @@
 //! sink has the node's own `gbps` when given, and no DDIO share.
 
 use fabric::{
-    Access, CableEnd, Fabric, Fault, FaultKind, McRoutes, NodeKind, Path, Platform, Request,
-    Requester, Step, Target, UncoreHop,
+    Access, CableEnd, Fabric, Fault, FaultKind, Host, McRoutes, NodeKind, Path, Platform, Request,
+    Requester, Step, Target, Topology, UncoreHop,
 };
 use rustc_hash::FxHashMap;
 
@@ -114,261 +114,14 @@ impl TimedFabric {
     pub fn new(fabric: Fabric, seed: u64) -> Result<TimedFabric, TimingError> {
         let topo = &fabric.topo;
         let mut net = Net::new(seed);
-        let platform: Vec<PlatformTiming> = topo
-            .platforms
-            .iter()
-            .map(|p| {
-                p.timing.clone().ok_or_else(|| {
-                    TimingError(format!(
-                        "platform `{0}` has no timing table (the timing layer needs `[platform.{0}.timing]`)",
-                        p.name
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        // The network has one credit-update latency: the platforms must agree on it.
-        if let Some((a, b)) = platform
-            .iter()
-            .zip(&topo.platforms)
-            .find_map(|(t, p)| (t.fc_update_ns != platform[0].fc_update_ns).then_some(p))
-            .map(|p| (&topo.platforms[0].name, &p.name))
-        {
-            return Err(TimingError(format!(
-                "platforms `{a}` and `{b}` differ in `fc_update_ns`; one network has one credit-update latency"
-            )));
-        }
-        if let Some(t) = platform.first() {
-            net.set_fc_extra(ns(t.fc_update_ns));
-        }
-        // Likewise one completion timeout (requesters of every host wait as long).
-        if let Some((a, b)) = platform
-            .iter()
-            .zip(&topo.platforms)
-            .find_map(|(t, p)| {
-                (t.completion_timeout_ns != platform[0].completion_timeout_ns).then_some(p)
-            })
-            .map(|p| (&topo.platforms[0].name, &p.name))
-        {
-            return Err(TimingError(format!(
-                "platforms `{a}` and `{b}` differ in `completion_timeout_ns`; one network has one completion timeout"
-            )));
-        }
-        if let Some(t) = platform.first() {
-            net.set_completion_timeout(ns(t.completion_timeout_ns));
-        }
-        let timing_of_host = |h: u32| &platform[topo.host(h).platform as usize];
-        let mut link_wires = vec![[NONE; 2]; topo.nodes.len()];
-        for (i, n) in topo.nodes.iter().enumerate() {
-            if let Some(l) = n.link {
-                let pt = timing_of_host(n.host);
-                let lat = pt.pcie_link_ns + if l.cable { pt.cable_ns } else { 0.0 };
-                let (up, down) = net.add_link(
-                    &format!("link {}", topo.node_label(i as u32)),
-                    pcie::ps_per_kib(l.gen, l.width),
-                    ns(lat),
-                    [0; 3],
-                    true,
-                );
-                link_wires[i] = [up, down];
-            }
-        }
-        // Credits a wire's receiver advertises: a switch chip's port buffers.
-        let credits_of = |n: u32| match topo.node(n).kind {
-            NodeKind::Switch { chip, .. } => topo.chip(chip).credits,
-            _ => [0; 3],
-        };
-        for (i, n) in topo.nodes.iter().enumerate() {
-            if let (Some(p), [up, down]) = (n.parent, link_wires[i]) {
-                if up != NONE {
-                    net.set_credits(up, credits_of(p));
-                    net.set_credits(down, credits_of(i as u32));
-                }
-            }
-        }
-        let end_credits = |e: CableEnd| match e {
-            CableEnd::Ntb(x) => credits_of(topo.ntbs[x as usize].chip_node),
-            CableEnd::ClusterSwitch(c) => topo.chip(topo.cluster_switches[c as usize].chip).credits,
-        };
-        let mut cable_wires = Vec::new();
-        for c in &topo.cables {
-            let name = format!(
-                "cable {}-{}",
-                topo.cable_end_label(c.ends[0]),
-                topo.cable_end_label(c.ends[1])
-            );
-            // A cable's own propagation, else the platform's at its first NTB end.
-            let host_end = c.ends.iter().find_map(|e| match *e {
-                CableEnd::Ntb(x) => Some(topo.ntbs[x as usize].host),
-                CableEnd::ClusterSwitch(_) => None,
-            });
-            let pt = timing_of_host(host_end.unwrap_or(0));
-            let (a, b) = net.add_link(
-                &name,
-                pcie::ps_per_kib(c.link.gen, c.link.width),
-                ns(pt.pcie_link_ns + c.cable_ns.unwrap_or(pt.cable_ns)),
-                [0; 3],
-                true,
-            );
-            net.set_credits(a, end_credits(c.ends[1]));
-            net.set_credits(b, end_credits(c.ends[0]));
-            cable_wires.push([a, b]);
-        }
-        let mut ic_wires = Vec::new();
-        let mut ram_sinks = Vec::new();
-        let mut mem_delay = Vec::new();
-        let mut mem_pacers = Vec::new();
-        let mut splitters = vec![NONE; topo.nodes.len()];
-        let mut iotlbs = Vec::new();
-        for h in topo.hosts.iter() {
-            let p = &topo.platforms[h.platform as usize];
-            let pt = &platform[h.platform as usize];
-            let mut wires = Vec::new();
-            for l in &p.interconnect {
-                // Parallel links (`count`) add bandwidth.
-                let gbps = l
-                    .bandwidth_gbps
-                    .unwrap_or(pt.interconnect_gbps * l.count as f64);
-                let lat = l.latency_ns.unwrap_or(pt.interconnect_latency_ns);
-                let (a, b) = net.add_link(
-                    &format!("{} {}-{}", h.name, p.vertex_name(l.a), p.vertex_name(l.b)),
-                    pcie::ps_per_kib_at(gbps),
-                    ns(lat),
-                    [0; 3],
-                    false,
-                );
-                wires.push([a, b]);
-            }
-            let (dram, delay) = match &p.latency_ns {
-                Some(m) => {
-                    let (dram, delay) = matrix_latency(&net, p, &wires, m)?;
-                    (dram, Some(delay))
-                }
-                None => (vec![ns(pt.dram_latency_ns); p.numa_nodes() as usize], None),
-            };
-            mem_delay.push(delay);
-            mem_pacers.push(p.bandwidth_gbps.as_ref().map(|bw| {
-                bw.iter()
-                    .enumerate()
-                    .map(|(i, row)| {
-                        row.iter()
-                            .enumerate()
-                            .map(|(j, &gbps)| {
-                                net.add_pacer(
-                                    &format!("{} cores node{i} from node{j}", h.name),
-                                    gbps,
-                                )
-                            })
-                            .collect()
-                    })
-                    .collect()
-            }));
-            ic_wires.push(wires);
-            ram_sinks.push(
-                (0..p.numa_nodes())
-                    .map(|n| {
-                        // A memory-only node (HBM, CXL, GPU memory) has its own bandwidth
-                        // when the platform states one.
-                        let mem = p.memory_node(n);
-                        let gbps = mem
-                            .and_then(|m| m.gbps.as_ref())
-                            .map_or(pt.dram_gbps, |g| g.0);
-                        let sink = net.add_sink(
-                            &format!("{} DRAM node{n}", h.name),
-                            gbps,
-                            dram[n as usize],
-                            dram[n as usize],
-                            // The root's completions, capped by the host's MPS.
-                            pt.read_completion_bytes.min(h.mps),
-                        );
-                        // Writes that bypass DDIO land in DRAM; DDIO writes and read hits
-                        // are the LLC's (REFERENCE.md §1, DDIO). The package's DDIO ways
-                        // are shared by its CPU nodes; memory-only nodes get none, so
-                        // their writes land in their memory (assumption: nothing documents
-                        // DDIO into HBM, CXL or GPU memory).
-                        if mem.is_none() {
-                            let ddio_bytes = p.llc_bytes * p.ddio_ways as u64
-                                / p.llc_ways as u64
-                                / p.nodes_per_package as u64;
-                            net.set_llc(sink, ddio_bytes, ns(pt.llc_latency_ns));
-                        }
-                        sink
-                    })
-                    .collect::<Vec<_>>(),
-            );
-            for &rc in &h.roots {
-                if let Some(split) = p.root_read_split_bytes {
-                    splitters[rc as usize] = net.add_splitter(
-                        &topo.node_label(rc),
-                        split,
-                        pt.rc_p2p_read_tags,
-                        ns(pt.rc_p2p_read_gap_ns),
-                    );
-                }
-            }
-            iotlbs.push(net.add_iotlb(
-                pt.iotlb_entries as usize,
-                ns(pt.iotlb_hit_ns),
-                ns(pt.iotlb_miss_ns),
-            ));
-        }
-        // Each adapter's NTB translation cost, resolved once; an adapter without one is an
-        // error, not a free crossing.
-        let ntb_translate = topo
-            .ntbs
-            .iter()
-            .enumerate()
-            .map(|(id, n)| {
-                n.adapter
-                    .timing_value("ntb_translate_ns")
-                    .map(ns)
-                    .ok_or_else(|| {
-                        TimingError(format!(
-                            "adapter `{}` (on {}) has no timing parameter `ntb_translate_ns`",
-                            n.adapter.name,
-                            topo.cable_end_label(CableEnd::Ntb(id as u32))
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut bar_sinks = vec![NONE; topo.nodes.len()];
-        for (i, n) in topo.nodes.iter().enumerate() {
-            if n.bars.is_empty() {
-                continue;
-            }
-            let bar = match n.kind {
-                NodeKind::Function { device, .. } => topo.devices[device as usize].timed.bar,
-                // An NTB function's own registers (its window BAR leads elsewhere).
-                NodeKind::NtbFunction { ntb } => {
-                    let a = &topo.ntbs[ntb as usize].adapter;
-                    match (
-                        a.timing_value("bar_gbps"),
-                        a.timing_value("bar_latency_ns"),
-                        a.timing_value("bar_rcb_bytes"),
-                    ) {
-                        (Some(gbps), Some(latency_ns), Some(rcb)) => Some(fabric::BarTiming {
-                            gbps,
-                            latency_ns,
-                            rcb_bytes: rcb as u32,
-                        }),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            let bar = bar.ok_or_else(|| {
-                TimingError(format!(
-                    "{} has BARs but no timing parameters `bar_gbps`, `bar_latency_ns`, `bar_rcb_bytes`",
-                    topo.node_label(i as u32)
-                ))
-            })?;
-            bar_sinks[i] = net.add_sink(
-                &format!("{} memory", topo.node_label(i as u32)),
-                bar.gbps,
-                ns(bar.latency_ns),
-                ns(bar.latency_ns.min(50.0)),
-                bar.rcb_bytes,
-            );
-        }
+        // The order resources are added in is their ids: keep it (wires, cables, each
+        // host's interconnect, memory and IOMMU, then BARs).
+        let platform = platform_timings(topo, &mut net)?;
+        let link_wires = link_wires(topo, &mut net, &platform);
+        let cable_wires = cable_wires(topo, &mut net, &platform);
+        let hosts = host_resources(topo, &mut net, &platform)?;
+        let ntb_translate = ntb_translate(topo)?;
+        let bar_sinks = bar_sinks(topo, &mut net)?;
         Ok(TimedFabric {
             fabric,
             ntb_translate,
@@ -376,13 +129,13 @@ impl TimedFabric {
             platform,
             link_wires,
             cable_wires,
-            ic_wires,
-            ram_sinks,
-            mem_delay,
-            mem_pacers,
+            ic_wires: hosts.ic_wires,
+            ram_sinks: hosts.ram_sinks,
+            mem_delay: hosts.mem_delay,
+            mem_pacers: hosts.mem_pacers,
             bar_sinks,
-            splitters,
-            iotlbs,
+            splitters: hosts.splitters,
+            iotlbs: hosts.iotlbs,
             cache: RouteCache::default(),
             dedup: FxHashMap::default(),
             path: Path::with_capacity(64),
@@ -915,6 +668,332 @@ impl TimedFabric {
             }
         }
     }
+}
+
+/// Each platform's timing table, and the network-wide parameters they must agree on
+/// (the credit-update latency and the completion timeout), set on `net`.
+fn platform_timings(topo: &Topology, net: &mut Net) -> Result<Vec<PlatformTiming>, TimingError> {
+    let platform: Vec<PlatformTiming> = topo
+        .platforms
+        .iter()
+        .map(|p| {
+            p.timing.clone().ok_or_else(|| {
+                TimingError(format!(
+                    "platform `{0}` has no timing table (the timing layer needs `[platform.{0}.timing]`)",
+                    p.name
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    // The network has one credit-update latency: the platforms must agree on it.
+    if let Some((a, b)) = platform
+        .iter()
+        .zip(&topo.platforms)
+        .find_map(|(t, p)| (t.fc_update_ns != platform[0].fc_update_ns).then_some(p))
+        .map(|p| (&topo.platforms[0].name, &p.name))
+    {
+        return Err(TimingError(format!(
+            "platforms `{a}` and `{b}` differ in `fc_update_ns`; one network has one credit-update latency"
+        )));
+    }
+    if let Some(t) = platform.first() {
+        net.set_fc_extra(ns(t.fc_update_ns));
+    }
+    // Likewise one completion timeout (requesters of every host wait as long).
+    if let Some((a, b)) = platform
+        .iter()
+        .zip(&topo.platforms)
+        .find_map(|(t, p)| {
+            (t.completion_timeout_ns != platform[0].completion_timeout_ns).then_some(p)
+        })
+        .map(|p| (&topo.platforms[0].name, &p.name))
+    {
+        return Err(TimingError(format!(
+            "platforms `{a}` and `{b}` differ in `completion_timeout_ns`; one network has one completion timeout"
+        )));
+    }
+    if let Some(t) = platform.first() {
+        net.set_completion_timeout(ns(t.completion_timeout_ns));
+    }
+    Ok(platform)
+}
+
+/// Credits a wire's receiver advertises: a switch chip's port buffers.
+fn credits_of(topo: &Topology, n: u32) -> [u16; 3] {
+    match topo.node(n).kind {
+        NodeKind::Switch { chip, .. } => topo.chip(chip).credits,
+        _ => [0; 3],
+    }
+}
+
+/// The (up, down) wires of each node's link to its parent (`NONE` for a node without
+/// one), with the credits each direction's receiver advertises.
+fn link_wires(topo: &Topology, net: &mut Net, platform: &[PlatformTiming]) -> Vec<[u32; 2]> {
+    let timing_of_host = |h: u32| &platform[topo.host(h).platform as usize];
+    let mut link_wires = vec![[NONE; 2]; topo.nodes.len()];
+    for (i, n) in topo.nodes.iter().enumerate() {
+        if let Some(l) = n.link {
+            let pt = timing_of_host(n.host);
+            let lat = pt.pcie_link_ns + if l.cable { pt.cable_ns } else { 0.0 };
+            let (up, down) = net.add_link(
+                &format!("link {}", topo.node_label(i as u32)),
+                pcie::ps_per_kib(l.gen, l.width),
+                ns(lat),
+                [0; 3],
+                true,
+            );
+            link_wires[i] = [up, down];
+        }
+    }
+    for (i, n) in topo.nodes.iter().enumerate() {
+        if let (Some(p), [up, down]) = (n.parent, link_wires[i]) {
+            if up != NONE {
+                net.set_credits(up, credits_of(topo, p));
+                net.set_credits(down, credits_of(topo, i as u32));
+            }
+        }
+    }
+    link_wires
+}
+
+/// The two wires of each cable (end 0 to end 1, end 1 to end 0), with the credits of
+/// the chip at each receiving end.
+fn cable_wires(topo: &Topology, net: &mut Net, platform: &[PlatformTiming]) -> Vec<[u32; 2]> {
+    let timing_of_host = |h: u32| &platform[topo.host(h).platform as usize];
+    let end_credits = |e: CableEnd| match e {
+        CableEnd::Ntb(x) => credits_of(topo, topo.ntbs[x as usize].chip_node),
+        CableEnd::ClusterSwitch(c) => topo.chip(topo.cluster_switches[c as usize].chip).credits,
+    };
+    let mut cable_wires = Vec::new();
+    for c in &topo.cables {
+        let name = format!(
+            "cable {}-{}",
+            topo.cable_end_label(c.ends[0]),
+            topo.cable_end_label(c.ends[1])
+        );
+        // A cable's own propagation, else the platform's at its first NTB end.
+        let host_end = c.ends.iter().find_map(|e| match *e {
+            CableEnd::Ntb(x) => Some(topo.ntbs[x as usize].host),
+            CableEnd::ClusterSwitch(_) => None,
+        });
+        let pt = timing_of_host(host_end.unwrap_or(0));
+        let (a, b) = net.add_link(
+            &name,
+            pcie::ps_per_kib(c.link.gen, c.link.width),
+            ns(pt.pcie_link_ns + c.cable_ns.unwrap_or(pt.cable_ns)),
+            [0; 3],
+            true,
+        );
+        net.set_credits(a, end_credits(c.ends[1]));
+        net.set_credits(b, end_credits(c.ends[0]));
+        cable_wires.push([a, b]);
+    }
+    cable_wires
+}
+
+/// What each host's package side becomes: per host, indexed by host.
+struct HostResources {
+    ic_wires: Vec<Vec<[u32; 2]>>,
+    ram_sinks: Vec<Vec<u32>>,
+    mem_delay: Vec<Option<Vec<Vec<Time>>>>,
+    mem_pacers: Vec<Option<Vec<Vec<u32>>>>,
+    /// Per node (`NONE` but for root complexes that split peer reads).
+    splitters: Vec<u32>,
+    iotlbs: Vec<u32>,
+}
+
+/// Each host's interconnect wires, memory sinks and matrices, root complexes' read
+/// splitters and IOTLB, host by host.
+fn host_resources(
+    topo: &Topology,
+    net: &mut Net,
+    platform: &[PlatformTiming],
+) -> Result<HostResources, TimingError> {
+    let mut r = HostResources {
+        ic_wires: Vec::new(),
+        ram_sinks: Vec::new(),
+        mem_delay: Vec::new(),
+        mem_pacers: Vec::new(),
+        splitters: vec![NONE; topo.nodes.len()],
+        iotlbs: Vec::new(),
+    };
+    for h in topo.hosts.iter() {
+        let p = &topo.platforms[h.platform as usize];
+        let pt = &platform[h.platform as usize];
+        let wires = interconnect_wires(net, h, p, pt);
+        let (dram, delay) = match &p.latency_ns {
+            Some(m) => {
+                let (dram, delay) = matrix_latency(net, p, &wires, m)?;
+                (dram, Some(delay))
+            }
+            None => (vec![ns(pt.dram_latency_ns); p.numa_nodes() as usize], None),
+        };
+        r.mem_delay.push(delay);
+        r.mem_pacers.push(memory_pacers(net, h, p));
+        r.ic_wires.push(wires);
+        r.ram_sinks.push(ram_sinks(net, h, p, pt, &dram));
+        for &rc in &h.roots {
+            if let Some(split) = p.root_read_split_bytes {
+                r.splitters[rc as usize] = net.add_splitter(
+                    &topo.node_label(rc),
+                    split,
+                    pt.rc_p2p_read_tags,
+                    ns(pt.rc_p2p_read_gap_ns),
+                );
+            }
+        }
+        r.iotlbs.push(net.add_iotlb(
+            pt.iotlb_entries as usize,
+            ns(pt.iotlb_hit_ns),
+            ns(pt.iotlb_miss_ns),
+        ));
+    }
+    Ok(r)
+}
+
+/// The two wires (a to b, b to a) of each of `h`'s interconnect links.
+fn interconnect_wires(net: &mut Net, h: &Host, p: &Platform, pt: &PlatformTiming) -> Vec<[u32; 2]> {
+    let mut wires = Vec::new();
+    for l in &p.interconnect {
+        // Parallel links (`count`) add bandwidth.
+        let gbps = l
+            .bandwidth_gbps
+            .unwrap_or(pt.interconnect_gbps * l.count as f64);
+        let lat = l.latency_ns.unwrap_or(pt.interconnect_latency_ns);
+        let (a, b) = net.add_link(
+            &format!("{} {}-{}", h.name, p.vertex_name(l.a), p.vertex_name(l.b)),
+            pcie::ps_per_kib_at(gbps),
+            ns(lat),
+            [0; 3],
+            false,
+        );
+        wires.push([a, b]);
+    }
+    wires
+}
+
+/// With a bandwidth matrix, the pacer of CPU streams from node i against node j,
+/// `[i][j]`.
+fn memory_pacers(net: &mut Net, h: &Host, p: &Platform) -> Option<Vec<Vec<u32>>> {
+    p.bandwidth_gbps.as_ref().map(|bw| {
+        bw.iter()
+            .enumerate()
+            .map(|(i, row)| {
+                row.iter()
+                    .enumerate()
+                    .map(|(j, &gbps)| {
+                        net.add_pacer(&format!("{} cores node{i} from node{j}", h.name), gbps)
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// Each memory node's sink, at latency `dram[n]`, with the LLC share DDIO writes into.
+fn ram_sinks(
+    net: &mut Net,
+    h: &Host,
+    p: &Platform,
+    pt: &PlatformTiming,
+    dram: &[Time],
+) -> Vec<u32> {
+    (0..p.numa_nodes())
+        .map(|n| {
+            // A memory-only node (HBM, CXL, GPU memory) has its own bandwidth
+            // when the platform states one.
+            let mem = p.memory_node(n);
+            let gbps = mem
+                .and_then(|m| m.gbps.as_ref())
+                .map_or(pt.dram_gbps, |g| g.0);
+            let sink = net.add_sink(
+                &format!("{} DRAM node{n}", h.name),
+                gbps,
+                dram[n as usize],
+                dram[n as usize],
+                // The root's completions, capped by the host's MPS.
+                pt.read_completion_bytes.min(h.mps),
+            );
+            // Writes that bypass DDIO land in DRAM; DDIO writes and read hits
+            // are the LLC's (REFERENCE.md §1, DDIO). The package's DDIO ways
+            // are shared by its CPU nodes; memory-only nodes get none, so
+            // their writes land in their memory (assumption: nothing documents
+            // DDIO into HBM, CXL or GPU memory).
+            if mem.is_none() {
+                let ddio_bytes = p.llc_bytes * p.ddio_ways as u64
+                    / p.llc_ways as u64
+                    / p.nodes_per_package as u64;
+                net.set_llc(sink, ddio_bytes, ns(pt.llc_latency_ns));
+            }
+            sink
+        })
+        .collect()
+}
+
+/// Each adapter's NTB translation cost, resolved once; an adapter without one is an
+/// error, not a free crossing.
+fn ntb_translate(topo: &Topology) -> Result<Vec<Time>, TimingError> {
+    topo.ntbs
+        .iter()
+        .enumerate()
+        .map(|(id, n)| {
+            n.adapter
+                .timing_value("ntb_translate_ns")
+                .map(ns)
+                .ok_or_else(|| {
+                    TimingError(format!(
+                        "adapter `{}` (on {}) has no timing parameter `ntb_translate_ns`",
+                        n.adapter.name,
+                        topo.cable_end_label(CableEnd::Ntb(id as u32))
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// The memory sink of each node with BARs (`NONE` for the others); a node with BARs
+/// but no BAR timing is an error naming it.
+fn bar_sinks(topo: &Topology, net: &mut Net) -> Result<Vec<u32>, TimingError> {
+    let mut bar_sinks = vec![NONE; topo.nodes.len()];
+    for (i, n) in topo.nodes.iter().enumerate() {
+        if n.bars.is_empty() {
+            continue;
+        }
+        let bar = match n.kind {
+            NodeKind::Function { device, .. } => topo.devices[device as usize].timed.bar,
+            // An NTB function's own registers (its window BAR leads elsewhere).
+            NodeKind::NtbFunction { ntb } => {
+                let a = &topo.ntbs[ntb as usize].adapter;
+                match (
+                    a.timing_value("bar_gbps"),
+                    a.timing_value("bar_latency_ns"),
+                    a.timing_value("bar_rcb_bytes"),
+                ) {
+                    (Some(gbps), Some(latency_ns), Some(rcb)) => Some(fabric::BarTiming {
+                        gbps,
+                        latency_ns,
+                        rcb_bytes: rcb as u32,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let bar = bar.ok_or_else(|| {
+            TimingError(format!(
+                "{} has BARs but no timing parameters `bar_gbps`, `bar_latency_ns`, `bar_rcb_bytes`",
+                topo.node_label(i as u32)
+            ))
+        })?;
+        bar_sinks[i] = net.add_sink(
+            &format!("{} memory", topo.node_label(i as u32)),
+            bar.gbps,
+            ns(bar.latency_ns),
+            ns(bar.latency_ns.min(50.0)),
+            bar.rcb_bytes,
+        );
+    }
+    Ok(bar_sinks)
 }
 
 /// What the wires of `host`'s interconnect path from node `i`'s package to node `j`'s
