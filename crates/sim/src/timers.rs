@@ -3,16 +3,9 @@
 //! epoch is packed into a number, and a component that wraps another (a block driver
 //! around an NVMe driver) keeps two sets that never mix.
 
+pub use crate::net::TimerKey;
 use crate::net::{ComponentId, Net};
 use crate::time::Time;
-
-/// The kernel's handle on one pending timer: which of its owner's timer sets, and which
-/// entry of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TimerKey {
-    set: u16,
-    slot: u32,
-}
 
 /// Pending timers of one component, each with its meaning `T`. Slots are reused, so a
 /// component's memory stays the size of its most timers pending at once.

@@ -36,7 +36,7 @@ pub use counters::Counters;
 pub use route::{Iotlb, Pacer};
 pub use sink::{Llc, Sink};
 pub use splitter::Splitter;
-pub use tlp::{Delivery, Event, FailureCounts, Issue, Notice, TlpFailure};
+pub use tlp::{Delivery, Event, FailureCounts, Issue, Notice, TimerKey, TlpFailure};
 pub use wire::Wire;
 
 use crate::engine::Engine;

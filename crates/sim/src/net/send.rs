@@ -2,10 +2,10 @@
 //! timers, wake-ups and horizons.
 
 use super::tlp::{Ev, Issue, Kind, ReadReq, Tlp, OK};
+use super::TimerKey;
 use super::{ComponentId, Hop, Net, CLASS_POSTED, NONE};
 use crate::pcie;
 use crate::time::Time;
-use crate::timers::TimerKey;
 
 impl Net {
     pub(super) fn alloc_tlp(&mut self, t: Tlp) -> u32 {

@@ -3,11 +3,11 @@
 //! watchers hear of.
 
 use super::tlp::{Delivery, Ev, Kind, Tlp};
+use super::TimerKey;
 use super::{ComponentId, Net, NONE};
 use crate::pcie;
 use crate::pcie::serialize;
 use crate::time::Time;
-use crate::timers::TimerKey;
 use std::collections::VecDeque;
 
 /// Where TLPs end: a memory controller or a device's memory.

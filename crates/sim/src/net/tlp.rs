@@ -4,7 +4,6 @@
 
 use super::{coherent_bytes, ComponentId};
 use crate::time::Time;
-use crate::timers::TimerKey;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
@@ -209,6 +208,14 @@ pub enum Delivery {
         bytes: u16,
         data: u64,
     },
+}
+
+/// The kernel's handle on one of a component's pending timers: which of its owner's timer
+/// sets, and which entry of it (`timers::Timers` keeps what it means).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TimerKey {
+    pub(crate) set: u16,
+    pub(crate) slot: u32,
 }
 
 /// What reaches a component: a delivery, one of its timers (`timers::Timers` tells what
