@@ -368,6 +368,81 @@ pub fn calibrate_machine(
     }
     let llc = machine.last_level_cache().map(|c| c.size_bytes);
     let mut notes = Vec::new();
+    let (size, has_memory) = buffer_size(machine, options, &nodes, llc, &mut notes)?;
+    let lines = size / LINE;
+    let loads = options.loads.unwrap_or(lines.min(1 << 21)).max(1);
+    let n = nodes.len();
+    let mut latency = vec![vec![f64::NAN; n]; n];
+    let mut bandwidth = vec![vec![f64::NAN; n]; n];
+    let threads: Vec<usize> = cpus_of
+        .iter()
+        .map(|c| options.threads.unwrap_or(c.len()).clamp(1, c.len().max(1)))
+        .collect();
+    let perm = cyclic_permutation(lines as u32, 0x6e75_646d_6100_0001);
+    let mut huge_pages = Vec::new();
+    let plan = Plan {
+        machine,
+        nodes: &nodes,
+        cpus_of: &cpus_of,
+        threads: &threads,
+        loads,
+        iterations: options.iterations,
+    };
+
+    for (mi, &mem_node) in nodes.iter().enumerate() {
+        if !has_memory[mi] {
+            notes.push(format!(
+                "node {mem_node} has no free memory: its column repeats the nearest node with memory"
+            ));
+            continue;
+        }
+        let (buffer, pages) = prepare_buffer(size, mem_node, &perm, &mut notes, progress)?;
+        huge_pages.push(pages);
+        let column = plan.measure_column(buffer.words(), mem_node, &mut notes, progress)?;
+        for (ci, (lat, bw)) in column.into_iter().enumerate() {
+            latency[ci][mi] = lat;
+            bandwidth[ci][mi] = bw;
+        }
+    }
+    // Columns of memory-less nodes take the nearest measured column.
+    for mi in (0..n).filter(|&i| !has_memory[i]) {
+        let near = nearest_where(machine, nodes[mi], |j| has_memory[j]).unwrap_or(mi);
+        for row in 0..n {
+            latency[row][mi] = latency[row][near];
+            bandwidth[row][mi] = bandwidth[row][near];
+        }
+    }
+    notes.sort();
+    notes.dedup();
+    Ok(CalibrationResult {
+        hostname: machine.hostname.clone(),
+        cpu: machine.cpu_model.clone(),
+        nodes,
+        latency_ns: latency,
+        bandwidth_gbps: bandwidth,
+        buffer_bytes: size,
+        llc_bytes: llc,
+        iterations: options.iterations,
+        loads_per_run: loads,
+        bandwidth_threads: threads,
+        huge_pages,
+        thp_mode: thp_mode(),
+        nudma_possible: n > 1,
+        notes,
+    })
+}
+
+/// The buffer per memory node (bytes, whole lines) and which nodes have the free memory
+/// to measure. Binding a buffer to a node without enough free memory would wake the OOM
+/// killer, so measure only nodes with memory and keep the buffer within half of the
+/// smallest free amount.
+fn buffer_size(
+    machine: &Machine,
+    options: &CalibrateOptions,
+    nodes: &[u32],
+    llc: Option<u64>,
+    notes: &mut Vec<String>,
+) -> Result<(usize, Vec<bool>), InspectError> {
     let size = match options.size_bytes {
         Some(s) => s,
         None => (256usize << 20).max(llc.unwrap_or(0) as usize * 8),
@@ -383,9 +458,6 @@ pub fn calibrate_machine(
             "--size-mb is too large (at most 256 GiB)".to_string(),
         ));
     }
-    // Binding a buffer to a node without enough free memory would wake the OOM
-    // killer, so measure only nodes with memory and keep the buffer within half of
-    // the smallest free amount.
     let free: Vec<Option<u64>> = nodes
         .iter()
         .map(|id| {
@@ -441,59 +513,85 @@ pub fn calibrate_machine(
             ));
         }
     }
-    let lines = size / LINE;
-    let loads = options.loads.unwrap_or(lines.min(1 << 21)).max(1);
-    let n = nodes.len();
-    let mut latency = vec![vec![f64::NAN; n]; n];
-    let mut bandwidth = vec![vec![f64::NAN; n]; n];
-    let threads: Vec<usize> = cpus_of
-        .iter()
-        .map(|c| options.threads.unwrap_or(c.len()).clamp(1, c.len().max(1)))
-        .collect();
-    let perm = cyclic_permutation(lines as u32, 0x6e75_646d_6100_0001);
-    let mut huge_pages = Vec::new();
+    Ok((size, has_memory))
+}
 
-    for (mi, &mem_node) in nodes.iter().enumerate() {
-        if !has_memory[mi] {
-            notes.push(format!(
-                "node {mem_node} has no free memory: its column repeats the nearest node with memory"
-            ));
-            continue;
-        }
-        progress(&format!(
-            "preparing a {} MiB buffer on memory node {mem_node}",
-            size >> 20
+/// A buffer on `mem_node` holding the chain of dependent loads (`perm`), every page
+/// touched, and how much of it the kernel gave in huge pages.
+fn prepare_buffer(
+    size: usize,
+    mem_node: u32,
+    perm: &[u32],
+    notes: &mut Vec<String>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(sys::Mapping, HugePages), InspectError> {
+    progress(&format!(
+        "preparing a {} MiB buffer on memory node {mem_node}",
+        size >> 20
+    ));
+    let mut buffer = sys::Mapping::new(size)
+        .map_err(|e| InspectError::Calibrate(format!("cannot map {} MiB: {e}", size >> 20)))?;
+    let advice = match buffer.advise_huge_pages() {
+        Ok(()) => "accepted".to_string(),
+        Err(e) => format!("refused ({e})"),
+    };
+    if let Err(e) = buffer.bind_to_node(mem_node) {
+        notes.push(format!(
+            "mbind to node {mem_node} failed ({e}): memory placement for that column follows first touch"
         ));
-        let mut buffer = sys::Mapping::new(size)
-            .map_err(|e| InspectError::Calibrate(format!("cannot map {} MiB: {e}", size >> 20)))?;
-        let advice = match buffer.advise_huge_pages() {
-            Ok(()) => "accepted".to_string(),
-            Err(e) => format!("refused ({e})"),
-        };
-        if let Err(e) = buffer.bind_to_node(mem_node) {
-            notes.push(format!(
-                "mbind to node {mem_node} failed ({e}): memory placement for that column follows first touch"
-            ));
+    }
+    {
+        let words = buffer.words_mut();
+        for (i, &next) in perm.iter().enumerate() {
+            words[i * WORDS_PER_LINE] = next as u64 * WORDS_PER_LINE as u64;
         }
-        {
-            let words = buffer.words_mut();
-            for (i, &next) in perm.iter().enumerate() {
-                words[i * WORDS_PER_LINE] = next as u64 * WORDS_PER_LINE as u64;
-            }
-        }
-        if let Some(msg) = buffer.check_node(mem_node) {
-            notes.push(msg);
-        }
-        // Every page is touched now: what the kernel gave is what the runs will use.
-        let (transparent, explicit) = buffer.huge_bytes().unzip();
-        huge_pages.push(HugePages {
-            node: mem_node,
-            buffer_bytes: size,
-            transparent_bytes: transparent,
-            explicit_bytes: explicit,
-            advice,
-        });
-        let words = buffer.words();
+    }
+    if let Some(msg) = buffer.check_node(mem_node) {
+        notes.push(msg);
+    }
+    // Every page is touched now: what the kernel gave is what the runs will use.
+    let (transparent, explicit) = buffer.huge_bytes().unzip();
+    let pages = HugePages {
+        node: mem_node,
+        buffer_bytes: size,
+        transparent_bytes: transparent,
+        explicit_bytes: explicit,
+        advice,
+    };
+    Ok((buffer, pages))
+}
+
+/// What every (CPU node, memory node) measurement shares.
+struct Plan<'a> {
+    machine: &'a Machine,
+    nodes: &'a [u32],
+    cpus_of: &'a [CpuSet],
+    /// Bandwidth threads per CPU node.
+    threads: &'a [usize],
+    /// Dependent loads per latency run.
+    loads: usize,
+    iterations: u32,
+}
+
+impl Plan<'_> {
+    /// The median latency (ns) and bandwidth (GB/s) from every node to the buffer on
+    /// `mem_node`, row by row.
+    fn measure_column(
+        &self,
+        words: &[u64],
+        mem_node: u32,
+        notes: &mut Vec<String>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Vec<(f64, f64)>, InspectError> {
+        let Plan {
+            machine,
+            nodes,
+            cpus_of,
+            threads,
+            loads,
+            iterations,
+        } = *self;
+        let mut column = Vec::with_capacity(nodes.len());
         for (ci, &cpu_node) in nodes.iter().enumerate() {
             let cpus = if cpus_of[ci].is_empty() {
                 // A memory-only node runs nothing; measure from the nearest CPU node.
@@ -509,8 +607,8 @@ pub fn calibrate_machine(
             progress(&format!(
                 "measuring CPU node {cpu_node} -> memory node {mem_node}"
             ));
-            let lat = measure_latency(words, &cpus, loads, options.iterations, &mut notes)?;
-            let bw = measure_bandwidth(words, &cpus, threads[ci], options.iterations, &mut notes)?;
+            let lat = measure_latency(words, &cpus, loads, iterations, notes)?;
+            let bw = measure_bandwidth(words, &cpus, threads[ci], iterations, notes)?;
             for (what, runs) in [("latency", &lat), ("bandwidth", &bw)] {
                 if spread(runs) > 0.10 {
                     notes.push(format!(
@@ -520,36 +618,10 @@ pub fn calibrate_machine(
                 }
             }
             let (lat, bw) = (median(lat), median(bw));
-            latency[ci][mi] = lat;
-            bandwidth[ci][mi] = bw;
+            column.push((lat, bw));
         }
+        Ok(column)
     }
-    // Columns of memory-less nodes take the nearest measured column.
-    for mi in (0..n).filter(|&i| !has_memory[i]) {
-        let near = nearest_where(machine, nodes[mi], |j| has_memory[j]).unwrap_or(mi);
-        for row in 0..n {
-            latency[row][mi] = latency[row][near];
-            bandwidth[row][mi] = bandwidth[row][near];
-        }
-    }
-    notes.sort();
-    notes.dedup();
-    Ok(CalibrationResult {
-        hostname: machine.hostname.clone(),
-        cpu: machine.cpu_model.clone(),
-        nodes,
-        latency_ns: latency,
-        bandwidth_gbps: bandwidth,
-        buffer_bytes: size,
-        llc_bytes: llc,
-        iterations: options.iterations,
-        loads_per_run: loads,
-        bandwidth_threads: threads,
-        huge_pages,
-        thp_mode: thp_mode(),
-        nudma_possible: n > 1,
-        notes,
-    })
 }
 
 /// The bracketed word of `/sys/kernel/mm/transparent_hugepage/enabled`.

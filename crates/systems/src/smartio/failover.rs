@@ -39,7 +39,7 @@ use devices::nvme::queue::{build_prps, Buffer, QueueMemory};
 use devices::nvme::{regs, NvmeController};
 use devices::pattern_byte;
 use fabric::faults::{FaultAction, FaultSpec, FaultTarget};
-use fabric::{Access, Request, Requester};
+use fabric::{Access, HostId, Request, Requester};
 use sim::component::{Component, Sim};
 use sim::faults::FaultInjector;
 use sim::net::{ComponentId, Delivery, Event, Issue};
@@ -1041,68 +1041,8 @@ pub fn failover_run_with(
     faults: &[FaultSpec],
     policy: FailoverPolicy,
 ) -> Result<(FailoverResult, FailoverRig), DistError> {
-    let mut sim = Sim::new();
-    let mut cl = Cluster::new(&tf.fabric);
-    for d in cl.device_list(&tf.fabric) {
-        cl.lend(d.fdid)?;
-    }
-    let blocks = 1u64 << 22;
-    let mut m = Manager::start(&mut sim, tf, &mut cl, "lender", "lender.nvme", blocks)?;
-    let p0 = borrow_path(&mut sim, tf, &mut cl, &mut m, 0)?;
-    let p1 = borrow_path(&mut sim, tf, &mut cl, &mut m, 1)?;
-    let dstrd = sim
-        .get::<devices::nvme::NvmeDriver>(m.driver)
-        .map(|d| d.dstrd())
-        .unwrap_or(0);
-    let host = p0.queue.host;
-    let pt = tf.timing_of(host);
-    let cpu = Requester::Cpu { host, package: 0 };
-    let mut res = FailoverResult {
-        primary_qids: (p0.queue.qid, p0.queue.qid),
-        primary_data_dev: (p0.queue.data.dev, p0.queue.data.dev),
-        ..FailoverResult::default()
-    };
-    res.last_path = 0;
-    let client = FailoverClient {
-        timers: Timers::new(),
-        cpu,
-        mode,
-        policy,
-        cq_poll: ns(pt.cpu_poll_ns),
-        mmio: ns(pt.cpu_mmio_write_ns),
-        seed: (seed & 0xff) as u8,
-        base_lba: 0,
-        paths: vec![
-            PathQ::new(&p0.queue, p0.bar0, dstrd),
-            PathQ::new(&p1.queue, p1.bar0, dstrd),
-        ],
-        active: 0,
-        ops: Vec::new(),
-        retry: VecDeque::new(),
-        to_read: VecDeque::new(),
-        last_was_write: false,
-        next_block: 0,
-        target: ios,
-        issued: 0,
-        acked: BTreeSet::new(),
-        sampled: BTreeMap::new(),
-        fence_sample: BTreeMap::new(),
-        wants_recreate: None,
-        res,
-        first_failure: None,
-        switched_at: None,
-        done_ops: 0,
-        stores: BTreeMap::new(),
-        next_store: 0,
-        completion_timeout: ns(tf
-            .timing_of(tf.fabric.topo.node(m.device).host)
-            .completion_timeout_ns),
-        drain_until: [Time::ZERO; 2],
-        down: false,
-        epoch: 0,
-        next_issue: Time::ZERO,
-        pace_armed: false,
-    };
+    let mut run = Campaign::set_up(tf)?;
+    let client = run.client(tf, mode, policy, ios, seed);
     let _ = client.mmio;
     let t0 = tf.net.now();
     let shifted: Vec<FaultSpec> = faults
@@ -1112,14 +1052,37 @@ pub fn failover_run_with(
             ..f.clone()
         })
         .collect();
-    let inj = sim.add(FaultInjector::new(&shifted));
-    sim.get_mut::<FaultInjector>(inj)
+    let inj = run.sim.add(FaultInjector::new(&shifted));
+    run.sim
+        .get_mut::<FaultInjector>(inj)
         .expect("added")
         .start(tf, inj);
-    let cid = sim.add(client);
-    sim.with(tf, cid, |c: &mut FailoverClient, tf| {
+    let cid = run.sim.add(client);
+    run.sim.with(tf, cid, |c: &mut FailoverClient, tf| {
         c.start_at(tf, t0, cid)
     });
+    let acts = campaign_acts(tf, mode, run.host, &shifted);
+    run.run(tf, cid, &acts)?;
+    Ok(run.finish(cid, inj))
+}
+
+/// What the run loop acts on, in time order: the primary cable coming back (recreate:
+/// the agent revokes then), the borrower crashing and, restarted, borrowing again
+/// (each a nanosecond after the injector's change: the agents notice it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Act {
+    Revoke0,
+    Crash,
+    Restart,
+}
+
+/// The acts of a campaign whose faults (already shifted to start now) are `shifted`.
+fn campaign_acts(
+    tf: &TimedFabric,
+    mode: FailoverMode,
+    host: HostId,
+    shifted: &[FaultSpec],
+) -> Vec<(Time, Act)> {
     // Times the primary cable comes back (recreate: the agent revokes then).
     let cable0 = fabric::faults::cables_at(&tf.fabric.topo, "borrower.ntb0").unwrap_or_default();
     let mut ups: Vec<Time> = shifted
@@ -1130,21 +1093,12 @@ pub fn failover_run_with(
         .filter_map(|f| f.duration_ps.map(|d| Time::from_ps(f.at_ps + d)))
         .collect();
     ups.sort();
-    // What the run loop acts on, in time order: the primary cable coming back (recreate:
-    // the agent revokes then), the borrower crashing and, restarted, borrowing again
-    // (each a nanosecond after the injector's change: the agents notice it).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-    enum Act {
-        Revoke0,
-        Crash,
-        Restart,
-    }
     let mut acts: Vec<(Time, Act)> = Vec::new();
     if mode == FailoverMode::Recreate {
         acts.extend(ups.iter().map(|&t| (t, Act::Revoke0)));
     }
     let notice = Time::from_ns(1);
-    for f in &shifted {
+    for f in shifted {
         if f.target != FaultTarget::Host(host) {
             continue;
         }
@@ -1160,95 +1114,243 @@ pub fn failover_run_with(
         }
     }
     acts.sort();
-    let mut paths = [p0, p1];
-    let mut next = 0;
-    loop {
-        let c = sim.get::<FailoverClient>(cid).expect("client");
-        if let Some(p) = c.wants_recreate {
-            m.delete_queue_pair(&mut sim, tf, &mut cl, paths[p].queue.qid)?;
-            release_sq_window(tf, &paths[p])?;
-            let n = borrow_path(&mut sim, tf, &mut cl, &mut m, p)?;
-            sim.with(tf, cid, |c: &mut FailoverClient, tf| {
-                c.adopt(p, &n.queue, n.bar0, dstrd);
-                if p == 0 {
-                    c.res.primary_qids.1 = n.queue.qid;
-                    c.res.primary_data_dev.1 = n.queue.data.dev;
-                }
-                let now = tf.net.now();
-                c.resume_at(tf, now, cid);
-            });
-            paths[p] = n;
-            continue;
+    acts
+}
+
+/// A failover campaign under way: the lender's device lent and its manager started,
+/// the borrower's two paths, and the simulation they run in.
+struct Campaign {
+    sim: Sim<TimedFabric>,
+    cl: Cluster,
+    m: Manager,
+    /// The borrower.
+    host: HostId,
+    dstrd: u8,
+    /// The primary (through `ntb0`) and the backup (through `ntb1`).
+    paths: [PathSetUp; 2],
+}
+
+impl Campaign {
+    /// Lends the lender's devices, starts the manager and borrows the controller through
+    /// each adapter pair.
+    fn set_up(tf: &mut TimedFabric) -> Result<Campaign, DistError> {
+        let mut sim = Sim::new();
+        let mut cl = Cluster::new(&tf.fabric);
+        for d in cl.device_list(&tf.fabric) {
+            cl.lend(d.fdid)?;
         }
-        let done = !c.down && c.done_ops >= c.target && c.retry.is_empty() && c.in_flight() == 0;
-        if done {
-            break;
-        }
-        let Some(&(at, act)) = acts.get(next) else {
-            sim.run_until_finished(tf);
-            let c = sim.get::<FailoverClient>(cid).expect("client");
-            if c.wants_recreate.is_none() {
-                break;
-            }
-            continue;
+        let blocks = 1u64 << 22;
+        let mut m = Manager::start(&mut sim, tf, &mut cl, "lender", "lender.nvme", blocks)?;
+        let p0 = borrow_path(&mut sim, tf, &mut cl, &mut m, 0)?;
+        let p1 = borrow_path(&mut sim, tf, &mut cl, &mut m, 1)?;
+        let dstrd = sim
+            .get::<devices::nvme::NvmeDriver>(m.driver)
+            .map(|d| d.dstrd())
+            .unwrap_or(0);
+        Ok(Campaign {
+            host: p0.queue.host,
+            sim,
+            cl,
+            m,
+            dstrd,
+            paths: [p0, p1],
+        })
+    }
+
+    /// The client of `ios` I/Os on both paths, starting on the primary.
+    fn client(
+        &self,
+        tf: &TimedFabric,
+        mode: FailoverMode,
+        policy: FailoverPolicy,
+        ios: u64,
+        seed: u64,
+    ) -> FailoverClient {
+        let [p0, p1] = &self.paths;
+        let host = self.host;
+        let pt = tf.timing_of(host);
+        let cpu = Requester::Cpu { host, package: 0 };
+        let mut res = FailoverResult {
+            primary_qids: (p0.queue.qid, p0.queue.qid),
+            primary_data_dev: (p0.queue.data.dev, p0.queue.data.dev),
+            ..FailoverResult::default()
         };
-        next += 1;
-        sim.run_until(tf, at);
-        let down = sim.get::<FailoverClient>(cid).expect("client").down;
-        match act {
-            Act::Revoke0 if !down => {
-                // The lender's agent tears the primary's windows down as the link returns.
-                cl.revoke(&mut tf.fabric, paths[0].borrow)?;
-                sim.with(tf, cid, |c: &mut FailoverClient, _| c.revoked(0));
-            }
-            Act::Crash if !down => {
-                sim.with(tf, cid, |c: &mut FailoverClient, _| c.host_crashed());
-                // At the lender: the manager deletes the dead client's queue pairs (the
-                // controller aborts what they held) and the agent revokes its borrows —
-                // no reset: the device is shared, the manager keeps it.
-                let live = cl.borrows();
-                for p in &paths {
-                    m.delete_queue_pair(&mut sim, tf, &mut cl, p.queue.qid)?;
-                    if live.contains(&p.borrow) {
-                        cl.revoke(&mut tf.fabric, p.borrow)?;
-                    }
-                }
-            }
-            Act::Restart if down && tf.fabric.host_up(host) => {
-                // Rebooted, the borrower's driver programs its adapters afresh (the old
-                // SQ windows are released), borrows through each pair again and asks the
-                // manager for new queue pairs.
-                for p in &paths {
-                    release_sq_window(tf, p)?;
-                }
-                let n0 = borrow_path(&mut sim, tf, &mut cl, &mut m, 0)?;
-                let n1 = borrow_path(&mut sim, tf, &mut cl, &mut m, 1)?;
-                sim.with(tf, cid, |c: &mut FailoverClient, tf| {
-                    c.host_restarted([(&n0.queue, n0.bar0), (&n1.queue, n1.bar0)], dstrd);
-                    let now = tf.net.now();
-                    c.start_at(tf, now, cid);
-                });
-                paths = [n0, n1];
-            }
-            _ => {}
+        res.last_path = 0;
+        FailoverClient {
+            timers: Timers::new(),
+            cpu,
+            mode,
+            policy,
+            cq_poll: ns(pt.cpu_poll_ns),
+            mmio: ns(pt.cpu_mmio_write_ns),
+            seed: (seed & 0xff) as u8,
+            base_lba: 0,
+            paths: vec![
+                PathQ::new(&p0.queue, p0.bar0, self.dstrd),
+                PathQ::new(&p1.queue, p1.bar0, self.dstrd),
+            ],
+            active: 0,
+            ops: Vec::new(),
+            retry: VecDeque::new(),
+            to_read: VecDeque::new(),
+            last_was_write: false,
+            next_block: 0,
+            target: ios,
+            issued: 0,
+            acked: BTreeSet::new(),
+            sampled: BTreeMap::new(),
+            fence_sample: BTreeMap::new(),
+            wants_recreate: None,
+            res,
+            first_failure: None,
+            switched_at: None,
+            done_ops: 0,
+            stores: BTreeMap::new(),
+            next_store: 0,
+            completion_timeout: ns(tf
+                .timing_of(tf.fabric.topo.node(self.m.device).host)
+                .completion_timeout_ns),
+            drain_until: [Time::ZERO; 2],
+            down: false,
+            epoch: 0,
+            next_issue: Time::ZERO,
+            pace_armed: false,
         }
     }
-    let c = sim.get::<FailoverClient>(cid).expect("client");
-    let mut res = c.res.clone();
-    // Every acknowledged write's bytes on the media.
-    let ctrl = sim.get::<NvmeController>(m.controller).expect("controller");
-    for &b in &c.acked {
-        let got = ctrl.namespace().read(b * LBAS as u64, LBAS as u64);
-        if got != block_bytes(c.seed, b) {
-            res.acked_writes_lost += 1;
+
+    /// Runs the simulation to the end of the workload, acting on `acts` as their times
+    /// come and recreating a path whenever the client asks for it.
+    fn run(
+        &mut self,
+        tf: &mut TimedFabric,
+        cid: ComponentId,
+        acts: &[(Time, Act)],
+    ) -> Result<(), DistError> {
+        let mut next = 0;
+        loop {
+            let c = self.sim.get::<FailoverClient>(cid).expect("client");
+            if let Some(p) = c.wants_recreate {
+                self.recreate(tf, cid, p)?;
+                continue;
+            }
+            let done =
+                !c.down && c.done_ops >= c.target && c.retry.is_empty() && c.in_flight() == 0;
+            if done {
+                return Ok(());
+            }
+            let Some(&(at, act)) = acts.get(next) else {
+                self.sim.run_until_finished(tf);
+                let c = self.sim.get::<FailoverClient>(cid).expect("client");
+                if c.wants_recreate.is_none() {
+                    return Ok(());
+                }
+                continue;
+            };
+            next += 1;
+            self.sim.run_until(tf, at);
+            let down = self.sim.get::<FailoverClient>(cid).expect("client").down;
+            match act {
+                Act::Revoke0 if !down => self.revoke_primary(tf, cid)?,
+                Act::Crash if !down => self.crash(tf, cid)?,
+                Act::Restart if down && tf.fabric.host_up(self.host) => self.restart(tf, cid)?,
+                _ => {}
+            }
         }
     }
-    let rig = FailoverRig {
-        sim,
-        cl,
-        manager: m,
-        client: cid,
-        injector: inj,
-    };
-    Ok((res, rig))
+
+    /// Path `p` anew, as the client asked: the manager deletes its queue pair, the
+    /// borrower borrows through the same pair again and the client adopts the new one.
+    fn recreate(
+        &mut self,
+        tf: &mut TimedFabric,
+        cid: ComponentId,
+        p: usize,
+    ) -> Result<(), DistError> {
+        let dstrd = self.dstrd;
+        self.m
+            .delete_queue_pair(&mut self.sim, tf, &mut self.cl, self.paths[p].queue.qid)?;
+        release_sq_window(tf, &self.paths[p])?;
+        let n = borrow_path(&mut self.sim, tf, &mut self.cl, &mut self.m, p)?;
+        self.sim.with(tf, cid, |c: &mut FailoverClient, tf| {
+            c.adopt(p, &n.queue, n.bar0, dstrd);
+            if p == 0 {
+                c.res.primary_qids.1 = n.queue.qid;
+                c.res.primary_data_dev.1 = n.queue.data.dev;
+            }
+            let now = tf.net.now();
+            c.resume_at(tf, now, cid);
+        });
+        self.paths[p] = n;
+        Ok(())
+    }
+
+    /// The lender's agent tears the primary's windows down as the link returns.
+    fn revoke_primary(&mut self, tf: &mut TimedFabric, cid: ComponentId) -> Result<(), DistError> {
+        self.cl.revoke(&mut tf.fabric, self.paths[0].borrow)?;
+        self.sim
+            .with(tf, cid, |c: &mut FailoverClient, _| c.revoked(0));
+        Ok(())
+    }
+
+    /// The borrower crashed. At the lender: the manager deletes the dead client's queue
+    /// pairs (the controller aborts what they held) and the agent revokes its borrows —
+    /// no reset: the device is shared, the manager keeps it.
+    fn crash(&mut self, tf: &mut TimedFabric, cid: ComponentId) -> Result<(), DistError> {
+        self.sim
+            .with(tf, cid, |c: &mut FailoverClient, _| c.host_crashed());
+        let live = self.cl.borrows();
+        for p in &self.paths {
+            self.m
+                .delete_queue_pair(&mut self.sim, tf, &mut self.cl, p.queue.qid)?;
+            if live.contains(&p.borrow) {
+                self.cl.revoke(&mut tf.fabric, p.borrow)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebooted, the borrower's driver programs its adapters afresh (the old SQ windows
+    /// are released), borrows through each pair again and asks the manager for new
+    /// queue pairs.
+    fn restart(&mut self, tf: &mut TimedFabric, cid: ComponentId) -> Result<(), DistError> {
+        let dstrd = self.dstrd;
+        for p in &self.paths {
+            release_sq_window(tf, p)?;
+        }
+        let n0 = borrow_path(&mut self.sim, tf, &mut self.cl, &mut self.m, 0)?;
+        let n1 = borrow_path(&mut self.sim, tf, &mut self.cl, &mut self.m, 1)?;
+        self.sim.with(tf, cid, |c: &mut FailoverClient, tf| {
+            c.host_restarted([(&n0.queue, n0.bar0), (&n1.queue, n1.bar0)], dstrd);
+            let now = tf.net.now();
+            c.start_at(tf, now, cid);
+        });
+        self.paths = [n0, n1];
+        Ok(())
+    }
+
+    /// The client's result, with every acknowledged write's bytes checked on the media,
+    /// and what the run set up.
+    fn finish(self, cid: ComponentId, inj: ComponentId) -> (FailoverResult, FailoverRig) {
+        let c = self.sim.get::<FailoverClient>(cid).expect("client");
+        let mut res = c.res.clone();
+        // Every acknowledged write's bytes on the media.
+        let ctrl = self
+            .sim
+            .get::<NvmeController>(self.m.controller)
+            .expect("controller");
+        for &b in &c.acked {
+            let got = ctrl.namespace().read(b * LBAS as u64, LBAS as u64);
+            if got != block_bytes(c.seed, b) {
+                res.acked_writes_lost += 1;
+            }
+        }
+        let rig = FailoverRig {
+            sim: self.sim,
+            cl: self.cl,
+            manager: self.m,
+            client: cid,
+            injector: inj,
+        };
+        (res, rig)
+    }
 }
