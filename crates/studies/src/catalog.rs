@@ -209,6 +209,12 @@ impl Experiment {
 
     /// A user's experiment file at `path`, with its own published values.
     pub fn from_file(path: &Path) -> Result<Experiment, String> {
+        if !path.is_file() {
+            return Err(format!(
+                "{}: no such file (name an experiment file, or a study or experiment ID: `nudma list`)",
+                path.display()
+            ));
+        }
         let src =
             fabric::builtin::source_of(&path.display().to_string()).map_err(|e| e.to_string())?;
         if !experiment::is_experiment(&src) {
