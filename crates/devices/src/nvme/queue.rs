@@ -18,7 +18,7 @@ use sim::component::Component;
 use sim::net::{ComponentId, Delivery, Event, Hop, Issue};
 use sim::stats::Histogram;
 use sim::timed::{ns, TimedFabric};
-use sim::timers::{TimerKey, Timers};
+use sim::timers::Timers;
 use sim::Time;
 
 #[cfg(test)]
@@ -476,11 +476,6 @@ impl NvmeDriver {
             done: false,
             timers: Timers::new(),
         }
-    }
-
-    /// Whether the timer `key` is this driver's (a wrapper's own are in another set).
-    pub fn owns_timer(&self, key: TimerKey) -> bool {
-        self.timers.owns(key)
     }
 
     /// Adds steps to run (after those left); start it again with a timer 0.

@@ -59,7 +59,7 @@ use crate::probe::{Fields, Probe, ProbeCx};
 use crate::probes::PROBES;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
-use workloads::{run_workloads, workload_metric, WORKLOADS, WORKLOADS_ARG};
+use workloads::{run_workloads, workload_metric, WORKLOADS_ARG};
 
 mod workloads;
 
@@ -219,10 +219,26 @@ struct ConfigSpec {
     vars: BTreeMap<String, String>,
 }
 
+/// What measures a metric: a probe of the registry, or the file's own workloads.
+#[derive(Clone, Copy, Debug)]
+enum By {
+    Probe(&'static Probe),
+    Workloads,
+}
+
+impl By {
+    fn name(self) -> &'static str {
+        match self {
+            By::Probe(p) => p.name,
+            By::Workloads => "workloads",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct MetricSpec {
     name: String,
-    probe: &'static Probe,
+    by: By,
     field: String,
     args: BTreeMap<String, String>,
     once: bool,
@@ -503,11 +519,11 @@ impl Experiment {
                     format!("metric `{name}` is defined twice"),
                 ));
             }
-            let (probe, field, args) = match (&m.probe, &m.workload) {
+            let (by, field, args) = match (&m.probe, &m.workload) {
                 (Some(p), None) => {
                     let probe = find_probe(registry, p, &name, &at)?;
                     let field = probe_field(probe, &m, &name, &at)?;
-                    (probe, field, m.args.clone())
+                    (By::Probe(probe), field, m.args.clone())
                 }
                 (None, Some(w)) => {
                     workload_metric(&f.workload, f.measure.as_ref(), w, &m, &name, &at)?
@@ -524,7 +540,7 @@ impl Experiment {
             check_placeholders(&name, &args, m.once, &swept, &configs, &at)?;
             metrics.push(MetricSpec {
                 name,
-                probe,
+                by,
                 field,
                 args: args.into_iter().map(|(k, v)| (k, v.into_inner())).collect(),
                 once: m.once,
@@ -647,10 +663,9 @@ impl Experiment {
     /// The error of a metric whose run did not give its field, naming what it gave.
     fn no_field(&self, c: &ConfigSpec, m: &MetricSpec, outcome: &Outcome) -> RunError {
         let gave: Vec<&str> = outcome.fields.keys().map(String::as_str).collect();
-        let what = if std::ptr::eq(m.probe, &WORKLOADS) {
-            format!("the workloads gave no metric `{}`", m.field)
-        } else {
-            format!("probe `{}` gave no field `{}`", m.probe.name, m.field)
+        let what = match m.by {
+            By::Workloads => format!("the workloads gave no metric `{}`", m.field),
+            By::Probe(p) => format!("probe `{}` gave no field `{}`", p.name, m.field),
         };
         RunError(format!(
             "{}, config `{}`: metric `{}`: {what} (it gave: {})",
@@ -664,7 +679,7 @@ impl Experiment {
     /// What makes two metrics of one config the same probe run.
     fn run_key(m: &MetricSpec, args: &BTreeMap<String, String>, point: &SweepPoint) -> RunKey {
         (
-            m.probe.name,
+            m.by.name(),
             format!("{:?} {:?}", m.scenario, m.set),
             args.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             (!m.once).then(|| point.clone()),
@@ -680,10 +695,16 @@ impl Experiment {
         point: &[(String, SweepValue)],
         user: &Point,
     ) -> Result<Outcome, RunError> {
-        let what = format!(
-            "{}, config `{}`: metric `{}` (probe `{}`)",
-            self.info.id, c.name, m.name, m.probe.name
-        );
+        let what = match m.by {
+            By::Probe(p) => format!(
+                "{}, config `{}`: metric `{}` (probe `{}`)",
+                self.info.id, c.name, m.name, p.name
+            ),
+            By::Workloads => format!(
+                "{}, config `{}`: metric `{}` (the file's workloads)",
+                self.info.id, c.name, m.name
+            ),
+        };
         let (scenario, config_set) = match &m.scenario {
             Some(s) => (s, &[][..]),
             None => (&c.scenario, &c.set[..]),
@@ -696,10 +717,13 @@ impl Experiment {
         hw.extend(user.iter().cloned());
         let src = crate::run::source(scenario)?;
         let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
-        if std::ptr::eq(m.probe, &WORKLOADS) {
-            return run_workloads(&src, &args[WORKLOADS_ARG])
-                .map_err(|e| RunError(format!("{what}: {}", e.0)));
-        }
+        let probe = match m.by {
+            By::Probe(p) => p,
+            By::Workloads => {
+                return run_workloads(&src, &args[WORKLOADS_ARG])
+                    .map_err(|e| RunError(format!("{what}: {}", e.0)))
+            }
+        };
         let mut tf = harness::timed(scenario, &src.name)?;
         // Probes see the numeric values of the point; words reach them as arguments.
         let numbers: Vec<(String, u64)> = point
@@ -710,7 +734,7 @@ impl Experiment {
             })
             .collect();
         let mut cx = ProbeCx::new(&mut tf, args, &numbers, what.clone());
-        let fields = (m.probe.run)(&mut cx).map_err(|e| {
+        let fields = (probe.run)(&mut cx).map_err(|e| {
             if e.0.starts_with(&what) {
                 e
             } else {
@@ -913,7 +937,9 @@ fn resolve_args(
                 .chain(point.iter().map(|(var, val)| (var, val.text())));
             let mut s = raw.clone();
             for (var, val) in values {
-                if k == WORKLOADS_ARG && !val.is_empty() && val.bytes().all(|b| b.is_ascii_digit())
+                if matches!(m.by, By::Workloads)
+                    && !val.is_empty()
+                    && val.bytes().all(|b| b.is_ascii_digit())
                 {
                     // In workloads' TOML a string that is only a placeholder of a whole
                     // number becomes that number (`threads = "{threads}"`).

@@ -8,24 +8,15 @@ use fabric::scenario::Source;
 use serde_json::Value;
 use toml::Spanned;
 
-use super::{At, Metric, Outcome};
+use super::{At, By, Metric, Outcome};
 use crate::harness::RunError;
-use crate::probe::{Fields, Probe};
-
-/// The run of an experiment's `[[workload]]`s: not a registry entry; `measure` runs them
-/// with `nudma run`'s code.
-pub(super) static WORKLOADS: Probe = Probe {
-    name: "workloads",
-    fields: &[],
-    run: |cx| Err(cx.error("the workloads of an experiment run through `nudma run`'s code")),
-};
+use crate::probe::Fields;
 
 /// The argument of a workload metric's run: every workload and the window, as TOML.
 pub(super) const WORKLOADS_ARG: &str = "workloads";
 
-/// What a metric is measured by: the probe (or the workloads' run), the field it takes,
-/// and the run's arguments as written.
-pub(super) type MetricRun = (&'static Probe, String, BTreeMap<String, Spanned<String>>);
+/// What a metric is measured by, the field it takes, and the run's arguments as written.
+pub(super) type MetricRun = (By, String, BTreeMap<String, Spanned<String>>);
 
 /// A metric naming one of the file's `[[workload]]`s: the run of all of them (one per
 /// config and point, whatever metric asks), the field `WORKLOAD.METRIC` of its rows, and
@@ -84,7 +75,7 @@ pub(super) fn workload_metric(
     let text = toml::to_string(&doc).map_err(|e| at(w.span(), format!("metric `{name}`: {e}")))?;
     let args = BTreeMap::from([(WORKLOADS_ARG.to_string(), Spanned::new(w.span(), text))]);
     Ok((
-        &WORKLOADS,
+        By::Workloads,
         format!("{}.{}", w.get_ref(), field.get_ref()),
         args,
     ))
