@@ -37,9 +37,18 @@ impl Resolver for BuiltinResolver {
     }
 }
 
-/// Built-in scenario files: top-level TOML files (sub-directories hold includes).
+/// Sub-directories of `scenarios/` whose files are scenarios too, named `dir/file`
+/// (the others hold includes, experiments and benchmarks).
+const SCENARIO_DIRS: &[&str] = &["contention/"];
+
+/// Built-in scenario files: top-level TOML files and those of `SCENARIO_DIRS`.
 fn scenario_files() -> impl Iterator<Item = (&'static str, &'static str)> {
-    FILES.iter().copied().filter(|(p, _)| !p.contains('/'))
+    FILES.iter().copied().filter(|(p, _)| {
+        !p.contains('/')
+            || SCENARIO_DIRS
+                .iter()
+                .any(|d| p.strip_prefix(d).is_some_and(|f| !f.contains('/')))
+    })
 }
 
 /// The built-in experiment files (`scenarios/experiments/*.toml`), in name order.

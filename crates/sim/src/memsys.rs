@@ -444,9 +444,9 @@ impl MemSys {
     }
 
     /// Adds `cores` background STREAM cores on `cpu_socket` streaming through `node`'s
-    /// memory (`write`: read for ownership and write back), and re-solves the arbitration:
-    /// from now on this memory system's own accesses get what is left to them
-    /// (`arbitration`).
+    /// memory (`write`: read for ownership and write back), each keeping its line-fill
+    /// buffers full, and re-solves the arbitration: from now on this memory system's own
+    /// accesses get what is left to them (`arbitration`).
     pub fn add_streams(
         &mut self,
         cpu_socket: u32,
@@ -454,18 +454,51 @@ impl MemSys {
         write: bool,
         cores: u32,
     ) -> Result<(), String> {
+        let misses = self.p.line_fill_buffers.max(1);
+        self.add_agents(cpu_socket, node, write, vec![misses; cores as usize])
+    }
+
+    /// Adds a background stream that keeps `misses` line misses in flight from
+    /// `cpu_socket` through `node`'s memory, as the fewest cores that can (each at most
+    /// its line-fill buffers; the misses shared evenly), and re-solves the arbitration.
+    /// Returns the indices of its cores among `streams()`.
+    pub fn add_stream_misses(
+        &mut self,
+        cpu_socket: u32,
+        node: u32,
+        write: bool,
+        misses: u32,
+    ) -> Result<std::ops::Range<usize>, String> {
+        let lfb = self.p.line_fill_buffers.max(1);
+        let cores = misses.div_ceil(lfb).max(1);
+        let per_core = (0..cores)
+            .map(|i| misses / cores + u32::from(i < misses % cores))
+            .collect();
+        let first = self.streams.len();
+        self.add_agents(cpu_socket, node, write, per_core)?;
+        Ok(first..self.streams.len())
+    }
+
+    fn add_agents(
+        &mut self,
+        cpu_socket: u32,
+        node: u32,
+        write: bool,
+        misses: Vec<u32>,
+    ) -> Result<(), String> {
         let n = self.p.sockets;
         if cpu_socket >= n || node >= n {
             return Err(format!(
                 "a stream on socket {cpu_socket} against node {node}: the host has {n} sockets"
             ));
         }
-        let a = StreamAgent {
-            cpu_socket,
-            node,
-            write,
-        };
-        self.streams.extend(std::iter::repeat_n(a, cores as usize));
+        self.streams
+            .extend(misses.into_iter().map(|misses| StreamAgent {
+                cpu_socket,
+                node,
+                write,
+                misses,
+            }));
         self.arbitrate();
         Ok(())
     }
@@ -508,15 +541,14 @@ impl MemSys {
                 )
             })
             .collect();
-        // A core's own limit: its line-fill buffers over the zero-load miss latency
+        // A core's own limit: its misses in flight over the zero-load miss latency
         // (bytes per ns = GB/s).
         let demands: Vec<f64> = self
             .streams
             .iter()
             .map(|a| {
                 let lat = self.p.dram_latency + self.round_trip(a.cpu_socket, a.node);
-                (self.p.line_fill_buffers.max(1) as u64 * LINE) as f64
-                    / (lat.as_ps() as f64 / 1000.0)
+                (a.misses as u64 * LINE) as f64 / (lat.as_ps() as f64 / 1000.0)
             })
             .collect();
         let rate = arbitration::max_min(&caps, &demands, &uses);
@@ -1236,6 +1268,29 @@ mod tests {
             Some(1536),
             "the new lines crossed to package 1"
         );
+    }
+
+    #[test]
+    fn a_stream_of_misses_is_the_fewest_cores_that_keep_them_in_flight() {
+        // ms(): 10 line-fill buffers per core.
+        let mut m = ms();
+        let cores = m.add_stream_misses(0, 1, true, 25).unwrap();
+        assert_eq!(cores, 0..3);
+        let misses: Vec<u32> = m.streams().iter().map(|a| a.misses).collect();
+        assert_eq!(misses, [9, 8, 8]);
+        // One core's worth of misses is one STREAM core: the same rates either way.
+        let (mut a, mut b) = (ms(), ms());
+        a.add_streams(0, 1, false, 2).unwrap();
+        b.add_stream_misses(0, 1, false, 10).unwrap();
+        b.add_stream_misses(0, 1, false, 10).unwrap();
+        assert_eq!(a.stream_rates(), b.stream_rates());
+        // Fewer misses in flight ask for less: a 2-miss core takes a fifth of a full one
+        // on an idle system.
+        let mut c = ms();
+        c.add_stream_misses(0, 1, false, 2).unwrap();
+        let full = a.stream_rates().agent_gbps[0];
+        let light = c.stream_rates().agent_gbps[0];
+        assert!((light * 5.0 - full).abs() < 1e-9, "{light} vs {full}");
     }
 
     #[test]

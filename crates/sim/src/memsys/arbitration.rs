@@ -10,13 +10,13 @@
 //! saturated link. So a backlogged requester beside `n` backlogged streams gets one line
 //! per round of `n + 1`, and never less than the max-min fair share of the server.
 //!
-//! The streams are steady agents: STREAM cores keep their line-fill buffers full, so
-//! each core asks for `line_fill_buffers × 64 B` per zero-load miss latency, limited by
-//! the max-min fair share of every server it crosses (progressive filling over all
-//! servers). A reading core uses its node's DRAM and, when remote, the link directions
-//! of the route from its memory to it; a writing core also writes each line back (read
-//! for ownership, then write-back), so it uses DRAM twice and the route back too. Their rates are
-//! solved without the measured workload, which is small beside them (one core's
+//! The streams are steady agents: each core keeps its misses in flight (STREAM cores
+//! keep their line-fill buffers full), so it asks for `misses × 64 B` per zero-load
+//! miss latency, limited by the max-min fair share of every server it crosses
+//! (progressive filling over all servers). A reading core uses its node's DRAM and, when
+//! remote, the link directions of the route from its memory to it; a writing core also
+//! writes each line back (read for ownership, then write-back), so it uses DRAM twice
+//! and the route back too. Their rates are solved without the measured workload, which is small beside them (one core's
 //! receive against up to twelve streaming cores). The measured workload then gets, per
 //! server, what a round-robin arbiter leaves one more backlogged requester: its
 //! reservations are served at that share, so each line of it takes `64 B ÷ share` — one
@@ -32,6 +32,9 @@ pub struct StreamAgent {
     pub node: u32,
     /// Writes (read for ownership, then the line written back) rather than reads.
     pub write: bool,
+    /// Line misses the core keeps in flight (its line-fill buffers when it streams flat
+    /// out): its demand is that many lines per zero-load miss latency.
+    pub misses: u32,
 }
 
 /// The solved arbitration: the streams' rates and, per server, their load and the share
@@ -172,11 +175,13 @@ mod tests {
             cpu_socket: 0,
             node: 1,
             write: true,
+            misses: 10,
         };
         let r = StreamAgent {
             cpu_socket: 0,
             node: 1,
             write: false,
+            misses: 10,
         };
         let agents = [w, r, r, r];
         // DRAM 0, DRAM 1, link 0→1, link 1→0: node 1 → socket 0 is server 3.

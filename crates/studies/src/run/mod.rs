@@ -16,6 +16,7 @@
 //! run's time — warm-up, window, the scenario's fault times — counts from the end of the
 //! probes, when every workload starts.
 
+pub mod beside;
 pub mod net;
 pub mod overrides;
 pub mod rdma;
@@ -38,6 +39,7 @@ use systems::smartio::Cluster;
 
 use crate::harness::{self, RunError};
 use crate::result::Run;
+use beside::{Beside, CpuStreams};
 use overrides::{Override, Point};
 use spec::{Direction, Kind, Measure, Pattern, Workload};
 
@@ -141,6 +143,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
         }
     }
     let origin = tf.net.now();
+    let streams = CpuStreams::of(&spec.workloads);
     let mut handles = Vec::new();
     for (i, (w, fio)) in spec.workloads.iter().zip(fios).enumerate() {
         let h = match fio {
@@ -152,6 +155,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
                 &mut tf,
                 &mut sim,
                 cluster.as_mut(),
+                &streams,
                 w,
                 spec.measure,
                 seed ^ i as u64,
@@ -322,6 +326,26 @@ fn build(
     tf: &mut TimedFabric,
     sim: &mut Sim<TimedFabric>,
     cluster: Option<&mut Cluster>,
+    streams: &CpuStreams,
+    w: &Workload,
+    m: Measure,
+    seed: u64,
+) -> Result<Handle, RunError> {
+    let mut beside = Beside::new(streams);
+    let mut handle = build_on(tf, sim, cluster, &mut beside, w, m, seed)?;
+    if let (Handle::Net(o), Some(met)) = (&mut handle, beside.report()) {
+        o.counters["beside_cpu_streams"] = met;
+    }
+    Ok(handle)
+}
+
+/// `build`, loading a packet-model workload's hosts with the run's streams through
+/// `beside`.
+fn build_on(
+    tf: &mut TimedFabric,
+    sim: &mut Sim<TimedFabric>,
+    cluster: Option<&mut Cluster>,
+    beside: &mut Beside,
     w: &Workload,
     m: Measure,
     seed: u64,
@@ -334,10 +358,15 @@ fn build(
         Kind::Netperf { .. }
         | Kind::Pktgen { .. }
         | Kind::Memcached { .. }
-        | Kind::UdpPingPong { .. } => own(net::run(&tf.fabric.topo, &w.kind, m, seed)),
-        Kind::Tyche { .. } => own(crate::tyche::run::workload(&tf.fabric.topo, &w.kind, m)),
+        | Kind::UdpPingPong { .. } => own(net::run(&tf.fabric.topo, &w.kind, m, seed, beside)),
+        Kind::Tyche { .. } => own(crate::tyche::run::workload(
+            &tf.fabric.topo,
+            &w.kind,
+            m,
+            beside,
+        )),
         Kind::RdmaBench(_) | Kind::RdmaMemcached(_) => {
-            own(rdma::run(&tf.fabric.topo, &w.kind, m, seed))
+            own(rdma::run(&tf.fabric.topo, &w.kind, m, seed, beside))
         }
         Kind::PageRank {
             host,
@@ -348,6 +377,7 @@ fn build(
             *threads_per_socket,
             m,
             seed,
+            beside,
         )),
         Kind::Dma {
             device,

@@ -6,8 +6,9 @@
 //!
 //! A network workload runs on its own model of its hosts — their memory systems priced
 //! per packet by `sim::memsys`, their NICs' PCIe links and port — not on the TLP-level
-//! fabric the other workloads share: it neither contends with them nor meets the
-//! scenario's `[[fault]]`s. Its window is the scenario's `[measure]` table; TCP_RR, which
+//! fabric the other workloads share. The run's `cpu_stream`s on its hosts load those
+//! memory systems (`run::beside`); no other workload contends with it, and it does not
+//! meet the scenario's `[[fault]]`s. Its window is the scenario's `[measure]` table; TCP_RR, which
 //! counts transactions, runs as many as fit in it at its steady-state round trip.
 
 use devices::nic::{CoalesceMode, FiveTuple, SteeringMode};
@@ -19,6 +20,7 @@ use host::net::{pktgen, rr, udp, NetHost};
 use serde_json::{json, Map, Value};
 use sim::Time;
 
+use super::beside::Beside;
 use super::spec::{Antagonists, Kind, Measure, Migration, NetEnds, NetTest, NicMode};
 use crate::ioctopus::migration as team;
 use crate::ioctopus::setup::{self, NicChoice, FLOW, MTU, RR_WARMUP};
@@ -76,11 +78,29 @@ fn choice(mode: NicMode, netdev_pf: usize) -> NicChoice {
 
 /// The server side of a workload of `ends`: the host set up with its queue on the PF the
 /// NIC's steering gives, the process's socket, that PF.
-fn net_server(topo: &Topology, ends: &NetEnds) -> Result<(NetHost, u32, usize), String> {
+fn net_server(
+    topo: &Topology,
+    ends: &NetEnds,
+    beside: &mut Beside,
+) -> Result<(NetHost, u32, usize), String> {
     let (socket, node) = placement(topo, &ends.server, ends.cpu_node, ends.mem_node)?;
     let choice = choice(ends.nic_mode, ends.netdev_pf);
-    let (h, pf) = setup::server(topo, &ends.server, &ends.nic, choice, socket, node)?;
+    let (mut h, pf) = setup::server(topo, &ends.server, &ends.nic, choice, socket, node)?;
+    beside.load(topo, &ends.server, &mut h.mem)?;
     Ok((h, socket, pf))
+}
+
+/// A client set up by `make`, its memory system loaded with the run's streams on it.
+fn client(
+    topo: &Topology,
+    name: &str,
+    nic: &str,
+    make: fn(&Topology, &str, &str) -> Result<NetHost, String>,
+    beside: &mut Beside,
+) -> Result<NetHost, String> {
+    let mut h = make(topo, name, nic)?;
+    beside.load(topo, name, &mut h.mem)?;
+    Ok(h)
 }
 
 /// Loads `h`'s memory system with STREAM antagonists (as `ioctopus::qpi`): `a.pairs`
@@ -113,8 +133,15 @@ fn load(
     Ok(h.mem.stream_rates().stream_gbps(h.mem.streams()))
 }
 
-/// Runs a network workload over the window `m`; `seed` draws memcached's keys and mix.
-pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOutcome, String> {
+/// Runs a network workload over the window `m`; `seed` draws memcached's keys and mix;
+/// `beside` loads its hosts with the run's streams.
+pub fn run(
+    topo: &Topology,
+    kind: &Kind,
+    m: Measure,
+    seed: u64,
+    beside: &mut Beside,
+) -> Result<NetOutcome, String> {
     match kind {
         Kind::Netperf {
             test,
@@ -135,6 +162,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
             let (socket, node) = placement(topo, server, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
             let (mut srv, pf) = setup::server(topo, server, nic, choice, socket, node)?;
+            beside.load(topo, server, &mut srv.mem)?;
             let stream_gbps = match streams {
                 Some(a) => Some(load(topo, &mut srv, server, socket, *connections, *a)?),
                 None => None,
@@ -144,11 +172,12 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
                     let mv = migration.expect("checked");
                     // The team driver steers the flow: the server starts on the netdev's PF.
                     srv.pf = *netdev_pf;
-                    let cli = setup::stream_client(topo, client, client_nic)?;
+                    let cli = self::client(topo, client, client_nic, setup::stream_client, beside)?;
                     migrate(srv, cli, choice.mode, *msg_bytes, socket, node, mv, m)
                 }
                 NetTest::TcpStream { server_receives } => {
-                    let mut cli = setup::stream_client(topo, client, client_nic)?;
+                    let mut cli =
+                        self::client(topo, client, client_nic, setup::stream_client, beside)?;
                     if let Some(mode) = coalescing {
                         srv.coalescing.mode = *mode;
                         cli.coalescing.mode = *mode;
@@ -163,7 +192,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
                     net.run(topo, server, *cpu_node, *msg_bytes, *connections, pf, m)
                 }
                 NetTest::TcpRr => {
-                    let cli = latency_client(topo, client, client_nic)?;
+                    let cli = self::client(topo, client, client_nic, latency_client, beside)?;
                     tcp_rr(
                         srv,
                         cli,
@@ -187,8 +216,14 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
             clients,
             keys,
         } => {
-            let (mut srv, _, pf) = net_server(topo, ends)?;
-            let mut cli = setup::stream_client(topo, &ends.client, &ends.client_nic)?;
+            let (mut srv, _, pf) = net_server(topo, ends, beside)?;
+            let mut cli = client(
+                topo,
+                &ends.client,
+                &ends.client_nic,
+                setup::stream_client,
+                beside,
+            )?;
             let spec = MemcachedSpec {
                 key_bytes: *key_bytes,
                 value_bytes: *value_bytes,
@@ -212,12 +247,12 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
             msg_bytes,
             streams,
         } => {
-            let (mut srv, socket, pf) = net_server(topo, ends)?;
+            let (mut srv, socket, pf) = net_server(topo, ends, beside)?;
             let stream_gbps = match streams {
                 Some(a) => Some(load(topo, &mut srv, &ends.server, socket, 1, *a)?),
                 None => None,
             };
-            let cli = latency_client(topo, &ends.client, &ends.client_nic)?;
+            let cli = client(topo, &ends.client, &ends.client_nic, latency_client, beside)?;
             let mut out = udp_pingpong(srv, cli, *msg_bytes, pf, m)?;
             if let Some(g) = stream_gbps {
                 out.counters["stream_gbps"] = json!(g);
@@ -236,6 +271,7 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
             let (socket, node) = placement(topo, host, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
             let (mut h, pf) = setup::server(topo, host, nic, choice, socket, node)?;
+            beside.load(topo, host, &mut h.mem)?;
             let r = pktgen::run(
                 &mut h,
                 pktgen::PktgenSpec {

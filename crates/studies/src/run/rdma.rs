@@ -17,6 +17,7 @@ use host::rdma::memcached::{self, McSpec, KEYS};
 use host::rdma::RdmaHost;
 use serde_json::{json, Map, Value};
 
+use super::beside::Beside;
 use super::net::NetOutcome;
 use super::spec::{Kind, Measure};
 use crate::rdma::{CLOSED_OPS, CLOSED_WARMUP, MAX_RD_ATOMIC, MTU};
@@ -54,11 +55,19 @@ fn start_load(
 }
 
 /// Runs an RDMA workload over `m`'s window.
-pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOutcome, String> {
+pub fn run(
+    topo: &Topology,
+    kind: &Kind,
+    m: Measure,
+    seed: u64,
+    beside: &mut Beside,
+) -> Result<NetOutcome, String> {
     match kind {
         Kind::RdmaBench(b) => {
             let mut client = RdmaHost::new(topo, &b.client, &b.rnic)?;
             let mut server = RdmaHost::new(topo, &b.server, &b.rnic)?;
+            beside.load(topo, &b.client, &mut client.mem)?;
+            beside.load(topo, &b.server, &mut server.mem)?;
             let mut load = start_load(&mut server, b.load, b.load_elems)?;
             let mode = if b.open {
                 Mode::Open {
@@ -115,6 +124,8 @@ pub fn run(topo: &Topology, kind: &Kind, m: Measure, seed: u64) -> Result<NetOut
         Kind::RdmaMemcached(w) => {
             let mut client = RdmaHost::new(topo, &w.client, &w.rnic)?;
             let mut server = RdmaHost::new(topo, &w.server, &w.rnic)?;
+            beside.load(topo, &w.client, &mut client.mem)?;
+            beside.load(topo, &w.server, &mut server.mem)?;
             let mut load = start_load(&mut server, w.load, w.load_elems)?;
             let spec = McSpec {
                 connections: w.connections,

@@ -7,6 +7,7 @@ use fabric::Topology;
 use host::victim::{self, PageRank, PageRankSpec, GAP_PAGERANK};
 use serde_json::{json, Map};
 
+use super::beside::Beside;
 use super::net::NetOutcome;
 use super::spec::Measure;
 
@@ -20,6 +21,7 @@ pub fn pagerank(
     threads_per_socket: u32,
     m: Measure,
     seed: u64,
+    beside: &mut Beside,
 ) -> Result<NetOutcome, String> {
     let id = topo
         .host_by_name(host)
@@ -33,6 +35,7 @@ pub fn pagerank(
         ));
     }
     let mut mem = host::net::memory_system(topo, id)?;
+    beside.load(topo, host, &mut mem)?;
     let spec = PageRankSpec {
         threads_per_socket,
         edges_per_step: mem.params().line_fill_buffers,

@@ -7,6 +7,8 @@
 pub mod run;
 
 use fabric::Topology;
+
+use crate::run::beside::Beside;
 use serde_json::json;
 use systems::tyche::{
     self, App, AppKind, BufferPlacement, Op, Place, Scheduler, TargetIo, TycheHost, TycheResult,
@@ -100,6 +102,7 @@ pub fn run_between(
     initiator: &str,
     target: &str,
     spec: &TycheSpec,
+    beside: &mut Beside,
 ) -> Result<TycheResult, String> {
     if spec.channels == 0 || spec.channels > NICS.len() {
         return Err(format!(
@@ -109,11 +112,13 @@ pub fn run_between(
         ));
     }
     let nics = &NICS[..spec.channels];
-    let host = |name: &str| -> Result<TycheHost, String> {
+    let mut host = |name: &str| -> Result<TycheHost, String> {
         let id = topo
             .host_by_name(name)
             .ok_or_else(|| format!("the scenario has no host `{name}`"))?;
-        TycheHost::new(topo, id, nics)
+        let mut h = TycheHost::new(topo, id, nics)?;
+        beside.load(topo, name, &mut h.mem)?;
+        Ok(h)
     };
     let mut ini = host(initiator)?;
     let mut tgt = host(target)?;

@@ -7,6 +7,7 @@ use serde_json::{json, Map};
 use systems::tyche::TycheSpec;
 
 use super::{counters, run_between, FRAME_BYTES};
+use crate::run::beside::Beside;
 use crate::run::net::NetOutcome;
 use crate::run::spec::{Kind, Measure};
 
@@ -14,7 +15,12 @@ use crate::run::spec::{Kind, Measure};
 /// `ops_per_sec` (requests), `requests` and `frames` (completed requests and data frames
 /// received in the window), `qpi_gbps` (initiator link → GB/s), `qpi0_share`, `cores_busy`
 /// (host.node → cores' worth busy over the window).
-pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, String> {
+pub fn workload(
+    topo: &Topology,
+    kind: &Kind,
+    m: Measure,
+    beside: &mut Beside,
+) -> Result<NetOutcome, String> {
     let Kind::Tyche {
         initiator,
         target,
@@ -47,7 +53,7 @@ pub fn workload(topo: &Topology, kind: &Kind, m: Measure) -> Result<NetOutcome, 
         warmup: m.warmup,
         window: m.duration,
     };
-    let r = run_between(topo, initiator, target, &spec)?;
+    let r = run_between(topo, initiator, target, &spec, beside)?;
     let mut metrics = Map::new();
     metrics.insert("gbps".into(), json!(r.throughput_gbps));
     metrics.insert("throughput_gbps".into(), json!(r.throughput_gbps));

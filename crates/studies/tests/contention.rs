@@ -1,0 +1,125 @@
+//! Workloads of one run contend: each built-in `contention/*` scenario puts a workload
+//! beside a STREAM antagonist (`cpu_stream`) that loads the interconnect and one node's
+//! DRAM. Remote from its device, the workload crosses what the antagonist loads and slows
+//! beside it; local, it does not (or by the antagonist's share of their common socket).
+
+use fabric::scenario::Source;
+use studies::run::{self, overrides::Override};
+
+/// The built-in scenario `name`, without the workload `drop` when given.
+fn source(name: &str, drop: Option<&str>) -> Source {
+    let mut src = run::source(name).unwrap();
+    if let Some(w) = drop {
+        let start = src
+            .text
+            .find(&format!("[[workload]]\nname = \"{w}\""))
+            .unwrap();
+        let len = src.text[start + 1..].find("\n[").unwrap() + 2;
+        src.text.replace_range(start..start + len, "");
+    }
+    src
+}
+
+/// One point of `src` with `sets`: the metric `metric` of workload `workload`.
+fn metric(src: &Source, sets: &[&str], workload: &str, metric: &str) -> f64 {
+    let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let point = run::sweep(&sets).pop().unwrap();
+    let r = run::run_point(src, &point, 1).unwrap();
+    let row = r
+        .rows
+        .iter()
+        .find(|row| row.params["workload"] == workload)
+        .unwrap();
+    row.metrics[metric]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{workload}.{metric}: {:?}", row.metrics))
+}
+
+/// The workload's `metric` with the antagonist and without it, remote and local.
+struct Relation {
+    remote: (f64, f64),
+    local: (f64, f64),
+}
+
+fn relation(name: &str, remote: &[&str], local: &[&str], w: &str, m: &str) -> Relation {
+    let (beside, alone) = (source(name, None), source(name, Some("stream")));
+    let both = |sets: &[&str]| (metric(&beside, sets, w, m), metric(&alone, sets, w, m));
+    Relation {
+        remote: both(remote),
+        local: both(local),
+    }
+}
+
+#[test]
+fn a_stream_on_the_interconnect_slows_a_remote_tcp_receive_and_not_a_local_one() {
+    let r = relation(
+        "contention/tcp_rx",
+        &["workload.rx.cpu_node=1", "workload.rx.mem_node=1"],
+        &["workload.rx.cpu_node=0", "workload.rx.mem_node=0"],
+        "rx",
+        "throughput_gbps",
+    );
+    let (beside, alone) = r.remote;
+    assert!(
+        beside < 0.5 * alone,
+        "remote: {beside} Gb/s beside, {alone} alone"
+    );
+    // Local, the frames stay in socket 0's DDIO share and node 0: the streams' servers
+    // are not on its path, to the bit.
+    assert_eq!(r.local.0, r.local.1, "local");
+    assert!(r.local.0 > alone, "local {} vs remote {alone}", r.local.0);
+}
+
+#[test]
+fn a_stream_on_the_interconnect_slows_remote_rdma_reads_and_not_local_ones() {
+    let r = relation(
+        "contention/rdma_read",
+        &["workload.reads.server_placement=remote"],
+        &["workload.reads.server_placement=local"],
+        "reads",
+        "ops_per_sec",
+    );
+    let (beside, alone) = r.remote;
+    assert!(
+        beside < 0.8 * alone,
+        "remote: {beside} beside, {alone} alone"
+    );
+    assert_eq!(r.local.0, r.local.1, "local");
+}
+
+#[test]
+fn a_stream_on_the_interconnect_slows_remote_fio_writes_more_than_local_ones() {
+    let r = relation(
+        "contention/fio_write",
+        &["workload.fio.cpu_node=1", "workload.fio.mem_node=1"],
+        &["workload.fio.cpu_node=0", "workload.fio.mem_node=0"],
+        "fio",
+        "ops_per_sec",
+    );
+    // fio and STREAM are one TLP-level simulation: the SSD's read completions from node 1
+    // queue behind the stream's fills on UPI 1 → 0.
+    let (beside, alone) = r.remote;
+    assert!(
+        beside < 0.95 * alone,
+        "remote: {beside} beside, {alone} alone"
+    );
+    // Local, only the stream's cores share socket 0 with the SSD.
+    let (beside, alone) = r.local;
+    assert!(
+        beside > 0.98 * alone,
+        "local: {beside} beside, {alone} alone"
+    );
+}
+
+#[test]
+fn a_network_workload_lists_the_streams_it_met() {
+    let src = source("contention/tcp_rx", None);
+    let point = run::sweep(&[]).pop().unwrap();
+    let r = run::run_point(&src, &point, 1).unwrap();
+    let met = &r.counters["network"]["rx"]["beside_cpu_streams"];
+    assert_eq!(met[0]["workload"], "stream");
+    assert_eq!(met[0]["host"], "server");
+    // Six writing cores, each at its 10 misses over the zero-load miss latency.
+    let gbps = met[0]["misses_gbytes_per_s"].as_f64().unwrap();
+    assert!(gbps > 20.0 && gbps < 30.0, "{gbps}");
+}
