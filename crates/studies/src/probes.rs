@@ -37,16 +37,6 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::tcp_multicore,
     },
     Probe {
-        name: "tcp_rr",
-        fields: &["latency_us", "p99_us"],
-        run: ioctopus::tcp_rr,
-    },
-    Probe {
-        name: "qpi_congestion",
-        fields: &["rx_gbps", "udp_latency_us", "stream_gbps"],
-        run: ioctopus::qpi::qpi_congestion,
-    },
-    Probe {
         name: "memcached",
         fields: &["kops", "mem_bw_gbps"],
         run: ioctopus::memcached,

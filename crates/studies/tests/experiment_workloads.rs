@@ -174,3 +174,63 @@ fn a_workload_field_nothing_gives_is_named_with_what_was_given() {
     );
     assert!(e.contains("rx.gbps"), "{e}");
 }
+
+/// A config's `set` reaches its workloads also where the key is in an included file: the
+/// R730's `ddio_ways` lives in `platforms/r730.toml`, included by `ioctopus_r730`.
+#[test]
+fn a_config_set_in_an_included_platform_reaches_the_workloads() {
+    let text = r#"[experiment]
+id = "user.ddio"
+description = "TCP_RR with and without DDIO"
+window = "1 ms warm-up, 2 ms"
+x = "msg_bytes"
+plot = ["latency_us"]
+
+[sweep]
+msg_bytes = [4096]
+
+[[config]]
+name = "ddio"
+scenario = "ioctopus_r730"
+
+[[config]]
+name = "no_ddio"
+scenario = "ioctopus_r730"
+set = { "platform.r730.ddio_ways" = 0 }
+
+[[workload]]
+name = "rr"
+kind = "netperf"
+test = "TCP_RR"
+msg_bytes = "{msg_bytes}"
+server = "server"
+client = "client"
+nic = "nic"
+cpu_node = 0
+mem_node = 0
+nic_mode = "standard"
+netdev_pf = 0
+
+[measure]
+warmup = "1 ms"
+duration = "2 ms"
+
+[[metric]]
+name = "latency_us"
+workload = "rr"
+field = "latency_us"
+"#;
+    let rows = parse(text).unwrap().run(&[]).unwrap();
+    let lat = |cfg: &str| {
+        rows.iter().find(|r| r.config == cfg).unwrap().metrics["latency_us"]
+            .as_f64()
+            .unwrap()
+    };
+    // Without DDIO every received line goes to DRAM and the reads miss.
+    assert!(
+        lat("no_ddio") > 1.05 * lat("ddio"),
+        "{} vs {}",
+        lat("no_ddio"),
+        lat("ddio")
+    );
+}

@@ -716,14 +716,15 @@ impl Experiment {
             .collect();
         hw.extend(user.iter().cloned());
         let src = crate::run::source(scenario)?;
-        let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
         let probe = match m.by {
             By::Probe(p) => p,
+            // The run applies the overrides itself: some land in included files.
             By::Workloads => {
-                return run_workloads(&src, &args[WORKLOADS_ARG])
+                return run_workloads(&src, &hw, &args[WORKLOADS_ARG])
                     .map_err(|e| RunError(format!("{what}: {}", e.0)))
             }
         };
+        let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
         let mut tf = harness::timed(scenario, &src.name)?;
         // Probes see the numeric values of the point; words reach them as arguments.
         let numbers: Vec<(String, u64)> = point

@@ -11,6 +11,7 @@ use toml::Spanned;
 use super::{At, By, Metric, Outcome};
 use crate::harness::RunError;
 use crate::probe::Fields;
+use crate::run::overrides::Point;
 
 /// The argument of a workload metric's run: every workload and the window, as TOML.
 pub(super) const WORKLOADS_ARG: &str = "workloads";
@@ -81,14 +82,19 @@ pub(super) fn workload_metric(
     ))
 }
 
-/// Runs an experiment's workloads (their resolved TOML) on the hardware of `src` as
-/// `nudma run` runs a scenario's; each row's metric `M` of workload `W` is field `W.M`.
-pub(super) fn run_workloads(src: &Source, workloads: &str) -> Result<Outcome, RunError> {
+/// Runs an experiment's workloads (their resolved TOML) on the hardware of `src` with
+/// the overrides `hw` as `nudma run` runs a scenario's; each row's metric `M` of workload
+/// `W` is field `W.M`.
+pub(super) fn run_workloads(
+    src: &Source,
+    hw: &Point,
+    workloads: &str,
+) -> Result<Outcome, RunError> {
     let both = Source {
         name: format!("{} with the experiment's workloads", src.name),
         text: format!("{}\n{workloads}", src.text),
     };
-    let r = crate::run::run_point(&both, &Vec::new(), 1)?;
+    let r = crate::run::run_point(&both, hw, 1)?;
     let mut fields = Fields::new();
     for row in r.rows {
         let w = row

@@ -17,15 +17,13 @@ pub use memcached::memcached;
 use std::collections::BTreeMap;
 
 use devices::nic::SteeringMode;
-use host::net::{multicore, rr, stream, NetHost};
+use host::net::{multicore, stream, NetHost};
 use serde_json::json;
 use sim::Time;
 
 use crate::harness::RunError;
 use crate::probe::{Fields, ProbeCx};
-use setup::{NicChoice, MTU, RR_WARMUP};
-
-pub mod qpi;
+use setup::{NicChoice, MTU};
 
 /// Socket (and memory node) of the measured workload.
 const WORKLOAD_SOCKET: u32 = 0;
@@ -135,49 +133,5 @@ pub fn tcp_multicore(cx: &mut ProbeCx) -> Result<Fields, RunError> {
     Ok(BTreeMap::from([
         ("throughput_gbps".to_string(), json!(r.throughput_gbps)),
         ("mem_bw_gbps".to_string(), json!(mem)),
-    ]))
-}
-
-/// netperf TCP_RR, one core each side, coalescing off, `msg_bytes` swept. `client_remote`
-/// puts the client's process and memory on the socket away from its NIC; `ddio` off
-/// turns DDIO off on both hosts.
-pub fn tcp_rr(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let msg = cx.need_swept("msg_bytes")?;
-    let nic = cx.arg("nic")?;
-    let ddio = cx.choice("ddio", "on", "off")?;
-    let client_remote = cx.choice("client_remote", "yes", "no")?;
-    let (mut server, pf) = server_pf(cx, &cx.arg("server")?, &nic)?;
-    let topo = &cx.tf.fabric.topo;
-    let cname = cx.arg("client")?;
-    let socket = setup::nic_socket(topo, &cname, &nic, client_remote).map_err(|e| cx.error(e))?;
-    let mut client = setup::host(topo, &cname, &nic, 0, socket, socket).map_err(|e| cx.error(e))?;
-    // Coalescing off (REFERENCE.md §1: off for latency tests); no LRO for one message.
-    for h in [&mut server, &mut client] {
-        setup::coalescing_off(h);
-        if !ddio {
-            h.ddio_off();
-        }
-    }
-    let r = rr::run(
-        &mut client,
-        &mut server,
-        rr::RrSpec {
-            msg_bytes: msg,
-            mtu: MTU,
-            warmup: RR_WARMUP,
-            transactions: RR_TRANSACTIONS,
-        },
-    )
-    .map_err(|e| cx.error(e))?;
-    cx.set_counters(json!({
-        "pf": pf,
-        "client_socket": socket,
-        "transactions_per_s": r.transactions_per_s,
-        "cqe_misses_per_transaction": r.cqe_misses,
-        "frames_per_message": r.frames_per_message,
-    }));
-    Ok(BTreeMap::from([
-        ("latency_us".to_string(), json!(r.latency_us)),
-        ("p99_us".to_string(), json!(r.p99_us)),
     ]))
 }

@@ -158,6 +158,7 @@ pub fn run(
             coalescing,
             streams,
             migration,
+            client_remote,
         } => {
             let (socket, node) = placement(topo, server, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
@@ -192,7 +193,12 @@ pub fn run(
                     net.run(topo, server, *cpu_node, *msg_bytes, *connections, pf, m)
                 }
                 NetTest::TcpRr => {
-                    let cli = self::client(topo, client, client_nic, latency_client, beside)?;
+                    let make = if *client_remote {
+                        remote_latency_client
+                    } else {
+                        latency_client
+                    };
+                    let cli = self::client(topo, client, client_nic, make, beside)?;
                     tcp_rr(
                         srv,
                         cli,
@@ -204,7 +210,7 @@ pub fn run(
                 }
             }?;
             if let Some(g) = stream_gbps {
-                out.counters["stream_gbps"] = json!(g);
+                out.metrics.insert("stream_gbps".into(), json!(g));
             }
             Ok(out)
         }
@@ -255,7 +261,7 @@ pub fn run(
             let cli = client(topo, &ends.client, &ends.client_nic, latency_client, beside)?;
             let mut out = udp_pingpong(srv, cli, *msg_bytes, pf, m)?;
             if let Some(g) = stream_gbps {
-                out.counters["stream_gbps"] = json!(g);
+                out.metrics.insert("stream_gbps".into(), json!(g));
             }
             Ok(out)
         }
@@ -400,6 +406,12 @@ impl Stream {
 /// LRO (one message at a time).
 fn latency_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, String> {
     let s = setup::nic_socket(topo, name, nic, false)?;
+    setup::host(topo, name, nic, 0, s, s)
+}
+
+/// A latency client whose core and memory are on the socket away from its NIC.
+fn remote_latency_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, String> {
+    let s = setup::nic_socket(topo, name, nic, true)?;
     setup::host(topo, name, nic, 0, s, s)
 }
 

@@ -123,6 +123,8 @@ pub enum Kind {
         streams: Option<Antagonists>,
         /// TCP_STREAM rx: the receiving process moves to the other socket mid-run.
         migration: Option<Migration>,
+        /// TCP_RR: the client's process and memory on the socket away from its NIC.
+        client_remote: bool,
     },
     /// The in-kernel packet generator on one core of `host`, the same `pkt_bytes` packet
     /// sent again and again.

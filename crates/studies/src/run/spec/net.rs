@@ -120,6 +120,9 @@ struct RawNetperf {
     coalescing: Option<String>,
     stream_pairs: Option<u32>,
     stream_node: Option<u32>,
+    /// TCP_RR: the client's process and memory on its NIC's socket (`local`, the
+    /// default) or the other one (`remote`).
+    client_placement: Option<String>,
     migrate_at_ms: Option<f64>,
     sample_ms: Option<f64>,
 }
@@ -231,6 +234,24 @@ pub(super) fn netperf(e: &Entry, measure: &Measure) -> Result<(String, Kind), Sc
     };
     let streams = antagonists(r.stream_pairs, r.stream_node, &field)?;
     let migration = migration(&r, test, measure, &field)?;
+    let client_remote = match r.client_placement.as_deref() {
+        None | Some("local") => false,
+        Some("remote") => true,
+        Some(p) => {
+            return Err(field(
+                "client_placement",
+                &format!(
+                    "client_placement `{p}`: use \"local\" or \"remote\" (to the client's NIC)"
+                ),
+            ))
+        }
+    };
+    if r.client_placement.is_some() && test != NetTest::TcpRr {
+        return Err(field(
+            "client_placement",
+            "`client_placement` is for TCP_RR (a TCP_STREAM's client is a stock bulk-transfer host)",
+        ));
+    }
     // Hosts, NICs, PFs and nodes are checked against the fabric at run time.
     e.check(
         r.msg_bytes.0 >= 1,
@@ -273,6 +294,7 @@ pub(super) fn netperf(e: &Entry, measure: &Measure) -> Result<(String, Kind), Sc
         netdev_pf: r.netdev_pf.0,
         streams,
         migration,
+        client_remote,
     };
     Ok((r.name, k))
 }

@@ -242,6 +242,7 @@ fn network_workloads_parse_with_their_defaults() {
             coalescing: None,
             streams: None,
             migration: None,
+            client_remote: false,
         }
     );
     assert!(matches!(
@@ -295,6 +296,28 @@ fn network_fields_out_of_range_are_located() {
         msg(&rr.replace("netdev_pf", "connections = 2\nnetdev_pf")),
         "t.toml:13:15: TCP_RR runs one connection (one transaction outstanding) (key \
              `workload.rx.connections`)"
+    );
+    assert!(matches!(
+        parse(&src(&rr.replace(
+            "netdev_pf",
+            "client_placement = \"remote\"\nnetdev_pf"
+        )))
+        .unwrap()
+        .workloads[0]
+            .kind,
+        Kind::Netperf {
+            client_remote: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        msg(&rr.replace("netdev_pf", "client_placement = \"far\"\nnetdev_pf")),
+        "t.toml:13:20: client_placement `far`: use \"local\" or \"remote\" (to the client's \
+             NIC) (key `workload.rx.client_placement`)"
+    );
+    assert!(
+        msg(&NET.replace("netdev_pf", "client_placement = \"remote\"\nnetdev_pf"))
+            .contains("`client_placement` is for TCP_RR")
     );
     assert!(msg(&NET.replace("\"TCP_STREAM\"", "\"UDP_STREAM\""))
         .contains("unknown variant `UDP_STREAM`, expected `TCP_STREAM` or `TCP_RR`"));
