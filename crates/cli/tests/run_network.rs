@@ -60,7 +60,8 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
         &format!("{pf}=0,1"),
     ]);
     assert_eq!(r.len(), 4 * 5, "one row per point and workload");
-    // Every workload has the catalog's metric names (EXPERIMENTS.md `ioctopus.*`).
+    // Every workload has the catalog's metric names (EXPERIMENTS.md `ioctopus.*`) and the
+    // interrupt rate `ioctopus.coalescing` reads.
     for row in &r {
         let names: Vec<&str> = row["metrics"]
             .as_object()
@@ -69,8 +70,13 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
             .map(String::as_str)
             .collect();
         let want: &[&str] = match row["params"]["workload"].as_str().unwrap() {
-            "netperf_rx" => &["cpu_util", "mem_bw_gbps", "throughput_gbps"],
-            "rr" => &["latency_us", "p99_us"],
+            "netperf_rx" => &[
+                "cpu_util",
+                "mem_bw_gbps",
+                "server_irqs_per_s",
+                "throughput_gbps",
+            ],
+            "rr" => &["latency_us", "p99_us", "server_irqs_per_s"],
             "pktgen" => &["cpu_util", "mem_bw_gbps", "mpps", "throughput_gbps"],
             "memcached" => &["kops", "mem_bw_gbps"],
             "udp" => &["latency_us"],

@@ -37,26 +37,9 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::tcp_multicore,
     },
     Probe {
-        name: "memcached",
-        fields: &["kops", "mem_bw_gbps"],
-        run: ioctopus::memcached,
-    },
-    Probe {
         name: "colocation",
         fields: &["pagerank_slowdown", "io_throughput_gbps"],
         run: ioctopus::colocation,
-    },
-    Probe {
-        name: "coalescing",
-        fields: &[
-            "rr_64_latency_us",
-            "rr_16k_latency_us",
-            "rr_64_irqs_per_s",
-            "rx_gbps",
-            "rx_cpu_util",
-            "rx_irqs_per_s",
-        ],
-        run: ioctopus::coalescing::coalescing,
     },
     Probe {
         name: "pktgen_fragments",

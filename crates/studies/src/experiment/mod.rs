@@ -16,7 +16,7 @@
 //! name = "netperf"
 //! kind = "netperf"
 //! msg_bytes = "{msg_bytes}"          # swept values and config vars, in any string;
-//!                                    # one that is only a whole number is that number
+//!                                    # one that is only a number is that number
 //! nic_mode = "{mode}"
 //! # …
 //! [measure]
@@ -715,16 +715,18 @@ impl Experiment {
             .map(|(k, v)| (k.clone(), toml_to_edit(v)))
             .collect();
         hw.extend(user.iter().cloned());
-        let src = crate::run::source(scenario)?;
+        let file = crate::run::source(scenario)?;
+        // Loaded here for its errors, located in the user's file, before any run.
+        let (scenario, src) = overrides::load(&file, &hw).map_err(RunError)?;
         let probe = match m.by {
             By::Probe(p) => p,
-            // The run applies the overrides itself: some land in included files.
+            // The run applies the overrides itself (some land in included files, which
+            // `src`, the main file's text, does not carry).
             By::Workloads => {
-                return run_workloads(&src, &hw, &args[WORKLOADS_ARG])
+                return run_workloads(&file, &hw, &args[WORKLOADS_ARG])
                     .map_err(|e| RunError(format!("{what}: {}", e.0)))
             }
         };
-        let (scenario, src) = overrides::load(&src, &hw).map_err(RunError)?;
         let mut tf = harness::timed(scenario, &src.name)?;
         // Probes see the numeric values of the point; words reach them as arguments.
         let numbers: Vec<(String, u64)> = point
@@ -938,12 +940,9 @@ fn resolve_args(
                 .chain(point.iter().map(|(var, val)| (var, val.text())));
             let mut s = raw.clone();
             for (var, val) in values {
-                if matches!(m.by, By::Workloads)
-                    && !val.is_empty()
-                    && val.bytes().all(|b| b.is_ascii_digit())
-                {
-                    // In workloads' TOML a string that is only a placeholder of a whole
-                    // number becomes that number (`threads = "{threads}"`).
+                if matches!(m.by, By::Workloads) && is_plain_number(&val) {
+                    // In workloads' TOML a string that is only a placeholder of a number
+                    // becomes that number (`threads = "{threads}"`, `ratio = "{r}"`).
                     s = s.replace(&format!("\"{{{var}}}\""), &val);
                 }
                 s = s.replace(&format!("{{{var}}}"), &val);
@@ -951,6 +950,13 @@ fn resolve_args(
             (k.clone(), s)
         })
         .collect()
+}
+
+/// Digits with at most one inner decimal point: a TOML integer or float as written.
+fn is_plain_number(s: &str) -> bool {
+    let (int, frac) = s.split_once('.').unwrap_or((s, "0"));
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    digits(int) && digits(frac)
 }
 
 fn toml_to_edit(v: &toml::Value) -> toml_edit::Value {

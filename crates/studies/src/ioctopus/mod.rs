@@ -4,15 +4,12 @@
 //! steering mode (`standard` or `octonic`) and, for a standard NIC, the PF whose netdev
 //! the workload uses; the workload runs on one core of socket 0 with its memory on node 0.
 
-pub mod coalescing;
 mod colocation;
 pub mod ioctosg;
-pub(crate) mod memcached;
 pub mod migration;
 pub mod setup;
 
 pub use colocation::colocation;
-pub use memcached::memcached;
 
 use std::collections::BTreeMap;
 
@@ -23,33 +20,13 @@ use sim::Time;
 
 use crate::harness::RunError;
 use crate::probe::{Fields, ProbeCx};
-use setup::{NicChoice, MTU};
+use setup::MTU;
 
-/// Socket (and memory node) of the measured workload.
-const WORKLOAD_SOCKET: u32 = 0;
-
-/// Steady-state windows (the model is deterministic; these were checked to give the
-/// same metrics to within 1 % as windows twice as long).
-const STREAM_WARMUP: Time = Time::from_us(3000);
-const STREAM_WINDOW: Time = Time::from_us(10000);
 /// Multi-core: every core's connection must have cycled its 1,024-slot receive ring
 /// several times (≈ 0.7 ms per ring at 100 Gb/s over 28 cores) before the window, so the
 /// DDIO share holds its steady-state mix; metrics change < 1 % with a window twice as long.
 const MULTICORE_WARMUP: Time = Time::from_us(2000);
 const MULTICORE_WINDOW: Time = Time::from_us(2000);
-/// TCP_RR: transactions in the window (deterministic: every steady-state transaction
-/// takes the same time once the rings have wrapped, `setup::RR_WARMUP`).
-const RR_TRANSACTIONS: u32 = 1000;
-
-/// The NIC netdev a config names: `mode` and `netdev_pf`.
-fn nic_choice(cx: &ProbeCx) -> Result<NicChoice, RunError> {
-    let mode = steering_mode(cx)?;
-    let netdev_pf: usize = cx
-        .arg("netdev_pf")?
-        .parse()
-        .map_err(|_| cx.error("netdev_pf must be a PF index (0, 1, …)"))?;
-    Ok(NicChoice { mode, netdev_pf })
-}
 
 /// The NIC's steering mode a config names: `standard`, `octonic` or `linux_multipf`.
 fn steering_mode(cx: &ProbeCx) -> Result<SteeringMode, RunError> {
@@ -61,14 +38,6 @@ fn steering_mode(cx: &ProbeCx) -> Result<SteeringMode, RunError> {
             "mode = `{other}`: use \"standard\", \"octonic\" or \"linux_multipf\""
         ))),
     }
-}
-
-/// The server side of a config: which PF its workload's queue is on.
-fn server_pf(cx: &ProbeCx, server: &str, nic: &str) -> Result<(NetHost, usize), RunError> {
-    let choice = nic_choice(cx)?;
-    let topo = &cx.tf.fabric.topo;
-    setup::server(topo, server, nic, choice, WORKLOAD_SOCKET, WORKLOAD_SOCKET)
-        .map_err(|e| cx.error(e))
 }
 
 /// The bulk-transfer client of a config (`setup::stream_client`).

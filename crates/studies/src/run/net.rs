@@ -221,6 +221,7 @@ pub fn run(
             set_ratio,
             clients,
             keys,
+            seed: own_seed,
         } => {
             let (mut srv, _, pf) = net_server(topo, ends, beside)?;
             let mut cli = client(
@@ -239,10 +240,10 @@ pub fn run(
                 mtu: MTU,
                 warmup: m.warmup,
                 window: m.duration,
-                seed,
+                seed: own_seed.unwrap_or(seed),
             };
             let r = memcached::run(&mut srv, &mut cli, spec)?;
-            let counters = crate::ioctopus::memcached::checked_counters(&r, pf)?;
+            let counters = checked_counters(&r, pf)?;
             Ok(NetOutcome {
                 metrics: metrics(&[("kops", r.kops), ("mem_bw_gbps", r.mem_gbps)]),
                 counters,
@@ -381,12 +382,17 @@ impl Stream {
         } else {
             (r.sender_util, r.sender_mem_gbps, r.receiver_util)
         };
+        let mut fields = vec![
+            ("throughput_gbps", r.throughput_gbps),
+            ("mem_bw_gbps", mem),
+            ("cpu_util", util),
+        ];
+        if rx {
+            let per_s = r.receiver_interrupts as f64 / m.duration.as_secs_f64();
+            fields.push(("server_irqs_per_s", per_s));
+        }
         Ok(NetOutcome {
-            metrics: metrics(&[
-                ("throughput_gbps", r.throughput_gbps),
-                ("mem_bw_gbps", mem),
-                ("cpu_util", util),
-            ]),
+            metrics: metrics(&fields),
             counters: json!({
                 "pf": pf,
                 "connections": connections,
@@ -544,7 +550,11 @@ fn tcp_rr(
     let (warmup, transactions) = fit(pilot.latency_us * 1e3, m);
     let r = rr::run(&mut client, &mut server, spec(warmup, transactions))?;
     Ok(NetOutcome {
-        metrics: metrics(&[("latency_us", r.latency_us), ("p99_us", r.p99_us)]),
+        metrics: metrics(&[
+            ("latency_us", r.latency_us),
+            ("p99_us", r.p99_us),
+            ("server_irqs_per_s", r.server_interrupts_per_s),
+        ]),
         counters: json!({
             "pf": pf,
             "transactions": transactions,
@@ -554,4 +564,27 @@ fn tcp_rr(
             "server_interrupts_per_s": r.server_interrupts_per_s,
         }),
     })
+}
+
+/// The counters of a memcached run served from `pf`, or an error if any GET reply was not
+/// the bytes a SET stored (every reply is checked whole).
+fn checked_counters(r: &memcached::MemcachedResult, pf: usize) -> Result<Value, String> {
+    if r.values_corrupt > 0 || r.values_stale > 0 {
+        return Err(format!(
+            "{} of {} GET replies were not the bytes a SET stored ({} stale)",
+            r.values_corrupt + r.values_stale,
+            r.values_checked,
+            r.values_stale
+        ));
+    }
+    Ok(json!({
+        "pf": pf,
+        "gets": r.gets,
+        "sets": r.sets,
+        "value_gbps": r.value_gbps,
+        "interconnect_gbps": r.interconnect_gbps,
+        "server_cpu_util": r.server_util,
+        "values_checked": r.values_checked,
+        "events": r.events,
+    }))
 }

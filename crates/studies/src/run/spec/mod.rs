@@ -148,6 +148,8 @@ pub enum Kind {
         set_ratio: f64,
         clients: u32,
         keys: u64,
+        /// The clients' draws; `None`: the run's seed.
+        seed: Option<u64>,
     },
     /// sockperf ping-pong over UDP: one datagram of `msg_bytes` outstanding, the server's
     /// process on a core of `ends.cpu_node`, interrupt coalescing off.

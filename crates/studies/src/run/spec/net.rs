@@ -152,6 +152,8 @@ struct RawMemcached {
     clients: u32,
     #[serde(default = "memaslap_window")]
     keys: u64,
+    /// The clients' key and GET/SET draws (default: the run's `--seed`).
+    seed: Option<u64>,
 }
 
 // memaslap's documented defaults (libmemcached, docs/bin/memaslap.rst: key size 64,
@@ -405,6 +407,7 @@ pub(super) fn memcached(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         set_ratio: r.set_ratio,
         clients: r.clients,
         keys: r.keys,
+        seed: r.seed,
     };
     Ok((r.name, k))
 }

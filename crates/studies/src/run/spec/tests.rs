@@ -378,6 +378,7 @@ fn memcached_takes_memaslaps_defaults_and_the_others_parse() {
             set_ratio: 0.1,
             clients: 16,
             keys: 10_000,
+            seed: None,
         }
     );
     assert_eq!(
