@@ -32,19 +32,9 @@ pub const PROBES: &[Probe] = &[
         run: rdma::memcached::rdma_memcached,
     },
     Probe {
-        name: "tcp_multicore",
-        fields: &["throughput_gbps", "mem_bw_gbps"],
-        run: ioctopus::tcp_multicore,
-    },
-    Probe {
         name: "colocation",
         fields: &["pagerank_slowdown", "io_throughput_gbps"],
         run: ioctopus::colocation,
-    },
-    Probe {
-        name: "pktgen_fragments",
-        fields: &["mpps", "mem_bw_gbps", "interconnect_gbps"],
-        run: ioctopus::ioctosg::pktgen_fragments,
     },
     Probe {
         name: "tcp_migration",

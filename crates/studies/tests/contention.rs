@@ -123,3 +123,55 @@ fn a_network_workload_lists_the_streams_it_met() {
     let gbps = met[0]["misses_gbytes_per_s"].as_f64().unwrap();
     assert!(gbps > 20.0 && gbps < 30.0, "{gbps}");
 }
+
+#[test]
+fn two_tcp_receives_on_one_server_share_its_port_and_memory() {
+    let both = source("contention/tcp_rx_pair", None);
+    let point = run::sweep(&[]).pop().unwrap();
+    let r = run::run_point(&both, &point, 1).unwrap();
+    let gbps = |w: &str| {
+        let row = r
+            .rows
+            .iter()
+            .find(|row| row.params["workload"] == w)
+            .unwrap();
+        row.metrics["throughput_gbps"].as_f64().unwrap()
+    };
+    let (local, remote) = (gbps("local"), gbps("remote"));
+    // One 100 GbE port: together at line rate (payload of 1,500 B frames), not above it.
+    assert!(local + remote < 95.0, "{local} + {remote}");
+    assert!(local + remote > 90.0, "{local} + {remote}");
+    // Each alone takes more of the port than beside the other.
+    let alone_local = metric(
+        &source("contention/tcp_rx_pair", Some("remote")),
+        &[],
+        "local",
+        "throughput_gbps",
+    );
+    let alone_remote = metric(
+        &source("contention/tcp_rx_pair", Some("local")),
+        &[],
+        "remote",
+        "throughput_gbps",
+    );
+    assert!(
+        alone_local > 1.2 * local,
+        "local: {alone_local} alone, {local} together"
+    );
+    assert!(
+        alone_remote > 1.1 * remote,
+        "remote: {alone_remote} alone, {remote} together"
+    );
+    let net = &r.counters["network"];
+    assert_eq!(net["local"]["run_with"], serde_json::json!(["remote"]));
+    assert_eq!(net["remote"]["run_with"], serde_json::json!(["local"]));
+}
+
+#[test]
+fn tcp_streams_that_differ_in_what_one_model_shares_run_apart() {
+    let src = source("contention/tcp_rx_pair", None);
+    let sets = [Override::parse("workload.remote.msg_bytes=65535").unwrap()];
+    let r = run::run_point(&src, &run::sweep(&sets).pop().unwrap(), 1).unwrap();
+    assert!(r.counters["network"]["local"].get("run_with").is_none());
+    assert!(r.counters["network"]["remote"].get("run_with").is_none());
+}

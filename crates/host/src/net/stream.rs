@@ -59,6 +59,20 @@ pub struct StreamResult {
     /// Receive interrupts (NAPI polls an interrupt started) of the data queues over the
     /// window.
     pub receiver_interrupts: u64,
+    /// Per connection, in the order of the lanes.
+    pub connections: Vec<ConnStats>,
+}
+
+/// One connection's share of a run's window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnStats {
+    /// Payload delivered to the receiving process in the window.
+    pub delivered_window: u64,
+    /// Busy fraction of each side's core over the window.
+    pub sender_util: f64,
+    pub receiver_util: f64,
+    /// Receive interrupts of its queue over the window.
+    pub receiver_interrupts: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -357,6 +371,15 @@ fn run_inner<'a>(
         frames: sum(&|c| c.frames),
         events: s.eng.stats().handled,
         receiver_interrupts: sum(&|c| c.rx_q.coalesce.interrupts()),
+        connections: cs
+            .iter()
+            .map(|c| ConnStats {
+                delivered_window: c.delivered_window,
+                sender_util: util(&c.tx_lane.core),
+                receiver_util: util(&c.rx_lane.core),
+                receiver_interrupts: c.rx_q.coalesce.interrupts(),
+            })
+            .collect(),
     };
     let out = s.mig.map(|m| {
         let c = &s.conns[0];

@@ -16,7 +16,7 @@
 //! name = "netperf"
 //! kind = "netperf"
 //! msg_bytes = "{msg_bytes}"          # swept values and config vars, in any string;
-//!                                    # one that is only a number is that number
+//!                                    # one that is only a number or a boolean is it
 //! nic_mode = "{mode}"
 //! # …
 //! [measure]
@@ -25,8 +25,8 @@
 //!
 //! [[metric]]
 //! name = "throughput_gbps"
-//! workload = "netperf"               # a [[workload]] of this file …
-//! field = "throughput_gbps"          # … and the metric of its row
+//! workload = "netperf"               # a [[workload]] of this file (or several,
+//! field = "throughput_gbps"          # ["a", "b"]: the sum) and the metric of its row
 //!
 //! [[metric]]
 //! name = "total_kiops"
@@ -161,8 +161,9 @@ struct Metric {
     name: Spanned<String>,
     /// A probe of the registry, or …
     probe: Option<Spanned<String>>,
-    /// … a `[[workload]]` of this file, whose metric `field` this metric reports.
-    workload: Option<Spanned<String>>,
+    /// … a `[[workload]]` of this file, whose metric `field` this metric reports (several:
+    /// the sum of their `field`s).
+    workload: Option<Spanned<toml::Value>>,
     /// Which of the probe's fields this metric reports (the only one when omitted).
     field: Option<Spanned<String>>,
     #[serde(default)]
@@ -633,10 +634,7 @@ impl Experiment {
                 for m in &self.metrics {
                     let args = resolve_args(c, m, point);
                     let outcome = &cache[&(ci, Self::run_key(m, &args, point))];
-                    let value = outcome
-                        .fields
-                        .get(&m.field)
-                        .cloned()
+                    let value = workloads::field(&outcome.fields, &m.field)
                         .ok_or_else(|| self.no_field(c, m, outcome))?;
                     metrics.insert(m.name.clone(), value);
                     if let Some(cn) = &outcome.counters {
@@ -940,9 +938,11 @@ fn resolve_args(
                 .chain(point.iter().map(|(var, val)| (var, val.text())));
             let mut s = raw.clone();
             for (var, val) in values {
-                if matches!(m.by, By::Workloads) && is_plain_number(&val) {
+                if matches!(m.by, By::Workloads)
+                    && (is_plain_number(&val) || val == "true" || val == "false")
+                {
                     // In workloads' TOML a string that is only a placeholder of a number
-                    // becomes that number (`threads = "{threads}"`, `ratio = "{r}"`).
+                    // or a boolean becomes that value (`threads = "{threads}"`).
                     s = s.replace(&format!("\"{{{var}}}\""), &val);
                 }
                 s = s.replace(&format!("{{{var}}}"), &val);

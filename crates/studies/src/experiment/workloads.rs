@@ -26,7 +26,7 @@ pub(super) type MetricRun = (By, String, BTreeMap<String, Spanned<String>>);
 pub(super) fn workload_metric(
     workloads: &[toml::Table],
     measure: Option<&toml::Table>,
-    w: &Spanned<String>,
+    refs: &Spanned<toml::Value>,
     m: &Metric,
     name: &str,
     at: At,
@@ -35,19 +35,28 @@ pub(super) fn workload_metric(
         .iter()
         .filter_map(|t| t.get("name").and_then(toml::Value::as_str))
         .collect();
-    if !names.contains(&w.get_ref().as_str()) {
+    let named = named(refs, name, &at)?;
+    let Some(w) = named.first() else {
         return Err(at(
-            w.span(),
-            format!(
-                "metric `{name}`: no [[workload]] named `{}` in this file (there are: {})",
-                w.get_ref(),
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            ),
+            m.name.span(),
+            format!("metric `{name}`: `workload = []` names no workload"),
         ));
+    };
+    for w in &named {
+        if !names.contains(&w.get_ref().as_str()) {
+            return Err(at(
+                w.span(),
+                format!(
+                    "metric `{name}`: no [[workload]] named `{}` in this file (there are: {})",
+                    w.get_ref(),
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        }
     }
     if !m.args.is_empty() {
         return Err(at(
@@ -75,11 +84,47 @@ pub(super) fn workload_metric(
     doc.insert("measure".into(), toml::Value::Table(measure.clone()));
     let text = toml::to_string(&doc).map_err(|e| at(w.span(), format!("metric `{name}`: {e}")))?;
     let args = BTreeMap::from([(WORKLOADS_ARG.to_string(), Spanned::new(w.span(), text))]);
-    Ok((
-        By::Workloads,
-        format!("{}.{}", w.get_ref(), field.get_ref()),
-        args,
-    ))
+    let fields: Vec<String> = named
+        .iter()
+        .map(|w| format!("{}.{}", w.get_ref(), field.get_ref()))
+        .collect();
+    Ok((By::Workloads, fields.join(SUM), args))
+}
+
+/// The workloads a metric's `workload` names: a name, or an array of names whose values
+/// add up; each spanned where the value is written.
+fn named(
+    refs: &Spanned<toml::Value>,
+    name: &str,
+    at: &At,
+) -> Result<Vec<Spanned<String>>, RunError> {
+    let one = |v: &toml::Value| v.as_str().map(|s| Spanned::new(refs.span(), s.to_string()));
+    let names = match refs.get_ref() {
+        toml::Value::Array(vs) => vs.iter().map(one).collect::<Option<Vec<_>>>(),
+        v => one(v).map(|w| vec![w]),
+    };
+    names.ok_or_else(|| {
+        at(
+            refs.span(),
+            format!("metric `{name}`: `workload` is a workload's name or an array of names"),
+        )
+    })
+}
+
+/// Joins the fields of a metric that adds up several workloads' values.
+const SUM: &str = " + ";
+
+/// The value of a metric's `field` among a run's `fields`: one field, or the sum of the
+/// fields it joins (`workload = [...]`); `None` when one is missing or not a number.
+pub(super) fn field(fields: &Fields, field: &str) -> Option<Value> {
+    if !field.contains(SUM) {
+        return fields.get(field).cloned();
+    }
+    let mut sum = 0.0;
+    for f in field.split(SUM) {
+        sum += fields.get(f)?.as_f64()?;
+    }
+    Some(Value::from(sum))
 }
 
 /// Runs an experiment's workloads (their resolved TOML) on the hardware of `src` with

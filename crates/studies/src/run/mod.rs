@@ -21,7 +21,10 @@ pub mod net;
 pub mod overrides;
 pub mod rdma;
 pub mod spec;
+mod tcp_stream;
 pub mod victim;
+
+use std::collections::BTreeMap;
 
 use devices::{DmaJob, Gpu, Op, Ops, PingPong};
 use fabric::scenario::Source;
@@ -39,6 +42,7 @@ use systems::smartio::Cluster;
 
 use crate::harness::{self, RunError};
 use crate::result::Run;
+
 use beside::{Beside, CpuStreams};
 use overrides::{Override, Point};
 use spec::{Direction, Kind, Measure, Pattern, Workload};
@@ -144,12 +148,16 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     }
     let origin = tf.net.now();
     let streams = CpuStreams::of(&spec.workloads);
+    let mut together = run_together(&tf, &spec, &streams)?;
     let mut handles = Vec::new();
     for (i, (w, fio)) in spec.workloads.iter().zip(fios).enumerate() {
         let h = match fio {
             Some(f) => {
                 f.start(&mut tf);
                 Handle::Fio(Box::new(f))
+            }
+            None if together.contains_key(&i) => {
+                Handle::Net(Box::new(together.remove(&i).expect("checked")))
             }
             None => build(
                 &mut tf,
@@ -215,6 +223,30 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
             .collect::<Vec<_>>());
     }
     Ok(PointResult { rows, counters })
+}
+
+/// The outcomes of the TCP_STREAM workloads that share their hosts, each group run as one
+/// model (`tcp_stream`), by workload index.
+fn run_together(
+    tf: &TimedFabric,
+    spec: &spec::RunSpec,
+    streams: &CpuStreams,
+) -> Result<BTreeMap<usize, net::NetOutcome>, RunError> {
+    let mut out = BTreeMap::new();
+    for group in tcp_stream::groups(&spec.workloads) {
+        let members: Vec<&Workload> = group.iter().map(|&i| &spec.workloads[i]).collect();
+        let mut beside = Beside::new(streams);
+        let outs = tcp_stream::run_group(&tf.fabric.topo, &members, spec.measure, &mut beside)
+            .map_err(|e| located(&members[0].at, e))?;
+        let met = beside.report();
+        for (i, mut o) in group.into_iter().zip(outs) {
+            if let Some(m) = &met {
+                o.counters["beside_cpu_streams"] = m.clone();
+            }
+            out.insert(i, o);
+        }
+    }
+    Ok(out)
 }
 
 /// A message located where the workload was written.

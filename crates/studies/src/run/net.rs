@@ -11,19 +11,20 @@
 //! meet the scenario's `[[fault]]`s. Its window is the scenario's `[measure]` table; TCP_RR, which
 //! counts transactions, runs as many as fit in it at its steady-state round trip.
 
-use devices::nic::{CoalesceMode, FiveTuple, SteeringMode};
+use devices::nic::{CoalesceMode, SteeringMode};
 use fabric::Topology;
 use host::net::memcached::{self, MemcachedSpec};
 use host::net::migration::{MigrationSpec, Move, RxQueue};
-use host::net::stream::{self, Lane, StreamSpec};
+use host::net::stream::StreamSpec;
 use host::net::{pktgen, rr, udp, NetHost};
 use serde_json::{json, Map, Value};
 use sim::Time;
 
 use super::beside::Beside;
 use super::spec::{Antagonists, Kind, Measure, Migration, NetEnds, NetTest, NicMode};
+use super::tcp_stream::{Part, Stream};
 use crate::ioctopus::migration as team;
-use crate::ioctopus::setup::{self, NicChoice, FLOW, MTU, RR_WARMUP};
+use crate::ioctopus::setup::{self, NicChoice, MTU, RR_WARMUP};
 
 /// What a network workload measured: its metrics (the catalog's names) and counters.
 #[derive(Clone, Debug)]
@@ -34,7 +35,7 @@ pub struct NetOutcome {
 
 /// The packages of a process's core (`cpu_node`) and memory (`mem_node`) on host `name`:
 /// the packet model keeps one memory node per socket.
-fn placement(
+pub(super) fn placement(
     topo: &Topology,
     name: &str,
     cpu_node: u32,
@@ -65,7 +66,7 @@ fn placement(
     Ok((p.package_of_node(cpu_node), p.package_of_node(mem_node)))
 }
 
-fn choice(mode: NicMode, netdev_pf: usize) -> NicChoice {
+pub(super) fn choice(mode: NicMode, netdev_pf: usize) -> NicChoice {
     NicChoice {
         mode: match mode {
             NicMode::Standard => SteeringMode::Standard,
@@ -186,11 +187,18 @@ pub fn run(
                     let net = Stream {
                         server: srv,
                         client: cli,
-                        choice,
-                        socket,
                         server_receives: *server_receives,
                     };
-                    net.run(topo, server, *cpu_node, *msg_bytes, *connections, pf, m)
+                    let part = Part {
+                        cpu_node: *cpu_node,
+                        connections: *connections,
+                        socket,
+                        node,
+                        choice,
+                        pf,
+                    };
+                    net.run(topo, server, &[part], *msg_bytes, m)
+                        .map(|mut outs| outs.remove(0))
                 }
                 NetTest::TcpRr => {
                     let make = if *client_remote {
@@ -274,18 +282,31 @@ pub fn run(
             pkt_bytes,
             nic_mode,
             netdev_pf,
+            fragment_nodes,
+            ioctosg,
         } => {
             let (socket, node) = placement(topo, host, *cpu_node, *mem_node)?;
             let choice = choice(*nic_mode, *netdev_pf);
             let (mut h, pf) = setup::server(topo, host, nic, choice, socket, node)?;
             beside.load(topo, host, &mut h.mem)?;
+            let sockets = setup::pf_sockets(&h);
+            let fragments = fragment_nodes
+                .iter()
+                .map(|&n| {
+                    let (_, page) = placement(topo, host, *cpu_node, n)
+                        .map_err(|e| format!("fragment_nodes: {e}"))?;
+                    let pf =
+                        systems::ioctopus::fragment_pf(choice.mode, *ioctosg, pf, page, &sockets);
+                    Ok(pktgen::Fragment { node: page, pf })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
             let r = pktgen::run(
                 &mut h,
                 pktgen::PktgenSpec {
                     pkt_bytes: *pkt_bytes,
                     warmup: m.warmup,
                     window: m.duration,
-                    fragments: Vec::new(),
+                    fragments,
                 },
             )?;
             Ok(NetOutcome {
@@ -294,6 +315,7 @@ pub fn run(
                     ("throughput_gbps", r.throughput_gbps),
                     ("mem_bw_gbps", r.mem_gbps),
                     ("cpu_util", r.cpu_util),
+                    ("interconnect_gbps", r.interconnect_gbps),
                 ]),
                 counters: json!({
                     "pf": pf,
@@ -306,106 +328,11 @@ pub fn run(
     }
 }
 
-fn metrics(fields: &[(&str, f64)]) -> Map<String, Value> {
+pub(super) fn metrics(fields: &[(&str, f64)]) -> Map<String, Value> {
     fields
         .iter()
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect()
-}
-
-/// A TCP_STREAM's two hosts, set up.
-struct Stream {
-    server: NetHost,
-    client: NetHost,
-    choice: NicChoice,
-    socket: u32,
-    server_receives: bool,
-}
-
-impl Stream {
-    /// `connections` connections, each on a server core of its own on `cpu_node`, its
-    /// flow steered as the NIC steers it.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        mut self,
-        topo: &Topology,
-        server: &str,
-        cpu_node: u32,
-        msg_bytes: u64,
-        connections: u32,
-        pf: usize,
-        m: Measure,
-    ) -> Result<NetOutcome, String> {
-        let h = topo.host_by_name(server).expect("set up");
-        let p = topo.platform_of(h);
-        let cores = p.cores_per_package / p.nodes_per_package.max(1);
-        if connections > cores {
-            return Err(format!(
-                "connections {connections}: node {cpu_node} of host `{server}` has {cores} cores \
-                 (one connection per core)"
-            ));
-        }
-        let sockets = setup::pf_sockets(&self.server);
-        let lanes: Vec<(Lane, Lane)> = (0..connections)
-            .map(|i| {
-                let flow = FiveTuple {
-                    src_port: FLOW.src_port + i as u16,
-                    ..FLOW
-                };
-                let s = Lane {
-                    core: self.server.core.clone(),
-                    pf: setup::flow_pf(self.choice, flow, self.socket, &sockets),
-                    node: self.server.node,
-                };
-                let c = Lane::of(&self.client);
-                if self.server_receives {
-                    (c, s)
-                } else {
-                    (s, c)
-                }
-            })
-            .collect();
-        let spec = StreamSpec {
-            msg_bytes,
-            mtu: MTU,
-            warmup: m.warmup,
-            window: m.duration,
-        };
-        let rx = self.server_receives;
-        let r = if rx {
-            stream::run_lanes(&mut self.client, &mut self.server, spec, lanes)
-        } else {
-            stream::run_lanes(&mut self.server, &mut self.client, spec, lanes)
-        }?;
-        let (util, mem, client_util) = if rx {
-            (r.receiver_util, r.receiver_mem_gbps, r.sender_util)
-        } else {
-            (r.sender_util, r.sender_mem_gbps, r.receiver_util)
-        };
-        let mut fields = vec![
-            ("throughput_gbps", r.throughput_gbps),
-            ("mem_bw_gbps", mem),
-            ("cpu_util", util),
-        ];
-        if rx {
-            let per_s = r.receiver_interrupts as f64 / m.duration.as_secs_f64();
-            fields.push(("server_irqs_per_s", per_s));
-        }
-        Ok(NetOutcome {
-            metrics: metrics(&fields),
-            counters: json!({
-                "pf": pf,
-                "connections": connections,
-                "tso_sends": r.tso_sends,
-                "frames": r.frames,
-                "out_of_order": r.out_of_order,
-                "bytes_delivered": r.bytes_delivered,
-                "events": r.events,
-                "receiver_interrupts": r.receiver_interrupts,
-                "client_cpu_util": client_util,
-            }),
-        })
-    }
 }
 
 /// The client of a latency test: a core and memory on its NIC's first PF's socket, no

@@ -136,6 +136,10 @@ pub enum Kind {
         pkt_bytes: u64,
         nic_mode: NicMode,
         netdev_pf: usize,
+        /// NUMA nodes of the packet's fragments (equal shares of the frame, in order).
+        fragment_nodes: Vec<u32>,
+        /// The octoNIC reads each fragment through the PF local to its page (IOctoSG).
+        ioctosg: bool,
     },
     /// A memcached server instance on one core of `ends.cpu_node`, its items on
     /// `ends.mem_node`, driven by `clients` memaslap connections from the client with one

@@ -208,6 +208,11 @@ struct RawPktgen {
     nic_mode: NicMode,
     #[serde(default)]
     netdev_pf: PfIndex,
+    /// The NUMA nodes of the packet's fragments, in order (default: one, on `mem_node`).
+    fragment_nodes: Option<Vec<u32>>,
+    /// The octoNIC's IOctoSG: each fragment read through the PF local to its page.
+    #[serde(default)]
+    ioctosg: bool,
 }
 
 fn one_connection() -> u32 {
@@ -440,6 +445,19 @@ pub(super) fn pktgen(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         "pkt_bytes",
         "must be an Ethernet frame size, 64 .. 1518 bytes",
     )?;
+    let fragment_nodes = r.fragment_nodes.unwrap_or_else(|| vec![r.mem_node]);
+    e.check(
+        (1..=16).contains(&fragment_nodes.len()),
+        &r.name,
+        "fragment_nodes",
+        "must name 1 .. 16 fragments' nodes",
+    )?;
+    e.check(
+        !r.ioctosg || r.nic_mode == NicMode::Octonic,
+        &r.name,
+        "ioctosg",
+        "IOctoSG is the octoNIC's (nic_mode = \"octonic\")",
+    )?;
     let k = Kind::Pktgen {
         host: r.host,
         nic: r.nic,
@@ -448,6 +466,8 @@ pub(super) fn pktgen(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         pkt_bytes: r.pkt_bytes.0,
         nic_mode: r.nic_mode,
         netdev_pf: r.netdev_pf.0,
+        fragment_nodes,
+        ioctosg: r.ioctosg,
     };
     Ok((r.name, k))
 }

@@ -281,6 +281,17 @@ fn network_fields_out_of_range_are_located() {
             "t.toml:22:13: must be an Ethernet frame size, 64 .. 1518 bytes (key `workload.gen.pkt_bytes`)"
         );
     assert_eq!(
+        msg(&NET
+            .replace("pkt_bytes = 64", "pkt_bytes = 64\nioctosg = true")
+            .replace("nic_mode = \"octonic\"", "nic_mode = \"standard\"")),
+        "t.toml:23:11: IOctoSG is the octoNIC's (nic_mode = \"octonic\") (key \
+             `workload.gen.ioctosg`)"
+    );
+    assert_eq!(
+        msg(&NET.replace("pkt_bytes = 64", "pkt_bytes = 64\nfragment_nodes = []")),
+        "t.toml:23:18: must name 1 .. 16 fragments' nodes (key `workload.gen.fragment_nodes`)"
+    );
+    assert_eq!(
             msg(&NET.replace("\"pf1\"", "\"port1\"")),
             "t.toml:13:13: `port1` is not a PF: write its index (1) or its name (\"pf1\") (key `workload.rx.netdev_pf`)"
         );

@@ -1,0 +1,297 @@
+//! netperf TCP_STREAM workloads of `nudma run` on the packet-granular stack
+//! (`host::net::stream`): one workload's connections, each on a server core of its own,
+//! or those of several workloads that share their hosts.
+//!
+//! TCP_STREAM workloads of one file with the same server, client, NICs, direction,
+//! message size, NIC mode and coalescing (and no antagonists or migration) run as one
+//! model: their connections are lanes of one run, so they share the server's memory
+//! system (LLC, DDIO share, DRAM, interconnect), the NICs' PCIe links and the port, and
+//! each workload's row reports its own connections. `mem_bw_gbps` is the server's DRAM
+//! traffic, which they share; their counters name the workloads they ran with.
+
+use devices::nic::FiveTuple;
+use fabric::Topology;
+use host::net::stream::{self, Lane, StreamResult, StreamSpec};
+use host::net::NetHost;
+use serde_json::{json, Value};
+
+use super::beside::Beside;
+use super::net::{metrics, placement, NetOutcome};
+use super::spec::{Kind, Measure, NetTest, NicMode, Workload};
+use crate::ioctopus::setup::{self, NicChoice, FLOW, MTU};
+
+/// One workload's connections in a run.
+pub(super) struct Part {
+    pub cpu_node: u32,
+    pub connections: u32,
+    /// Packages of its cores and of its memory.
+    pub socket: u32,
+    pub node: u32,
+    pub choice: NicChoice,
+    /// The PF its first flow is steered to (for its counters).
+    pub pf: usize,
+}
+
+/// A TCP_STREAM's two hosts, set up.
+pub(super) struct Stream {
+    pub server: NetHost,
+    pub client: NetHost,
+    pub server_receives: bool,
+}
+
+impl Stream {
+    /// Every part's connections together, its flows steered as the NIC steers them; one
+    /// outcome per part.
+    pub fn run(
+        mut self,
+        topo: &Topology,
+        server: &str,
+        parts: &[Part],
+        msg_bytes: u64,
+        m: Measure,
+    ) -> Result<Vec<NetOutcome>, String> {
+        check_cores(topo, server, parts)?;
+        let sockets = setup::pf_sockets(&self.server);
+        let mut lanes = Vec::new();
+        for part in parts {
+            for _ in 0..part.connections {
+                let flow = FiveTuple {
+                    src_port: FLOW.src_port + lanes.len() as u16,
+                    ..FLOW
+                };
+                let mut core = self.server.core.clone();
+                core.socket = part.socket;
+                let s = Lane {
+                    core,
+                    pf: setup::flow_pf(part.choice, flow, part.socket, &sockets),
+                    node: part.node,
+                };
+                let c = Lane::of(&self.client);
+                lanes.push(if self.server_receives { (c, s) } else { (s, c) });
+            }
+        }
+        let spec = StreamSpec {
+            msg_bytes,
+            mtu: MTU,
+            warmup: m.warmup,
+            window: m.duration,
+        };
+        let r = if self.server_receives {
+            stream::run_lanes(&mut self.client, &mut self.server, spec, lanes)
+        } else {
+            stream::run_lanes(&mut self.server, &mut self.client, spec, lanes)
+        }?;
+        let mut first = 0;
+        Ok(parts
+            .iter()
+            .map(|part| {
+                let n = part.connections as usize;
+                let out = self.outcome(&r, first..first + n, part, m);
+                first += n;
+                out
+            })
+            .collect())
+    }
+
+    /// The outcome of the connections `conns` of `r`, which are `part`'s.
+    fn outcome(
+        &self,
+        r: &StreamResult,
+        conns: std::ops::Range<usize>,
+        part: &Part,
+        m: Measure,
+    ) -> NetOutcome {
+        let rx = self.server_receives;
+        let cs = &r.connections[conns];
+        let n = cs.len() as f64;
+        let mean = |f: &dyn Fn(&stream::ConnStats) -> f64| cs.iter().map(f).sum::<f64>() / n;
+        let (util, client_util) = if rx {
+            (mean(&|c| c.receiver_util), mean(&|c| c.sender_util))
+        } else {
+            (mean(&|c| c.sender_util), mean(&|c| c.receiver_util))
+        };
+        let mem = if rx {
+            r.receiver_mem_gbps
+        } else {
+            r.sender_mem_gbps
+        };
+        let delivered: u64 = cs.iter().map(|c| c.delivered_window).sum();
+        let secs = m.duration.as_secs_f64();
+        let mut fields = vec![
+            ("throughput_gbps", delivered as f64 * 8.0 / secs / 1e9),
+            ("mem_bw_gbps", mem),
+            ("cpu_util", util),
+        ];
+        if rx {
+            let irqs: u64 = cs.iter().map(|c| c.receiver_interrupts).sum();
+            fields.push(("server_irqs_per_s", irqs as f64 / secs));
+        }
+        NetOutcome {
+            metrics: metrics(&fields),
+            counters: json!({
+                "pf": part.pf,
+                "connections": part.connections,
+                "tso_sends": r.tso_sends,
+                "frames": r.frames,
+                "out_of_order": r.out_of_order,
+                "bytes_delivered": r.bytes_delivered,
+                "events": r.events,
+                "receiver_interrupts": r.receiver_interrupts,
+                "client_cpu_util": client_util,
+            }),
+        }
+    }
+}
+
+/// One connection per core: the parts' connections on each node fit its cores.
+fn check_cores(topo: &Topology, server: &str, parts: &[Part]) -> Result<(), String> {
+    let h = topo.host_by_name(server).expect("set up");
+    let p = topo.platform_of(h);
+    let cores = p.cores_per_package / p.nodes_per_package.max(1);
+    for part in parts {
+        let node = part.cpu_node;
+        let on_node: u32 = parts
+            .iter()
+            .filter(|q| q.cpu_node == node)
+            .map(|q| q.connections)
+            .sum();
+        if on_node > cores {
+            return Err(if parts.len() == 1 {
+                format!(
+                    "connections {on_node}: node {node} of host `{server}` has {cores} cores \
+                     (one connection per core)"
+                )
+            } else {
+                format!(
+                    "the TCP_STREAM workloads run together have {on_node} connections on node \
+                     {node} of host `{server}`, which has {cores} cores (one connection per core)"
+                )
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What TCP_STREAM workloads must share to run as one model.
+#[derive(PartialEq)]
+struct Shared<'a> {
+    server: &'a str,
+    client: &'a str,
+    nic: &'a str,
+    client_nic: &'a str,
+    server_receives: bool,
+    msg_bytes: u64,
+    nic_mode: NicMode,
+    coalescing: Option<devices::nic::CoalesceMode>,
+}
+
+fn shared(kind: &Kind) -> Option<Shared<'_>> {
+    match kind {
+        Kind::Netperf {
+            test: NetTest::TcpStream { server_receives },
+            msg_bytes,
+            server,
+            client,
+            nic,
+            client_nic,
+            nic_mode,
+            coalescing,
+            streams: None,
+            migration: None,
+            ..
+        } => Some(Shared {
+            server,
+            client,
+            nic,
+            client_nic,
+            server_receives: *server_receives,
+            msg_bytes: *msg_bytes,
+            nic_mode: *nic_mode,
+            coalescing: *coalescing,
+        }),
+        _ => None,
+    }
+}
+
+/// The groups of two or more of `workloads` (indices, in file order) that run as one
+/// model.
+pub(super) fn groups(workloads: &[Workload]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, w) in workloads.iter().enumerate() {
+        let Some(key) = shared(&w.kind) else { continue };
+        match groups
+            .iter_mut()
+            .find(|g| shared(&workloads[g[0]].kind).as_ref() == Some(&key))
+        {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups.retain(|g| g.len() > 1);
+    groups
+}
+
+/// Runs the TCP_STREAM workloads `members` (one group of `groups`) as one model; their
+/// outcomes in the same order.
+pub(super) fn run_group(
+    topo: &Topology,
+    members: &[&Workload],
+    m: Measure,
+    beside: &mut Beside,
+) -> Result<Vec<NetOutcome>, String> {
+    let mut parts = Vec::new();
+    let mut server_host = None;
+    for w in members {
+        let Kind::Netperf {
+            connections,
+            server,
+            nic,
+            cpu_node,
+            mem_node,
+            nic_mode,
+            netdev_pf,
+            ..
+        } = &w.kind
+        else {
+            unreachable!("groups hold netperf workloads")
+        };
+        let (socket, node) = placement(topo, server, *cpu_node, *mem_node)
+            .map_err(|e| format!("workload `{}`: {e}", w.name))?;
+        let choice = super::net::choice(*nic_mode, *netdev_pf);
+        let (h, pf) = setup::server(topo, server, nic, choice, socket, node)
+            .map_err(|e| format!("workload `{}`: {e}", w.name))?;
+        server_host.get_or_insert(h);
+        parts.push(Part {
+            cpu_node: *cpu_node,
+            connections: *connections,
+            socket,
+            node,
+            choice,
+            pf,
+        });
+    }
+    let key = shared(&members[0].kind).expect("a group's workload");
+    let mut server = server_host.expect("a group has members");
+    beside.load(topo, key.server, &mut server.mem)?;
+    let mut client = setup::stream_client(topo, key.client, key.client_nic)?;
+    beside.load(topo, key.client, &mut client.mem)?;
+    if let Some(mode) = key.coalescing {
+        server.coalescing.mode = mode;
+        client.coalescing.mode = mode;
+    }
+    let net = Stream {
+        server,
+        client,
+        server_receives: key.server_receives,
+    };
+    let mut outs = net.run(topo, key.server, &parts, key.msg_bytes, m)?;
+    for (out, w) in outs.iter_mut().zip(members) {
+        let others: Vec<&str> = members
+            .iter()
+            .filter(|o| o.name != w.name)
+            .map(|o| o.name.as_str())
+            .collect();
+        out.counters["run_with"] = Value::from(others);
+    }
+    Ok(outs)
+}
