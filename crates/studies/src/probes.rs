@@ -37,19 +37,6 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::colocation,
     },
     Probe {
-        name: "tcp_migration",
-        fields: &[
-            "before_gbps",
-            "after_gbps",
-            "t_ms",
-            "pf0_gbps",
-            "pf1_gbps",
-            "reordered",
-            "lost",
-        ],
-        run: ioctopus::migration::tcp_migration,
-    },
-    Probe {
         name: "cpu_store_oneway",
         fields: &["ns"],
         run: smartio::probes::cpu_store_oneway,

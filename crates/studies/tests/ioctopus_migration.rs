@@ -3,10 +3,17 @@
 
 use devices::nic::SteeringMode;
 use fabric::{builtin, Fabric, Topology};
+use host::net::migration::{MigrationResult, MigrationSpec, Move, RxQueue};
 use host::net::{stream, NetHost};
 use sim::Time;
-use studies::ioctopus::migration::{self, Migrated, MOVE_AT, RUN};
+use studies::ioctopus::migration::{self, Migrated};
 use systems::ioctopus::team::{Rule, TeamTiming};
+
+/// `ioctopus.migration`'s timeline: the move at 45 ms of a 100 ms run, 1 ms samples, from
+/// socket 0's queue 0 to socket 1's queue 1.
+const MOVE_AT: Time = Time::from_us(45_000);
+const RUN: Time = Time::from_us(100_000);
+const SAMPLE: Time = Time::from_us(1000);
 
 fn topo() -> Topology {
     let s = builtin::load_builtin("ioctopus_r730").unwrap().unwrap();
@@ -18,7 +25,22 @@ fn migrate(mode: SteeringMode) -> Migrated {
     let mut c = NetHost::new(&t, t.host_by_name("client").unwrap(), "nic", 0, 0, 0).unwrap();
     c.lro = true;
     let mut s = NetHost::new(&t, t.host_by_name("server").unwrap(), "nic", 0, 0, 0).unwrap();
-    migration::run(&mut c, &mut s, mode).unwrap()
+    let spec = MigrationSpec {
+        stream: stream::StreamSpec {
+            msg_bytes: 65536,
+            mtu: 1500,
+            warmup: Time::ZERO,
+            window: RUN,
+        },
+        mv: Move {
+            at: MOVE_AT,
+            to_socket: 1,
+            to_queue: RxQueue { index: 1, node: 1 },
+        },
+        from_queue: RxQueue { index: 0, node: 0 },
+        sample: SAMPLE,
+    };
+    migration::run_spec(&mut c, &mut s, mode, spec).unwrap()
 }
 
 /// A thread that never moves: receive from `pf` with the core and memory on `socket`.
@@ -45,11 +67,19 @@ fn steady(pf: usize, socket: u32) -> f64 {
 }
 
 fn sample(t: Time) -> usize {
-    (t.as_ps() / migration::SAMPLE.as_ps()) as usize
+    (t.as_ps() / SAMPLE.as_ps()) as usize
 }
 
+/// Mean Gb/s over all PFs in the samples from 10 ms after the move to the end.
 fn after(m: &Migrated) -> f64 {
-    migration::mean_gbps(&m.result, (MOVE_AT + Time::from_us(10_000), RUN))
+    let r: &MigrationResult = &m.result;
+    let (from, to) = (MOVE_AT + Time::from_us(10_000), RUN);
+    let bytes: u64 = r
+        .pf_rx_bytes
+        .iter()
+        .map(|v| v[sample(from)..sample(to)].iter().sum::<u64>())
+        .sum();
+    bytes as f64 * 8.0 / (to - from).as_secs_f64() / 1e9
 }
 
 #[test]

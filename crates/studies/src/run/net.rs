@@ -429,6 +429,25 @@ fn migrate(
     };
     let mut out = Map::new();
     out.insert("throughput_gbps".into(), json!(r.stream.throughput_gbps));
+    // Mean Gb/s over every PF's samples within a window of whole samples.
+    let mean = |(from, to): (Time, Time)| {
+        let (a, b) = (
+            (from.as_ps() / mv.sample.as_ps()) as usize,
+            (to.as_ps() / mv.sample.as_ps()) as usize,
+        );
+        let bytes: u64 = r
+            .pf_rx_bytes
+            .iter()
+            .map(|v| v[a.min(v.len())..b.min(v.len())].iter().sum::<u64>())
+            .sum();
+        bytes as f64 * 8.0 / (to - from).as_secs_f64() / 1e9
+    };
+    if let Some(w) = mv.before {
+        out.insert("before_gbps".into(), json!(mean(w)));
+    }
+    if let Some(w) = mv.after {
+        out.insert("after_gbps".into(), json!(mean(w)));
+    }
     for (pf, bytes) in r.pf_rx_bytes.iter().enumerate() {
         out.insert(format!("pf{pf}_gbps"), json!(gbps(bytes)));
     }

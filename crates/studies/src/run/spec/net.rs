@@ -125,6 +125,9 @@ struct RawNetperf {
     client_placement: Option<String>,
     migrate_at_ms: Option<f64>,
     sample_ms: Option<f64>,
+    /// `[from, to]` ms: the steady windows `before_gbps` and `after_gbps` average.
+    before_ms: Option<[f64; 2]>,
+    after_ms: Option<[f64; 2]>,
 }
 
 #[derive(Deserialize)]
@@ -315,11 +318,23 @@ fn migration(
     field: &dyn Fn(&str, &str) -> ScenarioError,
 ) -> Result<Option<Migration>, ScenarioError> {
     match (r.migrate_at_ms, r.sample_ms) {
-        (None, None) => Ok(None),
-        (None, Some(_)) => Err(field(
-            "sample_ms",
-            "`sample_ms` samples a migration: give `migrate_at_ms` too",
-        )),
+        (None, None) if r.before_ms.is_none() && r.after_ms.is_none() => Ok(None),
+        (None, _) => Err(if r.sample_ms.is_some() {
+            field(
+                "sample_ms",
+                "`sample_ms` samples a migration: give `migrate_at_ms` too",
+            )
+        } else {
+            let key = if r.before_ms.is_some() {
+                "before_ms"
+            } else {
+                "after_ms"
+            };
+            field(
+                key,
+                &format!("`{key}` averages a migration's samples: give `migrate_at_ms` too"),
+            )
+        }),
         (Some(at), sample) => {
             let sample = sample.unwrap_or(MIGRATION_SAMPLE_MS);
             let lasts = measure.warmup + measure.duration;
@@ -347,7 +362,28 @@ fn migration(
                     "a migration moves the receiver of one TCP_STREAM rx connection",
                 ));
             }
-            Ok(Some(Migration { at, sample }))
+            let window = |key: &str, w: Option<[f64; 2]>| -> Result<_, ScenarioError> {
+                let Some([a, b]) = w else { return Ok(None) };
+                let whole = |ms: f64| millis(ms).filter(|t| t.as_ps() % sample.as_ps() == 0);
+                match (whole(a), whole(b)) {
+                    (Some(a), Some(b)) if a < b && b <= lasts => Ok(Some((a, b))),
+                    _ => Err(field(
+                        key,
+                        &format!(
+                            "must be [from, to] ms inside the run (0 .. {} ms), whole samples of \
+                             {} ms, from < to",
+                            lasts.as_us_f64() / 1e3,
+                            sample.as_us_f64() / 1e3
+                        ),
+                    )),
+                }
+            };
+            Ok(Some(Migration {
+                at,
+                sample,
+                before: window("before_ms", r.before_ms)?,
+                after: window("after_ms", r.after_ms)?,
+            }))
         }
     }
 }

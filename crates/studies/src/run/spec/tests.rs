@@ -564,7 +564,7 @@ fn a_migration_is_a_tcp_stream_rx_inside_the_run() {
     assert!(matches!(
         s.workloads[0].kind,
         Kind::Netperf {
-            migration: Some(Migration { at, sample }),
+            migration: Some(Migration { at, sample, .. }),
             ..
         } if at == Time::from_us(1500) && sample == Time::from_us(50_000)
     ));
@@ -583,6 +583,22 @@ fn a_migration_is_a_tcp_stream_rx_inside_the_run() {
         "t.toml:14:13: `sample_ms` samples a migration: give `migrate_at_ms` too (key \
              `workload.rx.sample_ms`)"
     );
+    let windows = mig.replace(
+        "migrate_at_ms = 1.5",
+        "migrate_at_ms = 1.5\nsample_ms = 0.5\nbefore_ms = [0.5, 1.5]\nafter_ms = [2, 3]",
+    );
+    assert!(matches!(
+        parse(&src(&windows)).unwrap().workloads[0].kind,
+        Kind::Netperf {
+            migration: Some(Migration { before: Some((b0, b1)), after: Some(_), .. }),
+            ..
+        } if b0 == Time::from_us(500) && b1 == Time::from_us(1500)
+    ));
+    assert!(msg(&windows.replace("[2, 3]", "[2, 4]")).ends_with(
+        "must be [from, to] ms inside the run (0 .. 3 ms), whole samples of 0.5 ms, from < \
+         to (key `workload.rx.after_ms`)"
+    ));
+    assert!(msg(&windows.replace("[0.5, 1.5]", "[0.7, 1.5]")).contains("whole samples"));
 }
 
 #[test]
