@@ -10,8 +10,9 @@
 //! - [`calibrate`] measures memory latency and bandwidth per (CPU node, memory node)
 //!   pair; [`platform_file`] writes and reads the parameter file it produces.
 //!
-//! The crate reads only; it never changes the machine (fixes are printed, not run)
-//! and does not depend on the simulator.
+//! The crate reads only; it never changes the machine (fixes are printed, not run). It
+//! uses the simulator only to predict, on the exported scenario, what calibration
+//! measures (`predict`), and the device crate for its models' exported parameters.
 
 pub mod audit;
 pub mod calibrate;

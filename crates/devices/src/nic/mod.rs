@@ -1,4 +1,4 @@
-//! A packet-granular NIC (issue 11): a port with line rate and Ethernet framing, PFs
+//! A packet-granular NIC: a port with line rate and Ethernet framing, PFs
 //! each on its own PCIe link, DMA priced per packet against a host's memory system
 //! (`sim::memsys`), MSI-X coalescing (off, static or adaptive: `coalesce`), RSS/ARFS and a multi-PF switch, TSO.
 //!

@@ -1,4 +1,4 @@
-//! A packet-granular RDMA NIC (issue 12): reliable-connected queue pairs (`qp`), the
+//! A packet-granular RDMA NIC: reliable-connected queue pairs (`qp`), the
 //! one-sided verbs READ, WRITE, CAS and FAA, InfiniBand framing at the path MTU
 //! (`wire`), QP-context and translation caches over host-resident tables (`cache`), three
 //! processing units and DMA through its PCIe function priced against the host's memory

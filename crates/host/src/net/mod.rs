@@ -1,4 +1,4 @@
-//! The host network stack on a CPU core, packet-granular (issue 11): a core is a FIFO
+//! The host network stack on a CPU core, packet-granular: a core is a FIFO
 //! server of work in cycles at the platform clock; per-packet costs come from the
 //! platform's `[platform.X.netstack]` table and every cache line the stack touches is
 //! priced by `sim::memsys` where it really is. `stream` runs netperf TCP_STREAM between

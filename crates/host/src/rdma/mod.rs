@@ -1,4 +1,4 @@
-//! One-sided RDMA between two hosts (issue 12): each host's memory system and RNIC
+//! One-sided RDMA between two hosts: each host's memory system and RNIC
 //! (`devices::rnic`), registered memory regions holding real bytes, client threads
 //! posting work requests by BlueFlame (the WQE written by the core straight into the
 //! RNIC's doorbell page, so the RNIC fetches no WQE; a WRITE's payload it gathers by

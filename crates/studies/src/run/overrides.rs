@@ -279,9 +279,13 @@ fn set_table_like(
             t.insert(seg, Item::Value(value));
             Ok(())
         }
+        None if here.is_empty() => Err(Miss::Absent(format!(
+            "the file has no top-level `{seg}` (it has: {}); a workload's field is \
+             `workload.NAME.FIELD`",
+            name_list(t.iter().map(|(k, _)| k))
+        ))),
         None => Err(Miss::Absent(format!(
-            "no `{seg}` in `{}` (it has: {})",
-            if here.is_empty() { "the file" } else { here },
+            "no `{seg}` in `{here}` (it has: {})",
             name_list(t.iter().map(|(k, _)| k))
         ))),
     }
@@ -392,6 +396,13 @@ duration = "1 ms"
         );
         assert!(Override::parse("workload.rx").is_err());
         assert!(Override::parse("workload..rx=1").is_err());
+        // A workload's field written without `workload.`: the error says how to write it.
+        let e = one("rx.outstanding", "1").unwrap_err();
+        assert!(
+            e.starts_with("--set rx.outstanding: the file has no top-level `rx` (it has: ")
+                && e.ends_with("a workload's field is `workload.NAME.FIELD`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -12,8 +12,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use sim::Time;
 
-/// Longest measurement window (simulated), so a run stays tractable.
-pub const MAX_WINDOW_NS: f64 = 1e9;
+/// Longest measurement window (simulated), so a run stays tractable; a fault's latest
+/// time is the same bound.
+pub const MAX_WINDOW_NS: f64 = fabric::faults::MAX_FAULT_TIME_NS;
 
 /// Line and column (1-based) of a byte offset.
 fn locate(text: &str, at: usize) -> (usize, usize) {
@@ -171,32 +172,8 @@ pub(super) fn millis(ms: f64) -> Option<Time> {
         .flatten()
 }
 
-/// "100 us", "1 ms", "250ns", "2 s" (also µs): a duration in simulated time.
+/// "100 us", "1 ms", "250ns", "2 s" (also µs): a duration in simulated time, read as a
+/// fault's time is (`fabric::faults::parse_time_ps`: 0 .. 1 s).
 pub fn parse_duration(s: &str) -> Result<Time, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let x: f64 = num
-        .replace('_', "")
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration: expected e.g. \"100 us\" or \"1 ms\""))?;
-    let ns = match unit.trim() {
-        "ps" => x / 1000.0,
-        "ns" => x,
-        "us" | "µs" => x * 1e3,
-        "ms" => x * 1e6,
-        "s" => x * 1e9,
-        "" => return Err(format!("`{s}` has no unit (use ns, us, ms or s)")),
-        other => {
-            return Err(format!(
-                "unknown time unit `{other}` in `{s}` (use ns, us, ms or s)"
-            ))
-        }
-    };
-    if !(0.0..=MAX_WINDOW_NS).contains(&ns) {
-        return Err(format!("`{s}` is outside 0 .. 1 s of simulated time"));
-    }
-    Time::from_ns_f64(ns).ok_or_else(|| format!("`{s}` is not a representable time"))
+    fabric::faults::parse_time_ps(s).map(Time::from_ps)
 }

@@ -20,7 +20,7 @@ pub const MAX_RR_MSG: u64 = 1 << 20;
 
 /// Largest UDP datagram in one 1500-byte MTU frame (IPv4 and UDP headers off).
 pub const MAX_UDP_MSG: u64 = 1500 - 28;
-/// A migration's default sampling period of the per-PF counters (issue 11: every 50 ms).
+/// A migration's default sampling period of the per-PF counters (every 50 ms).
 pub const MIGRATION_SAMPLE_MS: f64 = 50.0;
 
 /// Which side of a TCP_STREAM the server is.
