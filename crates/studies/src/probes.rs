@@ -27,11 +27,6 @@ pub const PROBES: &[Probe] = &[
         run: rdma::contention::rdma_mr_workers,
     },
     Probe {
-        name: "rdma_memcached",
-        fields: &["kops"],
-        run: rdma::memcached::rdma_memcached,
-    },
-    Probe {
         name: "colocation",
         fields: &["pagerank_slowdown", "io_throughput_gbps"],
         run: ioctopus::colocation,

@@ -4,7 +4,6 @@
 //! its RNIC's node.
 
 pub mod contention;
-pub mod memcached;
 
 use std::collections::BTreeMap;
 

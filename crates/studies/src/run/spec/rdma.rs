@@ -14,7 +14,6 @@ use serde::Deserialize;
 
 use super::located::{field_error, read_workload};
 use super::Kind;
-use crate::rdma::memcached::{load_placement, LOAD_ELEMS};
 use crate::rdma::{MTU, OPEN_DEPTH};
 
 /// The benchmark as a workload.
@@ -123,11 +122,27 @@ fn local() -> String {
 fn none() -> String {
     "none".into()
 }
+/// Elements of each load thread's buffer unless the file says: 10^8, far beyond the LLC
+/// (`rdma.independent_load`'s size, which loads DRAM and sweeps the LLC).
 fn load_elems() -> u64 {
-    LOAD_ELEMS
+    100_000_000
 }
+/// GETs among memcached's operations unless the file says (`rdma.memcached`'s 90 %).
 fn get_ratio() -> f64 {
-    crate::rdma::memcached::GET_RATIO
+    0.9
+}
+
+/// The load words of a workload, as `host::rdma::load` places the threads.
+fn load_placement(word: &str) -> Result<load::Placement, String> {
+    match word {
+        "none" => Ok(load::Placement::None),
+        "unbound" => Ok(load::Placement::Unbound),
+        "rnic_node" => Ok(load::Placement::BoundLocal),
+        "other_node" => Ok(load::Placement::BoundRemote),
+        _ => Err(format!(
+            "load `{word}`: use \"none\", \"unbound\", \"rnic_node\" or \"other_node\""
+        )),
+    }
 }
 fn both_local() -> String {
     "both_local".into()
