@@ -91,15 +91,31 @@ fn net_server(
     Ok((h, socket, pf))
 }
 
-/// A client set up by `make`, its memory system loaded with the run's streams on it.
+/// What a workload's client host is.
+#[derive(Clone, Copy)]
+enum Client {
+    /// A bulk-transfer client (`setup::stream_client`: LRO on).
+    Bulk,
+    /// A latency test's: no LRO (one message at a time), its core and memory on its
+    /// NIC's first PF's socket, or the other one when `away`.
+    Latency { away: bool },
+}
+
+/// The client host `name`, its memory system loaded with the run's streams on it.
 fn client(
     topo: &Topology,
     name: &str,
     nic: &str,
-    make: fn(&Topology, &str, &str) -> Result<NetHost, String>,
+    kind: Client,
     beside: &mut Beside,
 ) -> Result<NetHost, String> {
-    let mut h = make(topo, name, nic)?;
+    let mut h = match kind {
+        Client::Bulk => setup::stream_client(topo, name, nic)?,
+        Client::Latency { away } => {
+            let s = setup::nic_socket(topo, name, nic, away)?;
+            setup::host(topo, name, nic, 0, s, s)?
+        }
+    };
     beside.load(topo, name, &mut h.mem)?;
     Ok(h)
 }
@@ -174,12 +190,11 @@ pub fn run(
                     let mv = migration.expect("checked");
                     // The team driver steers the flow: the server starts on the netdev's PF.
                     srv.pf = *netdev_pf;
-                    let cli = self::client(topo, client, client_nic, setup::stream_client, beside)?;
+                    let cli = self::client(topo, client, client_nic, Client::Bulk, beside)?;
                     migrate(srv, cli, choice.mode, *msg_bytes, socket, node, mv, m)
                 }
                 NetTest::TcpStream { server_receives } => {
-                    let mut cli =
-                        self::client(topo, client, client_nic, setup::stream_client, beside)?;
+                    let mut cli = self::client(topo, client, client_nic, Client::Bulk, beside)?;
                     if let Some(mode) = coalescing {
                         srv.coalescing.mode = *mode;
                         cli.coalescing.mode = *mode;
@@ -201,12 +216,10 @@ pub fn run(
                         .map(|mut outs| outs.remove(0))
                 }
                 NetTest::TcpRr => {
-                    let make = if *client_remote {
-                        remote_latency_client
-                    } else {
-                        latency_client
+                    let kind = Client::Latency {
+                        away: *client_remote,
                     };
-                    let cli = self::client(topo, client, client_nic, make, beside)?;
+                    let cli = self::client(topo, client, client_nic, kind, beside)?;
                     tcp_rr(
                         srv,
                         cli,
@@ -232,13 +245,7 @@ pub fn run(
             seed: own_seed,
         } => {
             let (mut srv, _, pf) = net_server(topo, ends, beside)?;
-            let mut cli = client(
-                topo,
-                &ends.client,
-                &ends.client_nic,
-                setup::stream_client,
-                beside,
-            )?;
+            let mut cli = client(topo, &ends.client, &ends.client_nic, Client::Bulk, beside)?;
             let spec = MemcachedSpec {
                 key_bytes: *key_bytes,
                 value_bytes: *value_bytes,
@@ -267,7 +274,13 @@ pub fn run(
                 Some(a) => Some(load(topo, &mut srv, &ends.server, socket, 1, *a)?),
                 None => None,
             };
-            let cli = client(topo, &ends.client, &ends.client_nic, latency_client, beside)?;
+            let cli = client(
+                topo,
+                &ends.client,
+                &ends.client_nic,
+                Client::Latency { away: false },
+                beside,
+            )?;
             let mut out = udp_pingpong(srv, cli, *msg_bytes, pf, m)?;
             if let Some(g) = stream_gbps {
                 out.metrics.insert("stream_gbps".into(), json!(g));
@@ -333,19 +346,6 @@ pub(super) fn metrics(fields: &[(&str, f64)]) -> Map<String, Value> {
         .iter()
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect()
-}
-
-/// The client of a latency test: a core and memory on its NIC's first PF's socket, no
-/// LRO (one message at a time).
-fn latency_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, String> {
-    let s = setup::nic_socket(topo, name, nic, false)?;
-    setup::host(topo, name, nic, 0, s, s)
-}
-
-/// A latency client whose core and memory are on the socket away from its NIC.
-fn remote_latency_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, String> {
-    let s = setup::nic_socket(topo, name, nic, true)?;
-    setup::host(topo, name, nic, 0, s, s)
 }
 
 /// Round trips of `round_trip_ns` that fit in `m`: warm-up (at least the rings' wrap,
