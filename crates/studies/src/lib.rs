@@ -11,7 +11,6 @@ pub mod path_query;
 pub mod plot;
 pub mod probe;
 pub mod probes;
-pub mod rdma;
 pub mod report;
 pub mod result;
 pub mod run;

@@ -2,30 +2,10 @@
 //! study's function. The only place that knows every study.
 
 pub use crate::probe::{one, Fields, Probe, ProbeCx, ProbeFn};
-use crate::{ioctopus, rdma, smartio};
+use crate::{ioctopus, smartio};
 
 /// The probes of the built-in experiment files.
 pub const PROBES: &[Probe] = &[
-    Probe {
-        name: "rdma_latency",
-        fields: &["latency_ns"],
-        run: rdma::rdma_latency,
-    },
-    Probe {
-        name: "rdma_throughput",
-        fields: &["mops", "std_mops"],
-        run: rdma::rdma_throughput,
-    },
-    Probe {
-        name: "rdma_independent_load",
-        fields: &["mops", "std_mops"],
-        run: rdma::contention::rdma_independent_load,
-    },
-    Probe {
-        name: "rdma_mr_workers",
-        fields: &["mops", "std_mops"],
-        run: rdma::contention::rdma_mr_workers,
-    },
     Probe {
         name: "colocation",
         fields: &["pagerank_slowdown", "io_throughput_gbps"],

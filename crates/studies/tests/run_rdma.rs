@@ -93,11 +93,64 @@ fn bad_values_are_refused_where_they_are_written() {
     );
     let e = refused("rdma_memcached.toml", "workload.kv.connections=0");
     assert!(
-        e.contains("(key `workload.kv.connections`)") && e.contains("must be 1 .. 30 clients"),
+        e.contains("(key `workload.kv.connections`)") && e.contains("must be 1 .. 256 clients"),
         "{e}"
     );
     let e = refused("rdma_bench.toml", "workload.reads.connections=0");
     assert!(e.contains("(key `workload.reads.connections`)"), "{e}");
     let e = refused("rdma_memcached.toml", "workload.kv.placement=both");
     assert!(e.contains("placement `both`"), "{e}");
+    // The example has load threads: workers beside them are refused, not mixed silently.
+    let e = refused("rdma_bench.toml", "workload.reads.workers=4");
+    assert!(
+        e.contains("(key `workload.reads.workers`)") && e.contains("set `workers` or `load`"),
+        "{e}"
+    );
+    let e = refused("rdma_bench.toml", "workload.reads.samples=0");
+    assert!(e.contains("(key `workload.reads.samples`)"), "{e}");
+}
+
+/// Server threads storing to the region's own lines (w90) leave them Modified in their
+/// cores: each RNIC READ of such a line waits for its snoop, so small READs, bound by
+/// their round trip, slow as workers are added; loading workers leave shared copies,
+/// which a READ does not wait for.
+#[test]
+fn storing_workers_on_the_region_slow_reads_and_loading_ones_do_not() {
+    let run = |workers: u32, mix: &str| {
+        let pts = sweep(
+            "rdma_bench.toml",
+            &[
+                "workload.reads.load=none",
+                "workload.reads.server_placement=local",
+                "workload.reads.bytes=8",
+                &format!("workload.reads.workers={workers}"),
+                &format!("workload.reads.worker_mix={mix}"),
+            ],
+        );
+        metric(&pts[0], "mops")
+    };
+    let (none, storing, loading) = (run(0, "w90"), run(16, "w90"), run(16, "read"));
+    assert!(
+        storing < 0.9 * none,
+        "16 storing workers {storing} Mops, none {none}"
+    );
+    assert!(
+        (loading - none).abs() < 0.01 * none,
+        "16 loading workers {loading} Mops, none {none}"
+    );
+}
+
+/// An open loop's window cut into samples: the system rate is the same, and its
+/// deviation over the samples is reported (a model without variance gives a small one).
+#[test]
+fn an_open_loop_cut_into_samples_reports_the_rate_and_its_deviation() {
+    let pts = sweep("rdma_bench.toml", &["workload.reads.samples=1,4"]);
+    let (one, four) = (metric(&pts[0], "mops"), metric(&pts[1], "mops"));
+    assert!(
+        (one - four).abs() < 0.01 * one,
+        "1 sample {one}, 4 samples {four}"
+    );
+    assert_eq!(metric(&pts[0], "std_mops"), 0.0);
+    let std = metric(&pts[1], "std_mops");
+    assert!(std.is_finite() && std < 0.05 * four, "{std}");
 }

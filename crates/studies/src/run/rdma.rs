@@ -6,21 +6,23 @@
 //! Like the network workloads, an RDMA workload runs on its own model of its two hosts
 //! (memory systems and RNICs), not on the TLP-level fabric the DMA workloads share. An
 //! open-loop benchmark and memcached count operations over the `[measure]` window after
-//! its warm-up; a closed-loop benchmark runs the study's operation counts
-//! (`crate::rdma::CLOSED_WARMUP`, `CLOSED_OPS`) per connection instead.
+//! its warm-up (an open benchmark cuts it into `samples` windows); a closed-loop
+//! benchmark runs its `warmup_ops` and `ops` per connection instead.
 
 use fabric::Topology;
 use host::rdma::agents::ServerAgents;
 use host::rdma::bench::{self, BenchSpec, Mode};
 use host::rdma::load::{self, IndependentLoad, LoadSpec, LOAD_THREADS};
 use host::rdma::memcached::{self, McSpec, KEYS};
+use host::rdma::workers::MrWorkers;
 use host::rdma::RdmaHost;
 use serde_json::{json, Map, Value};
+use sim::Time;
 
 use super::beside::Beside;
 use super::net::NetOutcome;
+use super::spec::rdma::{RdmaBench, MAX_RD_ATOMIC, MTU};
 use super::spec::{Kind, Measure};
-use crate::rdma::{CLOSED_OPS, CLOSED_WARMUP, MAX_RD_ATOMIC, MTU};
 
 fn metrics(fields: &[(&str, f64)]) -> Map<String, Value> {
     fields
@@ -54,6 +56,137 @@ fn start_load(
     )
 }
 
+/// The benchmark's run mode: an open loop's `[measure]` window cut into `samples`
+/// windows, or a closed loop's operation counts.
+fn mode(b: &RdmaBench, m: Measure) -> Mode {
+    if b.open {
+        Mode::Open {
+            warmup: m.warmup,
+            window: Time::from_ps(m.duration.as_ps() / u64::from(b.samples)),
+            windows: b.samples,
+            depth: b.depth,
+        }
+    } else {
+        Mode::Closed {
+            warmup: b.warmup_ops,
+            ops: b.ops,
+        }
+    }
+}
+
+/// The server threads beside the benchmark, if any, and what they counted.
+enum Agents {
+    None,
+    Load(IndependentLoad),
+    Workers(MrWorkers),
+}
+
+impl Agents {
+    fn as_dyn(&mut self) -> Option<&mut dyn ServerAgents> {
+        match self {
+            Agents::None => None,
+            Agents::Load(l) => Some(l),
+            Agents::Workers(w) => Some(w),
+        }
+    }
+
+    /// Counters of the threads, read after the run.
+    fn counters(&self, server: &RdmaHost, region_node: u32) -> Value {
+        match self {
+            Agents::None => json!({}),
+            Agents::Load(l) => json!({
+                "load_residence": l.residence.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>(),
+                "llc_sweep_us": l.sweep.iter().map(|s| s.map(|t| t.as_us_f64())).collect::<Vec<_>>(),
+                "region_pushed_out": l.pushed_out,
+                "stream_share_gbps": server.mem.stream_rates().share_gbps,
+                "region_dram_read_bytes": server.mem.dram(region_node).read,
+            }),
+            Agents::Workers(w) => {
+                let c = w.counters;
+                json!({
+                    "device_lines": c.device_lines,
+                    "found_modified": c.found_modified,
+                    "snoop_wait_ns": c.snoop_wait_ns,
+                    "queue_wait_ns": c.queue_wait_ns,
+                    "device_read_snoops": w.lines.counters.device_read_snoops,
+                    "device_invalidations": w.lines.counters.device_invalidations,
+                    "worker_ownership_takes": w.lines.counters.ownership_takes,
+                })
+            }
+        }
+    }
+}
+
+fn run_bench(
+    topo: &Topology,
+    b: &RdmaBench,
+    m: Measure,
+    seed: u64,
+    beside: &mut Beside,
+) -> Result<NetOutcome, String> {
+    let mut client = RdmaHost::new(topo, &b.client, &b.rnic)?;
+    let mut server = RdmaHost::new(topo, &b.server, &b.rnic)?;
+    beside.load(topo, &b.client, &mut client.mem)?;
+    beside.load(topo, &b.server, &mut server.mem)?;
+    let region_node = server.node(b.server_remote);
+    let mut agents = if b.workers > 0 {
+        let w = MrWorkers::new(&server, region_node, b.workers, b.worker_mix, seed)?;
+        Agents::Workers(w)
+    } else if b.load != load::Placement::None {
+        Agents::Load(start_load(&mut server, b.load, b.load_elems)?)
+    } else {
+        Agents::None
+    };
+    let spec = BenchSpec {
+        verb: b.verb,
+        bytes: b.bytes,
+        connections: b.connections,
+        mtu: b.mtu,
+        max_rd_atomic: MAX_RD_ATOMIC,
+        server_remote: b.server_remote,
+        mode: mode(b, m),
+    };
+    let opts = bench::RunOptions {
+        seed,
+        poll_phase: true,
+    };
+    let r = bench::run_with_agents(&mut client, &mut server, spec, opts, agents.as_dyn())?;
+    let mut out = Vec::new();
+    match (&r.throughput, b.open) {
+        (Some(t), true) => {
+            out.push(("ops_per_sec", t.ops_per_s));
+            out.push(("mops", t.ops_per_s / 1e6));
+            out.push(("std_mops", t.std_ops_per_s / 1e6));
+            out.push(("gbps", t.ops_per_s * b.bytes as f64 / 1e9));
+        }
+        (None, true) => return Err("an open loop gave no samples".into()),
+        (_, false) => {
+            // Closed loop: each connection completes one operation per latency.
+            let ops = b.connections as f64 / (r.latency_ns * 1e-9);
+            out.push(("ops_per_sec", ops));
+            out.push(("gbps", ops * b.bytes as f64 / 1e9));
+            out.push(("latency_ns", r.latency_ns));
+        }
+    }
+    let mut counters = json!({
+        "operations": r.operations,
+        "simulated_s": r.simulated.as_secs_f64(),
+        "events": r.events,
+        "qpc_misses": r.qpc_misses,
+        "mtt_misses": r.mtt_misses,
+    });
+    if let (Some(o), Value::Object(e)) = (
+        counters.as_object_mut(),
+        agents.counters(&server, region_node),
+    ) {
+        o.extend(e);
+    }
+    Ok(NetOutcome {
+        metrics: metrics(&out),
+        counters,
+    })
+}
+
 /// Runs an RDMA workload over `m`'s window.
 pub fn run(
     topo: &Topology,
@@ -63,64 +196,7 @@ pub fn run(
     beside: &mut Beside,
 ) -> Result<NetOutcome, String> {
     match kind {
-        Kind::RdmaBench(b) => {
-            let mut client = RdmaHost::new(topo, &b.client, &b.rnic)?;
-            let mut server = RdmaHost::new(topo, &b.server, &b.rnic)?;
-            beside.load(topo, &b.client, &mut client.mem)?;
-            beside.load(topo, &b.server, &mut server.mem)?;
-            let mut load = start_load(&mut server, b.load, b.load_elems)?;
-            let mode = if b.open {
-                Mode::Open {
-                    warmup: m.warmup,
-                    window: m.duration,
-                    windows: 1,
-                    depth: b.depth,
-                }
-            } else {
-                Mode::Closed {
-                    warmup: CLOSED_WARMUP,
-                    ops: CLOSED_OPS,
-                }
-            };
-            let spec = BenchSpec {
-                verb: b.verb,
-                bytes: b.bytes,
-                connections: b.connections,
-                mtu: b.mtu,
-                max_rd_atomic: MAX_RD_ATOMIC,
-                server_remote: b.server_remote,
-                mode,
-            };
-            let opts = bench::RunOptions {
-                seed,
-                poll_phase: true,
-            };
-            let r = bench::run_with_agents(
-                &mut client,
-                &mut server,
-                spec,
-                opts,
-                Some(&mut load as &mut dyn ServerAgents),
-            )?;
-            let ops = match (&r.throughput, b.open) {
-                (Some(t), true) => t.ops_per_s,
-                // Closed loop: each connection completes one operation per latency.
-                _ => b.connections as f64 / (r.latency_ns * 1e-9),
-            };
-            let mut out = vec![("ops_per_sec", ops), ("gbps", ops * b.bytes as f64 / 1e9)];
-            if !b.open {
-                out.push(("latency_ns", r.latency_ns));
-            }
-            Ok(NetOutcome {
-                metrics: metrics(&out),
-                counters: json!({
-                    "operations": r.operations,
-                    "simulated_s": r.simulated.as_secs_f64(),
-                    "qpc_misses": r.qpc_misses,
-                    "mtt_misses": r.mtt_misses,
-                }),
-            })
-        }
+        Kind::RdmaBench(b) => run_bench(topo, b, m, seed, beside),
         Kind::RdmaMemcached(w) => {
             let mut client = RdmaHost::new(topo, &w.client, &w.rnic)?;
             let mut server = RdmaHost::new(topo, &w.server, &w.rnic)?;
