@@ -1,13 +1,13 @@
-//! The measurements of the SmartIO data-path experiments (EXPERIMENTS.md "smartio",
-//! hardware REFERENCE.md §2), as probes that experiment files name
-//! (`scenarios/experiments/smartio.*.toml`, run by `crate::experiment`): RAM-to-RAM latency
-//! across NTBs, the NTB adapter's DMA engine, bandwidthTest on a GPU, GPU peer-to-peer
-//! copies, a counter ping-pong and the shape of a data path. Each takes hardware and
-//! endpoint names; the numbers come from the fabric's routes and the timing layer.
+//! The single operations of the SmartIO data-path experiments (EXPERIMENTS.md "smartio",
+//! hardware REFERENCE.md §2), which `nudma run`'s once-timed workloads call
+//! (`run::once`): RAM-to-RAM latency across NTBs, bandwidthTest on a GPU, GPU
+//! peer-to-peer copies, a counter ping-pong and the shape of a data path. Each takes
+//! hardware and endpoint names; the numbers come from the fabric's routes and the timing
+//! layer. `limits` and `nvme` hold the probes of the experiments that are not workload
+//! files yet.
 
 pub mod limits;
 pub mod nvme;
-pub mod probes;
 pub mod program;
 
 use devices::{Counters, DmaSpec, Gpu, Op};
@@ -19,19 +19,26 @@ use crate::harness::*;
 use program::{Dev, Program};
 use systems::smartio::Segment;
 
-/// One-way latency of a CPU store of host `from` reaching host `to`'s RAM: the store
-/// leaves the core, crosses the fabric as a posted write, lands, and the polling core
-/// sees it.
-pub fn cpu_store_oneway(tf: &mut TimedFabric, from: &str, to: &str) -> Result<Time, RunError> {
+/// One-way latency of a CPU store of host `from` reaching `target` (a RAM or a BAR, at
+/// `offset`): the store leaves the core, crosses the fabric as a posted write, lands, and
+/// a core of the target's host polling it sees it.
+pub fn cpu_store_oneway(
+    tf: &mut TimedFabric,
+    from: &str,
+    target: &str,
+    offset: u64,
+) -> Result<Time, RunError> {
     let cpu = requester(tf, &format!("{from}.cpu"))?;
-    let bus = map_buffer(tf, cpu, &format!("{to}.ram"), 1 << 20, 64)?;
-    let host = |name: &str| {
-        tf.fabric
-            .topo
-            .host_by_name(name)
-            .ok_or_else(|| RunError(format!("no host `{name}`")))
-    };
-    let (src, dst) = (host(from)?, host(to)?);
+    let bus = map_buffer(tf, cpu, target, offset, 64)?;
+    let src = tf
+        .fabric
+        .topo
+        .host_by_name(from)
+        .ok_or_else(|| RunError(format!("no host `{from}`")))?;
+    let (dst, _) = tf
+        .fabric
+        .resolve_address(target, offset)
+        .map_err(RunError::from(target))?;
     let store = ns(tf.timing_of(src).cpu_mmio_write_ns);
     let poll = ns(tf.timing_of(dst).cpu_poll_ns);
     let fly = devices::single_access(tf, cpu, Op::Write { dst: bus }, STORE_BYTES)
@@ -46,9 +53,14 @@ pub fn cpu_store_oneway(tf: &mut TimedFabric, from: &str, to: &str) -> Result<Ti
 /// adapter's address-LUT translation and requester-ID substitution, both chips — and
 /// what lies between them (the cable, or cables and a cluster switch). Zero when the
 /// store crosses no NTB.
-pub fn cpu_store_ntb_span(tf: &mut TimedFabric, from: &str, to: &str) -> Result<Time, RunError> {
+pub fn cpu_store_ntb_span(
+    tf: &mut TimedFabric,
+    from: &str,
+    target: &str,
+    offset: u64,
+) -> Result<Time, RunError> {
     let cpu = requester(tf, &format!("{from}.cpu"))?;
-    let bus = map_buffer(tf, cpu, &format!("{to}.ram"), 1 << 20, 64)?;
+    let bus = map_buffer(tf, cpu, target, offset, 64)?;
     let req = fabric::Request {
         requester: cpu,
         addr: bus,
@@ -105,39 +117,10 @@ pub fn ntb_span(topo: &fabric::Topology, steps: &[fabric::Step]) -> Option<std::
     Some(start..end)
 }
 
-/// The NTB adapter `engine`'s DMA engine copying `bytes` from `local` RAM to `remote`
-/// RAM (write) or back (read), from its set-up until the last byte lands.
-pub fn ntb_copy(
-    tf: &mut TimedFabric,
-    engine: &str,
-    local: &str,
-    remote: &str,
-    bytes: u64,
-    write: bool,
-) -> Result<Time, RunError> {
-    let e = requester(tf, engine)?;
-    let near = map_buffer(tf, e, local, 1 << 30, bytes)?;
-    // The copy crosses to the other host: the MPS in force is the smaller one.
-    let (far, spec) = dma_to(tf, e, remote, 1 << 30, bytes)?;
-    let setup = ns(device_param(tf, e, "dma_setup_ns")?);
-    let op = if write {
-        Op::Copy {
-            src: near,
-            dst: far,
-        }
-    } else {
-        Op::Copy {
-            src: far,
-            dst: near,
-        }
-    };
-    Ok(setup + dma_time(tf, e, spec, op, bytes)?)
-}
-
 /// bandwidthTest's copy by GPU `gpu` to (write) or from (read) host `user`'s RAM, timed
 /// from launch until the user's host sees it complete. A program on `user` borrows the
 /// GPU when it is another host's and returns it afterwards.
-pub fn gpu_copy_probe(
+pub fn gpu_copy_time(
     tf: &mut TimedFabric,
     gpu: &str,
     user: &str,
@@ -150,43 +133,36 @@ pub fn gpu_copy_probe(
     })
 }
 
+/// Two GPUs a program on host `user` borrows (unless they are its own), and whether A's
+/// data reaches B through the user's RAM (`via_ram`) or straight into B's memory.
+#[derive(Clone, Copy, Debug)]
+pub struct GpuPair<'a> {
+    pub a: &'a str,
+    pub b: &'a str,
+    pub user: &'a str,
+    pub via_ram: bool,
+}
+
 /// GPU `a` copies `bytes` to GPU `b` (straight into its memory, or through the user's
 /// RAM), ended by a synchronising launch.
-pub fn p2p_copy(
-    tf: &mut TimedFabric,
-    a: &str,
-    b: &str,
-    via_ram: bool,
-    bytes: u64,
-) -> Result<Time, RunError> {
-    Program::run(tf, P2P_USER, |p, tf| {
-        let path = DataPath::set_up(p, tf, a, b, via_ram, bytes)?;
+pub fn p2p_copy(tf: &mut TimedFabric, pair: GpuPair, bytes: u64) -> Result<Time, RunError> {
+    Program::run(tf, pair.user, |p, tf| {
+        let path = DataPath::set_up(p, tf, pair.a, pair.b, pair.via_ram, bytes)?;
         p2p_transfer(tf, &path, bytes)
     })
 }
 
-/// The host whose program borrows the GPUs of `smartio.p2p` (the three-way testbed's).
-const P2P_USER: &str = "user";
-
 /// One round trip A → B → A of the GPUs' counter ping-pong.
-pub fn gpu_pingpong(
-    tf: &mut TimedFabric,
-    a: &str,
-    b: &str,
-    via_ram: bool,
-) -> Result<Time, RunError> {
-    Program::run(tf, P2P_USER, |p, tf| pingpong(p, tf, a, b, via_ram))
+pub fn gpu_pingpong(tf: &mut TimedFabric, pair: GpuPair) -> Result<Time, RunError> {
+    Program::run(tf, pair.user, |p, tf| {
+        pingpong(p, tf, pair.a, pair.b, pair.via_ram)
+    })
 }
 
 /// (hops, roots) of GPU `a`'s data path to GPU `b`.
-pub fn path_shape(
-    tf: &mut TimedFabric,
-    a: &str,
-    b: &str,
-    via_ram: bool,
-) -> Result<(usize, usize), RunError> {
-    Program::run(tf, P2P_USER, |p, tf| {
-        let path = DataPath::set_up(p, tf, a, b, via_ram, PATH_PROBE_BYTES)?;
+pub fn path_shape(tf: &mut TimedFabric, pair: GpuPair) -> Result<(usize, usize), RunError> {
+    Program::run(tf, pair.user, |p, tf| {
+        let path = DataPath::set_up(p, tf, pair.a, pair.b, pair.via_ram, PATH_PROBE_BYTES)?;
         data_path(tf, &path)
     })
 }

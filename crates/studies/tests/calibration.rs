@@ -221,8 +221,9 @@ fn store(scenario: &str, from: &str, to: &str, tweak: impl Fn(&mut Topology)) ->
         tweak(&mut s.topology);
         timed(s, scenario).unwrap()
     };
-    let oneway = smartio::cpu_store_oneway(&mut fresh(), from, to).unwrap();
-    let added = smartio::cpu_store_ntb_span(&mut fresh(), from, to).unwrap();
+    let ram = format!("{to}.ram");
+    let oneway = smartio::cpu_store_oneway(&mut fresh(), from, &ram, 1 << 20).unwrap();
+    let added = smartio::cpu_store_ntb_span(&mut fresh(), from, &ram, 1 << 20).unwrap();
     (oneway.as_ns_f64(), added.as_ns_f64())
 }
 
@@ -360,7 +361,13 @@ fn p2p_roots_and_hops_follow_the_tables_convention() {
             &[("lender1", iommu), ("lender2", iommu)],
         )
         .unwrap();
-        let (hops, roots) = smartio::path_shape(&mut tf, a, b, via_ram).unwrap();
+        let pair = smartio::GpuPair {
+            a,
+            b,
+            user: "user",
+            via_ram,
+        };
+        let (hops, roots) = smartio::path_shape(&mut tf, pair).unwrap();
         let want = unmatched.unwrap_or(table);
         assert_eq!((roots, hops), want, "{config}: table {table:?}");
     }

@@ -76,13 +76,14 @@ name = "c"
 scenario = "smartio_pxh810_b2b"
 [[metric]]
 name = "m"
-probe = "cpu_store_oneway"
-args = { from = "borrower", to = "lender" }
+probe = "lend_dma"
+field = "ok"
+args = { device = "lender.gpu", borrower = "borrower" }
 "#;
 
 #[test]
 fn malformed_experiment_files_are_refused_with_the_reason() {
-    let e = parse(&BASE.replace("cpu_store_oneway", "teleport"));
+    let e = parse(&BASE.replace("lend_dma", "teleport"));
     assert!(
         e.contains("mine.toml") && e.contains("unknown probe `teleport`"),
         "{e}"
@@ -107,19 +108,19 @@ fn malformed_experiment_files_are_refused_with_the_reason() {
         parse(&format!(
             "{BASE}[sweep]\nbytes = {{ from = \"4 KB\", to = \"64 MiB\" }}\n"
         )),
-        "mine.toml:15:18: `4 KB` is ambiguous: write `4 KiB` (4 × 2^10 bytes) or `4000` \
+        "mine.toml:16:18: `4 KB` is ambiguous: write `4 KiB` (4 × 2^10 bytes) or `4000` \
          (4 × 10^3 bytes) (key `sweep.bytes.from`)"
     );
     assert_eq!(
         parse(&format!("{BASE}[sweep]\nbytes = [4096, \"1 GB\"]\n")),
-        "mine.toml:15:16: `1 GB` is ambiguous: write `1 GiB` (2^30 bytes) or `1000000000` \
+        "mine.toml:16:16: `1 GB` is ambiguous: write `1 GiB` (2^30 bytes) or `1000000000` \
          (10^9 bytes) (key `sweep.bytes[1]`)"
     );
     assert_eq!(
         parse(&format!(
             "{BASE}[sweep]\nbytes = {{ from = 4096, upto = 8192 }}\n"
         )),
-        "mine.toml:15:24: unknown field `upto`, expected `from` or `to` (key `sweep.bytes.upto`)"
+        "mine.toml:16:24: unknown field `upto`, expected `from` or `to` (key `sweep.bytes.upto`)"
     );
     assert_eq!(
         parse(&BASE.replace("name = \"m\"\n", "")),
@@ -128,14 +129,14 @@ fn malformed_experiment_files_are_refused_with_the_reason() {
     // A probe's missing argument is named when it runs.
     let src = Source {
         name: "mine.toml".into(),
-        text: BASE.replace(", to = \"lender\"", ""),
+        text: BASE.replace(", borrower = \"borrower\"", ""),
     };
     let e = Experiment::parse(&src)
         .unwrap()
         .run(&[])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("needs argument `to`"), "{e}");
+    assert!(e.contains("needs argument `borrower`"), "{e}");
 }
 
 #[test]

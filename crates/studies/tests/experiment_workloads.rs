@@ -145,7 +145,7 @@ fn bad_workload_metrics_are_located_and_named() {
         .unwrap_err()
         .contains("a workload's metric takes no `args`"));
 
-    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nprobe = \"ntb_copy\"\nfield = \"gbps\"\n");
+    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nprobe = \"nvme_sharing\"\nfield = \"gbps\"\n");
     assert!(parse(&t)
         .unwrap_err()
         .contains("name a `probe` or a `workload`"));

@@ -174,11 +174,8 @@ fn bad_overrides_and_workloads_are_named() {
     assert!(e.contains("within 4 GiB"), "{e}");
 }
 
-/// The same copy through `nudma run` and through the catalog's `smartio.ntb_dma`: one
-/// engine, one answer (the experiment adds the engine's set-up time, small at 8 MiB).
-#[test]
-fn an_ntb_copy_workload_agrees_with_the_ntb_dma_experiment() {
-    let text = r#"
+/// Two hosts' PXH810s back to back, the borrower's engine copying 8 MiB to the lender.
+const NTB_COPY: &str = r#"
 include = ["platforms/smartio.toml"]
 [scenario]
 name = "copy"
@@ -215,6 +212,13 @@ outstanding = 1
 warmup = "100 us"
 duration = "5 ms"
 "#;
+
+/// The same copy through `nudma run` and through the catalog's `smartio.ntb_dma`: one
+/// engine, one answer (the experiment adds the engine's set-up time, small at 8 MiB).
+#[test]
+fn an_ntb_copy_workload_agrees_with_the_ntb_dma_experiment() {
+    let text = NTB_COPY;
+
     let src = Source {
         name: "copy.toml".into(),
         text: text.into(),
@@ -230,5 +234,198 @@ duration = "5 ms"
     assert!(
         (run_gbps / exp - 1.0).abs() < 0.01,
         "run {run_gbps} vs experiment {exp}"
+    );
+}
+
+/// `[measure] once = true` times each copy alone, from the engine's set-up to its end:
+/// the 8 MiB copy's rate is the windowed one's less the set-up's share, a 4 KiB copy is
+/// mostly set-up, and `gbps` is the copy's bytes over its `ns`.
+#[test]
+fn a_copy_timed_once_pays_its_set_up_once() {
+    let once = NTB_COPY.replace(
+        "[measure]\nwarmup = \"100 us\"\nduration = \"5 ms\"",
+        "[measure]\nonce = true",
+    );
+    assert_ne!(once, NTB_COPY);
+    let run_text = |text: &str, sets: &[&str]| {
+        let src = Source {
+            name: "copy.toml".into(),
+            text: text.into(),
+        };
+        let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+        run::run_point(&src, &run::sweep(&sets)[0], 1)
+    };
+    let windowed = metric(&run_text(NTB_COPY, &[]).unwrap(), "copy", "gbps");
+    let big = run_text(&once, &[]).unwrap();
+    let (gbps, ns) = (metric(&big, "copy", "gbps"), metric(&big, "copy", "ns"));
+    assert!(
+        (gbps - (8u64 << 20) as f64 / ns).abs() < 1e-9 * gbps,
+        "{gbps} GB/s, {ns} ns"
+    );
+    assert!(
+        gbps < windowed && gbps > 0.95 * windowed,
+        "once {gbps}, windowed {windowed}"
+    );
+    let small = run_text(&once, &["workload.copy.transfer_bytes=4 KiB"]).unwrap();
+    let small_gbps = metric(&small, "copy", "gbps");
+    assert!(
+        small_gbps < 0.5 * gbps,
+        "4 KiB {small_gbps} GB/s, 8 MiB {gbps}"
+    );
+
+    let err = |text: &str, sets: &[&str]| run_text(text, sets).unwrap_err().to_string();
+    let e = err(&once, &["workload.copy.outstanding=2"]);
+    assert!(e.contains("one copy outstanding, not 2"), "{e}");
+    let e = err(
+        &once.replace("once = true", "once = true\nwarmup = \"1 us\""),
+        &[],
+    );
+    assert!(e.contains("takes no `warmup` or `duration`"), "{e}");
+    let e = err(
+        &NTB_COPY.replace("kind = \"ntb_copy\"", "kind = \"gpu_copy\""),
+        &[],
+    );
+    assert!(e.contains("time it with [measure] once = true"), "{e}");
+    let e = err(
+        &once.replace("kind = \"ntb_copy\"", "kind = \"netperf\""),
+        &[],
+    );
+    assert!(e.contains("runs over a window"), "{e}");
+}
+
+/// Two GPUs behind one switch of the three-way testbed's user: a copy straight into B's
+/// memory turns at the switch (no root) and beats one staged through the user's RAM
+/// (through the root, twice the DMA); a CPU store to the user's own RAM crosses no NTB,
+/// one to a lender's RAM does, and takes longer by at least that span.
+#[test]
+fn gpu_pairs_and_cpu_stores_are_timed_once() {
+    let base = run::source("smartio_three_way").unwrap();
+    let pair = |name: &str, via: &str| {
+        format!(
+            "[[workload]]\nname = \"{name}\"\nkind = \"gpu_p2p\"\na = \"user.gpu0\"\n\
+             b = \"user.gpu1\"\nuser = \"user\"\nvia = \"{via}\"\ntransfer_bytes = \"1 MiB\"\n"
+        )
+    };
+    let store = |name: &str, target: &str| {
+        format!(
+            "[[workload]]\nname = \"{name}\"\nkind = \"cpu_store\"\nhost = \"user\"\n\
+             target = \"{target}\"\noffset = \"1 MiB\"\n"
+        )
+    };
+    let src = Source {
+        name: "three_way_once.toml".into(),
+        text: format!(
+            "{}\n{}{}{}{}[measure]\nonce = true\n",
+            base.text,
+            pair("p2p", "p2p"),
+            pair("ram", "ram"),
+            store("local", "user.ram"),
+            store("remote", "lender1.ram"),
+        ),
+    };
+    let p = run::run_point(&src, &run::sweep(&[])[0], 1).unwrap();
+    let m = |w: &str, k: &str| metric(&p, w, k);
+    assert_eq!((m("p2p", "roots"), m("ram", "roots")), (0.0, 1.0));
+    assert!(m("p2p", "gbps") > m("ram", "gbps"), "{:?}", p.rows);
+    assert!(m("p2p", "hops") < m("ram", "hops"), "{:?}", p.rows);
+    assert!(
+        m("p2p", "pingpong_ns") < m("ram", "pingpong_ns"),
+        "{:?}",
+        p.rows
+    );
+    assert_eq!(m("local", "ntb_span_ns"), 0.0);
+    let (span, remote, local) = (
+        m("remote", "ntb_span_ns"),
+        m("remote", "ns"),
+        m("local", "ns"),
+    );
+    assert!(
+        span > 0.0 && remote > local + span,
+        "{remote} vs {local} + {span}"
+    );
+}
+
+/// A distributed-driver client on the borrower of the MXS824 testbed: its SQ in its own
+/// RAM is fetched by the controller across the switch (more hops) and answers later than
+/// one in the lender's RAM beside the controller; a block-driver series has no `sq`.
+#[test]
+fn qd1_reads_are_timed_once_and_their_sq_placement_shows() {
+    let base = run::source("smartio_chassis_mxs824").unwrap();
+    let reads = |name: &str, sq: &str| {
+        format!(
+            "[[workload]]\nname = \"{name}\"\nkind = \"nvme_qd1\"\ndriver = \"dist\"\n\
+             host = \"borrower\"\ndevice = \"lender.nvme\"\nsq = \"{sq}\"\nios = 200\n"
+        )
+    };
+    let text = format!(
+        "{}\n{}{}[measure]\nonce = true\n",
+        base.text,
+        reads("near_cpu", "borrower_ram"),
+        reads("near_device", "lender_ram")
+    );
+    let src = Source {
+        name: "qd1.toml".into(),
+        text,
+    };
+    let iommu = [Override::parse("host.borrower.iommu=true").unwrap()];
+    let p = run::run_point(&src, &run::sweep(&iommu)[0], 1).unwrap();
+    let m = |w: &str, k: &str| metric(&p, w, k);
+    assert!(
+        m("near_cpu", "read_hops") > m("near_device", "read_hops"),
+        "{:?}",
+        p.rows
+    );
+    assert!(
+        m("near_cpu", "median_us") > m("near_device", "median_us"),
+        "{:?}",
+        p.rows
+    );
+    let blk = Source {
+        name: "qd1.toml".into(),
+        text: src
+            .text
+            .replacen("driver = \"dist\"", "driver = \"blk\"", 1),
+    };
+    let e = run::run_point(&blk, &run::sweep(&[])[0], 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`sq` is for driver = \"dist\"") && e.contains("workload.near_cpu.sq"),
+        "{e}"
+    );
+}
+
+/// Two hosts of the 60-host cluster sharing h00's NVMe through the distributed driver:
+/// both get a queue pair, and with twice the QD-1 clients the controller completes more
+/// reads; a placement that names no BAR is refused where it is written.
+#[test]
+fn clients_sharing_an_nvme_each_get_a_queue_pair_and_add_up() {
+    let base = run::source("smartio_cluster60").unwrap();
+    let text = format!(
+        "{}\n[[workload]]\nname = \"share\"\nkind = \"nvme_share\"\ndevice = \"h00.nvme\"\n\
+         clients = 1\n[measure]\nwarmup = \"50 us\"\nduration = \"500 us\"\n",
+        base.text
+    );
+    let src = Source {
+        name: "share.toml".into(),
+        text,
+    };
+    let sets = [Override::parse("workload.share.clients=1,2").unwrap()];
+    let pts = run::run_all(&src, &run::sweep(&sets), 1, 1, false).unwrap();
+    let (one, two) = (&pts[0], &pts[1]);
+    assert_eq!(metric(two, "share", "clients_ok"), 2.0);
+    let (k1, k2) = (
+        metric(one, "share", "total_kiops"),
+        metric(two, "share", "total_kiops"),
+    );
+    assert!(k2 > 1.5 * k1, "1 client {k1} kIOPS, 2 clients {k2}");
+    assert_eq!(two.rows[0].metrics["error"], Value::Null);
+    let bad = [Override::parse("workload.share.sq=gpu").unwrap()];
+    let e = run::run_all(&src, &run::sweep(&bad), 1, 1, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sq = `gpu`") && e.contains("workload.share.sq"),
+        "{e}"
     );
 }

@@ -1,27 +1,31 @@
-//! The `nvme_sharing` probe's `sq` argument: where every client's submission queue is
-//! decides how far the controller's SQ-entry fetch goes, which a latency-bound client
-//! feels; no `sq` is the SQ's hints (the catalog's `smartio.nvme_sharing`); a placement
-//! it does not know is refused where it was given.
+//! The `nvme_share` workload's `sq`: where every client's submission queue is decides
+//! how far the controller's SQ-entry fetch goes, which a latency-bound client feels; no
+//! `sq` is the SQ's hints (the catalog's `smartio.nvme_sharing`); a placement it does not
+//! know is refused where it was given.
 
-use std::collections::BTreeMap;
+use fabric::scenario::Source;
+use serde_json::{Map, Value};
+use studies::run::{self, overrides::Override};
 
-use serde_json::Value;
-use studies::harness::{load, RunError};
-use studies::probes::{Fields, ProbeCx};
-use studies::smartio::nvme::nvme_sharing;
+type Fields = Map<String, Value>;
 
-const WHAT: &str = "example: metric `median_us` (probe `nvme_sharing`)";
-
-fn sharing(lender_iommu: bool, clients: u32, sq: Option<&str>) -> Result<Fields, RunError> {
-    let mut tf = load("smartio_cluster60", &[("h00", lender_iommu)])?;
-    let mut args = BTreeMap::from([
-        ("device".to_string(), "h00.nvme".to_string()),
-        ("clients".to_string(), clients.to_string()),
-    ]);
-    if let Some(sq) = sq {
-        args.insert("sq".into(), sq.into());
-    }
-    nvme_sharing(&mut ProbeCx::new(&mut tf, &args, &[], WHAT.into()))
+/// `clients` clients of h00's NVMe on the 60-host cluster, the catalog's window, the
+/// lender's IOMMU as given, each SQ at `sq` (its hints without).
+fn sharing(lender_iommu: bool, clients: u32, sq: Option<&str>) -> Result<Fields, String> {
+    let base = run::source("smartio_cluster60").unwrap();
+    let sq = sq.map_or(String::new(), |sq| format!("sq = \"{sq}\"\n"));
+    let src = Source {
+        name: "share.toml".into(),
+        text: format!(
+            "{}\n[[workload]]\nname = \"share\"\nkind = \"nvme_share\"\n\
+             device = \"h00.nvme\"\nclients = {clients}\n{sq}\
+             [measure]\nwarmup = \"100 us\"\nduration = \"2 ms\"\n",
+            base.text
+        ),
+    };
+    let iommu = [Override::parse(&format!("host.h00.iommu={lender_iommu}")).unwrap()];
+    let p = run::run_point(&src, &run::sweep(&iommu)[0], 1).map_err(|e| e.0)?;
+    Ok(p.rows[0].metrics.clone())
 }
 
 fn median_us(f: &Fields) -> f64 {
@@ -83,13 +87,21 @@ fn many_clients_with_their_sqs_in_the_gpu_all_complete_their_reads() {
 }
 
 #[test]
-fn an_unknown_placement_is_refused_at_the_metric_that_gave_it() {
-    let e = sharing(false, 1, Some("gpu")).unwrap_err().0;
-    assert!(e.starts_with(WHAT), "{e}");
+fn an_unknown_placement_is_refused_where_it_is_written() {
+    let e = sharing(false, 1, Some("gpu")).unwrap_err();
+    assert!(
+        e.starts_with("share.toml (with --set):") && e.contains("(key `workload.share.sq`)"),
+        "{e}"
+    );
     assert!(
         e.contains("sq = `gpu`") && e.contains("borrower_ram"),
         "{e}"
     );
-    let e = sharing(false, 1, Some("h00.gpu.bar7")).unwrap_err().0;
-    assert!(e.starts_with(WHAT) && e.contains("no BAR7"), "{e}");
+    let e = sharing(false, 1, Some("h00.gpu.bar7")).unwrap_err();
+    assert!(
+        e.starts_with("share.toml (with --set):")
+            && e.contains("workload `share`")
+            && e.contains("no BAR7"),
+        "{e}"
+    );
 }

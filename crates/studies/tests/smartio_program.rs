@@ -1,4 +1,4 @@
-//! The `gpu_copy` and `p2p_copy` probes run as a SmartIO user program: the GPU is
+//! The `gpu_copy` and `gpu_p2p` workloads' operations run as a SmartIO user program: the GPU is
 //! borrowed (visible in the pool) while the DMA runs, its bytes land in the borrower's
 //! segment, and returning it tears every window down so its old address faults.
 

@@ -113,13 +113,16 @@ fn timed_run(b: Bench, a: &WorkloadArgs) -> anyhow::Result<Timed> {
     let [w] = &parsed.workloads[..] else {
         anyhow::bail!("{}: a bench scenario has exactly one workload", src.name);
     };
+    let Some(measure) = parsed.window() else {
+        anyhow::bail!("{}: a bench scenario measures over a window", src.name);
+    };
     let start = Instant::now();
     let result = run::run_point(&src, &point, a.seed)?;
     let wall_s = start.elapsed().as_secs_f64();
     Ok(Timed {
         workload: w.name.clone(),
         kind: w.kind.clone(),
-        measure: parsed.measure,
+        measure,
         wall_s,
         result,
     })

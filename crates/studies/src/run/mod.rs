@@ -11,6 +11,9 @@
 //! instead, each on its own (`net`), as does the PageRank victim on its host's memory
 //! system (`victim`).
 //!
+//! A `[measure] once = true` run instead times each workload's one operation alone on
+//! fresh hardware (`once`).
+//!
 //! A fio workload's block driver probes its controller first (reset, enable, Identify,
 //! queue creation: about a millisecond of simulated time with nothing else running); the
 //! run's time — warm-up, window, the scenario's fault times — counts from the end of the
@@ -18,6 +21,8 @@
 
 pub mod beside;
 pub mod net;
+mod nvme_share;
+mod once;
 pub mod overrides;
 pub mod rdma;
 pub mod spec;
@@ -119,8 +124,12 @@ enum Handle {
 pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, RunError> {
     let (scenario, src) = overrides::load(src, point).map_err(RunError)?;
     let spec = spec::parse(&src).map_err(|e| RunError(e.to_string()))?;
+    let Some(window) = spec.window() else {
+        return once::run_point(&scenario, &spec, &overrides::params_of(point), seed);
+    };
     let name = scenario.topology.name.clone();
     let mut faults = scenario.faults.clone();
+    let mut own = own_models(&scenario, &spec, window, seed)?;
     let fabric = Fabric::from_scenario(scenario).map_err(|e| RunError(e.to_string()))?;
     let mut tf = TimedFabric::new(fabric, seed).map_err(RunError::from(&src.name))?;
     let mut sim: Sim<TimedFabric> = Sim::new();
@@ -135,7 +144,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
         )
     };
     // fio's probes first, each alone on the simulation; time then starts for all.
-    let lasts = spec.measure.warmup + spec.measure.duration;
+    let lasts = window.warmup + window.duration;
     let mut fios = Vec::new();
     for (i, w) in spec.workloads.iter().enumerate() {
         if let Kind::Fio { .. } = w.kind {
@@ -148,7 +157,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     }
     let origin = tf.net.now();
     let streams = CpuStreams::of(&spec.workloads);
-    let mut together = run_together(&tf, &spec, &streams)?;
+    let mut together = run_together(&tf, &spec, window, &streams)?;
     let mut handles = Vec::new();
     for (i, (w, fio)) in spec.workloads.iter().zip(fios).enumerate() {
         let h = match fio {
@@ -159,13 +168,14 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
             None if together.contains_key(&i) => {
                 Handle::Net(Box::new(together.remove(&i).expect("checked")))
             }
+            None if own.contains_key(&i) => Handle::Net(Box::new(own.remove(&i).expect("checked"))),
             None => build(
                 &mut tf,
                 &mut sim,
                 cluster.as_mut(),
                 &streams,
                 w,
-                spec.measure,
+                window,
                 seed ^ i as u64,
             )
             .map_err(|e| located(&w.at, e.0))?,
@@ -183,7 +193,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
             .start(&mut tf, id);
         id
     });
-    let window = measure(&mut tf, &mut sim, &mut handles, spec.measure, origin);
+    let counted = measure(&mut tf, &mut sim, &mut handles, window, origin);
     let params = overrides::params_of(point);
     let rows = spec
         .workloads
@@ -197,12 +207,12 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
                 experiment: "run".into(),
                 config: name.clone(),
                 params: p,
-                metrics: metrics(&sim, h, spec.measure.duration).map_err(|e| located(&w.at, e))?,
+                metrics: metrics(&sim, h, window.duration).map_err(|e| located(&w.at, e))?,
                 counters: Map::new(),
             })
         })
         .collect::<Result<Vec<_>, RunError>>()?;
-    let mut counters = counters_json(&window);
+    let mut counters = counters_json(&counted);
     let network: Map<String, Value> = spec
         .workloads
         .iter()
@@ -225,18 +235,38 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     Ok(PointResult { rows, counters })
 }
 
+/// The outcomes of the workloads that run on fresh hardware of their own (`nvme_share`),
+/// by workload index.
+fn own_models(
+    scenario: &fabric::scenario::Scenario,
+    spec: &spec::RunSpec,
+    window: Measure,
+    seed: u64,
+) -> Result<BTreeMap<usize, net::NetOutcome>, RunError> {
+    let mut out = BTreeMap::new();
+    for (i, w) in spec.workloads.iter().enumerate() {
+        if let Kind::NvmeShare { .. } = w.kind {
+            let o = nvme_share::run(scenario, &w.kind, window, seed ^ i as u64)
+                .map_err(|e| located(&w.at, format!("workload `{}`: {e}", w.name)))?;
+            out.insert(i, o);
+        }
+    }
+    Ok(out)
+}
+
 /// The outcomes of the TCP_STREAM workloads that share their hosts, each group run as one
 /// model (`tcp_stream`), by workload index.
 fn run_together(
     tf: &TimedFabric,
     spec: &spec::RunSpec,
+    window: Measure,
     streams: &CpuStreams,
 ) -> Result<BTreeMap<usize, net::NetOutcome>, RunError> {
     let mut out = BTreeMap::new();
     for group in tcp_stream::groups(&spec.workloads) {
         let members: Vec<&Workload> = group.iter().map(|&i| &spec.workloads[i]).collect();
         let mut beside = Beside::new(streams);
-        let outs = tcp_stream::run_group(&tf.fabric.topo, &members, spec.measure, &mut beside)
+        let outs = tcp_stream::run_group(&tf.fabric.topo, &members, window, &mut beside)
             .map_err(|e| located(&members[0].at, e))?;
         let met = beside.report();
         for (i, mut o) in group.into_iter().zip(outs) {
@@ -488,6 +518,17 @@ fn build_on(
         Kind::Fio { .. } => Err(RunError(
             "a fio workload is probed before the others are built".into(),
         )),
+        Kind::NvmeShare { .. } => Err(RunError(
+            "an nvme_share workload runs on its own model before the others are built".into(),
+        )),
+        Kind::GpuCopy { .. }
+        | Kind::GpuP2p { .. }
+        | Kind::CpuStore { .. }
+        | Kind::NvmeQd1 { .. }
+        | Kind::NvmeMulticast { .. } => Err(RunError(format!(
+            "a `{}` workload is timed once (the spec refuses it in a window)",
+            w.kind.name()
+        ))),
         Kind::CpuStream {
             host,
             cpu_node,

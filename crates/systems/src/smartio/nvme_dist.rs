@@ -68,6 +68,31 @@ pub enum SqPlacement {
     DeviceMemory { device: String, bar: u8 },
 }
 
+impl SqPlacement {
+    /// `borrower_ram` (the client's RAM), `lender_ram` (the lender's, by the SQ's hints)
+    /// or `HOST.DEVICE.barN` (a device's memory).
+    pub fn parse(word: &str) -> Result<SqPlacement, String> {
+        Ok(match word {
+            "borrower_ram" => SqPlacement::NearCpu,
+            "lender_ram" => SqPlacement::NearDevice,
+            other => {
+                let (dev, bar) = other
+                    .rsplit_once(".bar")
+                    .and_then(|(d, b)| b.parse::<u8>().ok().map(|b| (d, b)))
+                    .ok_or_else(|| {
+                        format!(
+                            "sq = `{other}`: use \"borrower_ram\", \"lender_ram\" or a device BAR (\"lender.gpu.bar1\")"
+                        )
+                    })?;
+                SqPlacement::DeviceMemory {
+                    device: dev.to_string(),
+                    bar,
+                }
+            }
+        })
+    }
+}
+
 /// Where a client's completion queue lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CqPlacement {

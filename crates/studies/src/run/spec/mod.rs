@@ -14,6 +14,8 @@ mod net;
 pub mod rdma;
 mod storage;
 mod tlp;
+
+pub use storage::Qd1Driver;
 mod victim;
 
 #[cfg(test)]
@@ -68,6 +70,55 @@ pub enum Kind {
         mem_node: u32,
         op: Direction,
         misses_in_flight: u32,
+    },
+    /// CUDA bandwidthTest's copy by `gpu` into (`Write`) or out of (`Read`) the RAM of
+    /// host `user`, whose program borrows the GPU when it is another host's (or runs in a
+    /// VM through MDEV); timed once, from the launch until the user sees the copy done.
+    GpuCopy {
+        gpu: String,
+        user: String,
+        op: Direction,
+        transfer_bytes: u64,
+        through: Through,
+    },
+    /// GPU `a` and GPU `b`, borrowed by a program on host `user` (unless its own), A's
+    /// data reaching B straight into its memory or through the user's RAM (`via_ram`):
+    /// one copy of `transfer_bytes`, one counter ping-pong round trip and the data path's
+    /// shape, each timed once.
+    GpuP2p {
+        a: String,
+        b: String,
+        user: String,
+        via_ram: bool,
+        transfer_bytes: u64,
+    },
+    /// One CPU store of `host` reaching `target` (a RAM or a BAR at `offset`), timed once
+    /// until a core of the target's host polling the line sees it.
+    CpuStore {
+        host: String,
+        target: String,
+        offset: u64,
+    },
+    /// 4 KiB random reads at queue depth 1 on `device` from `host` through `driver`,
+    /// `ios` of them timed once as a series (median and p99).
+    NvmeQd1 {
+        host: String,
+        device: String,
+        driver: Qd1Driver,
+        ios: u64,
+        seed: u64,
+    },
+    /// One Identify Controller of `device` whose data the controller writes once into a
+    /// multicast group of `hosts` hosts (SmartIO's multicast), timed once.
+    NvmeMulticast { device: String, hosts: u32 },
+    /// `clients` hosts (every host but the controller's, in declaration order) each read
+    /// 4 KiB at random at queue depth `depth` from `device` through SmartIO's distributed
+    /// driver, their SQs at `sq`; on its own model of the cluster, over the window.
+    NvmeShare {
+        device: String,
+        clients: u32,
+        depth: u16,
+        sq: systems::smartio::nvme_dist::SqPlacement,
     },
     /// Two GPU kernels bounce a counter: A writes B's, B answers in A's. The counters sit
     /// in each GPU's memory, or in `ram` (host RAM, polled by reads).
@@ -262,6 +313,12 @@ impl Kind {
             Kind::Dma { .. } => "dma",
             Kind::CpuStream { .. } => "cpu_stream",
             Kind::NtbCopy { .. } => "ntb_copy",
+            Kind::GpuCopy { .. } => "gpu_copy",
+            Kind::GpuP2p { .. } => "gpu_p2p",
+            Kind::CpuStore { .. } => "cpu_store",
+            Kind::NvmeQd1 { .. } => "nvme_qd1",
+            Kind::NvmeMulticast { .. } => "nvme_multicast",
+            Kind::NvmeShare { .. } => "nvme_share",
             Kind::PingPong { .. } => "pingpong",
             Kind::Fio { .. } => "fio",
             Kind::Netperf { .. } => "netperf",
@@ -284,6 +341,15 @@ impl Kind {
     }
 }
 
+/// How a host's program reaches a GPU: as a device of its own or lent to it (SmartIO
+/// lending), or from a VM on that host through MDEV (a 4 GiB guest on 2 MiB pages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Through {
+    Lending,
+    Mdev,
+}
+
 /// The measurement window in simulated time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Measure {
@@ -291,11 +357,62 @@ pub struct Measure {
     pub duration: Time,
 }
 
+/// Every workload kind.
+const KINDS: &[&str] = &[
+    "dma",
+    "cpu_stream",
+    "ntb_copy",
+    "gpu_copy",
+    "gpu_p2p",
+    "cpu_store",
+    "nvme_qd1",
+    "nvme_multicast",
+    "nvme_share",
+    "pingpong",
+    "fio",
+    "netperf",
+    "pktgen",
+    "memcached",
+    "udp_pingpong",
+    "pagerank",
+    "tyche_fio",
+    "zmio",
+    "rdma_bench",
+    "rdma_memcached",
+];
+
+/// Every kind, quoted, the last after "or".
+fn kinds_quoted() -> String {
+    let q: Vec<String> = KINDS.iter().map(|k| format!("\"{k}\"")).collect();
+    let (last, rest) = q.split_last().expect("kinds");
+    format!("{} or {last}", rest.join(", "))
+}
+
+/// How a run measures its workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// All together over a warm-up and a window of simulated time.
+    Window(Measure),
+    /// Each workload's one operation (a copy, a transfer), timed alone from its start to
+    /// its end on fresh hardware: `[measure] once = true`.
+    Once,
+}
+
 /// What `nudma run` needs of a scenario besides its hardware.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunSpec {
     pub workloads: Vec<Workload>,
-    pub measure: Measure,
+    pub timing: Timing,
+}
+
+impl RunSpec {
+    /// The window of a windowed run; `None` for `once`.
+    pub fn window(&self) -> Option<Measure> {
+        match self.timing {
+            Timing::Window(m) => Some(m),
+            Timing::Once => None,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -308,37 +425,57 @@ struct File {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMeasure {
-    warmup: Spanned<String>,
-    duration: Spanned<String>,
+    warmup: Option<Spanned<String>>,
+    duration: Option<Spanned<String>>,
+    once: Option<Spanned<bool>>,
 }
 
-/// The `[measure]` window of a scenario file.
-fn measure(src: &Source, file: &File) -> Result<Measure, ScenarioError> {
-    let measure = file.measure.as_ref().ok_or_else(|| {
-        error(
-            src,
-            0..0,
-            None,
-            "no [measure] table: give `warmup` and `duration` (simulated time, e.g. \"100 us\")",
-        )
-    })?;
+/// The `[measure]` table of a scenario file: a window, or `once`.
+fn measure(src: &Source, file: &File) -> Result<Timing, ScenarioError> {
+    const GIVE: &str = "give `warmup` and `duration` (simulated time, e.g. \"100 us\"), or `once = true` to time each workload's one operation";
+    let measure = file
+        .measure
+        .as_ref()
+        .ok_or_else(|| error(src, 0..0, None, &format!("no [measure] table: {GIVE}")))?;
     let m = measure.get_ref();
+    if let Some(once) = &m.once {
+        if let Some(extra) = m.warmup.as_ref().or(m.duration.as_ref()) {
+            return Err(error(
+                src,
+                extra.span(),
+                Some("measure"),
+                "`once = true` times one operation per workload: it takes no `warmup` or `duration`",
+            ));
+        }
+        if !once.get_ref() {
+            return Err(error(
+                src,
+                once.span(),
+                Some("measure.once"),
+                &format!("`once = false` is the default: {GIVE}"),
+            ));
+        }
+        return Ok(Timing::Once);
+    }
+    let (Some(warmup), Some(duration)) = (&m.warmup, &m.duration) else {
+        return Err(error(src, measure.span(), Some("measure"), GIVE));
+    };
     let time = |v: &Spanned<String>, key: &str| {
         parse_duration(v.get_ref()).map_err(|msg| error(src, v.span(), Some(key), &msg))
     };
     let measure = Measure {
-        warmup: time(&m.warmup, "measure.warmup")?,
-        duration: time(&m.duration, "measure.duration")?,
+        warmup: time(warmup, "measure.warmup")?,
+        duration: time(duration, "measure.duration")?,
     };
     if measure.duration == Time::ZERO {
         return Err(error(
             src,
-            m.duration.span(),
+            duration.span(),
             Some("measure.duration"),
             "the measurement window must be longer than zero",
         ));
     }
-    Ok(measure)
+    Ok(Timing::Window(measure))
 }
 
 /// Reads the workloads and measurement window of a scenario source. A scenario without
@@ -354,12 +491,12 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
             "no [[workload]] to run (see README: \"Describing your own workloads\")",
         ));
     }
-    let measure = measure(src, &file)?;
+    let timing = measure(src, &file)?;
     let mut workloads: Vec<Workload> = Vec::new();
     for (i, w) in file.workload.iter().enumerate() {
         let span = w.span();
         let at = error(src, span.clone(), None, "");
-        let (name, kind) = workload(src, i, w, &measure)?;
+        let (name, kind) = workload(src, i, w, timing)?;
         if workloads.iter().any(|w| w.name == name) {
             return Err(field_error(
                 src,
@@ -380,7 +517,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
         }
         workloads.push(Workload { name, kind, at });
     }
-    Ok(RunSpec { workloads, measure })
+    Ok(RunSpec { workloads, timing })
 }
 
 /// The name and kind of `w`, the `i`th `[[workload]]` table, read by its kind's reader
@@ -389,7 +526,7 @@ fn workload(
     src: &Source,
     i: usize,
     w: &Spanned<toml::Table>,
-    measure: &Measure,
+    timing: Timing,
 ) -> Result<(String, Kind), ScenarioError> {
     let span = w.span();
     let table = w.get_ref();
@@ -403,9 +540,44 @@ fn workload(
             src,
             value_span(src, &span, "kind"),
             Some(&format!("{wkey}.kind")),
-            "a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\", \"pagerank\", \"tyche_fio\", \"zmio\", \"rdma_bench\" or \"rdma_memcached\"",
+            &format!("a workload needs `kind` = {}", kinds_quoted()),
         )
     })?;
+    // A kind is timed over a window, or once (its one operation), or either.
+    let once_only = [
+        "gpu_copy",
+        "gpu_p2p",
+        "cpu_store",
+        "nvme_qd1",
+        "nvme_multicast",
+    ]
+    .contains(&kind);
+    let either = ["ntb_copy"].contains(&kind);
+    let measure = match timing {
+        Timing::Window(m) if !once_only => m,
+        Timing::Once if once_only || either => Measure {
+            warmup: Time::ZERO,
+            duration: Time::ZERO,
+        },
+        _ if KINDS.contains(&kind) => {
+            let msg = if once_only {
+                format!("a `{kind}` workload is one operation: time it with [measure] once = true")
+            } else {
+                format!("a `{kind}` workload runs over a window: give [measure] warmup and duration (once = true times only ntb_copy, gpu_copy, gpu_p2p, cpu_store, nvme_qd1 and nvme_multicast)")
+            };
+            return Err(error(
+                src,
+                value_span(src, &span, "kind"),
+                Some(&format!("{wkey}.kind")),
+                &msg,
+            ));
+        }
+        // An unknown kind: refused below.
+        _ => Measure {
+            warmup: Time::ZERO,
+            duration: Time::ZERO,
+        },
+    };
     let e = Entry {
         src,
         span,
@@ -419,7 +591,13 @@ fn workload(
         "pingpong" => tlp::pingpong(&e),
         "fio" => storage::fio(&e),
         "tyche_fio" | "zmio" => storage::tyche(&e),
-        "netperf" => net::netperf(&e, measure),
+        "netperf" => net::netperf(&e, &measure),
+        "gpu_copy" => tlp::gpu_copy(&e),
+        "gpu_p2p" => tlp::gpu_p2p(&e),
+        "cpu_store" => tlp::cpu_store(&e),
+        "nvme_qd1" => storage::nvme_qd1(&e),
+        "nvme_multicast" => storage::nvme_multicast(&e),
+        "nvme_share" => storage::nvme_share(&e),
         "pktgen" => net::pktgen(&e),
         "memcached" => net::memcached(&e),
         "udp_pingpong" => net::udp_pingpong(&e),
@@ -431,7 +609,8 @@ fn workload(
             value_span(src, &e.span, "kind"),
             Some(&format!("{}.kind", e.wkey)),
             &format!(
-                "unknown workload kind `{other}` (known: dma, cpu_stream, ntb_copy, pingpong, fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio, rdma_bench, rdma_memcached)"
+                "unknown workload kind `{other}` (known: {})",
+                KINDS.join(", ")
             ),
         )),
     }

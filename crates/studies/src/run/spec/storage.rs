@@ -1,11 +1,14 @@
-//! The storage workloads: fio on a local NVMe device (`fio`), and Tyche's network storage
-//! driven by FIO or zmIO threads (`tyche_fio`, `zmio`). Their raw schemas, and their
+//! The storage workloads: fio on a local NVMe device (`fio`), a series of 4 KiB reads at
+//! queue depth 1 through a kernel-style or SmartIO's distributed driver (`nvme_qd1`,
+//! timed once), and Tyche's network storage driven by FIO or zmIO threads (`tyche_fio`,
+//! `zmio`). Their raw schemas, and their
 //! reading into a `Kind` with its range checks.
 
 use devices::nic::CoalesceMode;
 use fabric::units::Size;
 use fabric::ScenarioError;
 use serde::Deserialize;
+use systems::smartio::nvme_dist::SqPlacement;
 use systems::tyche;
 
 use super::located::Entry;
@@ -26,6 +29,160 @@ struct RawFio {
     op: Direction,
     #[serde(default = "random")]
     pattern: Pattern,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQd1 {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    driver: String,
+    host: String,
+    device: String,
+    borrowed: Option<bool>,
+    sq: Option<String>,
+    ios: u64,
+    warmup_ios: Option<u64>,
+    #[serde(default = "seed")]
+    seed: u64,
+}
+
+fn seed() -> u64 {
+    1
+}
+
+/// Most I/Os one `nvme_qd1` series may time (each is simulated; the series runs alone).
+const MAX_QD1_IOS: u64 = 100_000;
+
+/// The driver of an `nvme_qd1` series.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Qd1Driver {
+    /// The kernel-style block driver (`systems::drivers::nvme_blk`) on the host, mapping
+    /// each I/O's buffer before submission and unmapping it after: `ios` writes, then
+    /// reads of those blocks, checked byte for byte. `borrowed`: another host's device,
+    /// borrowed through SmartIO.
+    Blk { borrowed: bool },
+    /// SmartIO's distributed user-space driver (`systems::smartio::nvme_dist`): a client
+    /// on the host, its SQ at `sq`, its CQ near its CPU; `warmup_ios` reads, then `ios`.
+    Dist { sq: SqPlacement, warmup_ios: u64 },
+}
+
+/// An `nvme_qd1` workload: 4 KiB random reads at queue depth 1.
+pub(super) fn nvme_qd1(e: &Entry) -> Result<(String, Kind), ScenarioError> {
+    let r: RawQd1 = e.read()?;
+    e.check(
+        (1..=MAX_QD1_IOS).contains(&r.ios),
+        &r.name,
+        "ios",
+        "must be 1 .. 100000 I/Os",
+    )?;
+    let driver = match r.driver.as_str() {
+        "blk" => {
+            e.check(r.sq.is_none(), &r.name, "sq", "the block driver places its own queues: `sq` is for driver = \"dist\"")?;
+            e.check(r.warmup_ios.is_none(), &r.name, "warmup_ios", "the block driver's series has no warm-up: `warmup_ios` is for driver = \"dist\"")?;
+            Qd1Driver::Blk {
+                borrowed: r.borrowed.unwrap_or(false),
+            }
+        }
+        "dist" => {
+            e.check(r.borrowed.is_none(), &r.name, "borrowed", "the distributed driver's client reaches the device through SmartIO wherever it is: `borrowed` is for driver = \"blk\"")?;
+            let warmup_ios = r.warmup_ios.unwrap_or(0);
+            e.check(warmup_ios <= MAX_QD1_IOS, &r.name, "warmup_ios", "must be 0 .. 100000 I/Os")?;
+            let sq = r.sq.as_deref().unwrap_or("lender_ram");
+            let sq = SqPlacement::parse(sq).map_err(|m| e.field(&r.name, "sq", &m))?;
+            Qd1Driver::Dist { sq, warmup_ios }
+        }
+        other => {
+            return Err(e.field(
+                &r.name,
+                "driver",
+                &format!("driver `{other}`: use \"blk\" (kernel-style block driver) or \"dist\" (SmartIO's distributed driver)"),
+            ))
+        }
+    };
+    let k = Kind::NvmeQd1 {
+        host: r.host,
+        device: r.device,
+        driver,
+        ios: r.ios,
+        seed: r.seed,
+    };
+    Ok((r.name, k))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMulticast {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    device: String,
+    hosts: u32,
+}
+
+/// An `nvme_multicast` workload: one Identify whose data the controller writes once into
+/// a multicast group of `hosts` hosts.
+pub(super) fn nvme_multicast(e: &Entry) -> Result<(String, Kind), ScenarioError> {
+    let r: RawMulticast = e.read()?;
+    e.check(
+        (1..=4096).contains(&r.hosts),
+        &r.name,
+        "hosts",
+        "must be 1 .. 4096 hosts in the group",
+    )?;
+    let k = Kind::NvmeMulticast {
+        device: r.device,
+        hosts: r.hosts,
+    };
+    Ok((r.name, k))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShare {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    device: String,
+    clients: u32,
+    #[serde(default = "depth_one")]
+    depth: u16,
+    #[serde(default = "lender_ram")]
+    sq: String,
+}
+
+fn depth_one() -> u16 {
+    1
+}
+fn lender_ram() -> String {
+    "lender_ram".into()
+}
+
+/// An `nvme_share` workload: many hosts' clients of one controller through SmartIO's
+/// distributed driver.
+pub(super) fn nvme_share(e: &Entry) -> Result<(String, Kind), ScenarioError> {
+    let r: RawShare = e.read()?;
+    e.check(
+        (1..=4096).contains(&r.clients),
+        &r.name,
+        "clients",
+        "must be 1 .. 4096 clients (one host each)",
+    )?;
+    e.check(
+        (1..=1024).contains(&r.depth),
+        &r.name,
+        "depth",
+        "must be 1 .. 1024 reads in flight per client",
+    )?;
+    let sq = SqPlacement::parse(&r.sq).map_err(|m| e.field(&r.name, "sq", &m))?;
+    let k = Kind::NvmeShare {
+        device: r.device,
+        clients: r.clients,
+        depth: r.depth,
+        sq,
+    };
+    Ok((r.name, k))
 }
 
 fn random() -> Pattern {

@@ -8,10 +8,12 @@ use fabric::ScenarioError;
 use serde::Deserialize;
 
 use super::located::{error, value_span, Entry};
-use super::{Direction, Kind};
+use super::{Direction, Kind, Through};
 
 /// Largest single DMA operation a workload may ask for (the model routes every page).
 pub const MAX_TRANSFER: u64 = 1 << 30;
+/// Largest copy a `gpu_copy` times (bandwidthTest's own range ends far below).
+pub const MAX_GPU_COPY: u64 = 4 << 30;
 /// Largest buffer a DMA workload cycles through.
 pub const MAX_BUFFER: u64 = 4 << 30;
 /// Most operations or misses a workload may keep in flight.
@@ -57,6 +59,63 @@ struct RawPingPong {
     ram: Option<String>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGpuCopy {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    gpu: String,
+    user: String,
+    op: Direction,
+    transfer_bytes: Size,
+    #[serde(default = "lending")]
+    through: Through,
+}
+
+/// How GPU A's data reaches GPU B.
+#[derive(Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum Via {
+    /// Straight into B's memory (a peer-to-peer write through B's BAR).
+    P2p,
+    /// Into the user's RAM, from which B reads it.
+    Ram,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGpuP2p {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    a: String,
+    b: String,
+    user: String,
+    via: Via,
+    transfer_bytes: Size,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCpuStore {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    host: String,
+    target: String,
+    #[serde(default)]
+    offset: Size,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn lending() -> Through {
+    Through::Lending
+}
+
 #[derive(Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 enum Counters {
@@ -78,6 +137,7 @@ struct RawCopy {
     #[serde(default)]
     offset: Size,
     transfer_bytes: Size,
+    #[serde(default = "one")]
     outstanding: u32,
 }
 
@@ -157,6 +217,56 @@ fn check_transfers(
         "outstanding",
         "transfer_bytes × outstanding (the buffer the requests cycle through) must stay within 4 GiB",
     )
+}
+
+/// A `gpu_copy` workload: bandwidthTest's copy between a GPU and a host's RAM.
+pub(super) fn gpu_copy(e: &Entry) -> Result<(String, Kind), ScenarioError> {
+    let r: RawGpuCopy = e.read()?;
+    e.check(
+        (1..=MAX_GPU_COPY).contains(&r.transfer_bytes.0),
+        &r.name,
+        "transfer_bytes",
+        "must be 1 B .. 4 GiB",
+    )?;
+    let k = Kind::GpuCopy {
+        gpu: r.gpu,
+        user: r.user,
+        op: r.op,
+        transfer_bytes: r.transfer_bytes.0,
+        through: r.through,
+    };
+    Ok((r.name, k))
+}
+
+/// A `gpu_p2p` workload: two GPUs' copy, ping-pong and data path.
+pub(super) fn gpu_p2p(e: &Entry) -> Result<(String, Kind), ScenarioError> {
+    let r: RawGpuP2p = e.read()?;
+    e.check(
+        (1..=MAX_GPU_COPY).contains(&r.transfer_bytes.0),
+        &r.name,
+        "transfer_bytes",
+        "must be 1 B .. 4 GiB",
+    )?;
+    e.check(r.a != r.b, &r.name, "b", "names the same GPU as `a`")?;
+    let k = Kind::GpuP2p {
+        a: r.a,
+        b: r.b,
+        user: r.user,
+        via_ram: r.via == Via::Ram,
+        transfer_bytes: r.transfer_bytes.0,
+    };
+    Ok((r.name, k))
+}
+
+/// A `cpu_store` workload: one CPU store's one-way latency.
+pub(super) fn cpu_store(e: &Entry) -> Result<(String, Kind), ScenarioError> {
+    let r: RawCpuStore = e.read()?;
+    let k = Kind::CpuStore {
+        host: r.host,
+        target: r.target,
+        offset: r.offset.0,
+    };
+    Ok((r.name, k))
 }
 
 /// A `pingpong` workload: two GPU kernels bouncing a counter, in GPU memory or host RAM.
