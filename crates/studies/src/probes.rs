@@ -12,21 +12,6 @@ pub const PROBES: &[Probe] = &[
         run: ioctopus::colocation,
     },
     Probe {
-        name: "borrow_until_full",
-        fields: &["borrowed", "error"],
-        run: smartio::limits::borrow_until_full,
-    },
-    Probe {
-        name: "map_until_full",
-        fields: &["windows", "error"],
-        run: smartio::limits::map_until_full,
-    },
-    Probe {
-        name: "lend_dma",
-        fields: &["ok", "error"],
-        run: smartio::limits::lend_dma,
-    },
-    Probe {
         name: "fio_streams",
         fields: &[
             "fio_gbps",

@@ -76,11 +76,20 @@ pub(super) fn workload_metric(
             format!("metric `{name}`: an experiment's workloads need its [measure] window"),
         ));
     };
+    // Workloads timed once never meet: a metric runs only those it names, so a metric on
+    // other hardware (its own `scenario`) needs only its own to fit there.
+    let once = measure.get("once").and_then(toml::Value::as_bool) == Some(true);
+    let run: Vec<toml::Value> = workloads
+        .iter()
+        .filter(|t| {
+            let n = t.get("name").and_then(toml::Value::as_str);
+            !once || named.iter().any(|w| Some(w.get_ref().as_str()) == n)
+        })
+        .cloned()
+        .map(toml::Value::Table)
+        .collect();
     let mut doc = toml::Table::new();
-    doc.insert(
-        "workload".into(),
-        toml::Value::Array(workloads.iter().cloned().map(toml::Value::Table).collect()),
-    );
+    doc.insert("workload".into(), toml::Value::Array(run));
     doc.insert("measure".into(), toml::Value::Table(measure.clone()));
     let text = toml::to_string(&doc).map_err(|e| at(w.span(), format!("metric `{name}`: {e}")))?;
     let args = BTreeMap::from([(WORKLOADS_ARG.to_string(), Spanned::new(w.span(), text))]);

@@ -525,7 +525,10 @@ fn build_on(
         | Kind::GpuP2p { .. }
         | Kind::CpuStore { .. }
         | Kind::NvmeQd1 { .. }
-        | Kind::NvmeMulticast { .. } => Err(RunError(format!(
+        | Kind::NvmeMulticast { .. }
+        | Kind::BorrowAll { .. }
+        | Kind::MapWindows { .. }
+        | Kind::LendDma { .. } => Err(RunError(format!(
             "a `{}` workload is timed once (the spec refuses it in a window)",
             w.kind.name()
         ))),

@@ -191,6 +191,21 @@ fn operation(
             ];
             Ok((m, harness::counters_json(&tf, 4096)))
         }
+        Kind::BorrowAll { lender, borrower } => {
+            let mut tf = fresh()?;
+            let m = smartio::limits::borrow_until_full(&mut tf, lender, borrower)?;
+            Ok((m, harness::counters_json(&tf, 0)))
+        }
+        Kind::MapWindows { device, borrower } => {
+            let mut tf = fresh()?;
+            let m = smartio::limits::map_until_full(&mut tf, device, borrower)?;
+            Ok((m, harness::counters_json(&tf, 0)))
+        }
+        Kind::LendDma { device, borrower } => {
+            let mut tf = fresh()?;
+            let m = smartio::limits::lend_dma(&mut tf, device, borrower)?;
+            Ok((m, harness::counters_json(&tf, 4096)))
+        }
         other => Err(RunError(format!(
             "workload `{}`: a `{}` workload is not timed once",
             w.name,

@@ -1,43 +1,45 @@
-//! `smartio.limits` (EXPERIMENTS.md): finite tables under Device Lending, driven through
-//! the SmartIO layer (`systems::smartio`) until one refuses: a borrower borrowing a
-//! lender's devices until a requester-ID LUT is full, a borrowed device's per-mapping
-//! windows (no borrower IOMMU) until an address LUT is full, and a borrow plus one DMA of
-//! a device whose DMA mask cannot reach the lender's NTB BAR. Each probe reports how far
-//! it got and the error that stopped it, as the layer words it; the limits themselves
-//! are the adapters' catalog entries, nothing here.
+//! Finite tables under Device Lending (`smartio.limits`, the `borrow_all`, `map_windows`
+//! and `lend_dma` workloads), driven through the SmartIO layer (`systems::smartio`) until
+//! one refuses: a borrower borrowing a lender's devices until a requester-ID LUT is full,
+//! a borrowed device's per-mapping windows (no borrower IOMMU) until an address LUT is
+//! full, and a borrow plus one DMA of a device whose DMA mask cannot reach the lender's
+//! NTB BAR. Each reports how far it got and the error that stopped it, as the layer words
+//! it; the limits themselves are the adapters' catalog entries, nothing here.
 
+use fabric::Fabric;
 use host::{DmaDirection, PhysAddr};
 use serde_json::{json, Value};
+use sim::timed::TimedFabric;
 use systems::smartio::{BorrowOptions, Cluster, LendError};
 
 use crate::harness::RunError;
-use crate::probe::{Fields, ProbeCx};
 
-fn host_id(cx: &ProbeCx, name: &str) -> Result<fabric::HostId, RunError> {
-    cx.tf
-        .fabric
-        .topo
+/// A limit's metrics: what it got to, and the refusal that stopped it (null if none).
+pub type Reached = Vec<(&'static str, Value)>;
+
+fn host_id(f: &Fabric, name: &str) -> Result<fabric::HostId, RunError> {
+    f.topo
         .host_by_name(name)
-        .ok_or_else(|| cx.error(format!("no host `{name}`")))
+        .ok_or_else(|| RunError(format!("no host `{name}`")))
 }
 
-fn fields(count_name: &str, count: usize, error: Option<String>) -> Fields {
-    Fields::from([
-        (count_name.to_string(), json!(count)),
-        (
-            "error".to_string(),
-            error.map_or(Value::Null, Value::String),
-        ),
-    ])
+fn fields(count_name: &'static str, count: usize, error: Option<String>) -> Reached {
+    vec![
+        (count_name, json!(count)),
+        ("error", error.map_or(Value::Null, Value::String)),
+    ]
 }
 
 /// Host `borrower` borrows every device of host `lender` (exclusively, in fabric device ID
 /// order), each lent first, until a borrow is refused. Fields: `borrowed`, how many it
 /// held then; `error`, the refusal (null when every device could be borrowed).
-pub fn borrow_until_full(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let lender = host_id(cx, &cx.arg("lender")?)?;
-    let borrower = host_id(cx, &cx.arg("borrower")?)?;
-    let f = &mut cx.tf.fabric;
+pub fn borrow_until_full(
+    tf: &mut TimedFabric,
+    lender: &str,
+    borrower: &str,
+) -> Result<Reached, RunError> {
+    let f = &mut tf.fabric;
+    let (lender, borrower) = (host_id(f, lender)?, host_id(f, borrower)?);
     let mut c = Cluster::new(f);
     let fdids: Vec<_> = c
         .pool()
@@ -65,19 +67,21 @@ pub fn borrow_until_full(cx: &mut ProbeCx) -> Result<Fields, RunError> {
 /// lender window; with one they share the DMA window. Fields: `windows`, the mappings
 /// made; `error`, the refusal (null only if no table refused, which cannot happen: every
 /// window of every adapter is tried and one more). The borrower's RAM running out first
-/// is an error of the probe.
-pub fn map_until_full(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let device = cx.arg("device")?;
-    let borrower_name = cx.arg("borrower")?;
-    let borrower = host_id(cx, &borrower_name)?;
+/// is an error.
+pub fn map_until_full(
+    tf: &mut TimedFabric,
+    device: &str,
+    borrower_name: &str,
+) -> Result<Reached, RunError> {
+    let f = &mut tf.fabric;
+    let borrower = host_id(f, borrower_name)?;
     let ram = format!("{borrower_name}.ram");
-    let what = cx.what().to_string();
-    let f = &mut cx.tf.fabric;
+    let what = device;
     let stride = f.topo.ntbs.iter().map(|n| n.window_size).max().unwrap_or(0);
     let limit: usize = f.topo.ntbs.iter().map(|n| n.lut_windows as usize).sum();
     let mut c = Cluster::new(f);
     let lend_err = |e: LendError| RunError(format!("{what}: {e}"));
-    let fdid = c.fdid_by_name(f, &device).map_err(lend_err)?;
+    let fdid = c.fdid_by_name(f, device).map_err(lend_err)?;
     c.lend(fdid).map_err(lend_err)?;
     let b = c
         .borrow(f, borrower, fdid, BorrowOptions::exclusive())
@@ -110,21 +114,23 @@ pub fn map_until_full(cx: &mut ProbeCx) -> Result<Fields, RunError> {
 /// borrower's RAM mapped for it; the bytes are read back by the borrower's CPU. Fields:
 /// `ok`, whether the borrow, the mapping and the DMA all worked with the bytes intact;
 /// `error`, what failed (null when it worked).
-pub fn lend_dma(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    let device = cx.arg("device")?;
-    let borrower_name = cx.arg("borrower")?;
-    let borrower = host_id(cx, &borrower_name)?;
-    let cpu = crate::harness::requester(cx.tf, &format!("{borrower_name}.cpu"))?;
-    let dev = crate::harness::requester(cx.tf, &device)?;
-    let (host, addr) = cx
-        .tf
+pub fn lend_dma(
+    tf: &mut TimedFabric,
+    device: &str,
+    borrower_name: &str,
+) -> Result<Reached, RunError> {
+    let borrower = host_id(&tf.fabric, borrower_name)?;
+    let cpu = crate::harness::requester(tf, &format!("{borrower_name}.cpu"))?;
+    let dev = crate::harness::requester(tf, device)?;
+    let ram = format!("{borrower_name}.ram");
+    let (host, addr) = tf
         .fabric
-        .resolve_address(&format!("{borrower_name}.ram"), 1 << 20)
-        .map_err(|e| cx.error(e))?;
-    let f = &mut cx.tf.fabric;
+        .resolve_address(&ram, 1 << 20)
+        .map_err(RunError::from(ram.as_str()))?;
+    let f = &mut tf.fabric;
     let mut c = Cluster::new(f);
     let mut attempt = || -> Result<(), String> {
-        let fdid = c.fdid_by_name(f, &device).map_err(|e| e.to_string())?;
+        let fdid = c.fdid_by_name(f, device).map_err(|e| e.to_string())?;
         c.lend(fdid).map_err(|e| e.to_string())?;
         let b = c
             .borrow(f, borrower, fdid, BorrowOptions::exclusive())
@@ -158,13 +164,7 @@ pub fn lend_dma(cx: &mut ProbeCx) -> Result<Fields, RunError> {
         Ok(())
     };
     Ok(match attempt() {
-        Ok(()) => Fields::from([
-            ("ok".to_string(), json!(true)),
-            ("error".to_string(), Value::Null),
-        ]),
-        Err(e) => Fields::from([
-            ("ok".to_string(), json!(false)),
-            ("error".to_string(), json!(e)),
-        ]),
+        Ok(()) => vec![("ok", json!(true)), ("error", Value::Null)],
+        Err(e) => vec![("ok", json!(false)), ("error", json!(e))],
     })
 }

@@ -9,6 +9,7 @@
 //! memcached, udp_pingpong), `victim` (pagerank) and `rdma` (rdma_bench,
 //! rdma_memcached). `located` locates errors and reads durations.
 
+mod lending;
 mod located;
 mod net;
 pub mod rdma;
@@ -120,6 +121,15 @@ pub enum Kind {
         depth: u16,
         sq: systems::smartio::nvme_dist::SqPlacement,
     },
+    /// Host `borrower` borrows every device of host `lender` (each lent first, in device
+    /// order) until a borrow is refused; timed once.
+    BorrowAll { lender: String, borrower: String },
+    /// Host `borrower` borrows `device` and maps 4 KiB buffers of its RAM for it, each in
+    /// a window of its own, until a mapping is refused; timed once.
+    MapWindows { device: String, borrower: String },
+    /// Host `borrower` borrows `device`, which writes 4 KiB into the borrower's RAM, read
+    /// back by its CPU; timed once.
+    LendDma { device: String, borrower: String },
     /// Two GPU kernels bounce a counter: A writes B's, B answers in A's. The counters sit
     /// in each GPU's memory, or in `ram` (host RAM, polled by reads).
     PingPong {
@@ -319,6 +329,9 @@ impl Kind {
             Kind::NvmeQd1 { .. } => "nvme_qd1",
             Kind::NvmeMulticast { .. } => "nvme_multicast",
             Kind::NvmeShare { .. } => "nvme_share",
+            Kind::BorrowAll { .. } => "borrow_all",
+            Kind::MapWindows { .. } => "map_windows",
+            Kind::LendDma { .. } => "lend_dma",
             Kind::PingPong { .. } => "pingpong",
             Kind::Fio { .. } => "fio",
             Kind::Netperf { .. } => "netperf",
@@ -368,6 +381,9 @@ const KINDS: &[&str] = &[
     "nvme_qd1",
     "nvme_multicast",
     "nvme_share",
+    "borrow_all",
+    "map_windows",
+    "lend_dma",
     "pingpong",
     "fio",
     "netperf",
@@ -550,6 +566,9 @@ fn workload(
         "cpu_store",
         "nvme_qd1",
         "nvme_multicast",
+        "borrow_all",
+        "map_windows",
+        "lend_dma",
     ]
     .contains(&kind);
     let either = ["ntb_copy"].contains(&kind);
@@ -563,7 +582,7 @@ fn workload(
             let msg = if once_only {
                 format!("a `{kind}` workload is one operation: time it with [measure] once = true")
             } else {
-                format!("a `{kind}` workload runs over a window: give [measure] warmup and duration (once = true times only ntb_copy, gpu_copy, gpu_p2p, cpu_store, nvme_qd1 and nvme_multicast)")
+                format!("a `{kind}` workload runs over a window: give [measure] warmup and duration (once = true times only ntb_copy and the single operations: gpu_copy, gpu_p2p, cpu_store, nvme_qd1, nvme_multicast, borrow_all, map_windows, lend_dma)")
             };
             return Err(error(
                 src,
@@ -598,6 +617,8 @@ fn workload(
         "nvme_qd1" => storage::nvme_qd1(&e),
         "nvme_multicast" => storage::nvme_multicast(&e),
         "nvme_share" => storage::nvme_share(&e),
+        "borrow_all" => lending::borrow_all(&e),
+        "map_windows" | "lend_dma" => lending::device(&e, kind),
         "pktgen" => net::pktgen(&e),
         "memcached" => net::memcached(&e),
         "udp_pingpong" => net::udp_pingpong(&e),
