@@ -1,8 +1,8 @@
 //! The registry of probes the built-in experiment files name: one entry per probe, each
 //! study's function. The only place that knows every study.
 
+use crate::ioctopus;
 pub use crate::probe::{one, Fields, Probe, ProbeCx, ProbeFn};
-use crate::{ioctopus, smartio};
 
 /// The probes of the built-in experiment files.
 pub const PROBES: &[Probe] = &[
@@ -22,18 +22,5 @@ pub const PROBES: &[Probe] = &[
             "upi_util",
         ],
         run: crate::nvme_upi::fio_streams,
-    },
-    Probe {
-        name: "nvme_failover",
-        fields: &[
-            "ios_completed",
-            "ios_failed_reported",
-            "acked_writes_lost",
-            "bytes_corrupted",
-            "recovery_us",
-            "ios_verified",
-            "last_path",
-        ],
-        run: smartio::nvme::nvme_failover,
     },
 ];

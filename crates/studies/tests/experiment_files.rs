@@ -76,14 +76,14 @@ name = "c"
 scenario = "smartio_pxh810_b2b"
 [[metric]]
 name = "m"
-probe = "nvme_failover"
-field = "ios_completed"
-args = { mode = "flap", ios = "10" }
+probe = "colocation"
+field = "pagerank_slowdown"
+args = { server = "server", client = "client", nic = "nic", io = "netperf", mode = "standard", placement = "local" }
 "#;
 
 #[test]
 fn malformed_experiment_files_are_refused_with_the_reason() {
-    let e = parse(&BASE.replace("nvme_failover", "teleport"));
+    let e = parse(&BASE.replace("colocation", "teleport"));
     assert!(
         e.contains("mine.toml") && e.contains("unknown probe `teleport`"),
         "{e}"
@@ -129,14 +129,14 @@ fn malformed_experiment_files_are_refused_with_the_reason() {
     // A probe's missing argument is named when it runs.
     let src = Source {
         name: "mine.toml".into(),
-        text: BASE.replace(", ios = \"10\"", ""),
+        text: BASE.replace(", placement = \"local\"", ""),
     };
     let e = Experiment::parse(&src)
         .unwrap()
         .run(&[])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("needs argument `ios`"), "{e}");
+    assert!(e.contains("needs argument `placement`"), "{e}");
 }
 
 #[test]

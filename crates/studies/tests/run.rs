@@ -429,3 +429,41 @@ fn clients_sharing_an_nvme_each_get_a_queue_pair_and_add_up() {
         "{e}"
     );
 }
+
+/// A two-path client of the dual-path testbed under the scenario's own fault: its primary
+/// link down for 200 µs from 200 µs after its start. Every I/O completes or is reported,
+/// no acknowledged write is lost, no byte differs; a once run whose other workload has no
+/// timeline for the fault is refused.
+#[test]
+fn a_failover_client_meets_the_scenarios_fault() {
+    let base = run::source("smartio_dual_path").unwrap();
+    let text = format!(
+        "{}\n[[fault]]\nname = \"primary\"\nat = \"200 us\"\nkind = \"link_down\"\n\
+         target = \"borrower.ntb0\"\nduration = \"200 us\"\n\
+         [[workload]]\nname = \"client\"\nkind = \"nvme_failover\"\nborrower = \"borrower\"\n\
+         device = \"lender.nvme\"\nadapters = [\"ntb0\", \"ntb1\"]\nmode = \"flap\"\nios = 400\n\
+         [measure]\nonce = true\n",
+        base.text
+    );
+    let src = Source {
+        name: "failover.toml".into(),
+        text: text.clone(),
+    };
+    let p = run::run_point(&src, &run::sweep(&[])[0], 1).unwrap();
+    let m = |k: &str| metric(&p, "client", k);
+    assert_eq!(m("ios_completed") + m("ios_failed_reported"), 400.0);
+    assert_eq!((m("acked_writes_lost"), m("bytes_corrupted")), (0.0, 0.0));
+    assert!(m("recovery_us") > 0.0, "the failure was met: {:?}", p.rows);
+    let with_store = Source {
+        name: "failover.toml".into(),
+        text: text.replace(
+            "[measure]",
+            "[[workload]]\nname = \"store\"\nkind = \"cpu_store\"\nhost = \"borrower\"\n\
+             target = \"borrower.ram\"\n[measure]",
+        ),
+    };
+    let e = run::run_point(&with_store, &run::sweep(&[])[0], 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("only nvme_failover takes them"), "{e}");
+}

@@ -8,12 +8,50 @@ use sim::faults::{campaign, Campaign};
 use sim::timed::TimedFabric;
 use sim::Time;
 use systems::smartio::failover::{
-    failover_run, failover_run_with, FailoverMode, FailoverPolicy, FailoverResult,
+    failover_run_with, FailoverMode, FailoverPolicy, FailoverResult, FailoverRig, FailoverSetup,
 };
+use systems::smartio::nvme_dist::DistError;
 
 fn tf() -> TimedFabric {
     let s = builtin::load_builtin("smartio_dual_path").unwrap().unwrap();
     TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
+}
+
+/// `failover_run_with` on `smartio_dual_path`'s names.
+fn run_with(
+    tf: &mut TimedFabric,
+    mode: FailoverMode,
+    ios: u64,
+    seed: u64,
+    faults: &[FaultSpec],
+    policy: FailoverPolicy,
+) -> Result<(FailoverResult, FailoverRig), DistError> {
+    let setup = FailoverSetup::dual_path();
+    failover_run_with(tf, &setup, mode, ios, seed, faults, policy)
+}
+
+/// The primary cable (`borrower.ntb0`) fails at 1 ms: pulled for good (`FailOver`), or
+/// down for 1 ms (`Flap`, `Recreate`), as the catalog's `smartio.failover` writes it.
+fn failover_run(
+    tf: &mut TimedFabric,
+    mode: FailoverMode,
+    ios: u64,
+    seed: u64,
+) -> Result<FailoverResult, DistError> {
+    let cables = fabric::faults::cables_at(&tf.fabric.topo, "borrower.ntb0").unwrap_or_default();
+    let fault = FaultSpec {
+        name: Some("primary".into()),
+        at_ps: Time::from_us(1000).as_ps(),
+        action: if mode == FailoverMode::FailOver {
+            FaultAction::CablePull
+        } else {
+            FaultAction::LinkDown
+        },
+        target_name: "borrower.ntb0".into(),
+        target: FaultTarget::Cables(cables),
+        duration_ps: (mode != FailoverMode::FailOver).then_some(Time::from_us(1000).as_ps()),
+    };
+    run_with(tf, mode, ios, seed, &[fault], FailoverPolicy::default()).map(|(r, _)| r)
 }
 
 fn sound(r: &FailoverResult, ios: u64) {
@@ -67,7 +105,7 @@ fn recreate_gets_new_queues_and_windows() {
 
 #[test]
 fn without_a_fault_every_io_completes_on_the_primary() {
-    let (r, _) = failover_run_with(
+    let (r, _) = run_with(
         &mut tf(),
         FailoverMode::Flap,
         200,
@@ -111,7 +149,7 @@ fn a_flapped_path_resumes_when_the_controller_is_done_not_at_the_timeout() {
         pace: Time::from_us(20),
         ..FailoverPolicy::default()
     };
-    let (r, _) = failover_run_with(&mut t, FailoverMode::Flap, 400, 1, &f, p).unwrap();
+    let (r, _) = run_with(&mut t, FailoverMode::Flap, 400, 1, &f, p).unwrap();
     println!("both down {r:?} now {:?}", t.net.now());
     assert_eq!(r.ios_completed + r.ios_failed_reported, 400, "{r:?}");
     assert_eq!((r.acked_writes_lost, r.bytes_corrupted), (0, 0), "{r:?}");
@@ -165,7 +203,7 @@ fn a_seeded_campaign_of_hundreds_of_faults_loses_no_acknowledged_byte() {
         ..FailoverPolicy::default()
     };
     let ios = 20_000;
-    let (r, rig) = failover_run_with(&mut t, FailoverMode::Flap, ios, 10, &faults, p).unwrap();
+    let (r, rig) = run_with(&mut t, FailoverMode::Flap, ios, 10, &faults, p).unwrap();
     let log = rig
         .sim
         .get::<sim::faults::FaultInjector>(rig.injector)

@@ -153,6 +153,10 @@ struct Config {
     /// Words substituted as `{name}` into the metrics' arguments.
     #[serde(default)]
     vars: BTreeMap<String, String>,
+    /// Faults this config's hardware suffers (`[[config.fault]]`, a scenario's `[[fault]]`
+    /// schema), added to its workloads' runs.
+    #[serde(default)]
+    fault: Vec<toml::Table>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -218,6 +222,8 @@ struct ConfigSpec {
     scenario: String,
     set: Vec<(String, toml::Value)>,
     vars: BTreeMap<String, String>,
+    /// The config's `[[fault]]` tables as TOML text ("" without any).
+    faults: String,
 }
 
 /// What measures a metric: a probe of the registry, or the file's own workloads.
@@ -503,11 +509,14 @@ impl Experiment {
                         ),
                     ));
                 }
+                let faults = faults_text(&c.fault)
+                    .map_err(|e| at(c.name.span(), format!("config `{}`: {e}", c.name.get_ref())))?;
                 Ok(ConfigSpec {
                     name: c.name.into_inner(),
                     scenario: c.scenario,
                     set: c.set.into_iter().collect(),
                     vars: c.vars,
+                    faults,
                 })
             })
             .collect::<Result<_, RunError>>()?;
@@ -721,10 +730,16 @@ impl Experiment {
             // The run applies the overrides itself (some land in included files, which
             // `src`, the main file's text, does not carry).
             By::Workloads => {
-                return run_workloads(&file, &hw, &args[WORKLOADS_ARG])
-                    .map_err(|e| RunError(format!("{what}: {}", e.0)))
+                let text = format!("{}\n{}", args[WORKLOADS_ARG], c.faults);
+                return run_workloads(&file, &hw, &text)
+                    .map_err(|e| RunError(format!("{what}: {}", e.0)));
             }
         };
+        if !c.faults.is_empty() {
+            return Err(RunError(format!(
+                "{what}: the config's [[config.fault]]s reach only metrics of the file's workloads"
+            )));
+        }
         let mut tf = harness::timed(scenario, &src.name)?;
         // Probes see the numeric values of the point; words reach them as arguments.
         let numbers: Vec<(String, u64)> = point
@@ -963,6 +978,17 @@ fn toml_to_edit(v: &toml::Value) -> toml_edit::Value {
     v.to_string()
         .parse::<toml_edit::Value>()
         .unwrap_or_else(|_| toml_edit::Value::from(v.to_string()))
+}
+
+/// A config's `[[config.fault]]` tables as a scenario's `[[fault]]` text.
+fn faults_text(faults: &[toml::Table]) -> Result<String, String> {
+    if faults.is_empty() {
+        return Ok(String::new());
+    }
+    let mut doc = toml::Table::new();
+    let list = faults.iter().cloned().map(toml::Value::Table).collect();
+    doc.insert("fault".into(), toml::Value::Array(list));
+    toml::to_string(&doc).map_err(|e| e.to_string())
 }
 
 /// The built-in experiment files, parsed once.

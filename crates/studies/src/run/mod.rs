@@ -528,7 +528,8 @@ fn build_on(
         | Kind::NvmeMulticast { .. }
         | Kind::BorrowAll { .. }
         | Kind::MapWindows { .. }
-        | Kind::LendDma { .. } => Err(RunError(format!(
+        | Kind::LendDma { .. }
+        | Kind::NvmeFailover { .. } => Err(RunError(format!(
             "a `{}` workload is timed once (the spec refuses it in a window)",
             w.kind.name()
         ))),

@@ -22,6 +22,7 @@ use crate::result::Run;
 use crate::smartio;
 use crate::smartio::GpuPair;
 use systems::drivers::nvme_blk;
+use systems::smartio::failover::{failover_run_with, FailoverPolicy};
 use systems::smartio::nvme_bench;
 
 /// Runs each workload of `spec` once, alone, on fresh hardware of `scenario`.
@@ -32,16 +33,19 @@ pub fn run_point(
     seed: u64,
 ) -> Result<PointResult, RunError> {
     let name = scenario.topology.name.clone();
-    if !scenario.faults.is_empty() {
+    // Only a failover client has a timeline for the scenario's faults.
+    let takes_faults = |w: &Workload| matches!(w.kind, Kind::NvmeFailover { .. });
+    if !scenario.faults.is_empty() && !spec.workloads.iter().all(takes_faults) {
         return Err(RunError(format!(
-            "{name}: a [measure] once run times single operations, with no timeline for the scenario's [[fault]]s: give [measure] warmup and duration"
+            "{name}: a [measure] once run times single operations, with no timeline for the scenario's [[fault]]s (only nvme_failover takes them): give [measure] warmup and duration"
         )));
     }
     let mut rows = Vec::new();
     let mut counters = Map::new();
     for w in &spec.workloads {
         let fresh = || fresh(scenario, seed);
-        let (metrics, c) = operation(&fresh, w).map_err(|e| located(&w.at, e.0))?;
+        let (metrics, c) =
+            operation(&fresh, w, &scenario.faults).map_err(|e| located(&w.at, e.0))?;
         let mut p = Map::new();
         p.insert("workload".into(), Value::from(w.name.as_str()));
         p.extend(params.clone());
@@ -89,6 +93,7 @@ fn fresh(scenario: &Scenario, seed: u64) -> Result<TimedFabric, RunError> {
 fn operation(
     fresh: &dyn Fn() -> Result<TimedFabric, RunError>,
     w: &Workload,
+    faults: &[fabric::faults::FaultSpec],
 ) -> Result<Measured, RunError> {
     match &w.kind {
         Kind::NtbCopy {
@@ -205,6 +210,27 @@ fn operation(
             let mut tf = fresh()?;
             let m = smartio::limits::lend_dma(&mut tf, device, borrower)?;
             Ok((m, harness::counters_json(&tf, 4096)))
+        }
+        Kind::NvmeFailover {
+            setup,
+            mode,
+            ios,
+            seed,
+        } => {
+            let mut tf = fresh()?;
+            let policy = FailoverPolicy::default();
+            let (r, _) = failover_run_with(&mut tf, setup, *mode, *ios, *seed, faults, policy)
+                .map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))?;
+            let m = vec![
+                ("ios_completed", json!(r.ios_completed)),
+                ("ios_failed_reported", json!(r.ios_failed_reported)),
+                ("acked_writes_lost", json!(r.acked_writes_lost)),
+                ("bytes_corrupted", json!(r.bytes_corrupted)),
+                ("recovery_us", json!(r.recovery_us)),
+                ("ios_verified", json!(r.ios_verified)),
+                ("last_path", json!(r.last_path)),
+            ];
+            Ok((m, harness::counters_json(&tf, ios * 4096)))
         }
         other => Err(RunError(format!(
             "workload `{}`: a `{}` workload is not timed once",

@@ -1,22 +1,11 @@
-//! The probe of the SmartIO failover campaign (not a workload file yet), and the timing
-//! of a GPU's copy into a VM's memory through MDEV, which the `gpu_copy` workload calls.
-//! The mechanisms live in `systems`; these only read arguments and report fields.
+//! The timing of a GPU's copy into a VM's memory through MDEV, which the `gpu_copy`
+//! workload calls (`through = "mdev"`); the mechanism lives in `systems::smartio::mdev`.
 
-use std::collections::BTreeMap;
-
-use serde_json::{json, Value};
 use sim::timed::{ns, TimedFabric};
 use sim::Time;
 use systems::smartio::mdev::{setup_guest_dma, VmConfig};
 
 use crate::harness::{self, RunError};
-use crate::probe::{Fields, ProbeCx};
-
-fn fields(v: Vec<(&str, Value)>) -> Fields {
-    v.into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect::<BTreeMap<_, _>>()
-}
 
 /// bandwidthTest of a GPU (`gpu`) lent to a VM on `vm_host` through MDEV (4 GiB guest
 /// on 2 MiB host pages), copying `b` bytes into (`write`) or out of guest memory; timed
@@ -56,35 +45,4 @@ pub fn gpu_copy_mdev_time(
     let flag = s.gpa + b.div_ceil(4096) * 4096;
     let notify = harness::one_way(tf, dev, flag)? + ns(tf.timing_of(host).cpu_poll_ns);
     Ok(launch + dma + notify)
-}
-
-/// `nvme_failover`: args `mode` (`fail_over` | `flap` | `recreate`), `ios`: a two-path
-/// client writing and reading back 4 KiB blocks at QD 8 while its primary link fails at
-/// 1 ms (systems::smartio::failover).
-pub fn nvme_failover(cx: &mut ProbeCx) -> Result<Fields, RunError> {
-    use systems::smartio::failover::{failover_run, FailoverMode};
-    let mode = match cx.arg("mode")?.as_str() {
-        "fail_over" => FailoverMode::FailOver,
-        "flap" => FailoverMode::Flap,
-        "recreate" => FailoverMode::Recreate,
-        other => {
-            return Err(cx.error(format!(
-                "mode = `{other}`: use \"fail_over\", \"flap\" or \"recreate\""
-            )))
-        }
-    };
-    let ios: u64 = cx
-        .arg("ios")?
-        .parse()
-        .map_err(|_| cx.error("ios must be a whole number"))?;
-    let r = failover_run(cx.tf, mode, ios, 1).map_err(|e| cx.error(e))?;
-    Ok(fields(vec![
-        ("ios_completed", json!(r.ios_completed)),
-        ("ios_failed_reported", json!(r.ios_failed_reported)),
-        ("acked_writes_lost", json!(r.acked_writes_lost)),
-        ("bytes_corrupted", json!(r.bytes_corrupted)),
-        ("recovery_us", json!(r.recovery_us)),
-        ("ios_verified", json!(r.ios_verified)),
-        ("last_path", json!(r.last_path)),
-    ]))
 }

@@ -25,7 +25,7 @@
 //!   completions are skipped). The path is usable again; in `flap` the client goes back
 //!   to it.
 //! * **Recreate.** When the lender's agent revokes the borrow (windows torn down), the
-//!   client asks for a new queue pair: the run loop (`failover_run`) has the manager
+//!   client asks for a new queue pair: the run loop (`failover_run_with`) has the manager
 //!   delete the old I/O queues, borrows again through the same pair (a new DMA window)
 //!   and creates a new queue pair, which the client adopts.
 //!
@@ -933,23 +933,21 @@ fn release_sq_window(tf: &mut TimedFabric, p: &PathSetUp) -> Result<(), DistErro
 fn borrow_path(
     sim: &mut Sim<TimedFabric>,
     tf: &mut TimedFabric,
-    cl: &mut Cluster,
-    m: &mut Manager,
+    (cl, m): (&mut Cluster, &mut Manager),
+    setup: &FailoverSetup,
     pair: usize,
 ) -> Result<PathSetUp, DistError> {
     let f = &tf.fabric;
-    let host = f
-        .topo
-        .host_by_name("borrower")
-        .ok_or_else(|| DistError::Setup("no host `borrower`".into()))?;
-    let lender = f
-        .topo
-        .host_by_name("lender")
-        .ok_or_else(|| DistError::Setup("no host `lender`".into()))?;
-    let name = format!("ntb{pair}");
+    let host_id = |name: &str| {
+        f.topo
+            .host_by_name(name)
+            .ok_or_else(|| DistError::Setup(format!("no host `{name}`")))
+    };
+    let (host, lender) = (host_id(&setup.borrower)?, host_id(setup.lender())?);
+    let name = &setup.adapters[pair];
     let (l, b) = (
-        f.topo.ntb_by_name(lender, &name),
-        f.topo.ntb_by_name(host, &name),
+        f.topo.ntb_by_name(lender, name),
+        f.topo.ntb_by_name(host, name),
     );
     let (Some(l), Some(b)) = (l, b) else {
         return Err(DistError::Setup(format!("no adapter pair `{name}`")));
@@ -991,24 +989,6 @@ fn borrow_path(
     })
 }
 
-/// The primary cable (`borrower.ntb0`) flaps at 1 ms; `Flap` and `Recreate` bring it back
-/// at 2 ms, `FailOver` never.
-fn primary_faults(tf: &TimedFabric, mode: FailoverMode) -> Vec<FaultSpec> {
-    let cables = fabric::faults::cables_at(&tf.fabric.topo, "borrower.ntb0").unwrap_or_default();
-    vec![FaultSpec {
-        name: Some("primary".into()),
-        at_ps: Time::from_us(1000).as_ps(),
-        action: if mode == FailoverMode::FailOver {
-            FaultAction::CablePull
-        } else {
-            FaultAction::LinkDown
-        },
-        target_name: "borrower.ntb0".into(),
-        target: FaultTarget::Cables(cables),
-        duration_ps: (mode != FailoverMode::FailOver).then_some(Time::from_us(1000).as_ps()),
-    }]
-}
-
 /// Everything a run set up, for a test to look at afterwards.
 pub struct FailoverRig {
     pub sim: Sim<TimedFabric>,
@@ -1018,30 +998,46 @@ pub struct FailoverRig {
     pub injector: ComponentId,
 }
 
-/// Runs `ios` verified I/Os (writes of new blocks and read-backs) on `smartio_dual_path`
-/// (a fabric with hosts `borrower` and `lender`, adapters `ntb0`/`ntb1`, `lender.nvme`)
-/// with the primary path failing at 1 ms as `mode` says.
-pub fn failover_run(
-    tf: &mut TimedFabric,
-    mode: FailoverMode,
-    ios: u64,
-    seed: u64,
-) -> Result<FailoverResult, DistError> {
-    let faults = primary_faults(tf, mode);
-    failover_run_with(tf, mode, ios, seed, &faults, FailoverPolicy::default()).map(|(r, _)| r)
+/// Who fails over: the client's host (`borrower`), the controller it borrows (`device`,
+/// `HOST.NAME` on the lender) and the adapter pair of each path, named alike on both hosts
+/// (`adapters[0]` the primary).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailoverSetup {
+    pub borrower: String,
+    pub device: String,
+    pub adapters: [String; 2],
 }
 
-/// `failover_run` with any fault schedule (a campaign) and policy. In `Recreate` mode
-/// every link-up of cable 0 is followed by the lender's agent revoking the primary borrow.
+impl FailoverSetup {
+    /// The lender: the host of `device`.
+    pub fn lender(&self) -> &str {
+        self.device.split('.').next().unwrap_or_default()
+    }
+
+    /// The names of the built-in `smartio_dual_path` scenario.
+    pub fn dual_path() -> FailoverSetup {
+        FailoverSetup {
+            borrower: "borrower".into(),
+            device: "lender.nvme".into(),
+            adapters: ["ntb0".into(), "ntb1".into()],
+        }
+    }
+}
+
+/// Runs `ios` verified I/Os (writes of new blocks and read-backs) of `setup`'s client on
+/// both paths, starting on the primary, under `faults` (times from the run's start) and
+/// `policy`. In `Recreate` mode every link-up of the primary's cable is followed by the
+/// lender's agent revoking the primary borrow.
 pub fn failover_run_with(
     tf: &mut TimedFabric,
+    setup: &FailoverSetup,
     mode: FailoverMode,
     ios: u64,
     seed: u64,
     faults: &[FaultSpec],
     policy: FailoverPolicy,
 ) -> Result<(FailoverResult, FailoverRig), DistError> {
-    let mut run = Campaign::set_up(tf)?;
+    let mut run = Campaign::set_up(tf, setup)?;
     let client = run.client(tf, mode, policy, ios, seed);
     let _ = client.mmio;
     let t0 = tf.net.now();
@@ -1061,7 +1057,7 @@ pub fn failover_run_with(
     run.sim.with(tf, cid, |c: &mut FailoverClient, tf| {
         c.start_at(tf, t0, cid)
     });
-    let acts = campaign_acts(tf, mode, run.host, &shifted);
+    let acts = campaign_acts(tf, setup, mode, run.host, &shifted);
     run.run(tf, cid, &acts)?;
     Ok(run.finish(cid, inj))
 }
@@ -1079,12 +1075,14 @@ enum Act {
 /// The acts of a campaign whose faults (already shifted to start now) are `shifted`.
 fn campaign_acts(
     tf: &TimedFabric,
+    setup: &FailoverSetup,
     mode: FailoverMode,
     host: HostId,
     shifted: &[FaultSpec],
 ) -> Vec<(Time, Act)> {
     // Times the primary cable comes back (recreate: the agent revokes then).
-    let cable0 = fabric::faults::cables_at(&tf.fabric.topo, "borrower.ntb0").unwrap_or_default();
+    let primary = format!("{}.{}", setup.borrower, setup.adapters[0]);
+    let cable0 = fabric::faults::cables_at(&tf.fabric.topo, &primary).unwrap_or_default();
     let mut ups: Vec<Time> = shifted
         .iter()
         .filter(
@@ -1120,6 +1118,7 @@ fn campaign_acts(
 /// A failover campaign under way: the lender's device lent and its manager started,
 /// the borrower's two paths, and the simulation they run in.
 struct Campaign {
+    setup: FailoverSetup,
     sim: Sim<TimedFabric>,
     cl: Cluster,
     m: Manager,
@@ -1133,21 +1132,23 @@ struct Campaign {
 impl Campaign {
     /// Lends the lender's devices, starts the manager and borrows the controller through
     /// each adapter pair.
-    fn set_up(tf: &mut TimedFabric) -> Result<Campaign, DistError> {
+    fn set_up(tf: &mut TimedFabric, setup: &FailoverSetup) -> Result<Campaign, DistError> {
         let mut sim = Sim::new();
         let mut cl = Cluster::new(&tf.fabric);
         for d in cl.device_list(&tf.fabric) {
             cl.lend(d.fdid)?;
         }
         let blocks = 1u64 << 22;
-        let mut m = Manager::start(&mut sim, tf, &mut cl, "lender", "lender.nvme", blocks)?;
-        let p0 = borrow_path(&mut sim, tf, &mut cl, &mut m, 0)?;
-        let p1 = borrow_path(&mut sim, tf, &mut cl, &mut m, 1)?;
+        let (lender, device) = (setup.lender(), setup.device.as_str());
+        let mut m = Manager::start(&mut sim, tf, &mut cl, lender, device, blocks)?;
+        let p0 = borrow_path(&mut sim, tf, (&mut cl, &mut m), setup, 0)?;
+        let p1 = borrow_path(&mut sim, tf, (&mut cl, &mut m), setup, 1)?;
         let dstrd = sim
             .get::<devices::nvme::NvmeDriver>(m.driver)
             .map(|d| d.dstrd())
             .unwrap_or(0);
         Ok(Campaign {
+            setup: setup.clone(),
             host: p0.queue.host,
             sim,
             cl,
@@ -1270,7 +1271,13 @@ impl Campaign {
         self.m
             .delete_queue_pair(&mut self.sim, tf, &mut self.cl, self.paths[p].queue.qid)?;
         release_sq_window(tf, &self.paths[p])?;
-        let n = borrow_path(&mut self.sim, tf, &mut self.cl, &mut self.m, p)?;
+        let n = borrow_path(
+            &mut self.sim,
+            tf,
+            (&mut self.cl, &mut self.m),
+            &self.setup,
+            p,
+        )?;
         self.sim.with(tf, cid, |c: &mut FailoverClient, tf| {
             c.adopt(p, &n.queue, n.bar0, dstrd);
             if p == 0 {
@@ -1317,8 +1324,10 @@ impl Campaign {
         for p in &self.paths {
             release_sq_window(tf, p)?;
         }
-        let n0 = borrow_path(&mut self.sim, tf, &mut self.cl, &mut self.m, 0)?;
-        let n1 = borrow_path(&mut self.sim, tf, &mut self.cl, &mut self.m, 1)?;
+        let cl_m = (&mut self.cl, &mut self.m);
+        let n0 = borrow_path(&mut self.sim, tf, cl_m, &self.setup, 0)?;
+        let cl_m = (&mut self.cl, &mut self.m);
+        let n1 = borrow_path(&mut self.sim, tf, cl_m, &self.setup, 1)?;
         self.sim.with(tf, cid, |c: &mut FailoverClient, tf| {
             c.host_restarted([(&n0.queue, n0.bar0), (&n1.queue, n1.bar0)], dstrd);
             let now = tf.net.now();

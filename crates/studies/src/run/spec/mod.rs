@@ -130,6 +130,16 @@ pub enum Kind {
     /// Host `borrower` borrows `device`, which writes 4 KiB into the borrower's RAM, read
     /// back by its CPU; timed once.
     LendDma { device: String, borrower: String },
+    /// A client of a borrowed controller with a queue pair on each of two adapter pairs,
+    /// writing 4 KiB blocks and reading each back at queue depth 8 (`ios` of them) while
+    /// the scenario's `[[fault]]`s strike; `mode` says what it does when a path fails.
+    /// Timed once, the faults' times counted from the client's start.
+    NvmeFailover {
+        setup: systems::smartio::failover::FailoverSetup,
+        mode: systems::smartio::failover::FailoverMode,
+        ios: u64,
+        seed: u64,
+    },
     /// Two GPU kernels bounce a counter: A writes B's, B answers in A's. The counters sit
     /// in each GPU's memory, or in `ram` (host RAM, polled by reads).
     PingPong {
@@ -332,6 +342,7 @@ impl Kind {
             Kind::BorrowAll { .. } => "borrow_all",
             Kind::MapWindows { .. } => "map_windows",
             Kind::LendDma { .. } => "lend_dma",
+            Kind::NvmeFailover { .. } => "nvme_failover",
             Kind::PingPong { .. } => "pingpong",
             Kind::Fio { .. } => "fio",
             Kind::Netperf { .. } => "netperf",
@@ -384,6 +395,7 @@ const KINDS: &[&str] = &[
     "borrow_all",
     "map_windows",
     "lend_dma",
+    "nvme_failover",
     "pingpong",
     "fio",
     "netperf",
@@ -569,6 +581,7 @@ fn workload(
         "borrow_all",
         "map_windows",
         "lend_dma",
+        "nvme_failover",
     ]
     .contains(&kind);
     let either = ["ntb_copy"].contains(&kind);
@@ -582,7 +595,7 @@ fn workload(
             let msg = if once_only {
                 format!("a `{kind}` workload is one operation: time it with [measure] once = true")
             } else {
-                format!("a `{kind}` workload runs over a window: give [measure] warmup and duration (once = true times only ntb_copy and the single operations: gpu_copy, gpu_p2p, cpu_store, nvme_qd1, nvme_multicast, borrow_all, map_windows, lend_dma)")
+                format!("a `{kind}` workload runs over a window: give [measure] warmup and duration (once = true times only ntb_copy and the single operations: gpu_copy, gpu_p2p, cpu_store, nvme_qd1, nvme_multicast, borrow_all, map_windows, lend_dma, nvme_failover)")
             };
             return Err(error(
                 src,
@@ -619,6 +632,7 @@ fn workload(
         "nvme_share" => storage::nvme_share(&e),
         "borrow_all" => lending::borrow_all(&e),
         "map_windows" | "lend_dma" => lending::device(&e, kind),
+        "nvme_failover" => storage::nvme_failover(&e),
         "pktgen" => net::pktgen(&e),
         "memcached" => net::memcached(&e),
         "udp_pingpong" => net::udp_pingpong(&e),

@@ -8,6 +8,7 @@ use devices::nic::CoalesceMode;
 use fabric::units::Size;
 use fabric::ScenarioError;
 use serde::Deserialize;
+use systems::smartio::failover::{FailoverMode, FailoverSetup};
 use systems::smartio::nvme_dist::SqPlacement;
 use systems::tyche;
 
@@ -181,6 +182,62 @@ pub(super) fn nvme_share(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         clients: r.clients,
         depth: r.depth,
         sq,
+    };
+    Ok((r.name, k))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFailover {
+    name: String,
+    #[allow(dead_code)]
+    kind: String,
+    borrower: String,
+    device: String,
+    adapters: [String; 2],
+    mode: String,
+    ios: u64,
+    #[serde(default = "seed")]
+    seed: u64,
+}
+
+/// An `nvme_failover` workload: a two-path client of a borrowed controller, under the
+/// scenario's faults.
+pub(super) fn nvme_failover(e: &Entry) -> Result<(String, Kind), ScenarioError> {
+    let r: RawFailover = e.read()?;
+    let mode = match r.mode.as_str() {
+        "fail_over" => FailoverMode::FailOver,
+        "flap" => FailoverMode::Flap,
+        "recreate" => FailoverMode::Recreate,
+        other => {
+            return Err(e.field(
+                &r.name,
+                "mode",
+                &format!("mode `{other}`: use \"fail_over\" (finish on the backup), \"flap\" (resume the primary when it answers) or \"recreate\" (new queues on the primary)"),
+            ))
+        }
+    };
+    e.check(
+        (1..=1_000_000).contains(&r.ios),
+        &r.name,
+        "ios",
+        "must be 1 .. 1000000 I/Os",
+    )?;
+    e.check(
+        r.adapters[0] != r.adapters[1],
+        &r.name,
+        "adapters",
+        "the two paths need two adapter pairs",
+    )?;
+    let k = Kind::NvmeFailover {
+        setup: FailoverSetup {
+            borrower: r.borrower,
+            device: r.device,
+            adapters: r.adapters,
+        },
+        mode,
+        ios: r.ios,
+        seed: r.seed,
     };
     Ok((r.name, k))
 }
