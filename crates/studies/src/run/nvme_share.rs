@@ -4,9 +4,7 @@
 //! its own simulation loop over the `[measure]` window, so it meets no other workload.
 
 use fabric::scenario::Scenario;
-use fabric::Fabric;
 use serde_json::{json, Value};
-use sim::timed::TimedFabric;
 use systems::smartio::nvme_bench::{self, SharingSetup};
 
 use super::net::NetOutcome;
@@ -23,8 +21,7 @@ pub fn run(scenario: &Scenario, kind: &Kind, m: Measure, seed: u64) -> Result<Ne
     else {
         return Err(format!("`{}` is not an nvme_share workload", kind.name()));
     };
-    let fabric = Fabric::from_scenario(scenario.clone()).map_err(|e| e.to_string())?;
-    let mut tf = TimedFabric::new(fabric, seed).map_err(|e| e.0)?;
+    let mut tf = super::once::hardware(scenario, seed).map_err(|e| e.0)?;
     let hosts: Vec<String> = tf
         .fabric
         .topo

@@ -42,10 +42,12 @@ pub fn run_point(
     }
     let mut rows = Vec::new();
     let mut counters = Map::new();
-    for w in &spec.workloads {
+    for (i, w) in spec.workloads.iter().enumerate() {
         let fresh = || fresh(scenario, seed);
+        // A workload's own draws, as a windowed run seeds each workload.
+        let own_seed = seed ^ i as u64;
         let (metrics, c) =
-            operation(&fresh, w, &scenario.faults).map_err(|e| located(&w.at, e.0))?;
+            operation(&fresh, w, &scenario.faults, own_seed).map_err(|e| located(&w.at, e.0))?;
         let mut p = Map::new();
         p.insert("workload".into(), Value::from(w.name.as_str()));
         p.extend(params.clone());
@@ -78,11 +80,17 @@ fn copy(bytes: u64, t: Time) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// The scenario's hardware, loaded anew.
+pub(super) fn hardware(scenario: &Scenario, seed: u64) -> Result<TimedFabric, RunError> {
+    let name = &scenario.topology.name;
+    let fabric = Fabric::from_scenario(scenario.clone()).map_err(RunError::from(name))?;
+    TimedFabric::new(fabric, seed).map_err(RunError::from(name))
+}
+
 /// The scenario's hardware, its lending and borrowing carried out, before any operation.
 fn fresh(scenario: &Scenario, seed: u64) -> Result<TimedFabric, RunError> {
     let name = &scenario.topology.name;
-    let fabric = Fabric::from_scenario(scenario.clone()).map_err(RunError::from(name))?;
-    let mut tf = TimedFabric::new(fabric, seed).map_err(RunError::from(name))?;
+    let mut tf = hardware(scenario, seed)?;
     if !(tf.fabric.topo.borrows.is_empty() && tf.fabric.topo.lends.is_empty()) {
         Cluster::from_fabric(&mut tf.fabric).map_err(|e| RunError(format!("{name}: {e}")))?;
     }
@@ -94,6 +102,7 @@ fn operation(
     fresh: &dyn Fn() -> Result<TimedFabric, RunError>,
     w: &Workload,
     faults: &[fabric::faults::FaultSpec],
+    own_seed: u64,
 ) -> Result<Measured, RunError> {
     match &w.kind {
         Kind::NtbCopy {
@@ -180,8 +189,15 @@ fn operation(
             seed,
         } => {
             let mut tf = fresh()?;
-            let m = qd1(&mut tf, host, device, driver, *ios, *seed)
-                .map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))?;
+            let m = qd1(
+                &mut tf,
+                host,
+                device,
+                driver,
+                *ios,
+                seed.unwrap_or(own_seed),
+            )
+            .map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))?;
             Ok((m, harness::counters_json(&tf, ios * 4096)))
         }
         Kind::NvmeMulticast { device, hosts } => {
@@ -219,7 +235,8 @@ fn operation(
         } => {
             let mut tf = fresh()?;
             let policy = FailoverPolicy::default();
-            let (r, _) = failover_run_with(&mut tf, setup, *mode, *ios, *seed, faults, policy)
+            let seed = seed.unwrap_or(own_seed);
+            let (r, _) = failover_run_with(&mut tf, setup, *mode, *ios, seed, faults, policy)
                 .map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))?;
             let m = vec![
                 ("ios_completed", json!(r.ios_completed)),

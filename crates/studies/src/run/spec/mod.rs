@@ -107,7 +107,8 @@ pub enum Kind {
         device: String,
         driver: Qd1Driver,
         ios: u64,
-        seed: u64,
+        /// The series' own seed; the run's (`--seed`, per workload) when `None`.
+        seed: Option<u64>,
     },
     /// One Identify Controller of `device` whose data the controller writes once into a
     /// multicast group of `hosts` hosts (SmartIO's multicast), timed once.
@@ -138,7 +139,8 @@ pub enum Kind {
         setup: systems::smartio::failover::FailoverSetup,
         mode: systems::smartio::failover::FailoverMode,
         ios: u64,
-        seed: u64,
+        /// The client's own seed; the run's (`--seed`, per workload) when `None`.
+        seed: Option<u64>,
     },
     /// Two GPU kernels bounce a counter: A writes B's, B answers in A's. The counters sit
     /// in each GPU's memory, or in `ram` (host RAM, polled by reads).

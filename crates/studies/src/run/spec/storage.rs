@@ -45,12 +45,7 @@ struct RawQd1 {
     sq: Option<String>,
     ios: u64,
     warmup_ios: Option<u64>,
-    #[serde(default = "seed")]
-    seed: u64,
-}
-
-fn seed() -> u64 {
-    1
+    seed: Option<u64>,
 }
 
 /// Most I/Os one `nvme_qd1` series may time (each is simulated; the series runs alone).
@@ -197,8 +192,7 @@ struct RawFailover {
     adapters: [String; 2],
     mode: String,
     ios: u64,
-    #[serde(default = "seed")]
-    seed: u64,
+    seed: Option<u64>,
 }
 
 /// An `nvme_failover` workload: a two-path client of a borrowed controller, under the
