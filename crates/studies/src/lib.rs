@@ -6,7 +6,6 @@ pub mod experiment;
 pub mod format;
 pub mod harness;
 pub mod ioctopus;
-pub mod nvme_upi;
 pub mod path_query;
 pub mod plot;
 pub mod probe;

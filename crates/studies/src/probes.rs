@@ -5,22 +5,8 @@ use crate::ioctopus;
 pub use crate::probe::{one, Fields, Probe, ProbeCx, ProbeFn};
 
 /// The probes of the built-in experiment files.
-pub const PROBES: &[Probe] = &[
-    Probe {
-        name: "colocation",
-        fields: &["pagerank_slowdown", "io_throughput_gbps"],
-        run: ioctopus::colocation,
-    },
-    Probe {
-        name: "fio_streams",
-        fields: &[
-            "fio_gbps",
-            "fio_norm",
-            "stream_gbps",
-            "stream_alone_gbps",
-            "stream_norm",
-            "upi_util",
-        ],
-        run: crate::nvme_upi::fio_streams,
-    },
-];
+pub const PROBES: &[Probe] = &[Probe {
+    name: "colocation",
+    fields: &["pagerank_slowdown", "io_throughput_gbps"],
+    run: ioctopus::colocation,
+}];

@@ -295,40 +295,83 @@ fn a_stream_on_a_node_the_host_lacks_is_refused() {
 }
 
 /// `ioctopus.nvme_upi`'s mechanism: STREAM on node 0 against node 1 shares UPI pkg0 → pkg1
-/// with the SSDs' DMA only when fio's buffers are on node 1 (remote).
+/// with the SSDs' DMA only when fio's buffers are on node 1 (remote). Each run is one
+/// `nudma run` of examples/ioctopus_fio.toml's hardware with `streams` STREAM cores and,
+/// unless `fio_node` is `None`, fio on its four SSDs.
 #[test]
 fn streams_fill_upi_and_lose_more_beside_remote_fio_than_beside_local_fio() {
-    use studies::nvme_upi::{run_once, UpiSetup};
-    let s = fabric::builtin::load_builtin("ioctopus_nvme")
-        .unwrap()
-        .unwrap();
-    let topo = s.topology;
-    let setup = |fio_node| UpiSetup {
-        devices: (0..4).map(|i| format!("server.nvme{i}")).collect(),
-        fio_node,
-        threads: 8,
-        iodepth: 32,
-        block_bytes: 128 << 10,
-        stream_cpu_node: 0,
-        stream_mem_node: 1,
-        stream_op: sim::cpu_stream::StreamOp::Write,
-        stream_misses: 20,
+    struct Run {
+        fio_gbps: f64,
+        stream_gbps: f64,
+        upi_util: f64,
+    }
+    let run = |fio_node: Option<u32>, streams: u32| -> Run {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/ioctopus_fio.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut text = text[..text.find("[[workload]]").unwrap()].to_string();
+        for d in 0..4 {
+            if let Some(n) = fio_node {
+                text += &format!(
+                    "[[workload]]\nname = \"fio{d}\"\nkind = \"fio\"\ndevice = \"server.nvme{d}\"\n\
+                     cpu_node = {n}\nmem_node = {n}\nthreads = 8\niodepth = 32\n\
+                     block_bytes = \"128 KiB\"\nop = \"read\"\n"
+                );
+            }
+        }
+        text += &format!(
+            "[[workload]]\nname = \"stream\"\nkind = \"cpu_stream\"\nhost = \"server\"\n\
+             cpu_node = 0\nmem_node = 1\nop = \"write\"\nmisses_in_flight = 20\ncores = {streams}\n\
+             [measure]\nwarmup = \"200 us\"\nduration = \"1 ms\"\n"
+        );
+        let src = fabric::scenario::Source {
+            name: "ioctopus_fio.toml".into(),
+            text,
+        };
+        let p = studies::run::run_point(&src, &Default::default(), 1).unwrap();
+        let metric = |w: &str| {
+            p.rows
+                .iter()
+                .filter(|r| r.params["workload"].as_str().unwrap().starts_with(w))
+                .map(|r| r.metrics["gbps"].as_f64().unwrap())
+                .sum::<f64>()
+        };
+        Run {
+            fio_gbps: metric("fio"),
+            stream_gbps: metric("stream"),
+            upi_util: p.counters["interconnect_util"].as_f64().unwrap(),
+        }
     };
-    let (remote, local) = (setup(1), setup(0));
-    let r0 = run_once(&topo, &remote, 0, true).unwrap();
-    let r6 = run_once(&topo, &remote, 6, true).unwrap();
-    let l6 = run_once(&topo, &local, 6, true).unwrap();
-    let alone = run_once(&topo, &remote, 6, false).unwrap();
-    // Remote fio alone already puts its DMA on UPI; streams fill it.
-    assert!(r0.upi_util > 0.25 && r6.upi_util > 0.95, "{r0:?} {r6:?}");
-    // Local fio puts nothing on UPI: STREAM there is as fast as alone.
-    assert!(
-        (l6.stream_gbps / alone.stream_gbps - 1.0).abs() < 0.01,
-        "{l6:?} {alone:?}"
+    let (r0, r6, l6, alone) = (
+        run(Some(1), 0),
+        run(Some(1), 6),
+        run(Some(0), 6),
+        run(None, 6),
     );
+    // Remote fio alone already puts its DMA on UPI; streams fill it.
+    assert!(
+        r0.upi_util > 0.25 && r6.upi_util > 0.95,
+        "{} {}",
+        r0.upi_util,
+        r6.upi_util
+    );
+    // Local fio puts nothing on UPI: STREAM there is as fast as alone.
+    let (l, a) = (l6.stream_gbps, alone.stream_gbps);
+    assert!((l / a - 1.0).abs() < 0.01, "{l} {a}");
     // Beside remote fio, STREAM's misses wait behind the DMA.
-    assert!(r6.stream_gbps < 0.8 * l6.stream_gbps, "{r6:?} {l6:?}");
+    assert!(r6.stream_gbps < 0.8 * l, "{} {l}", r6.stream_gbps);
     // fio itself is media-bound and posted: it keeps its rate either way (FIFO UPI).
-    assert!(r6.fio_gbps <= l6.fio_gbps * 1.001, "{r6:?} {l6:?}");
-    assert!(r6.fio_gbps > 0.99 * r0.fio_gbps, "{r6:?} {r0:?}");
+    assert!(
+        r6.fio_gbps <= l6.fio_gbps * 1.001,
+        "{} {}",
+        r6.fio_gbps,
+        l6.fio_gbps
+    );
+    assert!(
+        r6.fio_gbps > 0.99 * r0.fio_gbps,
+        "{} {}",
+        r6.fio_gbps,
+        r0.fio_gbps
+    );
+    assert_eq!(alone.fio_gbps, 0.0);
 }

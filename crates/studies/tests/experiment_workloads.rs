@@ -148,7 +148,7 @@ fn bad_workload_metrics_are_located_and_named() {
     let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nprobe = \"nvme_sharing\"\nfield = \"gbps\"\n");
     assert!(parse(&t)
         .unwrap_err()
-        .contains("name a `probe` or a `workload`"));
+        .contains("name a `workload` of this file, a run `counter` or a `probe` (one of them"));
 
     let t = exp(METRICS).replace("[measure]\nwarmup = \"20 us\"\nduration = \"200 us\"\n", "");
     assert!(parse(&t).unwrap_err().contains("need its [measure] window"));
@@ -232,5 +232,191 @@ field = "latency_us"
         "{} vs {}",
         lat("no_ddio"),
         lat("ddio")
+    );
+}
+
+/// The NIC's receive into node 1 beside `{cores}` STREAM cores of node 1 reading node 0
+/// (both cross QPI node 0 → 1),
+/// with metrics relative to baseline runs and the run's interconnect counter.
+fn relative(scenario: &str, metrics: &str) -> String {
+    format!(
+        r#"[experiment]
+id = "user.rx_beside_stream"
+description = "receive DMA beside STREAM"
+window = "20 us warm-up, 200 us"
+x = "cores"
+plot = []
+
+[sweep]
+cores = [0, 8]
+
+[[config]]
+name = "c"
+scenario = "{scenario}"
+
+[[workload]]
+name = "rx"
+kind = "dma"
+device = "srv.nic0"
+target = "srv.ram.node1"
+op = "write"
+transfer_bytes = 4096
+outstanding = 32
+
+[[workload]]
+name = "ant"
+kind = "cpu_stream"
+host = "srv"
+cpu_node = 1
+mem_node = 0
+op = "read"
+misses_in_flight = 10
+cores = "{{cores}}"
+
+[measure]
+warmup = "20 us"
+duration = "200 us"
+{metrics}"#
+    )
+}
+
+const RELATIVE: &str = r#"
+[[metric]]
+name = "rx_norm"
+workload = "rx"
+field = "gbps"
+baseline = { params = { cores = 0 } }
+
+[[metric]]
+name = "ant_slowdown"
+workload = "ant"
+field = "gbps"
+baseline = { without = ["rx"] }
+ratio = "baseline / value"
+
+[[metric]]
+name = "ant_norm"
+workload = "ant"
+field = "gbps"
+baseline = { without = ["rx"] }
+
+[[metric]]
+name = "ant_gbps"
+workload = "ant"
+field = "gbps"
+
+[[metric]]
+name = "qpi"
+counter = "interconnect_util"
+"#;
+
+/// The gbps of workload `w` and the interconnect counter of one `nudma run` of `text`.
+fn run_text(text: String) -> studies::run::PointResult {
+    let src = Source {
+        name: "by_hand.toml".into(),
+        text,
+    };
+    studies::run::run_point(&src, &Vec::new(), 1).unwrap()
+}
+
+#[test]
+fn a_baseline_is_the_same_field_of_another_run_and_a_counter_the_runs_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = server_scenario(dir.path());
+    let rows = parse(&relative(&scenario, RELATIVE))
+        .unwrap()
+        .run(&[])
+        .unwrap();
+    let at = |cores: u64| {
+        &rows
+            .iter()
+            .find(|r| r.params["cores"] == cores)
+            .unwrap()
+            .metrics
+    };
+    let f = |v: &Value| v.as_f64().unwrap();
+    // At its own baseline point a ratio is exactly 1, either way round.
+    assert_eq!(f(&at(0)["rx_norm"]), 1.0);
+    // No STREAM cores: the workload did nothing, so a ratio to it is null, not 0/0.
+    assert!(at(0)["ant_norm"].is_null(), "{:?}", at(0));
+    assert!(at(0)["ant_slowdown"].is_null(), "{:?}", at(0));
+    // The `without` baseline is `nudma run` of the same file without `rx`.
+    let file = relative(&scenario, "");
+    let hw = std::fs::read_to_string(&scenario).unwrap();
+    let workloads = |keep_rx: bool| {
+        let w = &file[file.find("[[workload]]").unwrap()..];
+        let w = w.replace("\"{cores}\"", "8");
+        let w = if keep_rx {
+            w
+        } else {
+            w[w.find("[[workload]]\nname = \"ant\"").unwrap()..].to_string()
+        };
+        format!("{hw}\n{w}")
+    };
+    let gbps = |p: &studies::run::PointResult| {
+        let r = p
+            .rows
+            .iter()
+            .find(|r| r.params["workload"] == "ant")
+            .unwrap();
+        f(&r.metrics["gbps"])
+    };
+    let (both, alone) = (run_text(workloads(true)), run_text(workloads(false)));
+    assert_eq!(f(&at(8)["ant_norm"]), gbps(&both) / gbps(&alone));
+    assert!(
+        f(&at(8)["ant_norm"]) < 0.9,
+        "the DMA slows STREAM: {rows:?}"
+    );
+    assert_eq!(f(&at(8)["ant_slowdown"]), gbps(&alone) / gbps(&both));
+    // The counter is the run's own: the busiest QPI direction's share of its rate.
+    assert_eq!(at(8)["qpi"], both.counters["interconnect_util"]);
+    assert!(f(&at(8)["qpi"]) > f(&at(0)["qpi"]), "{rows:?}");
+}
+
+#[test]
+fn bad_baselines_and_counters_are_located_and_named() {
+    let e = |m: &str| parse(&relative("srv.toml", m)).unwrap_err();
+    let metric =
+        |b: &str| format!("\n[[metric]]\nname = \"n\"\nworkload = \"rx\"\nfield = \"gbps\"\n{b}\n");
+    let base = |b: &str| e(&metric(b));
+    let line_of = |b: &str, needle: &str| {
+        let t = relative("srv.toml", &metric(b));
+        t.lines().position(|l| l.contains(needle)).unwrap() + 1
+    };
+    let b = "baseline = { without = [\"tx\"] }";
+    let msg = base(b);
+    assert!(
+        msg.starts_with(&format!("x.toml:{}:", line_of(b, "baseline"))),
+        "{msg}"
+    );
+    assert!(
+        msg.ends_with("metric `n`: baseline: no [[workload]] named `tx` in this file"),
+        "{msg}"
+    );
+    let msg = base("baseline = { without = [\"rx\"] }");
+    assert!(msg.ends_with("`rx` is the metric's own workload"), "{msg}");
+    let msg = base("baseline = { params = { bytes = 0 } }");
+    assert!(
+        msg.ends_with("params.bytes is not a swept parameter"),
+        "{msg}"
+    );
+    let msg = base("baseline = {}");
+    assert!(
+        msg.contains("name the workloads it runs `without`"),
+        "{msg}"
+    );
+    let b = "baseline = { params = { cores = 0 } }\nratio = \"value - baseline\"";
+    let msg = base(b);
+    assert!(
+        msg.starts_with(&format!("x.toml:{}:", line_of(b, "ratio ="))),
+        "{msg}"
+    );
+    assert!(msg.contains("ratio `value - baseline`: expected"), "{msg}");
+    let msg = base("ratio = \"baseline / value\"");
+    assert!(msg.ends_with("a `ratio` needs a `baseline`"), "{msg}");
+    let msg = e("\n[[metric]]\nname = \"u\"\ncounter = \"llc_util\"\n");
+    assert!(
+        msg.ends_with("metric `u`: no run counter `llc_util` (there are: interconnect_util)"),
+        "{msg}"
     );
 }

@@ -467,3 +467,22 @@ fn a_failover_client_meets_the_scenarios_fault() {
         .to_string();
     assert!(e.contains("only nvme_failover takes them"), "{e}");
 }
+
+#[test]
+fn stream_cores_add_up_and_stop_at_the_socket() {
+    // Two cores with 10 misses each are two cores' worth of bandwidth, as long as node 0's
+    // DRAM has room (≈ 20 GB/s of 60); none is an idle row, not an error.
+    let points = sweep(&["workload.antagonist.cores=0,1,2"], 1);
+    let g: Vec<f64> = points
+        .iter()
+        .map(|p| metric(p, "antagonist", "gbps"))
+        .collect();
+    assert_eq!(g[0], 0.0);
+    assert!(g[1] > 1.0 && (g[2] / g[1] - 2.0).abs() < 0.05, "{g:?}");
+    let sets = [Override::parse("workload.antagonist.cores=200").unwrap()];
+    let e = run::run_point(&example(), &run::sweep(&sets)[0], 1).unwrap_err();
+    assert!(
+        e.0.contains("(with --set):75:1: cores 200: host `srv` has 14 cores per socket"),
+        "{e}"
+    );
+}

@@ -37,6 +37,11 @@ pub struct Wire {
 }
 
 impl Wire {
+    /// The rate, 10^9 bytes per second (the inverse of `ps_per_kib`).
+    pub fn gbytes_per_s(&self) -> f64 {
+        1024.0 * 1000.0 / self.ps_per_kib as f64
+    }
+
     /// Takes in the credits of `class` returned by `now`.
     pub(super) fn absorb_returns(&mut self, class: usize, now: Time) {
         while let Some(&(at, n)) = self.returns[class].front() {
@@ -120,6 +125,11 @@ impl Net {
 
     pub fn wire(&self, w: u32) -> &Wire {
         &self.wires[w as usize]
+    }
+
+    /// Every wire (each link direction), in the order they were added.
+    pub fn wires(&self) -> impl Iterator<Item = &Wire> {
+        self.wires.iter()
     }
 
     pub fn fc_extra(&self) -> Time {

@@ -59,7 +59,7 @@ use crate::probe::{Fields, Probe, ProbeCx};
 use crate::probes::PROBES;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
-use workloads::{run_workloads, workload_metric, WORKLOADS_ARG};
+use workloads::{counter_metric, run_workloads, workload_metric, WORKLOADS_ARG};
 
 mod workloads;
 
@@ -180,6 +180,32 @@ struct Metric {
     scenario: Option<String>,
     #[serde(default)]
     set: BTreeMap<String, toml::Value>,
+    /// A workload metric's value relative to the same field in another run.
+    baseline: Option<Spanned<BaselineRaw>>,
+    /// `"value / baseline"` (the default) or `"baseline / value"`.
+    ratio: Option<Spanned<String>>,
+    /// A counter of the run of all the file's workloads, in place of `workload`.
+    counter: Option<Spanned<String>>,
+}
+
+/// A metric's baseline as written: the run without some workloads, or at other values
+/// of swept parameters (or both).
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct BaselineRaw {
+    #[serde(default)]
+    without: Vec<String>,
+    #[serde(default)]
+    params: BTreeMap<String, toml::Value>,
+}
+
+/// A metric's baseline run: its workloads' text (unresolved), the swept values it
+/// replaces, and whether the ratio is baseline ÷ value.
+#[derive(Clone, Debug)]
+struct Baseline {
+    args: BTreeMap<String, String>,
+    params: Vec<(String, SweepValue)>,
+    inverted: bool,
 }
 
 #[derive(Deserialize)]
@@ -251,6 +277,7 @@ struct MetricSpec {
     once: bool,
     scenario: Option<String>,
     set: Vec<(String, toml::Value)>,
+    baseline: Option<Baseline>,
 }
 
 /// One value of a swept parameter: an integer (a count; a size in bytes) or a word (a
@@ -288,8 +315,11 @@ struct ProbeRun<'e> {
     key: RunKey,
     metric: &'e MetricSpec,
     args: BTreeMap<String, String>,
-    point: &'e SweepPoint,
+    point: SweepPoint,
 }
+
+/// A run a metric's value needs: its key, resolved arguments and sweep point.
+type Need = (RunKey, BTreeMap<String, String>, SweepPoint);
 
 /// What identifies one probe run within a config: the probe, the metric's hardware, the
 /// resolved arguments and the sweep point (none for `once` metrics).
@@ -529,20 +559,29 @@ impl Experiment {
                     format!("metric `{name}` is defined twice"),
                 ));
             }
-            let (by, field, args) = match (&m.probe, &m.workload) {
-                (Some(p), None) => {
+            let (by, field, args, baseline) = match (&m.probe, &m.workload, &m.counter) {
+                (Some(p), None, None) if m.baseline.is_none() && m.ratio.is_none() => {
                     let probe = find_probe(registry, p, &name, &at)?;
                     let field = probe_field(probe, &m, &name, &at)?;
-                    (By::Probe(probe), field, m.args.clone())
+                    (By::Probe(probe), field, m.args.clone(), None)
                 }
-                (None, Some(w)) => {
-                    workload_metric(&f.workload, f.measure.as_ref(), w, &m, &name, &at)?
+                (None, Some(w), None) => workload_metric(
+                    &f.workload,
+                    f.measure.as_ref(),
+                    &sweep,
+                    w,
+                    &m,
+                    &name,
+                    &at,
+                )?,
+                (None, None, Some(c)) => {
+                    counter_metric(&f.workload, f.measure.as_ref(), c, &m, &name, &at)?
                 }
                 _ => {
                     return Err(at(
                         m.name.span(),
                         format!(
-                            "metric `{name}`: name a `probe` or a `workload` of this file (one of them)"
+                            "metric `{name}`: name a `workload` of this file, a run `counter` or a `probe` (one of them; a baseline is a workload metric's)"
                         ),
                     ))
                 }
@@ -556,6 +595,7 @@ impl Experiment {
                 once: m.once,
                 scenario: m.scenario,
                 set: m.set.into_iter().collect(),
+                baseline,
             });
         }
         let references = f
@@ -610,16 +650,16 @@ impl Experiment {
             let mut seen: BTreeSet<RunKey> = BTreeSet::new();
             for point in &points {
                 for m in &self.metrics {
-                    let args = resolve_args(c, m, point);
-                    let key = Self::run_key(m, &args, point);
-                    if seen.insert(key.clone()) {
-                        jobs.push(ProbeRun {
-                            config: ci,
-                            key,
-                            metric: m,
-                            args,
-                            point,
-                        });
+                    for (key, args, point) in needs(c, m, point) {
+                        if seen.insert(key.clone()) {
+                            jobs.push(ProbeRun {
+                                config: ci,
+                                key,
+                                metric: m,
+                                args,
+                                point,
+                            });
+                        }
                     }
                 }
             }
@@ -628,7 +668,7 @@ impl Experiment {
             .par_iter()
             .map(|j| {
                 let c = &self.configs[j.config];
-                self.measure(c, j.metric, &j.args, j.point, &user)
+                self.measure(c, j.metric, &j.args, &j.point, &user)
             })
             .collect();
         let mut cache: BTreeMap<(usize, RunKey), Outcome> = BTreeMap::new();
@@ -641,12 +681,24 @@ impl Experiment {
                 let mut metrics = Map::new();
                 let mut counters = Map::new();
                 for m in &self.metrics {
-                    let args = resolve_args(c, m, point);
-                    let outcome = &cache[&(ci, Self::run_key(m, &args, point))];
-                    let value = workloads::field(&outcome.fields, &m.field)
-                        .ok_or_else(|| self.no_field(c, m, outcome))?;
-                    metrics.insert(m.name.clone(), value);
-                    if let Some(cn) = &outcome.counters {
+                    let runs: Vec<&Outcome> = needs(c, m, point)
+                        .into_iter()
+                        .map(|(key, _, _)| &cache[&(ci, key)])
+                        .collect();
+                    let value = |o: &Outcome| {
+                        workloads::field(&o.fields, &m.field).ok_or_else(|| self.no_field(c, m, o))
+                    };
+                    let mut v = value(runs[0])?;
+                    if let (Some(b), Some(base)) = (&m.baseline, runs.get(1)) {
+                        v = ratio(&v, &value(base)?, b.inverted).map_err(|e| {
+                            RunError(format!(
+                                "{}, config `{}`: metric `{}`: {e}",
+                                self.info.id, c.name, m.name
+                            ))
+                        })?;
+                    }
+                    metrics.insert(m.name.clone(), v);
+                    if let Some(cn) = &runs[0].counters {
                         counters.insert(m.name.clone(), cn.clone());
                     }
                 }
@@ -938,12 +990,49 @@ fn probe_field(probe: &Probe, m: &Metric, name: &str, at: At) -> Result<String, 
 
 /// A metric's arguments with the config's vars and the point's swept values substituted
 /// for `{name}` (the file was checked: every placeholder is one or the other).
+/// The runs a metric's value at `point` needs: its own, then its baseline's.
+fn needs(c: &ConfigSpec, m: &MetricSpec, point: &SweepPoint) -> Vec<Need> {
+    let args = resolve_args(c, &m.args, m.by, point);
+    let mut runs = vec![(Experiment::run_key(m, &args, point), args, point.clone())];
+    if let Some(b) = &m.baseline {
+        let mut at = point.clone();
+        for (k, v) in &b.params {
+            for p in at.iter_mut().filter(|p| &p.0 == k) {
+                p.1 = v.clone();
+            }
+        }
+        let args = resolve_args(c, &b.args, m.by, &at);
+        runs.push((Experiment::run_key(m, &args, &at), args, at));
+    }
+    runs
+}
+
+/// `value ÷ base` (`base ÷ value` when `inverted`); null when either is null or the
+/// divisor is zero (a baseline that did nothing: a ratio to it means nothing).
+fn ratio(value: &Value, base: &Value, inverted: bool) -> Result<Value, String> {
+    if value.is_null() || base.is_null() {
+        return Ok(Value::Null);
+    }
+    let (Some(v), Some(b)) = (value.as_f64(), base.as_f64()) else {
+        return Err(format!(
+            "a ratio of {value} to a baseline of {base}: not numbers"
+        ));
+    };
+    let (num, den) = if inverted { (b, v) } else { (v, b) };
+    Ok(if den == 0.0 {
+        Value::Null
+    } else {
+        json!(num / den)
+    })
+}
+
 fn resolve_args(
     c: &ConfigSpec,
-    m: &MetricSpec,
+    raw_args: &BTreeMap<String, String>,
+    by: By,
     point: &[(String, SweepValue)],
 ) -> BTreeMap<String, String> {
-    m.args
+    raw_args
         .iter()
         .map(|(k, raw)| {
             let values = c
@@ -953,7 +1042,7 @@ fn resolve_args(
                 .chain(point.iter().map(|(var, val)| (var, val.text())));
             let mut s = raw.clone();
             for (var, val) in values {
-                if matches!(m.by, By::Workloads)
+                if matches!(by, By::Workloads)
                     && (is_plain_number(&val) || val == "true" || val == "false")
                 {
                     // In workloads' TOML a string that is only a placeholder of a number

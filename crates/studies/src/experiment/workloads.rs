@@ -8,7 +8,7 @@ use fabric::scenario::Source;
 use serde_json::Value;
 use toml::Spanned;
 
-use super::{At, By, Metric, Outcome};
+use super::{At, Baseline, BaselineRaw, By, Metric, Outcome, SweepValue};
 use crate::harness::RunError;
 use crate::probe::Fields;
 use crate::run::overrides::Point;
@@ -16,8 +16,14 @@ use crate::run::overrides::Point;
 /// The argument of a workload metric's run: every workload and the window, as TOML.
 pub(super) const WORKLOADS_ARG: &str = "workloads";
 
-/// What a metric is measured by, the field it takes, and the run's arguments as written.
-pub(super) type MetricRun = (By, String, BTreeMap<String, Spanned<String>>);
+/// What a metric is measured by, the field it takes, the run's arguments as written, and
+/// its baseline run.
+pub(super) type MetricRun = (
+    By,
+    String,
+    BTreeMap<String, Spanned<String>>,
+    Option<Baseline>,
+);
 
 /// A metric naming one of the file's `[[workload]]`s: the run of all of them (one per
 /// config and point, whatever metric asks), the field `WORKLOAD.METRIC` of its rows, and
@@ -26,6 +32,7 @@ pub(super) type MetricRun = (By, String, BTreeMap<String, Spanned<String>>);
 pub(super) fn workload_metric(
     workloads: &[toml::Table],
     measure: Option<&toml::Table>,
+    sweep: &[(String, Vec<SweepValue>)],
     refs: &Spanned<toml::Value>,
     m: &Metric,
     name: &str,
@@ -78,12 +85,51 @@ pub(super) fn workload_metric(
     };
     // Workloads timed once never meet: a metric runs only those it names, so a metric on
     // other hardware (its own `scenario`) needs only its own to fit there.
-    let once = measure.get("once").and_then(toml::Value::as_bool) == Some(true);
+    let once = is_once(measure);
+    let text = workloads_text(workloads, measure, |n| {
+        !once || named.iter().any(|w| w.get_ref() == n)
+    })
+    .map_err(|e| at(w.span(), format!("metric `{name}`: {e}")))?;
+    let args = BTreeMap::from([(WORKLOADS_ARG.to_string(), Spanned::new(w.span(), text))]);
+    let fields: Vec<String> = named
+        .iter()
+        .map(|w| format!("{}.{}", w.get_ref(), field.get_ref()))
+        .collect();
+    let base = match (&m.baseline, &m.ratio) {
+        (Some(b), ratio) => {
+            let own: Vec<&str> = named.iter().map(|w| w.get_ref().as_str()).collect();
+            let b = baseline(workloads, measure, b, ratio.as_ref(), &own, sweep, name, at)?;
+            Some(b)
+        }
+        (None, Some(r)) => {
+            return Err(at(
+                r.span(),
+                format!("metric `{name}`: a `ratio` needs a `baseline`"),
+            ))
+        }
+        (None, None) => None,
+    };
+    Ok((By::Workloads, fields.join(SUM), args, base))
+}
+
+fn is_once(measure: &toml::Table) -> bool {
+    measure.get("once").and_then(toml::Value::as_bool) == Some(true)
+}
+
+/// The `[[workload]]`s `keep` keeps and the `[measure]` window, as one TOML text.
+fn workloads_text(
+    workloads: &[toml::Table],
+    measure: &toml::Table,
+    keep: impl Fn(&str) -> bool,
+) -> Result<String, String> {
     let run: Vec<toml::Value> = workloads
         .iter()
         .filter(|t| {
-            let n = t.get("name").and_then(toml::Value::as_str);
-            !once || named.iter().any(|w| Some(w.get_ref().as_str()) == n)
+            keep(
+                t.get("name")
+                    .and_then(toml::Value::as_str)
+                    .unwrap_or_default(),
+            )
         })
         .cloned()
         .map(toml::Value::Table)
@@ -91,13 +137,122 @@ pub(super) fn workload_metric(
     let mut doc = toml::Table::new();
     doc.insert("workload".into(), toml::Value::Array(run));
     doc.insert("measure".into(), toml::Value::Table(measure.clone()));
-    let text = toml::to_string(&doc).map_err(|e| at(w.span(), format!("metric `{name}`: {e}")))?;
-    let args = BTreeMap::from([(WORKLOADS_ARG.to_string(), Spanned::new(w.span(), text))]);
-    let fields: Vec<String> = named
+    toml::to_string(&doc).map_err(|e| e.to_string())
+}
+
+/// A metric reading a counter of the run of all the file's workloads
+/// (`counter = "interconnect_util"`): a value of the whole run, not of one workload.
+pub(super) fn counter_metric(
+    workloads: &[toml::Table],
+    measure: Option<&toml::Table>,
+    counter: &Spanned<String>,
+    m: &Metric,
+    name: &str,
+    at: At,
+) -> Result<MetricRun, RunError> {
+    let here = |msg: &str| at(counter.span(), format!("metric `{name}`: {msg}"));
+    if !COUNTERS.contains(&counter.get_ref().as_str()) {
+        return Err(here(&format!(
+            "no run counter `{}` (there are: {})",
+            counter.get_ref(),
+            COUNTERS.join(", ")
+        )));
+    }
+    if !m.args.is_empty() || m.field.is_some() || m.baseline.is_some() || m.ratio.is_some() {
+        return Err(here(
+            "a counter takes no `args`, `field`, `baseline` or `ratio`",
+        ));
+    }
+    let Some(measure) = measure.filter(|t| !is_once(t)) else {
+        return Err(here("a counter is read over the [measure] window of the file's workloads (not a `once` run)"));
+    };
+    let text = workloads_text(workloads, measure, |_| true).map_err(|e| here(&e))?;
+    let args = BTreeMap::from([(
+        WORKLOADS_ARG.to_string(),
+        Spanned::new(counter.span(), text),
+    )]);
+    Ok((
+        By::Workloads,
+        format!("{COUNTER}{}", counter.get_ref()),
+        args,
+        None,
+    ))
+}
+
+/// The run-level counters a metric can read, from `nudma run`'s counters.
+const COUNTERS: &[&str] = &["interconnect_util"];
+/// Marks a run counter among a run's fields (no workload's name starts with it).
+const COUNTER: &str = "@";
+
+/// A metric's baseline run: the same workloads without some (`without`) or at other
+/// values of swept parameters (`params`), and which way the ratio goes.
+pub(super) fn baseline(
+    workloads: &[toml::Table],
+    measure: &toml::Table,
+    raw: &Spanned<BaselineRaw>,
+    ratio: Option<&Spanned<String>>,
+    named: &[&str],
+    sweep: &[(String, Vec<SweepValue>)],
+    name: &str,
+    at: At,
+) -> Result<Baseline, RunError> {
+    let here = |msg: String| at(raw.span(), format!("metric `{name}`: baseline: {msg}"));
+    let b = raw.get_ref();
+    if b.without.is_empty() && b.params.is_empty() {
+        return Err(here(
+            "name the workloads it runs `without`, or the swept `params` it runs at".into(),
+        ));
+    }
+    let names: Vec<&str> = workloads
         .iter()
-        .map(|w| format!("{}.{}", w.get_ref(), field.get_ref()))
+        .filter_map(|t| t.get("name").and_then(toml::Value::as_str))
         .collect();
-    Ok((By::Workloads, fields.join(SUM), args))
+    for w in &b.without {
+        if !names.contains(&w.as_str()) {
+            return Err(here(format!("no [[workload]] named `{w}` in this file")));
+        }
+        if named.contains(&w.as_str()) {
+            return Err(here(format!("`{w}` is the metric's own workload")));
+        }
+    }
+    let text =
+        workloads_text(workloads, measure, |n| !b.without.iter().any(|w| w == n)).map_err(here)?;
+    let mut params = Vec::new();
+    for (k, v) in &b.params {
+        let Some((_, values)) = sweep.iter().find(|(s, _)| s == k) else {
+            return Err(here(format!("params.{k} is not a swept parameter")));
+        };
+        let value = match (v, values.first()) {
+            (toml::Value::Integer(i), Some(SweepValue::Int(_))) if *i >= 0 => {
+                SweepValue::Int(*i as u64)
+            }
+            (toml::Value::String(s), Some(SweepValue::Int(_))) => SweepValue::Int(
+                fabric::units::parse_size(s).map_err(|e| here(format!("params.{k}: {e}")))?,
+            ),
+            (toml::Value::String(s), Some(SweepValue::Word(_))) => SweepValue::Word(s.clone()),
+            (other, _) => {
+                return Err(here(format!(
+                    "params.{k}: {other} is not a value of its sweep's kind"
+                )))
+            }
+        };
+        params.push((k.clone(), value));
+    }
+    let inverted = match ratio.map(|r| r.get_ref().as_str()) {
+        None | Some("value / baseline") => false,
+        Some("baseline / value") => true,
+        Some(other) => {
+            return Err(at(
+                ratio.expect("some").span(),
+                format!("metric `{name}`: ratio `{other}`: expected \"value / baseline\" or \"baseline / value\""),
+            ))
+        }
+    };
+    Ok(Baseline {
+        args: BTreeMap::from([(WORKLOADS_ARG.to_string(), text)]),
+        params,
+        inverted,
+    })
 }
 
 /// The workloads a metric's `workload` names: a name, or an array of names whose values
@@ -159,6 +314,11 @@ pub(super) fn run_workloads(
             .to_string();
         for (k, v) in row.metrics {
             fields.insert(format!("{w}.{k}"), v);
+        }
+    }
+    for c in COUNTERS {
+        if let Some(v) = r.counters.get(*c) {
+            fields.insert(format!("{COUNTER}{c}"), v.clone());
         }
     }
     Ok(Outcome {

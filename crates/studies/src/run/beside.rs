@@ -30,6 +30,7 @@ struct CpuStream {
     mem_node: u32,
     write: bool,
     misses: u32,
+    cores: u32,
 }
 
 /// The run's `cpu_stream` workloads.
@@ -45,6 +46,7 @@ impl CpuStreams {
                 mem_node,
                 op,
                 misses_in_flight,
+                cores,
             } => Some(CpuStream {
                 workload: w.name.clone(),
                 host: host.clone(),
@@ -52,6 +54,7 @@ impl CpuStreams {
                 mem_node: *mem_node,
                 write: *op == Direction::Write,
                 misses: *misses_in_flight,
+                cores: *cores,
             }),
             _ => None,
         });
@@ -97,15 +100,19 @@ impl<'a> Beside<'a> {
                 ));
             }
             let (socket, node) = (p.package_of_node(s.cpu_node), p.package_of_node(s.mem_node));
-            let cores = mem
-                .add_stream_misses(socket, node, s.write, s.misses)
-                .map_err(|e| format!("cpu_stream `{}`: {e}", s.workload))?;
-            added.push((s, cores));
+            let mut agents = Vec::new();
+            for _ in 0..s.cores {
+                let more = mem
+                    .add_stream_misses(socket, node, s.write, s.misses)
+                    .map_err(|e| format!("cpu_stream `{}`: {e}", s.workload))?;
+                agents.push(more);
+            }
+            added.push((s, agents));
         }
         // Rates once every stream of the host is in: each one re-solves the arbitration.
         let rates = &mem.stream_rates().agent_gbps;
-        for (s, cores) in added {
-            let gbps: f64 = rates[cores].iter().sum();
+        for (s, agents) in added {
+            let gbps: f64 = agents.into_iter().flat_map(|a| &rates[a]).sum();
             self.met.push(json!({
                 "workload": s.workload,
                 "host": host,

@@ -20,6 +20,7 @@
 //! probes, when every workload starts.
 
 pub mod beside;
+mod counters;
 pub mod net;
 mod nvme_share;
 mod once;
@@ -49,6 +50,7 @@ use crate::harness::{self, RunError};
 use crate::result::Run;
 
 use beside::{Beside, CpuStreams};
+use counters::{counters_json, counters_minus};
 use overrides::{Override, Point};
 use spec::{Direction, Kind, Measure, Pattern, Workload};
 
@@ -113,7 +115,8 @@ pub fn run_all(
 
 enum Handle {
     Dma(ComponentId),
-    Stream(ComponentId),
+    /// A `cpu_stream`'s cores (none when it has `cores = 0`).
+    Stream(Vec<ComponentId>),
     PingPong(ComponentId),
     Fio(Box<Fio>),
     /// A network workload or the PageRank victim, already run over the window.
@@ -213,6 +216,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
         })
         .collect::<Result<Vec<_>, RunError>>()?;
     let mut counters = counters_json(&counted);
+    counters::add_utilisation(&mut counters, &tf.net, window.duration);
     let network: Map<String, Value> = spec
         .workloads
         .iter()
@@ -307,6 +311,7 @@ fn probe_fio(
         block_bytes,
         op,
         pattern,
+        seed: own_seed,
     } = &w.kind
     else {
         return Err(RunError("not a fio workload".into()));
@@ -320,7 +325,7 @@ fn probe_fio(
         block_bytes: *block_bytes,
         write: *op == Direction::Write,
         random: *pattern == Pattern::Random,
-        seed,
+        seed: own_seed.unwrap_or(seed),
         lasts,
     };
     Fio::probe(tf, sim, spec).map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))
@@ -539,25 +544,51 @@ fn build_on(
             mem_node,
             op,
             misses_in_flight,
+            cores,
         } => {
-            let h = tf
-                .fabric
-                .topo
-                .host_by_name(host)
-                .ok_or_else(|| RunError(format!("no host `{host}`")))?;
             let op = match op {
                 Direction::Read => StreamOp::Read,
                 Direction::Write => StreamOp::Write,
             };
-            let s = tf
-                .cpu_stream(h, *cpu_node, *mem_node, op, *misses_in_flight)
-                .map_err(|e| RunError(e.0))?;
-            let id = sim.add(s);
-            let now = tf.net.now();
-            tf.net.wake_at(now, id);
-            Ok(Handle::Stream(id))
+            let on = (*cpu_node, *mem_node);
+            cpu_streams(tf, sim, host, on, op, *misses_in_flight, *cores).map(Handle::Stream)
         }
     }
+}
+
+/// `cores` STREAM cores of `host`'s node `on.0` against node `on.1`, each a component
+/// keeping `misses` line misses in flight, started now.
+fn cpu_streams(
+    tf: &mut TimedFabric,
+    sim: &mut Sim<TimedFabric>,
+    host: &str,
+    on: (u32, u32),
+    op: StreamOp,
+    misses: u32,
+    cores: u32,
+) -> Result<Vec<ComponentId>, RunError> {
+    let h = tf
+        .fabric
+        .topo
+        .host_by_name(host)
+        .ok_or_else(|| RunError(format!("no host `{host}`")))?;
+    let per_socket = tf.fabric.topo.platform_of(h).cores_per_package;
+    if cores > per_socket {
+        return Err(RunError(format!(
+            "cores {cores}: host `{host}` has {per_socket} cores per socket"
+        )));
+    }
+    let mut ids = Vec::new();
+    for _ in 0..cores {
+        let s = tf
+            .cpu_stream(h, on.0, on.1, op, misses)
+            .map_err(|e| RunError(e.0))?;
+        let id = sim.add(s);
+        let now = tf.net.now();
+        tf.net.wake_at(now, id);
+        ids.push(id);
+    }
+    Ok(ids)
 }
 
 /// A device's endless DMA operations as a component, started at time zero.
@@ -592,7 +623,11 @@ fn measure(
     for h in handles {
         match h {
             Handle::Dma(id) => sim.get_mut::<DmaJob>(*id).expect("dma").reset_stats(),
-            Handle::Stream(id) => sim.get_mut::<CpuStream>(*id).expect("stream").reset_stats(),
+            Handle::Stream(ids) => {
+                for &id in ids.iter() {
+                    sim.get_mut::<CpuStream>(id).expect("stream").reset_stats();
+                }
+            }
             Handle::PingPong(id) => sim
                 .get_mut::<PingPong>(*id)
                 .expect("pingpong")
@@ -640,17 +675,20 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
             m.insert("ur_completions".into(), json!(s.ur_completions));
             m.insert("writes_dropped".into(), json!(s.writes_dropped));
         }
-        Handle::Stream(id) => {
-            let s = sim.get::<CpuStream>(id).expect("stream");
-            m.insert(
-                "gbps".into(),
-                json!(round3(s.window_bytes as f64 / secs / 1e9)),
-            );
+        Handle::Stream(ref ids) => {
+            let mut bytes = 0;
+            let mut latency = Histogram::default();
+            for &id in ids {
+                let s = sim.get::<CpuStream>(id).expect("stream");
+                bytes += s.window_bytes;
+                latency.merge(&s.window_latency);
+            }
+            m.insert("gbps".into(), json!(round3(bytes as f64 / secs / 1e9)));
             m.insert(
                 "ops_per_sec".into(),
-                json!((s.window_latency.count() as f64 / secs).round()),
+                json!((latency.count() as f64 / secs).round()),
             );
-            latency_metrics(&mut m, &s.window_latency);
+            latency_metrics(&mut m, &latency);
         }
         Handle::PingPong(id) => {
             let p = sim.get::<PingPong>(id).expect("pingpong");
@@ -664,92 +702,4 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
         }
     }
     Ok(m)
-}
-
-/// `after − before`, by name (a wire or sink that saw no traffic before counts from zero).
-fn counters_minus(after: &Counters, before: &Counters) -> Counters {
-    let wire0 = |n: &str| {
-        before
-            .wires
-            .iter()
-            .find(|w| w.0 == n)
-            .map_or((0, 0, 0), |w| (w.1, w.2, w.3))
-    };
-    let sink0 = |n: &str| {
-        before
-            .sinks
-            .iter()
-            .find(|s| s.0 == n)
-            .map_or((0, 0), |s| (s.1, s.2))
-    };
-    let llc0 = |n: &str| {
-        before
-            .llc
-            .iter()
-            .find(|s| s.0 == n)
-            .map_or((0, 0, 0, 0, 0), |s| (s.1, s.2, s.3, s.4, s.5))
-    };
-    Counters {
-        wires: after
-            .wires
-            .iter()
-            .map(|w| {
-                let b = wire0(&w.0);
-                (
-                    w.0.clone(),
-                    w.1.saturating_sub(b.0),
-                    w.2.saturating_sub(b.1),
-                    w.3.saturating_sub(b.2),
-                )
-            })
-            .filter(|w| w.3 > 0)
-            .collect(),
-        sinks: after
-            .sinks
-            .iter()
-            .map(|s| {
-                let b = sink0(&s.0);
-                (
-                    s.0.clone(),
-                    s.1.saturating_sub(b.0),
-                    s.2.saturating_sub(b.1),
-                )
-            })
-            .filter(|s| s.1 + s.2 > 0)
-            .collect(),
-        iotlb_hits: after.iotlb_hits.saturating_sub(before.iotlb_hits),
-        iotlb_misses: after.iotlb_misses.saturating_sub(before.iotlb_misses),
-        llc: after
-            .llc
-            .iter()
-            .map(|s| {
-                let b = llc0(&s.0);
-                (
-                    s.0.clone(),
-                    s.1.saturating_sub(b.0),
-                    s.2.saturating_sub(b.1),
-                    s.3.saturating_sub(b.2),
-                    s.4.saturating_sub(b.3),
-                    s.5.saturating_sub(b.4),
-                )
-            })
-            .collect(),
-    }
-}
-
-/// Counters as JSON: bytes per link direction and per memory node over the window.
-pub fn counters_json(c: &Counters) -> Value {
-    json!({
-        "links": c.wires.iter().map(|(name, bytes, payload, tlps)| json!({
-            "name": name, "wire_bytes": bytes, "payload_bytes": payload, "packets": tlps,
-        })).collect::<Vec<_>>(),
-        "memory": c.sinks.iter().map(|(name, read, written)| json!({
-            "name": name, "read_bytes": read, "written_bytes": written,
-        })).collect::<Vec<_>>(),
-        "llc": c.llc.iter().map(|(name, hits, misses, allocs, writebacks, invalidations)| json!({
-            "name": name, "dma_read_hits": hits, "dma_read_misses": misses,
-            "ddio_allocations": allocs, "writebacks": writebacks, "invalidations": invalidations,
-        })).collect::<Vec<_>>(),
-        "iotlb": { "hits": c.iotlb_hits, "misses": c.iotlb_misses },
-    })
 }

@@ -64,13 +64,15 @@ pub enum Kind {
         transfer_bytes: u64,
         outstanding: u32,
     },
-    /// Cores on `cpu_node` keep `misses_in_flight` line misses against `mem_node`.
+    /// `cores` cores on `cpu_node`, each keeping `misses_in_flight` line misses against
+    /// `mem_node`.
     CpuStream {
         host: String,
         cpu_node: u32,
         mem_node: u32,
         op: Direction,
         misses_in_flight: u32,
+        cores: u32,
     },
     /// CUDA bandwidthTest's copy by `gpu` into (`Write`) or out of (`Read`) the RAM of
     /// host `user`, whose program borrows the GPU when it is another host's (or runs in a
@@ -172,6 +174,8 @@ pub enum Kind {
         block_bytes: u64,
         op: Direction,
         pattern: Pattern,
+        /// The random offsets' draws; `None`: the run's seed.
+        seed: Option<u64>,
     },
     /// netperf between the NICs of two hosts: the measured process on `server`, its
     /// core on `cpu_node` and its memory on `mem_node`, `connections` connections each on

@@ -30,6 +30,7 @@ struct RawFio {
     op: Direction,
     #[serde(default = "random")]
     pattern: Pattern,
+    seed: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -320,6 +321,7 @@ pub(super) fn fio(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         block_bytes: r.block_bytes.0,
         op: r.op,
         pattern: r.pattern,
+        seed: r.seed,
     };
     Ok((r.name, k))
 }

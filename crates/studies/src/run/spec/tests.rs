@@ -79,6 +79,14 @@ fn errors_are_located_and_named() {
     );
     // Out of range: at the value.
     assert_eq!(
+        msg(&OK.replace(
+            "misses_in_flight = 10",
+            "misses_in_flight = 10\ncores = 257"
+        )),
+        "t.toml:19:9: must be 0 .. 256 cores (0: the workload is idle, so a sweep can start \
+         without it) (key `workload.ant.cores`)"
+    );
+    assert_eq!(
         msg(&OK.replace("outstanding = 32", "outstanding = 0")),
         "t.toml:9:15: must be 1 .. 65536 requests in flight (key `workload.rx.outstanding`)"
     );
@@ -140,6 +148,7 @@ fn a_fio_workload_parses_with_random_offsets_by_default() {
             block_bytes: 128 << 10,
             op: Direction::Read,
             pattern: Pattern::Random,
+            seed: None,
         }
     );
     let seq = parse(&src(

@@ -18,6 +18,8 @@ pub const MAX_GPU_COPY: u64 = 4 << 30;
 pub const MAX_BUFFER: u64 = 4 << 30;
 /// Most operations or misses a workload may keep in flight.
 pub const MAX_IN_FLIGHT: u32 = 1 << 16;
+/// Most cores one `cpu_stream` runs on (the run checks its host's own count).
+const MAX_STREAM_CORES: u32 = 256;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +47,8 @@ struct RawStream {
     mem_node: u32,
     op: Direction,
     misses_in_flight: u32,
+    #[serde(default = "one")]
+    cores: u32,
 }
 
 #[derive(Deserialize)]
@@ -165,12 +169,19 @@ pub(super) fn cpu_stream(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         "misses_in_flight",
         "must be 1 .. 65536 line misses in flight",
     )?;
+    e.check(
+        r.cores <= MAX_STREAM_CORES,
+        &r.name,
+        "cores",
+        "must be 0 .. 256 cores (0: the workload is idle, so a sweep can start without it)",
+    )?;
     let k = Kind::CpuStream {
         host: r.host,
         cpu_node: r.cpu_node,
         mem_node: r.mem_node,
         op: r.op,
         misses_in_flight: r.misses_in_flight,
+        cores: r.cores,
     };
     Ok((r.name, k))
 }
