@@ -8,8 +8,6 @@ pub mod harness;
 pub mod ioctopus;
 pub mod path_query;
 pub mod plot;
-pub mod probe;
-pub mod probes;
 pub mod report;
 pub mod result;
 pub mod run;

@@ -76,16 +76,31 @@ name = "c"
 scenario = "smartio_pxh810_b2b"
 [[metric]]
 name = "m"
-probe = "colocation"
-field = "pagerank_slowdown"
-args = { server = "server", client = "client", nic = "nic", io = "netperf", mode = "standard", placement = "local" }
+workload = "w"
+field = "gbps"
+[[workload]]
+name = "w"
+kind = "cpu_stream"
+host = "lender"
+cpu_node = 0
+mem_node = 0
+op = "read"
+misses_in_flight = 4
+[measure]
+warmup = "1 us"
+duration = "2 us"
 "#;
+
+/// The line a section appended to `BASE` starts on.
+fn after_base() -> usize {
+    BASE.lines().count() + 1
+}
 
 #[test]
 fn malformed_experiment_files_are_refused_with_the_reason() {
-    let e = parse(&BASE.replace("colocation", "teleport"));
+    let e = parse(&BASE.replace("workload = \"w\"", "workload = \"teleport\""));
     assert!(
-        e.contains("mine.toml") && e.contains("unknown probe `teleport`"),
+        e.contains("mine.toml") && e.contains("no [[workload]] named `teleport`"),
         "{e}"
     );
     let e = parse(&format!(
@@ -108,35 +123,43 @@ fn malformed_experiment_files_are_refused_with_the_reason() {
         parse(&format!(
             "{BASE}[sweep]\nbytes = {{ from = \"4 KB\", to = \"64 MiB\" }}\n"
         )),
-        "mine.toml:16:18: `4 KB` is ambiguous: write `4 KiB` (4 × 2^10 bytes) or `4000` \
-         (4 × 10^3 bytes) (key `sweep.bytes.from`)"
+        format!(
+            "mine.toml:{}:18: `4 KB` is ambiguous: write `4 KiB` (4 × 2^10 bytes) or `4000` \
+         (4 × 10^3 bytes) (key `sweep.bytes.from`)",
+            after_base() + 1
+        )
     );
     assert_eq!(
         parse(&format!("{BASE}[sweep]\nbytes = [4096, \"1 GB\"]\n")),
-        "mine.toml:16:16: `1 GB` is ambiguous: write `1 GiB` (2^30 bytes) or `1000000000` \
-         (10^9 bytes) (key `sweep.bytes[1]`)"
+        format!(
+            "mine.toml:{}:16: `1 GB` is ambiguous: write `1 GiB` (2^30 bytes) or `1000000000` \
+         (10^9 bytes) (key `sweep.bytes[1]`)",
+            after_base() + 1
+        )
     );
     assert_eq!(
         parse(&format!(
             "{BASE}[sweep]\nbytes = {{ from = 4096, upto = 8192 }}\n"
         )),
-        "mine.toml:16:24: unknown field `upto`, expected `from` or `to` (key `sweep.bytes.upto`)"
+        format!("mine.toml:{}:24: unknown field `upto`, expected `from` or `to` (key `sweep.bytes.upto`)", after_base() + 1)
     );
     assert_eq!(
         parse(&BASE.replace("name = \"m\"\n", "")),
         "mine.toml:10:1: missing field `name` (key `metric[0].name`)"
     );
-    // A probe's missing argument is named when it runs.
+    // What the hardware refuses is named when it runs, with the experiment, config and
+    // metric.
     let src = Source {
         name: "mine.toml".into(),
-        text: BASE.replace(", placement = \"local\"", ""),
+        text: BASE.replace("cpu_node = 0", "cpu_node = 9"),
     };
     let e = Experiment::parse(&src)
         .unwrap()
         .run(&[])
         .unwrap_err()
         .to_string();
-    assert!(e.contains("needs argument `placement`"), "{e}");
+    assert!(e.starts_with("x.y, config `c`: metric `m`: "), "{e}");
+    assert!(e.contains("a CPU stream asked for cores on node 9"), "{e}");
 }
 
 #[test]

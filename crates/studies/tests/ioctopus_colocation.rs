@@ -22,9 +22,7 @@ fn remote_dma_slows_the_victim_and_the_octonic_removes_it() {
         .iter()
         .find(|e| e.info.id == "ioctopus.colocation")
         .expect("built in");
-    let runs = exp
-        .run(&[])
-        .expect("runs (GET replies checked whole by the probe)");
+    let runs = exp.run(&[]).expect("runs (every GET reply checked whole)");
     assert_eq!(runs.len(), 3 * 2);
     for io in ["memcached", "netperf"] {
         let slow = |c: &str| metric(&runs, c, io, "pagerank_slowdown");
@@ -54,8 +52,7 @@ fn remote_dma_slows_the_victim_and_the_octonic_removes_it() {
         assert!((gbps("ioctopus") / gbps("local") - 1.0).abs() < 0.01);
         for c in ["local", "remote", "ioctopus"] {
             // netperf is one direction; memcached's values go both ways, 9:1 GETs out, so
-            // at most the line rate out plus a ninth of it in (the probe refuses a run whose
-            // either direction exceeds the port).
+            // at most the line rate out plus a ninth of it in.
             let bound = match io {
                 "netperf" => LINE_GBPS,
                 _ => LINE_GBPS * (1.0 + 1.0 / 9.0) * 1.02,

@@ -95,6 +95,17 @@ pub struct MemcachedResult {
     pub values_corrupt: u64,
     pub values_stale: u64,
     pub events: u64,
+    /// Per instance (lane), in lane order: its requests completed in the window.
+    pub instances: Vec<InstanceCounts>,
+}
+
+/// One instance's share of a run's window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct InstanceCounts {
+    pub gets: u64,
+    pub sets: u64,
+    /// Its core's busy fraction.
+    pub util: f64,
 }
 
 /// The bytes of version `version` of `key`'s value: the version and key (8 bytes each,
@@ -186,6 +197,8 @@ struct Inst {
     /// Transmit completions not yet reaped: visible, slot.
     tx_cqes: VecDeque<(Time, u64)>,
     items: HashMap<u64, Arc<[u8]>>,
+    /// GETs and SETs completed in the window.
+    counts: (u64, u64),
 }
 
 struct Sim<'a> {
@@ -288,6 +301,7 @@ pub fn run_with(
             skb: 0,
             tx_cqes: VecDeque::new(),
             items: HashMap::new(),
+            counts: (0, 0),
         })
         .collect();
     let conns: Vec<Conn> = (0..insts.len() * spec.clients as usize)
@@ -354,6 +368,15 @@ pub fn run_with(
         .sum::<f64>()
         / n;
     r.events = s.eng.stats().handled;
+    r.instances = s
+        .insts
+        .iter()
+        .map(|i| InstanceCounts {
+            gets: i.counts.0,
+            sets: i.counts.1,
+            util: (i.core.busy.as_secs_f64() / w).min(1.0),
+        })
+        .collect();
     Ok(r)
 }
 
@@ -371,6 +394,7 @@ impl Sim<'_> {
                 self.server.mem.reset_counters();
                 for i in &mut self.insts {
                     i.core.busy = Time::ZERO;
+                    i.counts = (0, 0);
                 }
                 self.r.gets = 0;
                 self.r.sets = 0;
@@ -791,6 +815,7 @@ impl Sim<'_> {
                 }
                 if self.measuring {
                     self.r.gets += 1;
+                    self.insts[self.conns[c].inst].counts.0 += 1;
                 }
             }
             Some(Op::Set { key, version, .. }) => {
@@ -802,6 +827,7 @@ impl Sim<'_> {
                 }
                 if self.measuring {
                     self.r.sets += 1;
+                    self.insts[inst].counts.1 += 1;
                 }
             }
             None => {}

@@ -5,18 +5,22 @@
 //! FILE` runs one too, so a user copies an experiment, changes the hardware, and runs it.
 //!
 //! A metric names one of the file's own `[[workload]]`s (`nudma run`'s schema, with a
-//! `[measure]` window), or a probe of the registry where no workload kind says it yet:
+//! `[measure]` window) and the metric of its row:
 //!
 //! ```toml
 //! [sweep]
 //! msg_bytes = [64, 1500, 65536]      # plain integers; `bytes` takes sizes or { from, to }
-//! direction = ["rx", "tx"]           # or words (all of one sweep the same kind)
+//! io = ["memcached", "netperf"]      # or words (all of one sweep the same kind)
+//!
+//! [sweep_vars.io]                    # placeholders that follow a swept value
+//! memcached = { instances = 6, connections = 0 }
+//! netperf = { instances = 0, connections = 6 }
 //!
 //! [[workload]]                       # run together per config and point, by `nudma run`
 //! name = "netperf"
 //! kind = "netperf"
 //! msg_bytes = "{msg_bytes}"          # swept values and config vars, in any string;
-//!                                    # one that is only a number or a boolean is it
+//! connections = "{connections}"      # one that is only a number or a boolean is it
 //! nic_mode = "{mode}"
 //! # …
 //! [measure]
@@ -27,24 +31,21 @@
 //! name = "throughput_gbps"
 //! workload = "netperf"               # a [[workload]] of this file (or several,
 //! field = "throughput_gbps"          # ["a", "b"]: the sum) and the metric of its row
-//!
-//! [[metric]]
-//! name = "total_kiops"
-//! probe = "nvme_sharing"             # or an entry of crate::probes::PROBES
-//! field = "total_kiops"              # one of its fields (optional when it has one)
-//! args = { clients = "{clients}", disk = "{disk}" }   # swept values and config vars
-//! once = false                       # true: measured once per config
+//! baseline = { without = ["ant"] }   # optional: ÷ the same field of another run (or
+//! ratio = "value / baseline"         #   `params = { clients = 1 }`); or the inverse
 //! scenario = "other"                 # optional: other hardware for this metric…
 //! set = { "host.lender.iommu" = true }   # …and overrides after the config's
+//!
+//! [[metric]]
+//! name = "upi_util"
+//! counter = "interconnect_util"      # a counter of the run of all the workloads
 //! ```
 //!
-//! The workloads run once per (config, sweep point, metric hardware), a probe once per
-//! (config, sweep point, probe, resolved arguments, metric hardware); every metric naming
-//! that run takes its field from it. Values may be numbers, strings, booleans or null.
-//! Swept parameters appear in each row's `params` under their names, as numbers or as the
-//! words written; several are swept as their product. A probe reads a swept word through
-//! an argument (`direction = "{direction}"`); its `swept()` sees the numeric ones. An
-//! argument the probe never reads is an error naming it, not a silent no-op.
+//! The workloads run once per (config hardware, sweep point, metric hardware, resolved
+//! workloads): every metric naming that run takes its value from it, and configs whose
+//! hardware is the same share a run their vars do not change. Values may be numbers,
+//! strings, booleans or null. Swept parameters appear in each row's `params` under their
+//! names, as numbers or as the words written; several are swept as their product.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -54,9 +55,7 @@ use serde_json::{json, Map, Value};
 use toml::Spanned;
 
 use crate::format::is_size_param;
-use crate::harness::{self, RunError};
-use crate::probe::{Fields, Probe, ProbeCx};
-use crate::probes::PROBES;
+use crate::harness::RunError;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
 use workloads::{counter_metric, run_workloads, workload_metric, WORKLOADS_ARG};
@@ -78,7 +77,17 @@ struct File {
     #[serde(default)]
     workload: Vec<toml::Table>,
     measure: Option<toml::Table>,
+    /// Placeholders whose values follow a swept parameter's value:
+    /// `sweep_vars.PARAM.VALUE = { name = "text", … }`.
+    #[serde(default)]
+    sweep_vars: SweepVarsRaw,
 }
+
+/// `[sweep_vars]` as written: per swept parameter, per value, its vars.
+type SweepVarsRaw = BTreeMap<String, Spanned<BTreeMap<String, BTreeMap<String, toml::Value>>>>;
+
+/// Per swept parameter, per value (as substituted), the vars that value brings.
+type SweepVars = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
 
 /// Values of a swept parameter as written: a list, or powers of two from `from` to `to`;
 /// each value keeps its place for errors.
@@ -163,15 +172,11 @@ struct Config {
 #[serde(deny_unknown_fields)]
 struct Metric {
     name: Spanned<String>,
-    /// A probe of the registry, or …
-    probe: Option<Spanned<String>>,
-    /// … a `[[workload]]` of this file, whose metric `field` this metric reports (several:
+    /// A `[[workload]]` of this file, whose metric `field` this metric reports (several:
     /// the sum of their `field`s).
     workload: Option<Spanned<toml::Value>>,
-    /// Which of the probe's fields this metric reports (the only one when omitted).
+    /// Which of the workload's metrics this metric reports.
     field: Option<Spanned<String>>,
-    #[serde(default)]
-    args: BTreeMap<String, Spanned<String>>,
     /// Measured once per config (it does not depend on the sweep).
     #[serde(default)]
     once: bool,
@@ -240,6 +245,24 @@ pub struct Experiment {
     sweep: Vec<(String, Vec<SweepValue>)>,
     configs: Vec<ConfigSpec>,
     metrics: Vec<MetricSpec>,
+    sweep_vars: SweepVars,
+    /// What runs a metric's workloads (`run_workloads`; tests give their own).
+    runner: Runner,
+}
+
+/// Runs an experiment's workloads (their resolved TOML) on the hardware of a scenario
+/// with overrides.
+pub(crate) type Runner = fn(&Source, &Point, &str) -> Result<Outcome, RunError>;
+
+/// A run's values by name (`WORKLOAD.METRIC`, `@COUNTER`).
+pub type Fields = BTreeMap<String, Value>;
+
+impl ConfigSpec {
+    /// What a config's runs depend on besides their arguments: its scenario, overrides
+    /// and faults (its vars reach the runs through their resolved arguments).
+    fn hardware(&self) -> String {
+        format!("{} {:?} {}", self.scenario, self.set, self.faults)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -252,26 +275,9 @@ struct ConfigSpec {
     faults: String,
 }
 
-/// What measures a metric: a probe of the registry, or the file's own workloads.
-#[derive(Clone, Copy, Debug)]
-enum By {
-    Probe(&'static Probe),
-    Workloads,
-}
-
-impl By {
-    fn name(self) -> &'static str {
-        match self {
-            By::Probe(p) => p.name,
-            By::Workloads => "workloads",
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 struct MetricSpec {
     name: String,
-    by: By,
     field: String,
     args: BTreeMap<String, String>,
     once: bool,
@@ -308,30 +314,24 @@ impl SweepValue {
 /// One sweep point: a value per swept parameter.
 type SweepPoint = Vec<(String, SweepValue)>;
 
-/// One probe run an experiment's rows need: its config (index), key, metric, resolved
-/// arguments and sweep point.
-struct ProbeRun<'e> {
+/// One run an experiment's rows need: its config (index), key, metric and resolved
+/// arguments.
+struct Job<'e> {
     config: usize,
     key: RunKey,
     metric: &'e MetricSpec,
     args: BTreeMap<String, String>,
-    point: SweepPoint,
 }
 
-/// A run a metric's value needs: its key, resolved arguments and sweep point.
-type Need = (RunKey, BTreeMap<String, String>, SweepPoint);
+/// A run a metric's value needs: its key and resolved arguments.
+type Need = (RunKey, BTreeMap<String, String>);
 
-/// What identifies one probe run within a config: the probe, the metric's hardware, the
-/// resolved arguments and the sweep point (none for `once` metrics).
-type RunKey = (
-    &'static str,
-    String,
-    Vec<(String, String)>,
-    Option<SweepPoint>,
-);
+/// What identifies one run within a config's hardware: the metric's hardware, the
+/// resolved workloads and the sweep point (none for `once` metrics).
+type RunKey = (String, Vec<(String, String)>, Option<SweepPoint>);
 
-/// One probe run: its fields and the hardware counters it left.
-struct Outcome {
+/// One run: its fields and the hardware counters it left.
+pub(crate) struct Outcome {
     fields: Fields,
     counters: Option<Value>,
 }
@@ -463,10 +463,9 @@ fn sweep_values(
 }
 
 impl Experiment {
-    /// Parses an experiment file with the built-in probes; errors name the file, the
-    /// line and what is wrong.
+    /// Parses an experiment file; errors name the file, the line and what is wrong.
     pub fn parse(src: &Source) -> Result<Experiment, RunError> {
-        Experiment::parse_with(src, PROBES)
+        Experiment::parse_with(src, run_workloads)
     }
 
     /// Makes the relative scenario paths of its configs and metrics relative to `dir`
@@ -489,8 +488,8 @@ impl Experiment {
         }
     }
 
-    /// Parses an experiment file whose metrics name probes of `registry`.
-    pub fn parse_with(src: &Source, registry: &'static [Probe]) -> Result<Experiment, RunError> {
+    /// Parses an experiment file whose workloads `runner` runs.
+    pub(crate) fn parse_with(src: &Source, runner: Runner) -> Result<Experiment, RunError> {
         let f: File = toml::from_str(&src.text).map_err(|e| {
             let message = e.message().trim();
             let (at, key) = match e.span() {
@@ -525,7 +524,18 @@ impl Experiment {
             let values = sweep_values(src, &k, &v)?;
             sweep.push((k, values));
         }
-        let swept: Vec<&str> = sweep.iter().map(|(k, _)| k.as_str()).collect();
+        let sweep_vars = sweep_vars(f.sweep_vars, &sweep, &at)?;
+        // Names whose values follow the sweep: its parameters and their vars.
+        let swept: Vec<&str> = sweep
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .chain(sweep_vars.values().flat_map(|per| {
+                per.values()
+                    .next()
+                    .into_iter()
+                    .flat_map(|vars| vars.keys().map(String::as_str))
+            }))
+            .collect();
         let configs: Vec<ConfigSpec> = f
             .config
             .into_iter()
@@ -559,13 +569,8 @@ impl Experiment {
                     format!("metric `{name}` is defined twice"),
                 ));
             }
-            let (by, field, args, baseline) = match (&m.probe, &m.workload, &m.counter) {
-                (Some(p), None, None) if m.baseline.is_none() && m.ratio.is_none() => {
-                    let probe = find_probe(registry, p, &name, &at)?;
-                    let field = probe_field(probe, &m, &name, &at)?;
-                    (By::Probe(probe), field, m.args.clone(), None)
-                }
-                (None, Some(w), None) => workload_metric(
+            let (field, args, baseline) = match (&m.workload, &m.counter) {
+                (Some(w), None) => workload_metric(
                     &f.workload,
                     f.measure.as_ref(),
                     &sweep,
@@ -574,14 +579,14 @@ impl Experiment {
                     &name,
                     &at,
                 )?,
-                (None, None, Some(c)) => {
+                (None, Some(c)) => {
                     counter_metric(&f.workload, f.measure.as_ref(), c, &m, &name, &at)?
                 }
                 _ => {
                     return Err(at(
                         m.name.span(),
                         format!(
-                            "metric `{name}`: name a `workload` of this file, a run `counter` or a `probe` (one of them; a baseline is a workload metric's)"
+                            "metric `{name}`: name a `workload` of this file or a run `counter` (one of them)"
                         ),
                     ))
                 }
@@ -589,7 +594,6 @@ impl Experiment {
             check_placeholders(&name, &args, m.once, &swept, &configs, &at)?;
             metrics.push(MetricSpec {
                 name,
-                by,
                 field,
                 args: args.into_iter().map(|(k, v)| (k, v.into_inner())).collect(),
                 once: m.once,
@@ -609,6 +613,8 @@ impl Experiment {
             sweep,
             configs,
             metrics,
+            sweep_vars,
+            runner,
         })
     }
 
@@ -632,9 +638,8 @@ impl Experiment {
     }
 
     /// Runs every config, sweep point and metric; `sets` override scenario keys of every
-    /// config (after the config's own and the metric's). A probe runs once per (config,
-    /// sweep point, probe, resolved arguments, metric hardware): metrics naming the same
-    /// run take their fields from it; a `once` metric's run serves every point. The
+    /// config (after the config's own and the metric's). A run serves every metric that
+    /// names it (see the module notes); a `once` metric's run serves every point. The
     /// distinct runs are independent simulations, so they run in parallel (rayon's
     /// current pool); rows and errors come out in the file's order whatever the pool.
     pub fn run(&self, sets: &[Override]) -> Result<Vec<Run>, RunError> {
@@ -644,20 +649,21 @@ impl Experiment {
             .into_iter()
             .next()
             .unwrap_or_default();
-        // Every probe run the rows need, once each, in the order the rows meet them.
-        let mut jobs: Vec<ProbeRun> = Vec::new();
+        // Every run the rows need, once each, in the order the rows meet them.
+        let mut jobs: Vec<Job> = Vec::new();
+        // Configs with the same hardware share runs: a run that does not depend on what
+        // else differs between them (a baseline without the workloads that do) runs once.
+        let mut seen: BTreeSet<(String, RunKey)> = BTreeSet::new();
         for (ci, c) in self.configs.iter().enumerate() {
-            let mut seen: BTreeSet<RunKey> = BTreeSet::new();
             for point in &points {
                 for m in &self.metrics {
-                    for (key, args, point) in needs(c, m, point) {
-                        if seen.insert(key.clone()) {
-                            jobs.push(ProbeRun {
+                    for (key, args) in needs(c, m, point, &self.sweep_vars) {
+                        if seen.insert((c.hardware(), key.clone())) {
+                            jobs.push(Job {
                                 config: ci,
                                 key,
                                 metric: m,
                                 args,
-                                point,
                             });
                         }
                     }
@@ -668,22 +674,22 @@ impl Experiment {
             .par_iter()
             .map(|j| {
                 let c = &self.configs[j.config];
-                self.measure(c, j.metric, &j.args, &j.point, &user)
+                self.measure(c, j.metric, &j.args, &user)
             })
             .collect();
-        let mut cache: BTreeMap<(usize, RunKey), Outcome> = BTreeMap::new();
+        let mut cache: BTreeMap<(String, RunKey), Outcome> = BTreeMap::new();
         for (j, outcome) in jobs.into_iter().zip(outcomes) {
-            cache.insert((j.config, j.key), outcome?);
+            cache.insert((self.configs[j.config].hardware(), j.key), outcome?);
         }
         let mut out = Vec::new();
-        for (ci, c) in self.configs.iter().enumerate() {
+        for c in &self.configs {
             for point in &points {
                 let mut metrics = Map::new();
                 let mut counters = Map::new();
                 for m in &self.metrics {
-                    let runs: Vec<&Outcome> = needs(c, m, point)
+                    let runs: Vec<&Outcome> = needs(c, m, point, &self.sweep_vars)
                         .into_iter()
-                        .map(|(key, _, _)| &cache[&(ci, key)])
+                        .map(|(key, _)| &cache[&(c.hardware(), key)])
                         .collect();
                     let value = |o: &Outcome| {
                         workloads::field(&o.fields, &m.field).ok_or_else(|| self.no_field(c, m, o))
@@ -722,48 +728,34 @@ impl Experiment {
     /// The error of a metric whose run did not give its field, naming what it gave.
     fn no_field(&self, c: &ConfigSpec, m: &MetricSpec, outcome: &Outcome) -> RunError {
         let gave: Vec<&str> = outcome.fields.keys().map(String::as_str).collect();
-        let what = match m.by {
-            By::Workloads => format!("the workloads gave no metric `{}`", m.field),
-            By::Probe(p) => format!("probe `{}` gave no field `{}`", p.name, m.field),
-        };
         RunError(format!(
-            "{}, config `{}`: metric `{}`: {what} (it gave: {})",
+            "{}, config `{}`: metric `{}`: the workloads gave no metric `{}` (it gave: {})",
             self.info.id,
             c.name,
             m.name,
+            m.field,
             gave.join(", ")
         ))
     }
 
-    /// What makes two metrics of one config the same probe run.
+    /// What makes two metrics of one config the same run.
     fn run_key(m: &MetricSpec, args: &BTreeMap<String, String>, point: &SweepPoint) -> RunKey {
         (
-            m.by.name(),
             format!("{:?} {:?}", m.scenario, m.set),
             args.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             (!m.once).then(|| point.clone()),
         )
     }
 
-    /// One probe run on a fresh copy of the metric's hardware.
+    /// One run of a metric's workloads on a fresh copy of its hardware.
     fn measure(
         &self,
         c: &ConfigSpec,
         m: &MetricSpec,
         args: &BTreeMap<String, String>,
-        point: &[(String, SweepValue)],
         user: &Point,
     ) -> Result<Outcome, RunError> {
-        let what = match m.by {
-            By::Probe(p) => format!(
-                "{}, config `{}`: metric `{}` (probe `{}`)",
-                self.info.id, c.name, m.name, p.name
-            ),
-            By::Workloads => format!(
-                "{}, config `{}`: metric `{}` (the file's workloads)",
-                self.info.id, c.name, m.name
-            ),
-        };
+        let what = format!("{}, config `{}`: metric `{}`", self.info.id, c.name, m.name);
         let (scenario, config_set) = match &m.scenario {
             Some(s) => (s, &[][..]),
             None => (&c.scenario, &c.set[..]),
@@ -775,49 +767,12 @@ impl Experiment {
             .collect();
         hw.extend(user.iter().cloned());
         let file = crate::run::source(scenario)?;
-        // Loaded here for its errors, located in the user's file, before any run.
-        let (scenario, src) = overrides::load(&file, &hw).map_err(RunError)?;
-        let probe = match m.by {
-            By::Probe(p) => p,
-            // The run applies the overrides itself (some land in included files, which
-            // `src`, the main file's text, does not carry).
-            By::Workloads => {
-                let text = format!("{}\n{}", args[WORKLOADS_ARG], c.faults);
-                return run_workloads(&file, &hw, &text)
-                    .map_err(|e| RunError(format!("{what}: {}", e.0)));
-            }
-        };
-        if !c.faults.is_empty() {
-            return Err(RunError(format!(
-                "{what}: the config's [[config.fault]]s reach only metrics of the file's workloads"
-            )));
-        }
-        let mut tf = harness::timed(scenario, &src.name)?;
-        // Probes see the numeric values of the point; words reach them as arguments.
-        let numbers: Vec<(String, u64)> = point
-            .iter()
-            .filter_map(|(k, v)| match v {
-                SweepValue::Int(n) => Some((k.clone(), *n)),
-                SweepValue::Word(_) => None,
-            })
-            .collect();
-        let mut cx = ProbeCx::new(&mut tf, args, &numbers, what.clone());
-        let fields = (probe.run)(&mut cx).map_err(|e| {
-            if e.0.starts_with(&what) {
-                e
-            } else {
-                RunError(format!("{what}: {}", e.0))
-            }
-        })?;
-        let unread = cx.unread();
-        if !unread.is_empty() {
-            return Err(RunError(format!(
-                "{what}: the probe takes no argument `{}` (check its spelling and the probe's documentation)",
-                unread.join("`, `")
-            )));
-        }
-        let counters = cx.take_counters();
-        Ok(Outcome { fields, counters })
+        // Loaded here for its errors, located in the user's file, before any run; the run
+        // applies the overrides itself (some land in included files, which the main
+        // file's text does not carry).
+        overrides::load(&file, &hw).map_err(RunError)?;
+        let text = format!("{}\n{}", args[WORKLOADS_ARG], c.faults);
+        (self.runner)(&file, &hw, &text).map_err(|e| RunError(format!("{what}: {}", e.0)))
     }
 }
 
@@ -831,14 +786,14 @@ fn check_placeholders(
     configs: &[ConfigSpec],
     at: At,
 ) -> Result<(), RunError> {
-    for (k, v) in args {
+    for v in args.values() {
         for p in placeholders(v.get_ref()) {
             if swept.contains(&p) {
                 if once {
                     return Err(at(
                         v.span(),
                         format!(
-                            "metric `{name}`, argument `{k}`: a `once` metric is measured once per config and cannot use the swept `{{{p}}}`"
+                            "metric `{name}`: a `once` metric is measured once per config and cannot use the swept `{{{p}}}`"
                         ),
                     ));
                 }
@@ -854,7 +809,7 @@ fn check_placeholders(
                 return Err(at(
                     v.span(),
                     format!(
-                        "metric `{name}`, argument `{k}`: `{{{p}}}` is neither a swept parameter ({swept_text}) nor a var of config `{}` (its vars: {})",
+                        "metric `{name}`: `{{{p}}}` in its workloads is neither a swept parameter ({swept_text}) nor a var of config `{}` (its vars: {})",
                         c.name,
                         if vars.is_empty() { "none".to_string() } else { vars.join(", ") }
                     ),
@@ -943,57 +898,69 @@ fn published_reference(
 /// Where a parse error is: a span of the file and the message.
 type At<'a> = &'a dyn Fn(std::ops::Range<usize>, String) -> RunError;
 
-/// The probe a metric names, or a located error listing the known ones.
-fn find_probe(
-    registry: &'static [Probe],
-    p: &Spanned<String>,
-    name: &str,
-    at: At,
-) -> Result<&'static Probe, RunError> {
-    Probe::find(registry, p.get_ref()).ok_or_else(|| {
-        let known: Vec<&str> = registry.iter().map(|p| p.name).collect();
-        at(
-            p.span(),
-            format!(
-                "metric `{name}`: unknown probe `{}` (known: {})",
-                p.get_ref(),
-                known.join(", ")
-            ),
-        )
-    })
-}
-
-/// The probe field a metric reports: the one it names, or the probe's only one.
-fn probe_field(probe: &Probe, m: &Metric, name: &str, at: At) -> Result<String, RunError> {
-    match (&m.field, probe.fields) {
-        (Some(fld), fields) if fields.contains(&fld.get_ref().as_str()) => Ok(fld.get_ref().clone()),
-        (Some(fld), fields) => Err(at(
-            fld.span(),
-            format!(
-                "metric `{name}`: probe `{}` has no field `{}` (its fields: {})",
-                probe.name,
-                fld.get_ref(),
-                fields.join(", ")
-            ),
-        )),
-        (None, [only]) => Ok(only.to_string()),
-        (None, fields) => Err(at(
-            m.name.span(),
-            format!(
-                "metric `{name}`: probe `{}` gives several fields ({}): name one with `field = \"…\"`",
-                probe.name,
-                fields.join(", ")
-            ),
-        )),
-    }
-}
-
 /// A metric's arguments with the config's vars and the point's swept values substituted
 /// for `{name}` (the file was checked: every placeholder is one or the other).
+/// The `[sweep_vars]` tables, checked: each names a swept parameter, gives vars for
+/// every one of its values and only those, the same names for each, none of them a
+/// swept parameter.
+fn sweep_vars(
+    raw: SweepVarsRaw,
+    sweep: &[(String, Vec<SweepValue>)],
+    at: At,
+) -> Result<SweepVars, RunError> {
+    let mut out = SweepVars::new();
+    for (param, per) in raw {
+        let span = per.span();
+        let here = |m: String| at(span.clone(), format!("sweep_vars.{param}: {m}"));
+        let Some((_, values)) = sweep.iter().find(|(k, _)| *k == param) else {
+            return Err(here("not a swept parameter".into()));
+        };
+        let texts: Vec<String> = values.iter().map(SweepValue::text).collect();
+        let per = per.into_inner();
+        let mut names: Option<Vec<&String>> = None;
+        for (value, vars) in &per {
+            if !texts.contains(value) {
+                return Err(here(format!(
+                    "`{value}` is not one of its values ({})",
+                    texts.join(", ")
+                )));
+            }
+            let these: Vec<&String> = vars.keys().collect();
+            if let Some(n) = sweep.iter().find(|(k, _)| these.contains(&k)) {
+                return Err(here(format!("var `{}` is a swept parameter", n.0)));
+            }
+            if names.get_or_insert(these.clone()) != &these {
+                return Err(here(format!("value `{value}` gives other vars than the others; each value gives the same names")));
+            }
+        }
+        if let Some(missing) = texts.iter().find(|t| !per.contains_key(*t)) {
+            return Err(here(format!("no vars for its value `{missing}`")));
+        }
+        let mut by_value = BTreeMap::new();
+        for (value, vars) in per {
+            let vars = vars
+                .into_iter()
+                .map(|(k, v)| match v {
+                    toml::Value::String(s) => Ok((k, s)),
+                    toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                        Ok((k, v.to_string()))
+                    }
+                    other => Err(here(format!(
+                        "{value}.{k}: {other} is not a string, number or boolean"
+                    ))),
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?;
+            by_value.insert(value, vars);
+        }
+        out.insert(param, by_value);
+    }
+    Ok(out)
+}
+
 /// The runs a metric's value at `point` needs: its own, then its baseline's.
-fn needs(c: &ConfigSpec, m: &MetricSpec, point: &SweepPoint) -> Vec<Need> {
-    let args = resolve_args(c, &m.args, m.by, point);
-    let mut runs = vec![(Experiment::run_key(m, &args, point), args, point.clone())];
+fn needs(c: &ConfigSpec, m: &MetricSpec, point: &SweepPoint, sv: &SweepVars) -> Vec<Need> {
+    let args = resolve_args(c, &m.args, point, sv);
+    let mut runs = vec![(Experiment::run_key(m, &args, point), args)];
     if let Some(b) = &m.baseline {
         let mut at = point.clone();
         for (k, v) in &b.params {
@@ -1001,8 +968,8 @@ fn needs(c: &ConfigSpec, m: &MetricSpec, point: &SweepPoint) -> Vec<Need> {
                 p.1 = v.clone();
             }
         }
-        let args = resolve_args(c, &b.args, m.by, &at);
-        runs.push((Experiment::run_key(m, &args, &at), args, at));
+        let args = resolve_args(c, &b.args, &at, sv);
+        runs.push((Experiment::run_key(m, &args, &at), args));
     }
     runs
 }
@@ -1029,9 +996,14 @@ fn ratio(value: &Value, base: &Value, inverted: bool) -> Result<Value, String> {
 fn resolve_args(
     c: &ConfigSpec,
     raw_args: &BTreeMap<String, String>,
-    by: By,
     point: &[(String, SweepValue)],
+    sv: &SweepVars,
 ) -> BTreeMap<String, String> {
+    let follow: Vec<(&String, String)> = point
+        .iter()
+        .filter_map(|(k, v)| sv.get(k).and_then(|per| per.get(&v.text())))
+        .flat_map(|vars| vars.iter().map(|(var, val)| (var, val.clone())))
+        .collect();
     raw_args
         .iter()
         .map(|(k, raw)| {
@@ -1039,12 +1011,11 @@ fn resolve_args(
                 .vars
                 .iter()
                 .map(|(var, val)| (var, val.clone()))
-                .chain(point.iter().map(|(var, val)| (var, val.text())));
+                .chain(point.iter().map(|(var, val)| (var, val.text())))
+                .chain(follow.iter().cloned());
             let mut s = raw.clone();
             for (var, val) in values {
-                if matches!(by, By::Workloads)
-                    && (is_plain_number(&val) || val == "true" || val == "false")
-                {
+                if is_plain_number(&val) || val == "true" || val == "false" {
                     // In workloads' TOML a string that is only a placeholder of a number
                     // or a boolean becomes that value (`threads = "{threads}"`).
                     s = s.replace(&format!("\"{{{var}}}\""), &val);

@@ -1,41 +1,45 @@
-//! The experiment file's parsing and running, on a registry of test probes.
+//! The experiment file's parsing and running, with an echo in place of `nudma run`: each
+//! run gives every field its workloads were written with, as `WORKLOAD.KEY`.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::Experiment;
+use super::{Experiment, Fields, Outcome};
 use crate::harness::RunError;
-use crate::probe::{Fields, Probe, ProbeCx};
 use crate::result::Run;
+use crate::run::overrides::Point;
 
 thread_local! {
-    /// Runs of the `pair` probe on this test's thread.
+    /// Runs on this test's thread.
     static CALLS: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Two fields from one run: the swept `clients` (if any) and the argument `tag`.
-fn pair(cx: &mut ProbeCx) -> Result<Fields, RunError> {
+/// Each workload's fields as written (placeholders resolved), as `WORKLOAD.KEY`.
+fn echo(_: &fabric::scenario::Source, _: &Point, text: &str) -> Result<Outcome, RunError> {
     CALLS.with(|c| c.set(c.get() + 1));
-    Ok(BTreeMap::from([
-        ("a".to_string(), json!(cx.swept("clients"))),
-        ("b".to_string(), json!(cx.arg("tag")?)),
-    ]))
+    let doc: toml::Table = toml::from_str(text).map_err(|e| RunError(e.to_string()))?;
+    let mut fields = Fields::new();
+    for w in doc["workload"].as_array().into_iter().flatten() {
+        let w = w.as_table().expect("a table");
+        let name = w["name"].as_str().expect("named");
+        for (k, v) in w {
+            let v: Value = serde_json::to_value(v).map_err(|e| RunError(e.to_string()))?;
+            fields.insert(format!("{name}.{k}"), v);
+        }
+    }
+    Ok(Outcome {
+        fields,
+        counters: None,
+    })
 }
-
-const TEST_PROBES: &[Probe] = &[Probe {
-    name: "pair",
-    fields: &["a", "b"],
-    run: pair,
-}];
 
 fn parse(text: &str) -> Result<Experiment, RunError> {
     let src = fabric::scenario::Source {
         name: "x.toml".into(),
         text: text.into(),
     };
-    Experiment::parse_with(&src, TEST_PROBES)
+    Experiment::parse_with(&src, echo)
 }
 
 const HEAD: &str = r#"[experiment]
@@ -50,12 +54,25 @@ scenario = "smartio_pxh830_b2b"
 vars = { who = "a" }
 "#;
 
+/// One workload whose fields `clients` and `tag` are the swept `clients` and a tag.
+const WORKLOAD: &str = r#"
+[[workload]]
+name = "w"
+kind = "echo"
+clients = "{clients}"
+tag = "{who}-{clients}"
+
+[measure]
+warmup = "1 us"
+duration = "1 us"
+"#;
+
 fn file(sweep: &str, metrics: &str) -> String {
-    format!("{HEAD}\n{sweep}\n{metrics}")
+    format!("{HEAD}\n{sweep}\n{WORKLOAD}\n{metrics}")
 }
 
 /// `run` in a one-thread pool made of this thread, so the thread-local `CALLS` sees
-/// every probe run.
+/// every run.
 fn run_on_this_thread(e: &Experiment) -> Vec<crate::result::Run> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
@@ -68,15 +85,13 @@ fn run_on_this_thread(e: &Experiment) -> Vec<crate::result::Run> {
 const TWO: &str = r#"
 [[metric]]
 name = "clients_seen"
-probe = "pair"
-field = "a"
-args = { tag = "{who}-{clients}" }
+workload = "w"
+field = "clients"
 
 [[metric]]
 name = "tag"
-probe = "pair"
-field = "b"
-args = { tag = "{who}-{clients}" }
+workload = "w"
+field = "tag"
 "#;
 
 #[test]
@@ -99,7 +114,7 @@ fn any_pool_gives_the_same_rows_in_the_files_order() {
 }
 
 #[test]
-fn a_two_metric_probe_runs_once_per_point_and_integer_sweeps_are_numbers() {
+fn two_metrics_of_one_run_share_it_and_integer_sweeps_are_numbers() {
     let e = parse(&file("[sweep]\nclients = [1, 8, 31]", TWO)).unwrap();
     CALLS.with(|c| c.set(0));
     let runs = run_on_this_thread(&e);
@@ -119,18 +134,20 @@ fn a_two_metric_probe_runs_once_per_point_and_integer_sweeps_are_numbers() {
     assert!(j["results"][2]["params"]["clients"].is_u64());
 }
 
+/// A file with one workload whose fields are `fields` (TOML lines) and `metrics`.
+fn with_workload(sweep: &str, fields: &str, metrics: &str) -> String {
+    format!(
+        "{HEAD}\n{sweep}\n[[workload]]\nname = \"w\"\nkind = \"echo\"\n{fields}\n\n\
+         [measure]\nwarmup = \"1 us\"\nduration = \"1 us\"\n{metrics}"
+    )
+}
+
 #[test]
 fn once_metrics_and_sweep_products() {
-    let once = r#"
-[[metric]]
-name = "fixed"
-probe = "pair"
-field = "b"
-args = { tag = "{who}" }
-once = true
-"#;
-    let e = parse(&file(
+    let once = "[[metric]]\nname = \"fixed\"\nworkload = \"w\"\nfield = \"tag\"\nonce = true\n";
+    let e = parse(&with_workload(
         "[sweep]\nclients = [1, 2]\nhosts = [2, 16, 59]",
+        "tag = \"{who}\"",
         once,
     ))
     .unwrap();
@@ -154,14 +171,18 @@ once = true
 
 #[test]
 fn sizes_still_sweep_bytes() {
-    let e = parse(&file(
+    let e = parse(&with_workload(
         "[sweep]\nbytes = [\"4 KiB\", 8192]",
-        "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"b\"\nargs = { tag = \"{bytes}\" }\n",
+        "tag = \"{bytes}\"\nsize = \"{bytes} B\"",
+        "[[metric]]\nname = \"m\"\nworkload = \"w\"\nfield = \"tag\"\n\n\
+         [[metric]]\nname = \"s\"\nworkload = \"w\"\nfield = \"size\"\n",
     ))
     .unwrap();
     let runs = e.run(&[]).unwrap();
     assert_eq!(runs[0].params["bytes"], json!(4096));
-    assert_eq!(runs[1].metrics["m"], json!("8192"));
+    // A string that is only a placeholder of a number becomes the number.
+    assert_eq!(runs[1].metrics["m"], json!(8192));
+    assert_eq!(runs[1].metrics["s"], json!("8192 B"));
 }
 
 fn err(text: &str) -> String {
@@ -178,44 +199,29 @@ fn line_of(text: &str, needle: &str) -> usize {
 
 #[test]
 fn errors_are_located_and_clear() {
-    // A field the probe does not give.
-    let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"b\"", "field = \"c\"");
-    let e = err(&t);
-    let at = format!("x.toml:{}:", line_of(&t, "field = \"c\""));
-    assert!(e.starts_with(&at), "{e}");
-    assert!(
-        e.ends_with("metric `tag`: probe `pair` has no field `c` (its fields: a, b)"),
-        "{e}"
-    );
-    // No field named for a probe of several.
-    let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"a\"\n", "");
+    // No field named.
+    let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"clients\"\n", "");
     let e = err(&t);
     assert!(
         e.starts_with(&format!("x.toml:{}:", line_of(&t, "clients_seen"))),
         "{e}"
     );
-    assert!(
-        e.contains("probe `pair` gives several fields (a, b): name one with `field"),
-        "{e}"
-    );
-    // An argument naming a variable nothing defines.
-    let t = file("[sweep]\nclients = [1]", TWO).replace(
-        "{who}-{clients}\" }\n\n[[metric]]",
-        "{hosts}\" }\n\n[[metric]]",
-    );
+    assert!(e.contains("name the workload's metric with `field"), "{e}");
+    // A placeholder nothing defines, located at the metric naming the workload.
+    let t = file("[sweep]\nclients = [1]", TWO).replace("{who}-{clients}", "{hosts}");
     let e = err(&t);
     assert!(
-        e.starts_with(&format!("x.toml:{}:", line_of(&t, "{hosts}"))),
+        e.starts_with(&format!("x.toml:{}:", line_of(&t, "workload = \"w\""))),
         "{e}"
     );
     assert!(
-        e.ends_with("metric `clients_seen`, argument `tag`: `{hosts}` is neither a swept parameter (swept: clients) nor a var of config `default` (its vars: who)"),
+        e.ends_with("metric `clients_seen`: `{hosts}` in its workloads is neither a swept parameter (swept: clients) nor a var of config `default` (its vars: who)"),
         "{e}"
     );
     // The swept `{clients}` without a sweep.
     let e = err(&file("", TWO));
     assert!(
-        e.contains("`{clients}` is neither a swept parameter (nothing is swept)"),
+        e.contains("`{clients}` in its workloads is neither a swept parameter (nothing is swept)"),
         "{e}"
     );
     // A size where integers are swept; a negative integer.
@@ -229,27 +235,20 @@ fn errors_are_located_and_clear() {
     assert!(
         err(&file("[sweep]\nhosts = [-2]", TWO)).ends_with("-2 is negative (key `sweep.hosts[0]`)")
     );
-    // An unknown probe, located and listing the known ones.
-    let t = file("[sweep]\nclients = [1]", TWO).replacen(
-        "probe = \"pair\"",
-        "probe = \"nvme_sharing\"",
-        1,
-    );
+    // Metrics name workloads or counters; there are no probes.
+    let t = file("[sweep]\nclients = [1]", TWO).replacen("workload = \"w\"", "probe = \"pair\"", 1);
     let e = err(&t);
     assert!(
-        e.starts_with(&format!("x.toml:{}:", line_of(&t, "nvme_sharing"))),
+        e.starts_with(&format!("x.toml:{}:", line_of(&t, "probe ="))),
         "{e}"
     );
-    assert!(
-        e.ends_with("unknown probe `nvme_sharing` (known: pair)"),
-        "{e}"
-    );
+    assert!(e.contains("unknown field `probe`"), "{e}");
     // A var that is also swept; a swept parameter in a `once` metric.
     let e = err(&file("[sweep]\nwho = [1]", TWO));
     assert!(e.contains("var `who` is also a swept parameter"), "{e}");
     let t = file("[sweep]\nclients = [1]", TWO).replacen(
-        "field = \"a\"",
-        "field = \"a\"\nonce = true",
+        "field = \"clients\"",
+        "field = \"clients\"\nonce = true",
         1,
     );
     assert!(err(&t).contains(
@@ -258,10 +257,11 @@ fn errors_are_located_and_clear() {
 }
 
 #[test]
-fn word_sweeps_reach_arguments_and_stay_words_in_results() {
-    let e = parse(&file(
+fn word_sweeps_reach_workloads_and_stay_words_in_results() {
+    let e = parse(&with_workload(
         "[sweep]\ndirection = [\"rx\", \"tx\"]\nclients = [2]",
-        "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"b\"\nargs = { tag = \"{who}-{direction}\" }\n\n[[metric]]\nname = \"n\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
+        "tag = \"{who}-{direction}\"\nclients = \"{clients}\"",
+        "[[metric]]\nname = \"m\"\nworkload = \"w\"\nfield = \"tag\"\n\n[[metric]]\nname = \"n\"\nworkload = \"w\"\nfield = \"clients\"\n",
     ))
     .unwrap();
     let runs = e.run(&[]).unwrap();
@@ -269,7 +269,6 @@ fn word_sweeps_reach_arguments_and_stay_words_in_results() {
     for (r, d) in runs.iter().zip(["rx", "tx"]) {
         assert_eq!(r.params["direction"], json!(d));
         assert_eq!(r.metrics["m"], json!(format!("a-{d}")));
-        // The probe's `swept` sees the numeric parameters only.
         assert_eq!(r.metrics["n"], json!(2));
     }
     let j = crate::report::results_json(&runs, &[]);
@@ -282,6 +281,92 @@ fn word_sweeps_reach_arguments_and_stay_words_in_results() {
         crate::format::render_params(&runs[1].params),
         "clients=2 direction=tx"
     );
+}
+
+#[test]
+fn sweep_vars_follow_their_value_and_are_checked() {
+    let vars = "[sweep_vars.io]\nmemcached = { instances = 6, window = \"4 ms\" }\nnetperf = { instances = 0, window = \"2 ms\" }\n";
+    let t = with_workload(
+        &format!("[sweep]\nio = [\"memcached\", \"netperf\"]\n\n{vars}"),
+        "instances = \"{instances}\"\nwindow = \"{window}\"",
+        "[[metric]]\nname = \"i\"\nworkload = \"w\"\nfield = \"instances\"\n\n[[metric]]\nname = \"d\"\nworkload = \"w\"\nfield = \"window\"\n",
+    );
+    let runs = parse(&t).unwrap().run(&[]).unwrap();
+    assert_eq!(runs[0].metrics["i"], json!(6));
+    assert_eq!(runs[0].metrics["d"], json!("4 ms"));
+    assert_eq!(runs[1].metrics["i"], json!(0));
+    assert_eq!(runs[1].metrics["d"], json!("2 ms"));
+    // Every value, only its values, the same names; located at the table.
+    let bad = |from: &str, to: &str| {
+        let b = t.replace(from, to);
+        let e = err(&b);
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&b, "[sweep_vars.io]"))),
+            "{e}"
+        );
+        e
+    };
+    let e = bad("netperf = { instances = 0, window = \"2 ms\" }\n", "");
+    assert!(
+        e.ends_with("sweep_vars.io: no vars for its value `netperf`"),
+        "{e}"
+    );
+    let e = bad("netperf = {", "udp = {");
+    assert!(
+        e.ends_with("sweep_vars.io: `udp` is not one of its values (memcached, netperf)"),
+        "{e}"
+    );
+    let e = bad("instances = 0, ", "");
+    assert!(
+        e.contains("value `netperf` gives other vars than the others"),
+        "{e}"
+    );
+    let e = err(&t.replace("[sweep_vars.io]", "[sweep_vars.bytes]"));
+    assert!(
+        e.ends_with("sweep_vars.bytes: not a swept parameter"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_baseline_at_other_swept_values_shares_that_points_run() {
+    let metrics = format!(
+        "{TWO}\n[[metric]]\nname = \"norm\"\nworkload = \"w\"\nfield = \"clients\"\nbaseline = {{ params = {{ clients = 2 }} }}\n\n\
+         [[metric]]\nname = \"inv\"\nworkload = \"w\"\nfield = \"clients\"\nbaseline = {{ params = {{ clients = 2 }} }}\nratio = \"baseline / value\"\n"
+    );
+    let e = parse(&file("[sweep]\nclients = [2, 8]", &metrics)).unwrap();
+    CALLS.with(|c| c.set(0));
+    let runs = run_on_this_thread(&e);
+    assert_eq!(
+        CALLS.with(Cell::get),
+        2,
+        "the baseline is the clients = 2 point's run"
+    );
+    assert_eq!(runs[0].metrics["norm"], json!(1.0));
+    assert_eq!(runs[1].metrics["norm"], json!(4.0));
+    assert_eq!(runs[1].metrics["inv"], json!(0.25));
+}
+
+#[test]
+fn configs_with_the_same_hardware_share_a_run_their_vars_do_not_change() {
+    // Two configs that differ in a var only one workload uses: the run without it (the
+    // baseline) is the same for both, and runs once.
+    let two = HEAD.replace("vars = { who = \"a\" }", "vars = { who = \"a\" }\n\n[[config]]\nname = \"b\"\nscenario = \"smartio_pxh830_b2b\"\nvars = { who = \"b\" }");
+    let t = format!(
+        "{two}\n[[workload]]\nname = \"w\"\nkind = \"echo\"\ntag = \"{{who}}\"\n\n\
+         [[workload]]\nname = \"u\"\nkind = \"echo\"\nn = 3\n\n\
+         [measure]\nwarmup = \"1 us\"\nduration = \"1 us\"\n\n\
+         [[metric]]\nname = \"n\"\nworkload = \"u\"\nfield = \"n\"\nbaseline = {{ without = [\"w\"] }}\n"
+    );
+    let e = parse(&t).unwrap();
+    CALLS.with(|c| c.set(0));
+    let runs = run_on_this_thread(&e);
+    assert_eq!(
+        CALLS.with(Cell::get),
+        3,
+        "two runs with `w`, one without it"
+    );
+    assert!(runs.iter().all(|r| r.metrics["n"] == json!(1.0)));
 }
 
 #[test]
@@ -308,9 +393,10 @@ fn mixed_sweeps_are_refused_at_the_odd_value() {
 
 #[test]
 fn published_points_name_words_and_sizes() {
-    let base = file(
+    let base = with_workload(
         "[sweep]\ndirection = [\"rx\", \"tx\"]",
-        "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
+        "tag = \"{direction}\"",
+        "[[metric]]\nname = \"m\"\nworkload = \"w\"\nfield = \"tag\"\n",
     );
     let e = parse(&format!(
         "{base}\n[[published]]\nparams = {{ direction = \"tx\", bytes = \"4 KiB\" }}\nmetric = \"m\"\nvalue = 1.0\nbasis = \"prediction\"\nsource = \"s\"\n"
@@ -333,9 +419,10 @@ fn published_points_name_words_and_sizes() {
 
 #[test]
 fn a_point_published_under_other_parameters_than_its_run_is_compared_as_run() {
-    let base = file(
+    let base = with_workload(
         "[sweep]\ndirection = [\"rx\", \"tx\"]",
-        "[[metric]]\nname = \"m\"\nprobe = \"pair\"\nfield = \"a\"\nargs = { tag = \"{direction}\" }\n",
+        "tag = \"{direction}\"",
+        "[[metric]]\nname = \"m\"\nworkload = \"w\"\nfield = \"tag\"\n",
     );
     let point = |as_run: &str| {
         format!(
@@ -367,27 +454,11 @@ fn a_point_published_under_other_parameters_than_its_run_is_compared_as_run() {
 }
 
 #[test]
-fn probe_errors_name_the_experiment_config_metric_and_probe() {
-    let t = file("[sweep]\nclients = [1]", TWO).replace(
-        "args = { tag = \"{who}-{clients}\" }",
-        "args = { other = \"{clients}\" }",
-    );
+fn run_errors_name_the_experiment_config_and_metric() {
+    let t = file("[sweep]\nclients = [1]", TWO).replace("field = \"tag\"", "field = \"tga\"");
     let e = parse(&t).unwrap().run(&[]).unwrap_err().0;
     assert_eq!(
         e,
-        "test.x, config `default`: metric `clients_seen` (probe `pair`): needs argument `tag` (given: other)"
-    );
-}
-
-#[test]
-fn an_argument_the_probe_never_reads_is_an_error_not_ignored() {
-    let t = file("[sweep]\nclients = [1]", TWO).replace(
-        "args = { tag = \"{who}-{clients}\" }",
-        "args = { tag = \"{who}\", tga = \"x\" }",
-    );
-    let e = parse(&t).unwrap().run(&[]).unwrap_err().0;
-    assert_eq!(
-        e,
-        "test.x, config `default`: metric `clients_seen` (probe `pair`): the probe takes no argument `tga` (check its spelling and the probe's documentation)"
+        "test.x, config `default`: metric `tag`: the workloads gave no metric `w.tga` (it gave: w.clients, w.kind, w.name, w.tag)"
     );
 }

@@ -8,9 +8,8 @@ use fabric::scenario::Source;
 use serde_json::Value;
 use toml::Spanned;
 
-use super::{At, Baseline, BaselineRaw, By, Metric, Outcome, SweepValue};
+use super::{At, Baseline, Fields, Metric, Outcome, SweepValue};
 use crate::harness::RunError;
-use crate::probe::Fields;
 use crate::run::overrides::Point;
 
 /// The argument of a workload metric's run: every workload and the window, as TOML.
@@ -18,12 +17,7 @@ pub(super) const WORKLOADS_ARG: &str = "workloads";
 
 /// What a metric is measured by, the field it takes, the run's arguments as written, and
 /// its baseline run.
-pub(super) type MetricRun = (
-    By,
-    String,
-    BTreeMap<String, Spanned<String>>,
-    Option<Baseline>,
-);
+pub(super) type MetricRun = (String, BTreeMap<String, Spanned<String>>, Option<Baseline>);
 
 /// A metric naming one of the file's `[[workload]]`s: the run of all of them (one per
 /// config and point, whatever metric asks), the field `WORKLOAD.METRIC` of its rows, and
@@ -65,12 +59,6 @@ pub(super) fn workload_metric(
             ));
         }
     }
-    if !m.args.is_empty() {
-        return Err(at(
-            m.name.span(),
-            format!("metric `{name}`: a workload's metric takes no `args` (its workload's fields say what to run)"),
-        ));
-    }
     let Some(field) = &m.field else {
         return Err(at(
             m.name.span(),
@@ -96,10 +84,9 @@ pub(super) fn workload_metric(
         .map(|w| format!("{}.{}", w.get_ref(), field.get_ref()))
         .collect();
     let base = match (&m.baseline, &m.ratio) {
-        (Some(b), ratio) => {
+        (Some(_), _) => {
             let own: Vec<&str> = named.iter().map(|w| w.get_ref().as_str()).collect();
-            let b = baseline(workloads, measure, b, ratio.as_ref(), &own, sweep, name, at)?;
-            Some(b)
+            Some(baseline(workloads, measure, m, &own, sweep, name, at)?)
         }
         (None, Some(r)) => {
             return Err(at(
@@ -109,7 +96,7 @@ pub(super) fn workload_metric(
         }
         (None, None) => None,
     };
-    Ok((By::Workloads, fields.join(SUM), args, base))
+    Ok((fields.join(SUM), args, base))
 }
 
 fn is_once(measure: &toml::Table) -> bool {
@@ -158,10 +145,8 @@ pub(super) fn counter_metric(
             COUNTERS.join(", ")
         )));
     }
-    if !m.args.is_empty() || m.field.is_some() || m.baseline.is_some() || m.ratio.is_some() {
-        return Err(here(
-            "a counter takes no `args`, `field`, `baseline` or `ratio`",
-        ));
+    if m.field.is_some() || m.baseline.is_some() || m.ratio.is_some() {
+        return Err(here("a counter takes no `field`, `baseline` or `ratio`"));
     }
     let Some(measure) = measure.filter(|t| !is_once(t)) else {
         return Err(here("a counter is read over the [measure] window of the file's workloads (not a `once` run)"));
@@ -171,12 +156,7 @@ pub(super) fn counter_metric(
         WORKLOADS_ARG.to_string(),
         Spanned::new(counter.span(), text),
     )]);
-    Ok((
-        By::Workloads,
-        format!("{COUNTER}{}", counter.get_ref()),
-        args,
-        None,
-    ))
+    Ok((format!("{COUNTER}{}", counter.get_ref()), args, None))
 }
 
 /// The run-level counters a metric can read, from `nudma run`'s counters.
@@ -189,13 +169,16 @@ const COUNTER: &str = "@";
 pub(super) fn baseline(
     workloads: &[toml::Table],
     measure: &toml::Table,
-    raw: &Spanned<BaselineRaw>,
-    ratio: Option<&Spanned<String>>,
+    m: &Metric,
     named: &[&str],
     sweep: &[(String, Vec<SweepValue>)],
     name: &str,
     at: At,
 ) -> Result<Baseline, RunError> {
+    let Some(raw) = &m.baseline else {
+        return Err(at(m.name.span(), format!("metric `{name}`: no baseline")));
+    };
+    let ratio = m.ratio.as_ref();
     let here = |msg: String| at(raw.span(), format!("metric `{name}`: baseline: {msg}"));
     let b = raw.get_ref();
     if b.without.is_empty() && b.params.is_empty() {

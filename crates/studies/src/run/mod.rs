@@ -21,6 +21,7 @@
 
 pub mod beside;
 mod counters;
+mod memcached;
 pub mod net;
 mod nvme_share;
 mod once;
@@ -28,6 +29,7 @@ pub mod overrides;
 pub mod rdma;
 pub mod spec;
 mod tcp_stream;
+mod together;
 pub mod victim;
 
 use std::collections::BTreeMap;
@@ -160,7 +162,7 @@ pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, 
     }
     let origin = tf.net.now();
     let streams = CpuStreams::of(&spec.workloads);
-    let mut together = run_together(&tf, &spec, window, &streams)?;
+    let mut together = together::run_together(&tf.fabric.topo, &spec, window, &streams, seed)?;
     let mut handles = Vec::new();
     for (i, (w, fio)) in spec.workloads.iter().zip(fios).enumerate() {
         let h = match fio {
@@ -252,31 +254,6 @@ fn own_models(
         if let Kind::NvmeShare { .. } = w.kind {
             let o = nvme_share::run(scenario, &w.kind, window, seed ^ i as u64)
                 .map_err(|e| located(&w.at, format!("workload `{}`: {e}", w.name)))?;
-            out.insert(i, o);
-        }
-    }
-    Ok(out)
-}
-
-/// The outcomes of the TCP_STREAM workloads that share their hosts, each group run as one
-/// model (`tcp_stream`), by workload index.
-fn run_together(
-    tf: &TimedFabric,
-    spec: &spec::RunSpec,
-    window: Measure,
-    streams: &CpuStreams,
-) -> Result<BTreeMap<usize, net::NetOutcome>, RunError> {
-    let mut out = BTreeMap::new();
-    for group in tcp_stream::groups(&spec.workloads) {
-        let members: Vec<&Workload> = group.iter().map(|&i| &spec.workloads[i]).collect();
-        let mut beside = Beside::new(streams);
-        let outs = tcp_stream::run_group(&tf.fabric.topo, &members, window, &mut beside)
-            .map_err(|e| located(&members[0].at, e))?;
-        let met = beside.report();
-        for (i, mut o) in group.into_iter().zip(outs) {
-            if let Some(m) = &met {
-                o.counters["beside_cpu_streams"] = m.clone();
-            }
             out.insert(i, o);
         }
     }
@@ -435,17 +412,7 @@ fn build_on(
         Kind::RdmaBench(_) | Kind::RdmaMemcached(_) => {
             own(rdma::run(&tf.fabric.topo, &w.kind, m, seed, beside))
         }
-        Kind::PageRank {
-            host,
-            threads_per_socket,
-        } => own(victim::pagerank(
-            &tf.fabric.topo,
-            host,
-            *threads_per_socket,
-            m,
-            seed,
-            beside,
-        )),
+        Kind::PageRank { .. } => own(victim::pagerank(&tf.fabric.topo, w, m, seed, beside)),
         Kind::Dma {
             device,
             target,

@@ -212,7 +212,7 @@ pub fn run(
                         choice,
                         pf,
                     };
-                    net.run(topo, server, &[part], *msg_bytes, m)
+                    net.run(topo, server, &[part], *msg_bytes, m, None)
                         .map(|mut outs| outs.remove(0))
                 }
                 NetTest::TcpRr => {
@@ -243,6 +243,7 @@ pub fn run(
             clients,
             keys,
             seed: own_seed,
+            instances: _,
         } => {
             let (mut srv, _, pf) = net_server(topo, ends, beside)?;
             let mut cli = client(topo, &ends.client, &ends.client_nic, Client::Bulk, beside)?;
@@ -260,7 +261,11 @@ pub fn run(
             let r = memcached::run(&mut srv, &mut cli, spec)?;
             let counters = checked_counters(&r, pf)?;
             Ok(NetOutcome {
-                metrics: metrics(&[("kops", r.kops), ("mem_bw_gbps", r.mem_gbps)]),
+                metrics: metrics(&[
+                    ("kops", r.kops),
+                    ("mem_bw_gbps", r.mem_gbps),
+                    ("throughput_gbps", r.value_gbps),
+                ]),
                 counters,
             })
         }
@@ -514,7 +519,7 @@ fn tcp_rr(
 
 /// The counters of a memcached run served from `pf`, or an error if any GET reply was not
 /// the bytes a SET stored (every reply is checked whole).
-fn checked_counters(r: &memcached::MemcachedResult, pf: usize) -> Result<Value, String> {
+pub(super) fn checked_counters(r: &memcached::MemcachedResult, pf: usize) -> Result<Value, String> {
     if r.values_corrupt > 0 || r.values_stale > 0 {
         return Err(format!(
             "{} of {} GET replies were not the bytes a SET stored ({} stale)",

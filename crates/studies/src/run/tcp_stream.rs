@@ -11,13 +11,14 @@
 
 use devices::nic::FiveTuple;
 use fabric::Topology;
-use host::net::stream::{self, Lane, StreamResult, StreamSpec};
+use host::net::stream::{self, Colocated, Lane, Side, StreamResult, StreamSpec};
 use host::net::NetHost;
 use serde_json::{json, Value};
 
 use super::beside::Beside;
 use super::net::{metrics, placement, NetOutcome};
 use super::spec::{Kind, Measure, NetTest, NicMode, Workload};
+use super::victim::Victim;
 use crate::ioctopus::setup::{self, NicChoice, FLOW, MTU};
 
 /// One workload's connections in a run.
@@ -49,8 +50,9 @@ impl Stream {
         parts: &[Part],
         msg_bytes: u64,
         m: Measure,
+        victim: Option<&mut Victim>,
     ) -> Result<Vec<NetOutcome>, String> {
-        check_cores(topo, server, parts)?;
+        check_cores(topo, server, parts, victim.as_deref())?;
         let sockets = setup::pf_sockets(&self.server);
         let mut lanes = Vec::new();
         for part in parts {
@@ -76,10 +78,23 @@ impl Stream {
             warmup: m.warmup,
             window: m.duration,
         };
-        let r = if self.server_receives {
-            stream::run_lanes(&mut self.client, &mut self.server, spec, lanes)
+        // The victim shares the server's memory system, the receiver's or the sender's.
+        let side = if self.server_receives {
+            Side::Receiver
         } else {
-            stream::run_lanes(&mut self.server, &mut self.client, spec, lanes)
+            Side::Sender
+        };
+        let bg = victim.map(|v| {
+            v.v.start_at(m.warmup - v.warmup);
+            Colocated {
+                side,
+                work: &mut v.v,
+            }
+        });
+        let r = if self.server_receives {
+            stream::run_lanes_with(&mut self.client, &mut self.server, spec, lanes, bg)
+        } else {
+            stream::run_lanes_with(&mut self.server, &mut self.client, spec, lanes, bg)
         }?;
         let mut first = 0;
         Ok(parts
@@ -143,11 +158,18 @@ impl Stream {
     }
 }
 
-/// One connection per core: the parts' connections on each node fit its cores.
-fn check_cores(topo: &Topology, server: &str, parts: &[Part]) -> Result<(), String> {
+/// One connection per core: the parts' connections on each node, and a victim's threads
+/// there, fit its cores.
+fn check_cores(
+    topo: &Topology,
+    server: &str,
+    parts: &[Part],
+    victim: Option<&Victim>,
+) -> Result<(), String> {
     let h = topo.host_by_name(server).expect("set up");
     let p = topo.platform_of(h);
     let cores = p.cores_per_package / p.nodes_per_package.max(1);
+    let victims = victim.map_or(0, |v| v.threads_per_socket() / p.nodes_per_package.max(1));
     for part in parts {
         let node = part.cpu_node;
         let on_node: u32 = parts
@@ -155,7 +177,13 @@ fn check_cores(topo: &Topology, server: &str, parts: &[Part]) -> Result<(), Stri
             .filter(|q| q.cpu_node == node)
             .map(|q| q.connections)
             .sum();
-        if on_node > cores {
+        if on_node + victims > cores {
+            if victims > 0 {
+                return Err(format!(
+                    "{on_node} connections and the victim's {victims} threads on node {node} \
+                     of host `{server}`, which has {cores} cores (one per core)"
+                ));
+            }
             return Err(if parts.len() == 1 {
                 format!(
                     "connections {on_node}: node {node} of host `{server}` has {cores} cores \
@@ -198,8 +226,9 @@ fn shared(kind: &Kind) -> Option<Shared<'_>> {
             coalescing,
             streams: None,
             migration: None,
+            connections,
             ..
-        } => Some(Shared {
+        } if *connections > 0 => Some(Shared {
             server,
             client,
             nic,
@@ -213,9 +242,9 @@ fn shared(kind: &Kind) -> Option<Shared<'_>> {
     }
 }
 
-/// The groups of two or more of `workloads` (indices, in file order) that run as one
-/// model.
-pub(super) fn groups(workloads: &[Workload]) -> Vec<Vec<usize>> {
+/// The groups of `workloads` (indices, in file order) that run as one model: two or more,
+/// or one whose server is in `joined` (a victim's host).
+pub(super) fn groups(workloads: &[Workload], joined: &[&str]) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, w) in workloads.iter().enumerate() {
         let Some(key) = shared(&w.kind) else { continue };
@@ -227,7 +256,9 @@ pub(super) fn groups(workloads: &[Workload]) -> Vec<Vec<usize>> {
             None => groups.push(vec![i]),
         }
     }
-    groups.retain(|g| g.len() > 1);
+    groups.retain(|g| {
+        g.len() > 1 || shared(&workloads[g[0]].kind).is_some_and(|k| joined.contains(&k.server))
+    });
     groups
 }
 
@@ -238,6 +269,7 @@ pub(super) fn run_group(
     members: &[&Workload],
     m: Measure,
     beside: &mut Beside,
+    victim: Option<&mut Victim>,
 ) -> Result<Vec<NetOutcome>, String> {
     let mut parts = Vec::new();
     let mut server_host = None;
@@ -284,7 +316,7 @@ pub(super) fn run_group(
         client,
         server_receives: key.server_receives,
     };
-    let mut outs = net.run(topo, key.server, &parts, key.msg_bytes, m)?;
+    let mut outs = net.run(topo, key.server, &parts, key.msg_bytes, m, victim)?;
     for (out, w) in outs.iter_mut().zip(members) {
         let others: Vec<&str> = members
             .iter()

@@ -231,6 +231,9 @@ pub enum Kind {
         keys: u64,
         /// The clients' draws; `None`: the run's seed.
         seed: Option<u64>,
+        /// Server instances, each on a core of `ends.cpu_node` with `clients` connections
+        /// (0: idle).
+        instances: u32,
     },
     /// sockperf ping-pong over UDP: one datagram of `msg_bytes` outstanding, the server's
     /// process on a core of `ends.cpu_node`, interrupt coalescing off.
@@ -262,6 +265,10 @@ pub enum Kind {
     PageRank {
         host: String,
         threads_per_socket: u32,
+        /// It starts this long before the window (`None`: with the run).
+        warmup: Option<Time>,
+        /// Its graph's draws; `None`: the run's seed.
+        seed: Option<u64>,
     },
     /// The NUMA/RDMA study's one-sided benchmark between two hosts (`rdma`).
     RdmaBench(rdma::RdmaBench),

@@ -157,6 +157,12 @@ struct RawMemcached {
     keys: u64,
     /// The clients' key and GET/SET draws (default: the run's `--seed`).
     seed: Option<u64>,
+    #[serde(default = "one_instance")]
+    instances: u32,
+}
+
+fn one_instance() -> u32 {
+    1
 }
 
 // memaslap's documented defaults (libmemcached, docs/bin/memaslap.rst: key size 64,
@@ -270,10 +276,17 @@ pub(super) fn netperf(e: &Entry, measure: &Measure) -> Result<(String, Kind), Sc
         "must be at least 1 byte",
     )?;
     e.check(
-        (1..=MAX_CONNECTIONS).contains(&r.connections),
+        r.connections <= MAX_CONNECTIONS,
         &r.name,
         "connections",
         "must be 1 .. 256 connections",
+    )?;
+    e.check(
+        r.connections > 0 || (matches!(test, NetTest::TcpStream { .. }) && streams.is_none()),
+        &r.name,
+        "connections",
+        "0 connections (an idle workload, so a sweep can leave it out) is for a TCP_STREAM \
+         without stream_pairs",
     )?;
     if test == NetTest::TcpRr {
         e.check(
@@ -441,6 +454,12 @@ pub(super) fn memcached(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         "keys",
         "must be 1 .. 16777216 keys",
     )?;
+    e.check(
+        r.instances <= MAX_CONNECTIONS,
+        &r.name,
+        "instances",
+        "must be 0 .. 256 server instances (0: the workload is idle, so a sweep can leave it out)",
+    )?;
     let k = Kind::Memcached {
         ends: net_ends!(r),
         key_bytes: r.key_bytes.0,
@@ -449,6 +468,7 @@ pub(super) fn memcached(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         clients: r.clients,
         keys: r.keys,
         seed: r.seed,
+        instances: r.instances,
     };
     Ok((r.name, k))
 }

@@ -399,6 +399,7 @@ fn memcached_takes_memaslaps_defaults_and_the_others_parse() {
             clients: 16,
             keys: 10_000,
             seed: None,
+            instances: 1,
         }
     );
     assert_eq!(
@@ -414,6 +415,8 @@ fn memcached_takes_memaslaps_defaults_and_the_others_parse() {
         Kind::PageRank {
             host: "srv".into(),
             threads_per_socket: 8,
+            warmup: None,
+            seed: None,
         }
     );
     let loaded = parse(&src(&MC.replace(

@@ -1,10 +1,12 @@
-//! The PageRank-like victim alone on a host's memory system (`pagerank`, run by
-//! `run::victim`): its raw schema, and its reading into a `Kind` with its range check.
+//! The PageRank-like victim on a host's memory system (`pagerank`, run by `run::victim`
+//! alone or inside the network model it shares its host with): its raw schema, and its
+//! reading into a `Kind` with its range checks.
 
 use fabric::ScenarioError;
 use serde::Deserialize;
+use sim::Time;
 
-use super::located::Entry;
+use super::located::{parse_duration, Entry};
 use super::Kind;
 
 #[derive(Deserialize)]
@@ -15,6 +17,10 @@ struct RawPageRank {
     kind: String,
     host: String,
     threads_per_socket: u32,
+    /// Its own warm-up: it starts this long before the window (default: with the run).
+    warmup: Option<String>,
+    /// Its graph's random draws (default: the run's `--seed`).
+    seed: Option<u64>,
 }
 
 /// A `pagerank` workload: `threads_per_socket` victim threads on every socket of a host.
@@ -26,9 +32,26 @@ pub(super) fn pagerank(e: &Entry) -> Result<(String, Kind), ScenarioError> {
         "threads_per_socket",
         "must be 1 .. 64 threads",
     )?;
+    let warmup = match &r.warmup {
+        None => None,
+        Some(w) => Some(
+            parse_duration(w)
+                .ok()
+                .filter(|t| *t > Time::ZERO)
+                .ok_or_else(|| {
+                    e.field(
+                        &r.name,
+                        "warmup",
+                        "must be a duration with its unit, more than 0 and at most 1 s (\"1 ms\")",
+                    )
+                })?,
+        ),
+    };
     let k = Kind::PageRank {
         host: r.host,
         threads_per_socket: r.threads_per_socket,
+        warmup,
+        seed: r.seed,
     };
     Ok((r.name, k))
 }
