@@ -2,7 +2,7 @@
 //! A scenario may define more under `[chip.NAME]` and `[adapter.NAME]`, or override an
 //! adapter's BAR size and LUT window count per NTB.
 
-use crate::topology::Provenance;
+use crate::basis::Provenance;
 
 /// A switch chip: a motherboard/chassis PCIe switch, the chip inside an adapter, or a
 /// cluster switch.

@@ -4,6 +4,7 @@
 //! moves real bytes. There is no time here: the timing layer reads the paths this crate
 //! returns.
 
+pub mod basis;
 pub mod builtin;
 pub mod catalog;
 pub mod describe;

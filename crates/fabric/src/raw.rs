@@ -8,7 +8,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Error as _};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::topology::Basis;
+use crate::basis::Basis;
 use crate::units::Size;
 
 /// A parameter value with its basis: a bare value (basis unstated) or an inline table

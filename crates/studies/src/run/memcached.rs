@@ -13,7 +13,7 @@ use host::victim::Background;
 use serde_json::{json, Value};
 
 use super::beside::Beside;
-use super::net::{self, placement, NetOutcome};
+use super::packet::{self, placement, NetOutcome};
 use super::spec::{Kind, Measure, NetEnds, NicMode, Workload};
 use super::victim::Victim;
 use crate::ioctopus::setup::{self, MTU};
@@ -66,17 +66,7 @@ fn shared(kind: &Kind) -> Option<Shared<'_>> {
 /// sharing their hosts and load, or one with several instances or on a host in `joined`
 /// (a victim's).
 pub(super) fn groups(workloads: &[Workload], joined: &[&str]) -> Vec<Vec<usize>> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, w) in workloads.iter().enumerate() {
-        let Some(key) = shared(&w.kind) else { continue };
-        match groups
-            .iter_mut()
-            .find(|g| shared(&workloads[g[0]].kind).as_ref() == Some(&key))
-        {
-            Some(g) => g.push(i),
-            None => groups.push(vec![i]),
-        }
-    }
+    let mut groups = super::packet::group_by(workloads, shared);
     groups.retain(|g| {
         let key = shared(&workloads[g[0]].kind).expect("grouped");
         let several = |i: &usize| matches!(workloads[*i].kind, Kind::Memcached { instances, .. } if instances > 1);
@@ -142,7 +132,7 @@ pub(super) fn run_group(
         let (gets, sets): (u64, u64) = mine
             .iter()
             .fold((0, 0), |a, i| (a.0 + i.gets, a.1 + i.sets));
-        let mut counters = net::checked_counters(&r, pf)?;
+        let mut counters = packet::checked_counters(&r, pf)?;
         counters["instances"] = json!(n);
         counters["gets"] = json!(gets);
         counters["sets"] = json!(sets);
@@ -155,7 +145,7 @@ pub(super) fn run_group(
         counters["run_with"] = Value::from(others);
         let done = (gets + sets) as f64;
         outs.push(NetOutcome {
-            metrics: net::metrics(&[
+            metrics: packet::metrics(&[
                 ("kops", done / secs / 1e3),
                 ("mem_bw_gbps", r.mem_gbps),
                 (
@@ -173,7 +163,7 @@ pub(super) fn run_group(
 /// socket, and the lane of each of its instances.
 fn lane(topo: &Topology, ends: &NetEnds) -> Result<(host::net::NetHost, Lane), String> {
     let (socket, node) = placement(topo, &ends.server, ends.cpu_node, ends.mem_node)?;
-    let choice = net::choice(ends.nic_mode, ends.netdev_pf);
+    let choice = packet::choice(ends.nic_mode, ends.netdev_pf);
     let (h, pf) = setup::server(topo, &ends.server, &ends.nic, choice, socket, node)?;
     let mut core = h.core.clone();
     core.socket = socket;

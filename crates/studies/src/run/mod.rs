@@ -26,6 +26,7 @@ pub mod net;
 mod nvme_share;
 mod once;
 pub mod overrides;
+pub mod packet;
 pub mod rdma;
 pub mod spec;
 mod tcp_stream;
@@ -122,7 +123,7 @@ enum Handle {
     PingPong(ComponentId),
     Fio(Box<Fio>),
     /// A network workload or the PageRank victim, already run over the window.
-    Net(Box<net::NetOutcome>),
+    Net(Box<packet::NetOutcome>),
 }
 
 /// Runs one point: the scenario with the point's overrides, its workloads together.
@@ -248,7 +249,7 @@ fn own_models(
     spec: &spec::RunSpec,
     window: Measure,
     seed: u64,
-) -> Result<BTreeMap<usize, net::NetOutcome>, RunError> {
+) -> Result<BTreeMap<usize, packet::NetOutcome>, RunError> {
     let mut out = BTreeMap::new();
     for (i, w) in spec.workloads.iter().enumerate() {
         if let Kind::NvmeShare { .. } = w.kind {
@@ -394,7 +395,7 @@ fn build_on(
     m: Measure,
     seed: u64,
 ) -> Result<Handle, RunError> {
-    let own = |o: Result<net::NetOutcome, String>| {
+    let own = |o: Result<packet::NetOutcome, String>| {
         o.map(|o| Handle::Net(Box::new(o)))
             .map_err(|e| RunError(format!("workload `{}`: {e}", w.name)))
     };

@@ -17,65 +17,16 @@ use host::net::memcached::{self, MemcachedSpec};
 use host::net::migration::{MigrationSpec, Move, RxQueue};
 use host::net::stream::StreamSpec;
 use host::net::{pktgen, rr, udp, NetHost};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 use sim::Time;
 
 use super::beside::Beside;
-use super::spec::{Antagonists, Kind, Measure, Migration, NetEnds, NetTest, NicMode};
+use super::packet::NetOutcome;
+use super::packet::{checked_counters, choice, metrics, placement};
+use super::spec::{Antagonists, Kind, Measure, Migration, NetEnds, NetTest};
 use super::tcp_stream::{Part, Stream};
 use crate::ioctopus::migration as team;
-use crate::ioctopus::setup::{self, NicChoice, MTU, RR_WARMUP};
-
-/// What a network workload measured: its metrics (the catalog's names) and counters.
-#[derive(Clone, Debug)]
-pub struct NetOutcome {
-    pub metrics: Map<String, Value>,
-    pub counters: Value,
-}
-
-/// The packages of a process's core (`cpu_node`) and memory (`mem_node`) on host `name`:
-/// the packet model keeps one memory node per socket.
-pub(super) fn placement(
-    topo: &Topology,
-    name: &str,
-    cpu_node: u32,
-    mem_node: u32,
-) -> Result<(u32, u32), String> {
-    let h = topo
-        .host_by_name(name)
-        .ok_or_else(|| format!("no host `{name}`"))?;
-    let p = topo.platform_of(h);
-    if cpu_node >= p.cpu_nodes() {
-        return Err(format!(
-            "cpu_node {cpu_node}: host `{name}` has CPU nodes 0 .. {}",
-            p.cpu_nodes() - 1
-        ));
-    }
-    if mem_node >= p.numa_nodes() {
-        return Err(format!(
-            "mem_node {mem_node}: host `{name}` has NUMA nodes 0 .. {}",
-            p.numa_nodes() - 1
-        ));
-    }
-    if p.memory_node(mem_node).is_some() {
-        return Err(format!(
-            "mem_node {mem_node} of host `{name}` is a memory-only node: a network workload's \
-             memory is on a CPU node (the packet model keeps one memory node per socket)"
-        ));
-    }
-    Ok((p.package_of_node(cpu_node), p.package_of_node(mem_node)))
-}
-
-pub(super) fn choice(mode: NicMode, netdev_pf: usize) -> NicChoice {
-    NicChoice {
-        mode: match mode {
-            NicMode::Standard => SteeringMode::Standard,
-            NicMode::Octonic => SteeringMode::OctoNic,
-            NicMode::LinuxMultiPf => SteeringMode::LinuxMultiPf,
-        },
-        netdev_pf,
-    }
-}
+use crate::ioctopus::setup::{self, MTU, RR_WARMUP};
 
 /// The server side of a workload of `ends`: the host set up with its queue on the PF the
 /// NIC's steering gives, the process's socket, that PF.
@@ -346,13 +297,6 @@ pub fn run(
     }
 }
 
-pub(super) fn metrics(fields: &[(&str, f64)]) -> Map<String, Value> {
-    fields
-        .iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect()
-}
-
 /// Round trips of `round_trip_ns` that fit in `m`: warm-up (at least the rings' wrap,
 /// `RR_WARMUP`) and window.
 fn fit(round_trip_ns: f64, m: Measure) -> (u32, u32) {
@@ -515,27 +459,4 @@ fn tcp_rr(
             "server_interrupts_per_s": r.server_interrupts_per_s,
         }),
     })
-}
-
-/// The counters of a memcached run served from `pf`, or an error if any GET reply was not
-/// the bytes a SET stored (every reply is checked whole).
-pub(super) fn checked_counters(r: &memcached::MemcachedResult, pf: usize) -> Result<Value, String> {
-    if r.values_corrupt > 0 || r.values_stale > 0 {
-        return Err(format!(
-            "{} of {} GET replies were not the bytes a SET stored ({} stale)",
-            r.values_corrupt + r.values_stale,
-            r.values_checked,
-            r.values_stale
-        ));
-    }
-    Ok(json!({
-        "pf": pf,
-        "gets": r.gets,
-        "sets": r.sets,
-        "value_gbps": r.value_gbps,
-        "interconnect_gbps": r.interconnect_gbps,
-        "server_cpu_util": r.server_util,
-        "values_checked": r.values_checked,
-        "events": r.events,
-    }))
 }

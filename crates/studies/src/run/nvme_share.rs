@@ -7,7 +7,7 @@ use fabric::scenario::Scenario;
 use serde_json::{json, Value};
 use systems::smartio::nvme_bench::{self, SharingSetup};
 
-use super::net::NetOutcome;
+use super::packet::NetOutcome;
 use super::spec::{Kind, Measure};
 
 /// Runs an `nvme_share` workload over `m` on fresh hardware of `scenario`.

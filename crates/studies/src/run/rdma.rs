@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use sim::Time;
 
 use super::beside::Beside;
-use super::net::NetOutcome;
+use super::packet::NetOutcome;
 use super::spec::rdma::{RdmaBench, MAX_RD_ATOMIC, MTU};
 use super::spec::{Kind, Measure};
 

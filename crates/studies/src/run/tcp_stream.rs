@@ -16,7 +16,7 @@ use host::net::NetHost;
 use serde_json::{json, Value};
 
 use super::beside::Beside;
-use super::net::{metrics, placement, NetOutcome};
+use super::packet::{metrics, placement, NetOutcome};
 use super::spec::{Kind, Measure, NetTest, NicMode, Workload};
 use super::victim::Victim;
 use crate::ioctopus::setup::{self, NicChoice, FLOW, MTU};
@@ -245,17 +245,7 @@ fn shared(kind: &Kind) -> Option<Shared<'_>> {
 /// The groups of `workloads` (indices, in file order) that run as one model: two or more,
 /// or one whose server is in `joined` (a victim's host).
 pub(super) fn groups(workloads: &[Workload], joined: &[&str]) -> Vec<Vec<usize>> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, w) in workloads.iter().enumerate() {
-        let Some(key) = shared(&w.kind) else { continue };
-        match groups
-            .iter_mut()
-            .find(|g| shared(&workloads[g[0]].kind).as_ref() == Some(&key))
-        {
-            Some(g) => g.push(i),
-            None => groups.push(vec![i]),
-        }
-    }
+    let mut groups = super::packet::group_by(workloads, shared);
     groups.retain(|g| {
         g.len() > 1 || shared(&workloads[g[0]].kind).is_some_and(|k| joined.contains(&k.server))
     });
@@ -289,7 +279,7 @@ pub(super) fn run_group(
         };
         let (socket, node) = placement(topo, server, *cpu_node, *mem_node)
             .map_err(|e| format!("workload `{}`: {e}", w.name))?;
-        let choice = super::net::choice(*nic_mode, *netdev_pf);
+        let choice = super::packet::choice(*nic_mode, *netdev_pf);
         let (h, pf) = setup::server(topo, server, nic, choice, socket, node)
             .map_err(|e| format!("workload `{}`: {e}", w.name))?;
         server_host.get_or_insert(h);

@@ -16,7 +16,7 @@ use fabric::Topology;
 use serde_json::{json, Map, Value};
 
 use super::beside::{Beside, CpuStreams};
-use super::net::NetOutcome;
+use super::packet::NetOutcome;
 use super::spec::{Kind, Measure, RunSpec, Workload};
 use super::victim::{self, Victim};
 use super::{located, memcached, tcp_stream, RunError};

@@ -10,7 +10,7 @@ use serde_json::{json, Map};
 use sim::Time;
 
 use super::beside::Beside;
-use super::net::NetOutcome;
+use super::packet::NetOutcome;
 use super::spec::{Kind, Measure, Workload};
 
 /// A `pagerank` workload's victim, not yet started, with what its row reports.

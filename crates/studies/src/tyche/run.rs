@@ -8,7 +8,7 @@ use systems::tyche::TycheSpec;
 
 use super::{counters, run_between, FRAME_BYTES};
 use crate::run::beside::Beside;
-use crate::run::net::NetOutcome;
+use crate::run::packet::NetOutcome;
 use crate::run::spec::{Kind, Measure};
 
 /// Runs a `Kind::Tyche` workload; metrics `gbps` and `throughput_gbps` (GB/s),
