@@ -221,7 +221,9 @@ pub struct RawInterconnect {
     pub ends: Spanned<Vec<Spanned<String>>>,
     #[serde(default = "default_ic_kind")]
     pub kind: Spanned<String>,
-    pub gts: Option<f64>,
+    /// Transfers per second (GT/s); with a known kind, its bandwidth (2 bytes per
+    /// transfer and direction) unless `bandwidth_gbps` is given.
+    pub gts: Option<Spanned<f64>>,
     pub count: Option<Spanned<u32>>,
     pub bandwidth_gbps: Option<Spanned<f64>>,
     pub latency_ns: Option<Spanned<f64>>,

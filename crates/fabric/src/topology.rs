@@ -73,6 +73,24 @@ pub struct InterconnectLink {
     pub weight: u32,
 }
 
+/// Bytes a QPI, UPI, HyperTransport or Infinity Fabric link moves per transfer and
+/// direction: its 16 data lanes (QPI and UPI carry 20 lanes, 16 of them data; Intel's
+/// QPI and UPI datasheets rate a 9.6 GT/s link at 19.2 GB/s per direction).
+pub const INTERCONNECT_BYTES_PER_TRANSFER: f64 = 2.0;
+
+impl InterconnectLink {
+    /// Its bandwidth per direction, GB/s: `bandwidth_gbps` when given, else its transfer
+    /// rate (`gts`) × 2 bytes × `count` parallel links, else the platform's timing value
+    /// `default_gbps` (`interconnect_gbps`) × `count`.
+    pub fn gbps(&self, default_gbps: f64) -> f64 {
+        match (self.bandwidth_gbps, self.gts) {
+            (Some(b), _) => b,
+            (None, Some(gts)) => gts * INTERCONNECT_BYTES_PER_TRANSFER * self.count as f64,
+            (None, None) => default_gbps * self.count as f64,
+        }
+    }
+}
+
 /// One parameter set for a kind of machine (DESIGN.md rule 5).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Platform {

@@ -856,9 +856,7 @@ fn interconnect_wires(net: &mut Net, h: &Host, p: &Platform, pt: &PlatformTiming
     let mut wires = Vec::new();
     for l in &p.interconnect {
         // Parallel links (`count`) add bandwidth.
-        let gbps = l
-            .bandwidth_gbps
-            .unwrap_or(pt.interconnect_gbps * l.count as f64);
+        let gbps = l.gbps(pt.interconnect_gbps);
         let lat = l.latency_ns.unwrap_or(pt.interconnect_latency_ns);
         let (a, b) = net.add_link(
             &format!("{} {}-{}", h.name, p.vertex_name(l.a), p.vertex_name(l.b)),

@@ -486,3 +486,21 @@ fn stream_cores_add_up_and_stop_at_the_socket() {
         "{e}"
     );
 }
+
+#[test]
+fn an_interconnect_links_transfer_rate_sets_its_bandwidth() {
+    // The antagonist's cores on node 1 stream node 0's memory across QPI: at 2.5 GT/s
+    // (2 links × 2 B × 2.5 = 10 GB/s per direction) it is bound by the link, at 16 GT/s
+    // by its misses in flight.
+    let points = sweep(
+        &[
+            "platform.r730.interconnect.0.gts=2.5,16",
+            "workload.antagonist.misses_in_flight=40",
+        ],
+        1,
+    );
+    let g: Vec<f64> = points.iter().map(|p| metric(p, "antagonist", "gbps")).collect();
+    assert!(g[0] < 10.0 && g[1] > 1.2 * g[0], "{g:?}");
+    let qpi = |p: &PointResult| counter(p, "links", "srv pkg0-pkg1 →", "wire_bytes") / 1e9;
+    assert!(qpi(&points[0]) <= 10.0 * 1.001, "{}", qpi(&points[0]));
+}

@@ -366,6 +366,23 @@ impl PlatformAt<'_> {
                     "kind must be qpi, upi, hypertransport, infinity or generic",
                 ));
             }
+            if let Some(gts) = &r.gts {
+                let g = *gts.get_ref();
+                if !(g > 0.0 && g <= 64.0) {
+                    return Err(self.err(
+                        gts.span(),
+                        &format!("{k}.gts"),
+                        "gts must be a transfer rate in (0, 64] GT/s",
+                    ));
+                }
+                if kind == "generic" && r.bandwidth_gbps.is_none() {
+                    return Err(self.err(
+                        gts.span(),
+                        &format!("{k}.gts"),
+                        "a generic link's width is unknown, so its gts gives no bandwidth: set its kind (qpi, upi, hypertransport, infinity: 2 bytes per transfer and direction) or its bandwidth_gbps",
+                    ));
+                }
+            }
             for (val, what, rule) in [
                 (&r.bandwidth_gbps, "bandwidth_gbps", Rule::Bandwidth),
                 (&r.latency_ns, "latency_ns", Rule::Latency),
@@ -380,7 +397,7 @@ impl PlatformAt<'_> {
                 a: v[0],
                 b: v[1],
                 kind,
-                gts: r.gts,
+                gts: r.gts.as_ref().map(|g| *g.get_ref()),
                 count: r.count.as_ref().map(|c| *c.get_ref()).unwrap_or(1).max(1),
                 bandwidth_gbps: r.bandwidth_gbps.as_ref().map(|x| *x.get_ref()),
                 latency_ns: r.latency_ns.as_ref().map(|x| *x.get_ref()),

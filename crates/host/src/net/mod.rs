@@ -134,7 +134,12 @@ pub fn mem_sys(platform: &Platform, line_fill_buffers: u32) -> Result<MemSys, St
         .timing
         .as_ref()
         .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
-    let links: u32 = platform.interconnect.iter().map(|l| l.count.max(1)).sum();
+    // Every link's bandwidth together (one default link when the platform lists none).
+    let links: f64 = platform
+        .interconnect
+        .iter()
+        .map(|l| l.gbps(t.interconnect_gbps))
+        .sum();
     let params = MemSysParams {
         sockets: platform.packages,
         llc_bytes: platform.llc_bytes,
@@ -144,7 +149,11 @@ pub fn mem_sys(platform: &Platform, line_fill_buffers: u32) -> Result<MemSys, St
         dram_latency: ns(t.dram_latency_ns),
         interconnect_latency: ns(t.interconnect_latency_ns),
         dram_gbps: t.dram_gbps,
-        interconnect_gbps: t.interconnect_gbps * links.max(1) as f64,
+        interconnect_gbps: if platform.interconnect.is_empty() {
+            t.interconnect_gbps
+        } else {
+            links
+        },
         line_fill_buffers,
         snoop: if t.home_snoop {
             Snoop::HomeDirectory

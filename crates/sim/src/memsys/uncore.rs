@@ -72,8 +72,8 @@ impl Uncore {
         }
     }
 
-    /// The graph of `platform`: each link at its `bandwidth_gbps`, else the timing table's
-    /// `interconnect_gbps` × its `count` (parallel links add up), and its `latency_ns`,
+    /// The graph of `platform`: each link at its bandwidth (`InterconnectLink::gbps`:
+    /// `bandwidth_gbps`, its `gts`, or the timing table's `interconnect_gbps`), and its `latency_ns`,
     /// else `interconnect_latency_ns` — as `timed` prices the same links. An error names
     /// a vertex that cannot reach a package (its memory would be unreachable).
     pub fn of_platform(platform: &Platform) -> Result<Uncore, String> {
@@ -87,9 +87,7 @@ impl Uncore {
             .map(|l| UncoreLink {
                 a: l.a,
                 b: l.b,
-                gbps: l
-                    .bandwidth_gbps
-                    .unwrap_or(t.interconnect_gbps * l.count as f64),
+                gbps: l.gbps(t.interconnect_gbps),
                 latency: Time::from_ps(
                     (l.latency_ns.unwrap_or(t.interconnect_latency_ns) * 1000.0).round() as u64,
                 ),
