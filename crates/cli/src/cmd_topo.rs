@@ -1,11 +1,12 @@
-//! `nudma topo show|check|path`: print a scenario's fabric, validate it, or show the
-//! route of one access (what it crosses, translations included, and where it lands).
+//! `nudma topo show|check|path [--set KEY=VALUE]…`: print a scenario's fabric, validate
+//! it, or show the route of one access (what it crosses, translations included, and where
+//! it lands), on the scenario with `nudma run`'s overrides.
 
 use std::process::ExitCode;
 
 use fabric::describe;
 use fabric::Access;
-use nudma::api::topo::{self, load};
+use nudma::api::{run as api, topo};
 
 #[derive(clap::Subcommand)]
 pub enum TopoCommand {
@@ -15,12 +16,23 @@ pub enum TopoCommand {
         scenario: String,
         #[arg(long, value_enum, default_value = "text")]
         format: ShowFormat,
+        /// Overrides a scenario key, as `nudma run --set` does (one value each).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Validate a scenario; prints a located error and exits non-zero when it is wrong.
-    Check { scenario: String },
+    Check {
+        scenario: String,
+        /// Overrides a scenario key, as `nudma run --set` does (one value each).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
     /// The route of one access: hops (switch chips), roots, every step, the target.
     Path {
         scenario: String,
+        /// Overrides a scenario key, as `nudma run --set` does (one value each).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
         /// Requester: `host.device[.pfN]` or `host.cpu[N]`.
         #[arg(long)]
         from: String,
@@ -79,8 +91,12 @@ fn parse_len(s: &str) -> Result<u32, String> {
 
 pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
     match c {
-        TopoCommand::Show { scenario, format } => {
-            let f = load(&scenario)?;
+        TopoCommand::Show {
+            scenario,
+            format,
+            sets,
+        } => {
+            let f = topo::load_with(&scenario, &api::parse_sets(&sets)?)?;
             match format {
                 ShowFormat::Text => print!("{}", describe::topology_text(&f)),
                 ShowFormat::Dot => print!("{}", describe::topology_dot(&f)),
@@ -91,13 +107,14 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        TopoCommand::Check { scenario } => {
-            let f = load(&scenario)?;
+        TopoCommand::Check { scenario, sets } => {
+            let f = topo::load_with(&scenario, &api::parse_sets(&sets)?)?;
             println!("{}", topo::check_summary(&f));
             Ok(ExitCode::SUCCESS)
         }
         TopoCommand::Path {
             scenario,
+            sets,
             from,
             to,
             offset,
@@ -118,7 +135,8 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
                 access,
                 outstanding,
             };
-            let report = topo::path(&|| load(&scenario), &q)?;
+            let sets = api::parse_sets(&sets)?;
+            let report = topo::path(&|| topo::load_with(&scenario, &sets), &q)?;
             let (req, setup, p, r) = (&report.request, &report.setup, &report.path, &report.result);
             let timed = &report.timed;
             let timing_error = &report.timing_error;

@@ -579,3 +579,52 @@ fn topo_path_crosses_the_10k_cluster() {
     assert_eq!(v["target"]["host"], "h9999");
     assert!(v["latency_ns"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn topo_commands_take_the_overrides_run_takes() {
+    let ex = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/two_socket_server.toml"
+    );
+    let stream = |sets: &[&str]| {
+        let mut args = vec![
+            "topo",
+            "path",
+            ex,
+            "--from",
+            "srv.nic0",
+            "--to",
+            "srv.ram.node1",
+            "--format",
+            "json",
+        ];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        json(&args)
+    };
+    let (wide, narrow) = (stream(&[]), stream(&["host.srv.device.nic0.link.width=4"]));
+    assert_ne!(wide, narrow);
+    assert!(
+        narrow.to_string().contains("Gen3 x4") && !wide.to_string().contains("Gen3 x4"),
+        "{narrow}"
+    );
+    let (code, _, err) = nudma(&["topo", "check", ex, "--set", "host.srv.nope=1"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("(with --set):18:1: unknown field `nope`"),
+        "{err}"
+    );
+    let (code, _, err) = nudma(&[
+        "topo",
+        "show",
+        ex,
+        "--set",
+        "host.srv.device.nic0.link.width=4,8",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("a scenario takes one value per key, not 2"),
+        "{err}"
+    );
+}

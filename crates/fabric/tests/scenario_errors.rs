@@ -217,7 +217,9 @@ fn impossible_topologies_are_refused() {
         "{e}"
     );
     // A link's transfer rate is its bandwidth only where its width is known.
-    let link = format!("{text}[[platform.smartio_host.interconnect]]\nends = [\"pkg0\", \"pkg1\"]\ngts = 9.6\n");
+    let link = format!(
+        "{text}[[platform.smartio_host.interconnect]]\nends = [\"pkg0\", \"pkg1\"]\ngts = 9.6\n"
+    );
     let e = err_of(&link);
     assert!(
         e.contains("a generic link's width is unknown, so its gts gives no bandwidth")
@@ -225,7 +227,10 @@ fn impossible_topologies_are_refused() {
         "{e}"
     );
     let e = err_of(&link.replace("gts = 9.6", "kind = \"qpi\"\ngts = 0.0"));
-    assert!(e.contains("gts must be a transfer rate in (0, 64] GT/s"), "{e}");
+    assert!(
+        e.contains("gts must be a transfer rate in (0, 64] GT/s"),
+        "{e}"
+    );
     // More lanes than the chip has: named and located as the switch.
     assert_eq!(
         err_of(&GOOD.replace(

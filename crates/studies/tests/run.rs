@@ -499,7 +499,10 @@ fn an_interconnect_links_transfer_rate_sets_its_bandwidth() {
         ],
         1,
     );
-    let g: Vec<f64> = points.iter().map(|p| metric(p, "antagonist", "gbps")).collect();
+    let g: Vec<f64> = points
+        .iter()
+        .map(|p| metric(p, "antagonist", "gbps"))
+        .collect();
     assert!(g[0] < 10.0 && g[1] > 1.2 * g[0], "{g:?}");
     let qpi = |p: &PointResult| counter(p, "links", "srv pkg0-pkg1 →", "wire_bytes") / 1e9;
     assert!(qpi(&points[0]) <= 10.0 * 1.001, "{}", qpi(&points[0]));
