@@ -628,3 +628,22 @@ fn topo_commands_take_the_overrides_run_takes() {
         "{err}"
     );
 }
+
+#[test]
+fn topo_show_lists_what_is_lent_and_borrowed_and_each_links_bandwidth() {
+    let ex = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/borrowed_gpu.toml"
+    );
+    let (code, out, err) = nudma(&["topo", "show", ex]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\nlending (set up when a run starts)\n  lender lends gpu (03:00.0)\n  borrower borrows lender.gpu as gpu0 (exclusive)\n"), "{out}");
+    let v = json(&["topo", "show", ex, "--format", "json"]);
+    assert_eq!(v["borrows"][0]["name"], "gpu0");
+    assert_eq!(v["lends"][0]["device"], "gpu");
+    let (_, out, _) = nudma(&["topo", "show", "ioctopus_r730"]);
+    assert!(
+        out.contains("interconnect pkg0 ↔ pkg1 QPI 9.6 GT/s × 2, 38.4 GB/s per direction"),
+        "{out}"
+    );
+}

@@ -329,12 +329,16 @@ pub fn topology_text(f: &Fabric) -> String {
         for l in &p.interconnect {
             let _ = writeln!(
                 out,
-                "  interconnect {} ↔ {} {}{}",
+                "  interconnect {} ↔ {} {}{}{}",
                 p.vertex_name(l.a),
                 p.vertex_name(l.b),
                 l.kind.to_uppercase(),
                 l.gts
                     .map(|g| format!(" {g} GT/s × {}", l.count))
+                    .unwrap_or_default(),
+                p.timing
+                    .as_ref()
+                    .map(|t| format!(", {} GB/s per direction", l.gbps(t.interconnect_gbps)))
                     .unwrap_or_default()
             );
         }
@@ -377,7 +381,35 @@ pub fn topology_text(f: &Fabric) -> String {
             s.cables.len()
         );
     }
+    lending_text(t, &mut out);
     out
+}
+
+/// The scenario's `[[lend]]` and `[[borrow]]` declarations (carried out when a run starts).
+fn lending_text(t: &Topology, out: &mut String) {
+    if t.lends.is_empty() && t.borrows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nlending (set up when a run starts)");
+    for l in &t.lends {
+        let _ = writeln!(
+            out,
+            "  {} lends {} ({})",
+            t.host(l.host).name,
+            l.device,
+            t.node(l.function).rid
+        );
+    }
+    for b in &t.borrows {
+        let _ = writeln!(
+            out,
+            "  {} borrows {} as {} ({})",
+            t.host(b.host).name,
+            b.device,
+            b.name,
+            if b.exclusive { "exclusive" } else { "shared" }
+        );
+    }
 }
 
 fn tree(t: &Topology, id: NodeId, prefix: &str, last: bool, top: bool, out: &mut String) {
@@ -583,5 +615,7 @@ pub fn topology_json(f: &Fabric) -> Value {
         "hosts": hosts,
         "cluster_switches": t.cluster_switches.iter().map(|s| json!({"name": s.name, "chip": t.chip(s.chip).name})).collect::<Vec<_>>(),
         "cables": t.cables.iter().map(|c| json!({"ends": [t.cable_end_label(c.ends[0]), t.cable_end_label(c.ends[1])], "gen": c.link.gen, "width": c.link.width})).collect::<Vec<_>>(),
+        "lends": t.lends.iter().map(|l| json!({"host": t.host(l.host).name, "device": l.device})).collect::<Vec<_>>(),
+        "borrows": t.borrows.iter().map(|b| json!({"host": t.host(b.host).name, "name": b.name, "device": b.device, "exclusive": b.exclusive})).collect::<Vec<_>>(),
     })
 }
