@@ -647,3 +647,33 @@ fn topo_show_lists_what_is_lent_and_borrowed_and_each_links_bandwidth() {
         "{out}"
     );
 }
+
+#[test]
+fn a_borrowed_device_is_an_endpoint_by_its_borrow_name() {
+    let ex = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/borrowed_gpu.toml"
+    );
+    // Through the lender's NTB (address and requester-ID LUTs), the cable and the
+    // borrower's IOMMU, as the borrower's driver maps its own RAM in the DMA window.
+    for from in ["borrower.gpu0", "gpu0"] {
+        assert_eq!(path(ex, from, "borrower.ram"), (3, 1), "{from}");
+    }
+    let (code, out, err) = nudma(&["topo", "path", ex, "--from", "gpu0", "--to", "borrower.ram"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("set up for this query: borrower borrows lender.gpu"),
+        "{out}"
+    );
+    assert!(out.contains("iommu          borrower IOMMU"), "{out}");
+    let (code, _, err) = nudma(&[
+        "topo",
+        "path",
+        ex,
+        "--from",
+        "borrower.gpu1",
+        "--to",
+        "borrower.ram",
+    ]);
+    assert_eq!(code, 2, "{err}");
+}

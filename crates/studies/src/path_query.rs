@@ -163,6 +163,9 @@ fn request_for(
     len: u32,
     access: Access,
 ) -> Result<(Request, Vec<String>), QueryError> {
+    if let Some(r) = borrowed_request(f, from, to, offset, len, access) {
+        return r;
+    }
     let src = f.resolve(from).map_err(|e| QueryError(e.to_string()))?;
     let requester = requester_of(f, src)?;
     match fabric::units::parse_size(to) {
@@ -203,6 +206,76 @@ fn request_for(
             ))
         }
     }
+}
+
+/// An access from a device the scenario borrows (`from` names a `[[borrow]]`, `gpu0` or
+/// `borrower.gpu0`): the scenario's lending carried out as a run starts, then the
+/// borrower's driver mapping the target for the device (through the DMA window into its
+/// own memory, or as any other buffer elsewhere). `None` when `from` names no borrow.
+fn borrowed_request(
+    f: &mut Fabric,
+    from: &str,
+    to: &str,
+    offset: u64,
+    len: u32,
+    access: Access,
+) -> Option<Result<(Request, Vec<String>), QueryError>> {
+    let named = |b: &fabric::topology::BorrowDecl| {
+        b.name == from || format!("{}.{}", f.topo.host(b.host).name, b.name) == from
+    };
+    let decl = f.topo.borrows.iter().find(|b| named(b))?.clone();
+    let err = |e: String| QueryError(format!("{from} → {to}: {e}"));
+    let mut run = || -> Result<(Request, Vec<String>), QueryError> {
+        let mut cl = systems::smartio::Cluster::from_fabric(f).map_err(|e| err(e.to_string()))?;
+        let b = cl
+            .borrow_named(&decl.name)
+            .ok_or_else(|| err(format!("the lending did not give `{}`", decl.name)))?;
+        let function = cl.function(f, b).map_err(|e| err(e.to_string()))?;
+        let requester = Requester::Function(function);
+        let (host, addr) = f
+            .resolve_address(to, offset)
+            .map_err(|e| QueryError(e.to_string()))?;
+        let mut setup = vec![format!(
+            "{} borrows {} (SmartIO: requester entry, DMA window)",
+            f.topo.host(decl.host).name,
+            decl.device
+        )];
+        let buf = host::PhysAddr { host, addr };
+        let bus = if host == b.host {
+            let m = cl
+                .map_for_device(f, b, buf, len as u64, host::DmaDirection::Bidirectional)
+                .map_err(|e| err(e.to_string()))?;
+            setup.push(format!(
+                "mapped for {from} in its DMA window at {:#x}",
+                m.addr.0
+            ));
+            m.addr.0
+        } else {
+            let (m, log) = host::Hosts::with(f, |h, f| {
+                h.dma_map_single(
+                    f,
+                    requester,
+                    buf,
+                    len as u64,
+                    host::DmaDirection::Bidirectional,
+                )
+                .map(|m| (m, h.take_log()))
+            })
+            .map_err(|e| err(e.to_string()))?;
+            setup.extend(log);
+            m.addr.0
+        };
+        Ok((
+            Request {
+                requester,
+                addr: bus,
+                len,
+                access,
+            },
+            setup,
+        ))
+    };
+    Some(run())
 }
 
 fn requester_of(f: &Fabric, e: Endpoint) -> Result<Requester, QueryError> {
