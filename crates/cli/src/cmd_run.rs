@@ -126,17 +126,10 @@ fn print_experiment(
 
 /// One line per row: the workload, the swept values, then the metrics.
 fn table(rows: &[studies::Run]) -> String {
+    // One rule for every number: 4 significant digits, whole from 1000 up, no trailing
+    // zeros (`studies::format::format_number`, as `reproduce` prints values).
     let fmt = |v: Option<&Value>| match v {
-        Some(Value::Number(n)) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            if x.abs() >= 1e6 {
-                format!("{x:.3e}")
-            } else if x.fract() == 0.0 {
-                format!("{x:.0}")
-            } else {
-                format!("{x:.2}")
-            }
-        }
+        Some(Value::Number(n)) => studies::format::format_number(n.as_f64().unwrap_or(0.0)),
         Some(v) => v.to_string(),
         None => "—".into(),
     };

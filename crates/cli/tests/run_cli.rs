@@ -382,3 +382,26 @@ fn a_workload_uses_a_borrowed_device_by_its_borrow_name() {
     assert_eq!(code, 2);
     assert!(err.contains("gpu9"), "{err}");
 }
+
+#[test]
+fn the_run_table_prints_every_number_by_one_rule() {
+    // 4 significant digits, whole numbers from 1000 up, no exponent and no padding zeros:
+    // the same as `reproduce` prints.
+    let ex = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/two_socket_server.toml"
+    );
+    let (code, out, err) = common::nudma(&["run", ex]);
+    assert_eq!(code, 0, "{err}");
+    let nic = out.lines().find(|l| l.starts_with("nic0_rx")).unwrap();
+    let cells: Vec<&str> = nic.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        ["nic0_rx", "7.286", "1775000", "17957", "17957"],
+        "{out}"
+    );
+    assert!(
+        !out.contains("e+") && !out.contains("e6") && !out.contains(".00 "),
+        "{out}"
+    );
+}
