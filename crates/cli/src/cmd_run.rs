@@ -47,7 +47,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         Some(info) => print_experiment(&out, info, !sets.is_empty(), a.format)?,
         None => match a.format {
             crate::Format::Json => println!("{}", serde_json::to_string_pretty(&out.json())?),
-            crate::Format::Text => print!("{}", table(&out.rows())),
+            crate::Format::Text => {
+                let order: Vec<&str> = sets.iter().map(|o| o.key.as_str()).collect();
+                print!("{}", table(&out.rows(), &order))
+            }
         },
     }
     if let Some(dir) = &a.out {
@@ -124,8 +127,9 @@ fn print_experiment(
     Ok(())
 }
 
-/// One line per row: the workload, the swept values, then the metrics.
-fn table(rows: &[studies::Run]) -> String {
+/// One line per row: the workload, the swept values (in the order `order` gives their
+/// keys, `--set`'s), then the metrics.
+fn table(rows: &[studies::Run], order: &[&str]) -> String {
     // One rule for every number: 4 significant digits, whole from 1000 up, no trailing
     // zeros (`studies::format::format_number`, as `reproduce` prints values).
     let fmt = |v: Option<&Value>| match v {
@@ -138,7 +142,8 @@ fn table(rows: &[studies::Run]) -> String {
         return out;
     };
     out.push_str(&format!("scenario {}\n", first.config));
-    let keys: Vec<&String> = first.params.keys().filter(|k| *k != "workload").collect();
+    let mut keys: Vec<&String> = first.params.keys().filter(|k| *k != "workload").collect();
+    keys.sort_by_key(|k| order.iter().position(|o| o == k).unwrap_or(usize::MAX));
     let mut header = vec!["workload".to_string()];
     header.extend(keys.iter().map(|k| k.to_string()));
     header.extend(

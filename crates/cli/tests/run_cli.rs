@@ -405,3 +405,24 @@ fn the_run_table_prints_every_number_by_one_rule() {
         "{out}"
     );
 }
+
+#[test]
+fn swept_columns_come_in_the_order_of_the_sets() {
+    // Alphabetical order would put `measure.…` first.
+    let ex = example();
+    let (code, out, err) = nudma(&[
+        "run",
+        ex.as_str(),
+        "--set",
+        "workload.nic0_rx.outstanding=8",
+        "--set",
+        "measure.duration=100 us",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let h = out.lines().nth(1).unwrap();
+    let (o, d) = (
+        h.find("workload.nic0_rx.outstanding").unwrap(),
+        h.find("measure.duration").unwrap(),
+    );
+    assert!(o < d, "{h}");
+}
