@@ -230,6 +230,12 @@ impl NetHost {
 /// interconnect, from its platform's timing), its cores' line-fill buffers from the
 /// platform's network-stack table.
 pub fn memory_system(topo: &Topology, host: HostId) -> Result<MemSys, String> {
+    mem_sys(topo.platform_of(host), line_fill_buffers(topo, host)?)
+}
+
+/// The line misses a core of host `host` keeps in flight (its platform's network-stack
+/// table), without building its memory system.
+pub fn line_fill_buffers(topo: &Topology, host: HostId) -> Result<u32, String> {
     let platform = topo.platform_of(host);
     let costs = platform.netstack.as_ref().ok_or_else(|| {
         format!(
@@ -239,5 +245,5 @@ pub fn memory_system(topo: &Topology, host: HostId) -> Result<MemSys, String> {
             platform.name
         )
     })?;
-    mem_sys(platform, costs.line_fill_buffers)
+    Ok(costs.line_fill_buffers)
 }

@@ -653,12 +653,13 @@ impl Experiment {
         let mut jobs: Vec<Job> = Vec::new();
         // Configs with the same hardware share runs: a run that does not depend on what
         // else differs between them (a baseline without the workloads that do) runs once.
+        let hardware: Vec<String> = self.configs.iter().map(ConfigSpec::hardware).collect();
         let mut seen: BTreeSet<(String, RunKey)> = BTreeSet::new();
         for (ci, c) in self.configs.iter().enumerate() {
             for point in &points {
                 for m in &self.metrics {
                     for (key, args) in needs(c, m, point, &self.sweep_vars) {
-                        if seen.insert((c.hardware(), key.clone())) {
+                        if seen.insert((hardware[ci].clone(), key.clone())) {
                             jobs.push(Job {
                                 config: ci,
                                 key,
@@ -679,17 +680,17 @@ impl Experiment {
             .collect();
         let mut cache: BTreeMap<(String, RunKey), Outcome> = BTreeMap::new();
         for (j, outcome) in jobs.into_iter().zip(outcomes) {
-            cache.insert((self.configs[j.config].hardware(), j.key), outcome?);
+            cache.insert((hardware[j.config].clone(), j.key), outcome?);
         }
         let mut out = Vec::new();
-        for c in &self.configs {
+        for (ci, c) in self.configs.iter().enumerate() {
             for point in &points {
                 let mut metrics = Map::new();
                 let mut counters = Map::new();
                 for m in &self.metrics {
                     let runs: Vec<&Outcome> = needs(c, m, point, &self.sweep_vars)
                         .into_iter()
-                        .map(|(key, _)| &cache[&(c.hardware(), key)])
+                        .map(|(key, _)| &cache[&(hardware[ci].clone(), key)])
                         .collect();
                     let value = |o: &Outcome| {
                         workloads::field(&o.fields, &m.field).ok_or_else(|| self.no_field(c, m, o))

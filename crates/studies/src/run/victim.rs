@@ -57,9 +57,7 @@ pub fn victim(topo: &Topology, w: &Workload, m: Measure, seed: u64) -> Result<Vi
     }
     let spec = PageRankSpec {
         threads_per_socket: *threads_per_socket,
-        edges_per_step: host::net::memory_system(topo, id)?
-            .params()
-            .line_fill_buffers,
+        edges_per_step: host::net::line_fill_buffers(topo, id)?,
         clock_ghz: p.clock_ghz,
         seed: own_seed.unwrap_or(seed),
         ..GAP_PAGERANK
