@@ -151,7 +151,7 @@ impl PageRoutes {
 
     /// What a request of `bytes` at `addr` needs to be injected.
     #[inline]
-    fn issue(&self, owner: ComponentId, addr: u64, bytes: u32, flow: u32) -> Issue {
+    pub(crate) fn issue(&self, owner: ComponentId, addr: u64, bytes: u32, flow: u32) -> Issue {
         let (route, page_target) = self.routes[((addr - self.base) >> 12) as usize];
         Issue {
             addr64: addr >= 1 << 32,
@@ -163,7 +163,7 @@ impl PageRoutes {
 
 /// The largest request from `addr` within `limit` bytes, not crossing 4 KiB.
 #[inline]
-fn chunk(addr: u64, left: u64, limit: u32) -> u32 {
+pub(crate) fn chunk(addr: u64, left: u64, limit: u32) -> u32 {
     let to_page = 4096 - (addr & 0xfff);
     left.min(limit as u64).min(to_page) as u32
 }

@@ -5,6 +5,7 @@ pub mod dma;
 pub mod gpu;
 pub mod nic;
 pub mod nvme;
+pub mod pciebench;
 pub mod pingpong;
 pub mod rnic;
 

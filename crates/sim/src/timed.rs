@@ -56,6 +56,15 @@ struct RouteCache {
     config_sinks: FxHashMap<u32, u32>,
 }
 
+/// Where a buffer's lines are when a workload starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheState {
+    /// In no cache: DMA reads go to DRAM.
+    Cold,
+    /// Held (modified) in the LLC of `package`, which last wrote them.
+    Cached { package: u32 },
+}
+
 /// The address a TLP carries to its sink: a RAM node offset, a BAR's index in the top
 /// byte above the offset in it, or an MSI address. What `Delivery::Mmio` reports.
 pub fn sink_address(t: &Target) -> u64 {
@@ -212,8 +221,45 @@ impl TimedFabric {
             let cpu_node = package * p.nodes_per_package;
             return ns(m[cpu_node as usize][node as usize]);
         }
-        let hops = topo.uncore_path(host, package, home);
-        let ic: f64 = hops
+        let ic = self.uncore_crossing(host, package, home);
+        ns(pt.dram_latency_ns) + ic + ic
+    }
+
+    /// Leaves the lines of `[offset, offset + bytes)` of NUMA node `node`'s RAM of `host`
+    /// as `state` says, before a workload starts (pcie-bench's cache states).
+    pub fn prepare_cache(
+        &mut self,
+        host: u32,
+        node: u32,
+        offset: u64,
+        bytes: u64,
+        state: CacheState,
+    ) {
+        let sink = self.ram_sinks[host as usize][node as usize];
+        let home = self.fabric.topo.platform_of(host).package_of_node(node);
+        match state {
+            CacheState::Cold => self.net.uncache_lines(sink, offset, bytes),
+            CacheState::Cached { package } if package == home => {
+                self.net.cache_lines(sink, offset, bytes)
+            }
+            CacheState::Cached { package } => {
+                // Home snoop: the home learns from its directory that another package
+                // owns the line and fetches it there: a round trip between them.
+                let one_way = self.uncore_crossing(host, home, package);
+                let snoop = one_way + one_way;
+                self.net.cache_lines_remote(sink, offset, bytes, snoop)
+            }
+        }
+    }
+
+    /// One crossing from package `a` to `b` at zero load: the interconnect hops' latency.
+    fn uncore_crossing(&self, host: u32, a: u32, b: u32) -> Time {
+        let p = self.fabric.topo.platform_of(host);
+        let pt = self.timing_of(host);
+        let ns_sum: f64 = self
+            .fabric
+            .topo
+            .uncore_path(host, a, b)
             .iter()
             .map(|h| {
                 p.interconnect[h.link as usize]
@@ -221,7 +267,7 @@ impl TimedFabric {
                     .unwrap_or(pt.interconnect_latency_ns)
             })
             .sum();
-        ns(pt.dram_latency_ns + 2.0 * ic)
+        ns(ns_sum)
     }
 
     /// A CPU memory stream (a component, not started): cores on NUMA node `cpu_node` of `host`

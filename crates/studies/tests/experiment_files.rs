@@ -23,6 +23,8 @@ fn the_built_in_files_are_the_implemented_catalog() {
             "ioctopus.tcp_rr",
             "ioctopus.tcp_rx_1core",
             "ioctopus.tcp_tx_1core",
+            "pciebench.bw_dma_sz_sweep",
+            "pciebench.lat_dma_sizes",
             "rdma.independent_load",
             "rdma.latency",
             "rdma.memcached",
@@ -46,15 +48,24 @@ fn the_built_in_files_are_the_implemented_catalog() {
         ]
     );
     let refs: Vec<_> = builtin().iter().flat_map(|e| e.references.iter()).collect();
-    assert_eq!(refs.len(), 99);
-    let calibrated = refs
+    let (pciebench, papers): (Vec<_>, Vec<_>) = refs
         .iter()
-        .filter(|r| matches!(r.basis, Basis::Calibration(p) if !p.is_empty()))
-        .count();
+        .partition(|r| r.experiment.starts_with("pciebench."));
+    let calibrated = |refs: &[&&studies::result::Reference]| {
+        refs.iter()
+            .filter(|r| matches!(r.basis, Basis::Calibration(p) if !p.is_empty()))
+            .count()
+    };
+    // The four studies' papers.
+    assert_eq!(papers.len(), 99);
     assert_eq!(
-        calibrated, 11,
+        calibrated(&papers),
+        11,
         "eleven points were fitted on, eighty-eight are predicted"
     );
+    // pcie-bench's calibration host: its two tables, 120 values each.
+    assert_eq!(pciebench.len(), 240);
+    assert_eq!(calibrated(&pciebench), 8, "eight points were fitted on");
 }
 
 fn parse(text: &str) -> String {

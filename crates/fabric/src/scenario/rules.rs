@@ -144,7 +144,7 @@ pub(super) fn platform_rule(key: &str) -> Option<Rule> {
 /// A device's (or device model's) `timing` keys: the BAR, DMA and GPU keys any device may
 /// state, then each model's own list (`NVME_TIMING_KEYS`, `NIC_TIMING_KEYS`,
 /// `RNIC_TIMING_KEYS`), so a key added to a model is known to the validator at once.
-pub const DEVICE_TIMING_KEYS: [&str; 29] = concat_keys([
+pub const DEVICE_TIMING_KEYS: [&str; 36] = concat_keys([
     &[
         "bar_gbps",
         "bar_latency_ns",
@@ -154,10 +154,26 @@ pub const DEVICE_TIMING_KEYS: [&str; 29] = concat_keys([
         "launch_ns",
         "poll_ns",
     ],
+    &DMA_ENGINE_KEYS,
     &NVME_TIMING_KEYS,
     &NIC_TIMING_KEYS,
     &RNIC_TIMING_KEYS,
 ]);
+
+/// The keys of a DMA engine's own pace (`devices::pciebench::Engine`), all or none: the
+/// largest write TLP it forms, the least time between two read requests, between the
+/// starts of two write commands and between two write TLPs it issues, a read and a write
+/// command's fixed time beyond their TLPs, and the rate at which it stores a read's data
+/// into the device's own memory.
+pub const DMA_ENGINE_KEYS: [&str; 7] = [
+    "dma_write_bytes",
+    "dma_read_gap_ns",
+    "dma_write_gap_ns",
+    "dma_write_tlp_gap_ns",
+    "dma_read_command_ns",
+    "dma_write_command_ns",
+    "dma_store_gbps",
+];
 
 /// The key lists `parts` one after another as one array; a length that is not their
 /// total fails the build.
@@ -263,7 +279,13 @@ pub(super) fn device_rule(key: &str) -> Option<Rule> {
         "nvme_queue_pairs" | "nvme_max_queue_entries" => Rule::Queues,
         "bar_rcb_bytes" => Rule::Rcb,
         "dma_max_reads" => Rule::Tags,
-        "dma_mrrs_bytes" => Rule::Mrrs,
+        "dma_mrrs_bytes" | "dma_write_bytes" => Rule::Mrrs,
+        "dma_read_gap_ns"
+        | "dma_write_gap_ns"
+        | "dma_write_tlp_gap_ns"
+        | "dma_read_command_ns"
+        | "dma_write_command_ns" => Rule::Latency,
+        "dma_store_gbps" => Rule::Bandwidth,
         "nic_line_gbps" => Rule::Bandwidth,
         "nic_latency_ns" | "nic_wire_ns" | "nic_coalesce_ns" => Rule::Latency,
         "nic_coalesce_frames" => Rule::Tags,
@@ -400,6 +422,12 @@ impl Builder {
             } else {
                 "a DMA requester states both its outstanding reads and its read request size"
             },
+        )?;
+        group(
+            &DMA_ENGINE_KEYS,
+            false,
+            "a DMA engine states its write TLP size, its read, write and write-TLP issue gaps, its read and \
+             write command times and its internal store rate together",
         )?;
         group(
             &RNIC_TIMING_KEYS,

@@ -49,6 +49,10 @@ pub struct Llc {
     pub latency: Time,
     pub(super) lines: rustc_hash::FxHashSet<u64>,
     pub(super) order: VecDeque<u64>,
+    /// Lines of this node's memory that another package's LLC holds modified: a read
+    /// of one waits for the home to snoop it there (`remote_snoop`); a write takes it back.
+    pub(super) remote: rustc_hash::FxHashSet<u64>,
+    pub(super) remote_snoop: Time,
     pub dma_read_hits: u64,
     pub dma_read_misses: u64,
     pub ddio_allocs: u64,
@@ -63,6 +67,8 @@ impl Llc {
             latency,
             lines: Default::default(),
             order: VecDeque::new(),
+            remote: Default::default(),
+            remote_snoop: Time::ZERO,
             dma_read_hits: 0,
             dma_read_misses: 0,
             ddio_allocs: 0,
@@ -142,6 +148,40 @@ impl Net {
         self.sinks[sink as usize].llc = Some(Llc::new(capacity_bytes, latency));
     }
 
+    /// Puts the lines of `[offset, offset + bytes)` of a sink in its LLC (a core of the
+    /// home package, or a DDIO write, touched them last), as far as its DMA-visible
+    /// capacity goes.
+    pub fn cache_lines(&mut self, sink: u32, offset: u64, bytes: u64) {
+        if let Some(llc) = self.sinks[sink as usize].llc.as_mut() {
+            for l in offset / 64..(offset + bytes).div_ceil(64) {
+                llc.remote.remove(&l);
+                llc.allocate(l);
+            }
+        }
+    }
+
+    /// Marks the lines of `[offset, offset + bytes)` as held modified by another
+    /// package's LLC, which a read reaches after `snoop` beyond the home's DRAM.
+    pub fn cache_lines_remote(&mut self, sink: u32, offset: u64, bytes: u64, snoop: Time) {
+        if let Some(llc) = self.sinks[sink as usize].llc.as_mut() {
+            llc.remote_snoop = snoop;
+            for l in offset / 64..(offset + bytes).div_ceil(64) {
+                llc.invalidate(l);
+                llc.remote.insert(l);
+            }
+        }
+    }
+
+    /// Drops the lines of `[offset, offset + bytes)` from every cache (a thrashed cache).
+    pub fn uncache_lines(&mut self, sink: u32, offset: u64, bytes: u64) {
+        if let Some(llc) = self.sinks[sink as usize].llc.as_mut() {
+            for l in offset / 64..(offset + bytes).div_ceil(64) {
+                llc.invalidate(l);
+                llc.remote.remove(&l);
+            }
+        }
+    }
+
     pub fn sink(&self, sink: u32) -> &Sink {
         &self.sinks[sink as usize]
     }
@@ -214,11 +254,21 @@ impl Net {
         };
         let (dram_bytes, latency) = match (tlp.kind, llc) {
             (Kind::Write, Some(llc)) if ddio => {
+                if !llc.remote.is_empty() {
+                    lines.clone().for_each(|l| {
+                        llc.remote.remove(&l);
+                    });
+                }
                 let evicted: u64 = lines.map(|l| llc.allocate(l)).sum();
                 (evicted * 64, llc.latency)
             }
             (Kind::Write, Some(llc)) => {
-                lines.for_each(|l| llc.invalidate(l));
+                lines.for_each(|l| {
+                    llc.invalidate(l);
+                    if !llc.remote.is_empty() {
+                        llc.remote.remove(&l);
+                    }
+                });
                 (tlp.payload as u64, sink.write_latency)
             }
             (Kind::Read, Some(llc)) => {
@@ -226,6 +276,10 @@ impl Net {
                 if lines.clone().all(|l| llc.contains(l)) {
                     llc.dma_read_hits += n;
                     (0, llc.latency)
+                } else if !llc.remote.is_empty() && lines.clone().any(|l| llc.remote.contains(&l)) {
+                    // The home reads its directory, then snoops the owner for the data.
+                    llc.dma_read_misses += n;
+                    (tlp.payload as u64, sink.read_latency + llc.remote_snoop)
                 } else {
                     llc.dma_read_misses += n;
                     (tlp.payload as u64, sink.read_latency)

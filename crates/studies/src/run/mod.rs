@@ -27,6 +27,7 @@ mod nvme_share;
 mod once;
 pub mod overrides;
 pub mod packet;
+mod pciebench;
 pub mod rdma;
 pub mod spec;
 mod tcp_stream;
@@ -118,6 +119,8 @@ pub fn run_all(
 
 enum Handle {
     Dma(ComponentId),
+    /// A pcie-bench program, and whether its engine is the ideal one.
+    PcieBench(ComponentId, bool),
     /// A `cpu_stream`'s cores (none when it has `cores = 0`).
     Stream(Vec<ComponentId>),
     PingPong(ComponentId),
@@ -414,6 +417,10 @@ fn build_on(
             own(rdma::run(&tf.fabric.topo, &w.kind, m, seed, beside))
         }
         Kind::PageRank { .. } => own(victim::pagerank(&tf.fabric.topo, w, m, seed, beside)),
+        Kind::PcieBench(p) => {
+            let (id, ideal) = pciebench::build(tf, sim, cluster, p, seed)?;
+            Ok(Handle::PcieBench(id, ideal))
+        }
         Kind::Dma {
             device,
             target,
@@ -591,6 +598,10 @@ fn measure(
     for h in handles {
         match h {
             Handle::Dma(id) => sim.get_mut::<DmaJob>(*id).expect("dma").reset_stats(),
+            Handle::PcieBench(id, _) => sim
+                .get_mut::<devices::pciebench::PcieBench>(*id)
+                .expect("pcie-bench")
+                .reset_stats(),
             Handle::Stream(ids) => {
                 for &id in ids.iter() {
                     sim.get_mut::<CpuStream>(id).expect("stream").reset_stats();
@@ -632,6 +643,12 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
             latency_metrics(&mut m, &s.latency);
             m.insert("errors".into(), json!(s.errors));
             m.insert("faults".into(), json!(s.faults));
+        }
+        Handle::PcieBench(id, ideal) => {
+            let b = sim
+                .get::<devices::pciebench::PcieBench>(id)
+                .expect("pcie-bench");
+            m = pciebench::metrics(b, ideal, window);
         }
         Handle::Dma(id) => {
             let s = sim.get::<DmaJob>(id).expect("dma").stats();

@@ -12,6 +12,7 @@
 mod lending;
 mod located;
 mod net;
+pub mod pciebench;
 pub mod rdma;
 mod storage;
 mod tlp;
@@ -54,6 +55,9 @@ pub enum Direction {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
+    /// pcie-bench's LAT_DMA_* (`pcie_lat`) or BW_DMA_* (`pcie_bw`) on a device against a
+    /// host buffer.
+    PcieBench(pciebench::PcieBench),
     /// A device keeps `outstanding` DMA requests of `transfer_bytes` in flight to or from
     /// `target` (+`offset`), each split per MPS/MRRS and bounded by the device's tags.
     Dma {
@@ -344,6 +348,8 @@ impl Kind {
     pub fn name(&self) -> &'static str {
         match self {
             Kind::Dma { .. } => "dma",
+            Kind::PcieBench(p) if p.test_is_latency() => "pcie_lat",
+            Kind::PcieBench(_) => "pcie_bw",
             Kind::CpuStream { .. } => "cpu_stream",
             Kind::NtbCopy { .. } => "ntb_copy",
             Kind::GpuCopy { .. } => "gpu_copy",
@@ -397,6 +403,8 @@ pub struct Measure {
 /// Every workload kind.
 const KINDS: &[&str] = &[
     "dma",
+    "pcie_lat",
+    "pcie_bw",
     "cpu_stream",
     "ntb_copy",
     "gpu_copy",
@@ -631,6 +639,7 @@ fn workload(
     };
     match kind {
         "dma" => tlp::dma(&e),
+        "pcie_lat" | "pcie_bw" => pciebench::pcie_bench(&e),
         "cpu_stream" => tlp::cpu_stream(&e),
         "ntb_copy" => tlp::ntb_copy(&e),
         "pingpong" => tlp::pingpong(&e),

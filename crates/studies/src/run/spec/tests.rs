@@ -99,14 +99,14 @@ fn errors_are_located_and_named() {
     );
     assert_eq!(
         msg(&OK.replace("kind = \"dma\"", "kind = \"dmaa\"")),
-        "t.toml:4:8: unknown workload kind `dmaa` (known: dma, cpu_stream, ntb_copy, gpu_copy, \
+        "t.toml:4:8: unknown workload kind `dmaa` (known: dma, pcie_lat, pcie_bw, cpu_stream, ntb_copy, gpu_copy, \
              gpu_p2p, cpu_store, nvme_qd1, nvme_multicast, nvme_share, borrow_all, map_windows, lend_dma, nvme_failover, pingpong, fio, netperf, pktgen, memcached, udp_pingpong, pagerank, tyche_fio, zmio, rdma_bench, \
              rdma_memcached) (key `workload.rx.kind`)"
     );
     // Without a name, a workload is named by its position.
     assert_eq!(
         msg(&OK.replace("kind = \"cpu_stream\"\n", "")),
-        "t.toml:11:1: a workload needs `kind` = \"dma\", \"cpu_stream\", \"ntb_copy\", \
+        "t.toml:11:1: a workload needs `kind` = \"dma\", \"pcie_lat\", \"pcie_bw\", \"cpu_stream\", \"ntb_copy\", \
              \"gpu_copy\", \"gpu_p2p\", \"cpu_store\", \"nvme_qd1\", \"nvme_multicast\", \"nvme_share\", \"borrow_all\", \"map_windows\", \"lend_dma\", \"nvme_failover\", \"pingpong\", \"fio\", \"netperf\", \"pktgen\", \"memcached\", \"udp_pingpong\", \
              \"pagerank\", \"tyche_fio\", \"zmio\", \"rdma_bench\" or \"rdma_memcached\" (key \
              `workload.ant.kind`)"

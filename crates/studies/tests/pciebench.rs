@@ -1,0 +1,128 @@
+//! pcie-bench's benchmarks as workloads (`pcie_lat`, `pcie_bw`): every test runs on a
+//! user's own scenario, and the mechanisms behind pcie-bench's placements and cache
+//! states each show as the relation they produce on the NFP6000 of the built-in
+//! `pciebench` scenario.
+
+use fabric::scenario::Source;
+use serde_json::Value;
+use studies::run::{self, overrides::Override};
+
+/// A user's machine (examples/own_server_network.toml, exported from a real server) with
+/// one pcie-bench workload on its NIC `eth0`.
+fn users_machine(workload: &str) -> Source {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/own_server_network.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let hw = &text[..text.find("[[workload]]").unwrap()];
+    Source {
+        name: "own.toml".into(),
+        text: format!("{hw}\n{workload}\n[measure]\nwarmup = \"2 us\"\nduration = \"40 us\"\n"),
+    }
+}
+
+fn workload(kind: &str, op: &str, extra: &str) -> String {
+    format!(
+        "[[workload]]\nname = \"b\"\nkind = \"{kind}\"\ndevice = \"conan.eth0\"\n\
+         target = \"conan.ram.node0\"\nop = \"{op}\"\nbytes = 256\npattern = \"rand\"\n\
+         cache = \"hwarm\"\n{extra}"
+    )
+}
+
+fn row(src: &Source, sets: &[&str]) -> Result<serde_json::Map<String, Value>, String> {
+    let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let point = run::sweep(&sets).pop().unwrap();
+    let r = run::run_point(src, &point, 1).map_err(|e| e.0)?;
+    Ok(r.rows[0].metrics.clone())
+}
+
+fn num(m: &serde_json::Map<String, Value>, k: &str) -> f64 {
+    m[k].as_f64().unwrap_or_else(|| panic!("{k}: {m:?}"))
+}
+
+#[test]
+fn every_pcie_bench_test_runs_on_a_users_nic_and_moves_its_bytes() {
+    for (kind, op) in [
+        ("pcie_lat", "rd"),
+        ("pcie_lat", "wrrd"),
+        ("pcie_bw", "rd"),
+        ("pcie_bw", "wr"),
+        ("pcie_bw", "rw"),
+    ] {
+        let m = row(&users_machine(&workload(kind, op, "")), &[]).unwrap();
+        // Every read came back through the fabric's routes and every write landed.
+        assert_eq!(num(&m, "faults"), 0.0, "{kind} {op}: {m:?}");
+        assert!(num(&m, "bw_gbit_s") > 0.0, "{kind} {op}: {m:?}");
+        assert!(num(&m, "median_ns") > 0.0, "{kind} {op}: {m:?}");
+        // The imported NIC states no DMA engine pace: the row says the engine is ideal.
+        assert_eq!(m["engine"], "ideal", "{kind} {op}");
+    }
+}
+
+#[test]
+fn a_latency_test_keeps_one_transfer_under_way_and_a_bandwidth_test_many() {
+    let lat = row(&users_machine(&workload("pcie_lat", "rd", "")), &[]).unwrap();
+    let bw = row(&users_machine(&workload("pcie_bw", "rd", "")), &[]).unwrap();
+    // One at a time: transfers per second is the inverse of the latency.
+    let one = 1e9 / num(&lat, "median_ns");
+    assert!(
+        (num(&lat, "transfers_per_sec") / one - 1.0).abs() < 0.02,
+        "{lat:?}"
+    );
+    assert!(
+        num(&bw, "bw_gbit_s") > 5.0 * num(&lat, "bw_gbit_s"),
+        "{bw:?} {lat:?}"
+    );
+}
+
+/// The NFP6000 of the built-in scenario reading 64 B, one at a time.
+fn nfp_latency(sets: &[&str]) -> f64 {
+    let mut src = run::source("pciebench").unwrap();
+    src.text.push_str(
+        "\n[[workload]]\nname = \"lat\"\nkind = \"pcie_lat\"\ndevice = \"host.nfp\"\n\
+         target = \"host.ram.node0\"\nop = \"rd\"\nbytes = 64\npattern = \"seq\"\n\
+         cache = \"hwarm\"\n[measure]\nwarmup = \"2 us\"\nduration = \"20 us\"\n",
+    );
+    num(&row(&src, sets).unwrap(), "median_ns")
+}
+
+#[test]
+fn remote_memory_a_cold_cache_and_a_remote_owner_each_lengthen_a_dma_read() {
+    let local = nfp_latency(&[]);
+    // Across QPI and back: two crossings of the platform's 25 ns each at least.
+    let remote = nfp_latency(&[
+        "workload.lat.target=host.ram.node1",
+        "workload.lat.control_node=1",
+    ]);
+    assert!(remote > local + 45.0, "remote {remote} local {local}");
+    // From DRAM instead of the LLC (90 ns against 20 ns).
+    let cold = nfp_latency(&["workload.lat.cache=cold"]);
+    assert!(cold > local + 60.0, "cold {cold} local {local}");
+    // Warmed by the other socket: the home snoops it there.
+    let snooped = nfp_latency(&["workload.lat.control_node=1"]);
+    assert!(snooped > cold + 45.0, "snooped {snooped} cold {cold}");
+}
+
+#[test]
+fn bad_pcie_bench_workloads_are_refused_with_the_field_named() {
+    let cases = [
+        (workload("pcie_lat", "wr", ""), "`rd` or `wrrd`"),
+        (workload("pcie_bw", "wrrd", ""), "`rd`, `wr` or `rw`"),
+        (
+            workload("pcie_bw", "rd", "window_bytes = 100\n"),
+            "window_bytes",
+        ),
+        (
+            workload("pcie_bw", "rd", "host_offset = 3900\n"),
+            "host_offset",
+        ),
+        (workload("pcie_bw", "rd", "burst = 4\n"), "burst"),
+        (
+            workload("pcie_lat", "rd", "control_node = 9\n"),
+            "control_node 9",
+        ),
+    ];
+    for (w, want) in cases {
+        let err = row(&users_machine(&w), &[]).unwrap_err();
+        assert!(err.contains(want), "{want}: {err}");
+    }
+}
