@@ -112,12 +112,20 @@ fn extend_pattern(out: &mut Vec<u8>, seed: u8, offset: u64, n: u64) {
 #[derive(Clone, Debug)]
 pub struct PageRoutes {
     base: u64,
+    /// The buffer's first address (its first page may start before it).
+    addr: u64,
+    requester: Requester,
+    access: Access,
     /// Per page: the timed route, and the address at the target of the page's first byte
-    /// (a RAM node offset or a BAR offset).
+    /// (a RAM node offset or a BAR offset); `UNPLANNED` until a lazy plan's page is used.
     routes: Vec<(u32, u64)>,
     /// The requester's ID in IOTLB keys.
     rid: u64,
+    /// log2 of the IOMMU's page size for these mappings (12, or 21 with super pages).
+    page_shift: u32,
 }
+
+const UNPLANNED: u32 = u32::MAX;
 
 impl PageRoutes {
     /// Routes every page of `[addr, addr + bytes)` for `access` by `requester`.
@@ -128,34 +136,77 @@ impl PageRoutes {
         bytes: u64,
         access: Access,
     ) -> Result<PageRoutes, Fault> {
-        let base = addr & !0xfff;
-        let end = addr + bytes.max(1);
-        let mut routes = Vec::with_capacity(((end - base) >> 12) as usize + 1);
-        let mut page = base;
-        while page < end {
-            let at = page.max(addr);
-            let req = Request {
-                requester,
-                addr: at,
-                len: 1,
-                access,
-            };
-            let (route, target) = tf.route(&req)?;
-            let at_target = sim::timed::sink_address(&target);
-            routes.push((route, at_target - (at - page)));
-            page += 4096;
+        let mut p = PageRoutes::lazy(tf, requester, addr, bytes, access)?;
+        for page in 1..p.routes.len() {
+            p.plan_page(tf, page)?;
         }
-        let rid = tf.fabric.requester_rid(requester).0 as u64;
-        Ok(PageRoutes { base, routes, rid })
+        Ok(p)
     }
 
-    /// What a request of `bytes` at `addr` needs to be injected.
+    /// Routes the first page of `[addr, addr + bytes)` now and each other page when a
+    /// request first needs it (`ensure`): a large buffer touched at random pays only for
+    /// the pages it touches.
+    pub fn lazy(
+        tf: &mut TimedFabric,
+        requester: Requester,
+        addr: u64,
+        bytes: u64,
+        access: Access,
+    ) -> Result<PageRoutes, Fault> {
+        let base = addr & !0xfff;
+        let end = addr + bytes.max(1);
+        let pages = (end - base).div_ceil(4096) as usize;
+        let rid = tf.fabric.requester_rid(requester).0 as u64;
+        let host = tf.fabric.topo.host(tf.fabric.requester_host(requester));
+        let page_shift = if host.iommu_superpages { 21 } else { 12 };
+        let mut p = PageRoutes {
+            base,
+            addr,
+            requester,
+            access,
+            routes: vec![(UNPLANNED, 0); pages],
+            rid,
+            page_shift,
+        };
+        p.plan_page(tf, 0)?;
+        Ok(p)
+    }
+
+    fn plan_page(&mut self, tf: &mut TimedFabric, page: usize) -> Result<(), Fault> {
+        let start = self.base + ((page as u64) << 12);
+        let at = start.max(self.addr);
+        let req = Request {
+            requester: self.requester,
+            addr: at,
+            len: 1,
+            access: self.access,
+        };
+        let (route, target) = tf.route(&req)?;
+        let at_target = sim::timed::sink_address(&target);
+        self.routes[page] = (route, at_target - (at - start));
+        Ok(())
+    }
+
+    /// Routes the page holding `addr` if a lazy plan has not yet.
+    pub(crate) fn ensure(&mut self, tf: &mut TimedFabric, addr: u64) -> Result<(), Fault> {
+        let page = ((addr - self.base) >> 12) as usize;
+        match self.routes[page].0 {
+            UNPLANNED => self.plan_page(tf, page),
+            _ => Ok(()),
+        }
+    }
+
+    /// What a request of `bytes` at `addr` needs to be injected (its page planned).
     #[inline]
     pub(crate) fn issue(&self, owner: ComponentId, addr: u64, bytes: u32, flow: u32) -> Issue {
         let (route, page_target) = self.routes[((addr - self.base) >> 12) as usize];
+        debug_assert!(
+            route != UNPLANNED,
+            "a lazily planned page used before `ensure`"
+        );
         Issue {
             addr64: addr >= 1 << 32,
-            iotlb_key: (self.rid << 48) | (addr >> 12),
+            iotlb_key: (self.rid << 48) | (addr >> self.page_shift),
             ..Issue::new(route, owner, flow, bytes, page_target + (addr & 0xfff))
         }
     }

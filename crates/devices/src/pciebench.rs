@@ -145,8 +145,12 @@ pub struct Engine {
     pub write_gap: Time,
     /// Least time between two write TLPs.
     pub write_tlp_gap: Time,
-    /// A read command's fixed time beyond its TLPs (descriptor in, completion out).
+    /// A read command's time before its first request leaves (the descriptor taken in).
     pub read_command: Time,
+    /// A read command's time after its last completion arrived, with the store, before
+    /// the command is done; its tags stay held until then (the engine frees a read's
+    /// slot when the read is done, not when its data is back).
+    pub read_complete: Time,
     /// A write command's: the engine streams the data out as it issues the TLPs and
     /// signals the command done this long after its last TLP left.
     pub write_command: Time,
@@ -164,6 +168,7 @@ impl Engine {
             write_gap: Time::ZERO,
             write_tlp_gap: Time::ZERO,
             read_command: Time::ZERO,
+            read_complete: Time::ZERO,
             write_command: Time::ZERO,
             store_ps_per_kib: 0,
         }
@@ -193,8 +198,11 @@ struct Transfer {
     /// Its window offset.
     at: u64,
     write: bool,
-    /// When its command was given.
+    /// When its command was given, and when its next phase may issue.
     start: Time,
+    ready: Time,
+    /// Read requests it has issued (the tags it holds until it is done).
+    requests: u32,
     /// Bytes not yet issued, not yet done.
     to_issue: u32,
     to_finish: u32,
@@ -262,8 +270,8 @@ impl PcieBench {
             engine,
             spec,
             base,
-            reads: PageRoutes::plan(tf, requester, base, span, Access::Read)?,
-            writes: PageRoutes::plan(tf, requester, base, span, Access::Write)?,
+            reads: PageRoutes::lazy(tf, requester, base, span, Access::Read)?,
+            writes: PageRoutes::lazy(tf, requester, base, span, Access::Write)?,
             slots: Vec::new(),
             next_k: 0,
             offsets: Offsets { spec, draws: 0 },
@@ -318,6 +326,12 @@ impl PcieBench {
                 k,
                 at: self.offsets.next(),
                 write,
+                ready: if write {
+                    now
+                } else {
+                    now + self.engine.read_command
+                },
+                requests: 0,
                 start: now,
                 to_issue: self.spec.bytes,
                 to_finish: self.spec.bytes,
@@ -345,7 +359,8 @@ impl PcieBench {
                     self.write_free
                 } else {
                     self.read_free
-                };
+                }
+                .max(t.ready);
                 if free > now {
                     later = Some(later.map_or(free, |l: Time| l.min(free)));
                 } else if next.is_none_or(|(_, k)| t.k < k) {
@@ -374,6 +389,25 @@ impl PcieBench {
             self.engine.dma.mrrs
         };
         let n = chunk(addr, t.to_issue as u64, limit);
+        let routes = if t.write {
+            &mut self.writes
+        } else {
+            &mut self.reads
+        };
+        if routes.ensure(tf, addr).is_err() {
+            // No route to this page (unmapped, no window): the transfer fails whole, as
+            // the engine's DMA command would, without a TLP.
+            if let Some(t) = self.slots[slot].as_mut() {
+                (t.to_issue, t.to_finish, t.faulted) = (0, 0, true);
+            }
+            let timer = if t.write {
+                BenchTimer::Written(slot as u32)
+            } else {
+                BenchTimer::Done(slot as u32)
+            };
+            self.timers.at(&mut tf.net, now, me, timer);
+            return;
+        }
         if t.write {
             if offset == 0 {
                 self.write_started = now;
@@ -402,6 +436,9 @@ impl PcieBench {
             tf.net
                 .send_read(self.reads.issue(me, addr, n, slot as u32), tag);
             self.reads_outstanding += 1;
+            if let Some(t) = self.slots[slot].as_mut() {
+                t.requests += 1;
+            }
             self.read_free = now + self.engine.read_gap;
         }
         if let Some(t) = self.slots[slot].as_mut() {
@@ -424,7 +461,7 @@ impl PcieBench {
         t.to_finish = t.to_finish.saturating_sub(n);
         t.faulted |= faulted;
         if t.to_finish == 0 {
-            let at = tf.net.now() + self.engine.read_command + self.engine.store(self.spec.bytes);
+            let at = tf.net.now() + self.engine.read_complete + self.engine.store(self.spec.bytes);
             self.timers
                 .at(&mut tf.net, at, me, BenchTimer::Done(slot as u32));
         }
@@ -438,6 +475,7 @@ impl PcieBench {
         };
         if self.spec.test == Test::LatWrRd {
             t.write = false;
+            t.ready = tf.net.now() + self.engine.read_command;
             t.to_issue = self.spec.bytes;
             t.to_finish = self.spec.bytes;
             self.issue(tf, me);
@@ -451,6 +489,7 @@ impl PcieBench {
             return;
         };
         let now = tf.net.now();
+        self.reads_outstanding -= t.requests;
         self.stats.transfers += 1;
         if t.faulted {
             self.stats.faults += 1;
@@ -501,7 +540,6 @@ impl PcieBench {
         };
         let mut ur = failed;
         if last {
-            self.reads_outstanding -= 1;
             // The request's bytes are taken through the fabric's route as its data is back.
             let addr = (self.base + t.at) + offset as u64;
             let mut buf = std::mem::take(&mut self.scratch);

@@ -308,6 +308,10 @@ pub struct RawHost {
     pub platform: Spanned<String>,
     #[serde(default)]
     pub iommu: bool,
+    /// The IOMMU maps large contiguous buffers with 2 MiB pages, one IOTLB entry each
+    /// (Linux's intel_iommu default); false: 4 KiB pages only (`intel_iommu=sp_off`).
+    #[serde(default)]
+    pub iommu_superpages: bool,
     /// 32-bit MMIO window for BARs below 4 GiB: [base, limit).
     pub mmio32: Option<Spanned<[Size; 2]>>,
     /// Where 64-bit BARs go above 4 GiB.

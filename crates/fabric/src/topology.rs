@@ -431,6 +431,8 @@ pub struct Host {
     pub name: String,
     pub platform: u32,
     pub iommu: bool,
+    /// IOTLB entries cover 2 MiB pages (IOMMU super pages) rather than 4 KiB ones.
+    pub iommu_superpages: bool,
     /// Root complexes, by uncore vertex order.
     pub roots: Vec<NodeId>,
     pub mmio32: (u64, u64),

@@ -61,8 +61,10 @@ struct RouteCache {
 pub enum CacheState {
     /// In no cache: DMA reads go to DRAM.
     Cold,
-    /// Held (modified) in the LLC of `package`, which last wrote them.
+    /// Held (modified) in the LLC of `package`, whose cores wrote them last.
     Cached { package: u32 },
+    /// Written last by a device of the home package through DDIO: in the DDIO ways.
+    Ddio,
 }
 
 /// The address a TLP carries to its sink: a RAM node offset, a BAR's index in the top
@@ -226,7 +228,8 @@ impl TimedFabric {
     }
 
     /// Leaves the lines of `[offset, offset + bytes)` of NUMA node `node`'s RAM of `host`
-    /// as `state` says, before a workload starts (pcie-bench's cache states).
+    /// as `state` says, before a workload starts (pcie-bench's cache states): a buffer
+    /// larger than the cache that took it keeps its last lines there.
     pub fn prepare_cache(
         &mut self,
         host: u32,
@@ -236,18 +239,30 @@ impl TimedFabric {
         state: CacheState,
     ) {
         let sink = self.ram_sinks[host as usize][node as usize];
-        let home = self.fabric.topo.platform_of(host).package_of_node(node);
+        let platform = self.fabric.topo.platform_of(host);
+        let home = platform.package_of_node(node);
+        let llc_lines = platform.llc_bytes / 64;
         match state {
             CacheState::Cold => self.net.uncache_lines(sink, offset, bytes),
             CacheState::Cached { package } if package == home => {
-                self.net.cache_lines(sink, offset, bytes)
+                self.net.cache_lines(sink, offset, bytes, llc_lines)
             }
             CacheState::Cached { package } => {
                 // Home snoop: the home learns from its directory that another package
                 // owns the line and fetches it there: a round trip between them.
                 let one_way = self.uncore_crossing(host, home, package);
                 let snoop = one_way + one_way;
-                self.net.cache_lines_remote(sink, offset, bytes, snoop)
+                self.net
+                    .cache_lines_remote(sink, offset, bytes, llc_lines, snoop)
+            }
+            CacheState::Ddio => {
+                let ddio_lines = self
+                    .net
+                    .sink(sink)
+                    .llc
+                    .as_ref()
+                    .map_or(0, |l| l.capacity_lines);
+                self.net.cache_lines(sink, offset, bytes, ddio_lines as u64)
             }
         }
     }

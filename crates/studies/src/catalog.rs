@@ -189,6 +189,10 @@ pub const ALL: &[(&str, &[Entry])] = &[
                 "pciebench.bw_dma_sz_sweep",
                 "pcie-bench BW_DMA_RD, WR and RW by size on an NFP6000",
             ),
+            e(
+                "pciebench.bw_dma_win_sweep",
+                "pcie-bench BW_DMA_RD and WR by host-buffer window and cache state on an NFP6000",
+            ),
         ],
     ),
 ];

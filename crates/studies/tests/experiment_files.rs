@@ -24,6 +24,7 @@ fn the_built_in_files_are_the_implemented_catalog() {
             "ioctopus.tcp_rx_1core",
             "ioctopus.tcp_tx_1core",
             "pciebench.bw_dma_sz_sweep",
+            "pciebench.bw_dma_win_sweep",
             "pciebench.lat_dma_sizes",
             "rdma.independent_load",
             "rdma.latency",

@@ -126,3 +126,59 @@ fn bad_pcie_bench_workloads_are_refused_with_the_field_named() {
         assert!(err.contains(want), "{want}: {err}");
     }
 }
+
+/// The NFP6000 of the built-in scenario reading 64 B at random over `window` bytes.
+fn nfp_read_rate(window: u64, cache: &str, sets: &[&str]) -> f64 {
+    let mut src = run::source("pciebench").unwrap();
+    src.text.push_str(&format!(
+        "\n[[workload]]\nname = \"bw\"\nkind = \"pcie_bw\"\ndevice = \"host.nfp\"\n\
+         target = \"host.ram.node0\"\nop = \"rd\"\nbytes = 64\nwindow_bytes = {window}\n\
+         pattern = \"rand\"\ncache = \"{cache}\"\n[measure]\nwarmup = \"2 us\"\nduration = \"20 us\"\n"
+    ));
+    num(&row(&src, sets).unwrap(), "bw_gbit_s")
+}
+
+#[test]
+fn the_iotlb_reach_shows_with_4_kib_pages_and_not_with_super_pages() {
+    let nosp = ["host.host.iommu=true"];
+    let sp = ["host.host.iommu=true", "host.host.iommu_superpages=true"];
+    // 64 KiB is 16 pages, within the IOTLB's 64 entries; 4 MiB is 1024 pages.
+    let (small, large) = (
+        nfp_read_rate(64 << 10, "cold", &nosp),
+        nfp_read_rate(4 << 20, "cold", &nosp),
+    );
+    assert!(
+        large < 0.85 * small,
+        "4 KiB pages: {large} at 4 MiB, {small} at 64 KiB"
+    );
+    // Two 2 MiB pages: every lookup hits.
+    let (small, large) = (
+        nfp_read_rate(64 << 10, "cold", &sp),
+        nfp_read_rate(4 << 20, "cold", &sp),
+    );
+    assert!(
+        (large / small - 1.0).abs() < 0.02,
+        "super pages: {large} vs {small}"
+    );
+}
+
+#[test]
+fn reads_slow_when_the_buffer_is_cold_or_larger_than_the_cache_that_warmed_it() {
+    // Each read holds one of the NFP's 32 tags for its whole command: DRAM's extra
+    // latency over the LLC's lowers the rate.
+    let (warm, cold) = (
+        nfp_read_rate(8 << 10, "hwarm", &[]),
+        nfp_read_rate(8 << 10, "cold", &[]),
+    );
+    assert!(warm > 1.08 * cold, "hwarm {warm} cold {cold}");
+    assert_eq!(cold, nfp_read_rate(8 << 10, "dthrash", &[]));
+    // The device's own writes warm only the DDIO ways (2.5 MiB of the 25 MiB LLC), the
+    // host's the whole LLC.
+    let dwarm_8m = nfp_read_rate(8 << 20, "dwarm", &[]);
+    let hwarm_8m = nfp_read_rate(8 << 20, "hwarm", &[]);
+    assert!(
+        hwarm_8m > 1.05 * dwarm_8m,
+        "hwarm {hwarm_8m} dwarm {dwarm_8m} at 8 MiB"
+    );
+    assert!(nfp_read_rate(64 << 20, "hwarm", &[]) < 0.95 * warm);
+}

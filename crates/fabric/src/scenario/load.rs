@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{valid_name, Builder, File, Scenario};
 use crate::error::{LineIndex, ScenarioError};
 use crate::raw::*;
+use toml::Spanned;
 
 /// One source text (a scenario file or an include).
 #[derive(Clone, Debug)]
@@ -84,7 +85,7 @@ pub fn load(main: Source, resolver: &dyn Resolver) -> Result<Scenario, ScenarioE
         let src = resolver
             .resolve(&b.files[root].name, inc.get_ref())
             .map_err(|m| b.err(root, inc.span(), Some("include".into()), &m))?;
-        let f = b.parse(src)?;
+        let f = b.parse_include(src)?;
         b.check_include_only(f)?;
         let inc_raw = std::mem::replace(&mut b.files[f].raw, empty_raw());
         b.collect_parts(
@@ -149,7 +150,58 @@ fn plain_types(message: &str) -> String {
     out
 }
 
+/// The parts of included files parsed so far in this process, by name and text: a sweep
+/// loads the same platform and device files at every point, and parsing them is most of
+/// a small run's set-up. Only includes that parsed and define parts alone are kept; the
+/// same text always parses the same.
+type Parts = (
+    BTreeMap<String, Spanned<RawPlatform>>,
+    BTreeMap<String, Spanned<RawChip>>,
+    BTreeMap<String, Spanned<RawAdapter>>,
+    BTreeMap<String, Spanned<RawDeviceModel>>,
+);
+type Parsed = std::sync::Mutex<rustc_hash::FxHashMap<(String, String), Parts>>;
+static INCLUDES: std::sync::OnceLock<Parsed> = std::sync::OnceLock::new();
+
 impl Builder {
+    /// `parse` and `check_include_only` for an included file, through the process's
+    /// cache of parsed includes.
+    fn parse_include(&mut self, src: Source) -> Result<usize, ScenarioError> {
+        let cache = INCLUDES.get_or_init(Default::default);
+        let key = (src.name.clone(), src.text.clone());
+        let hit = cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        if let Some((platform, chip, adapter, device_model)) = hit {
+            let lines = LineIndex::new(&src.text);
+            let raw = RawFile {
+                platform,
+                chip,
+                adapter,
+                device_model,
+                ..empty_raw()
+            };
+            self.files.push(File {
+                name: src.name,
+                text: src.text,
+                lines,
+                raw,
+            });
+            return Ok(self.files.len() - 1);
+        }
+        let f = self.parse(src)?;
+        self.check_include_only(f)?;
+        let r = &self.files[f].raw;
+        let parts = (
+            r.platform.clone(),
+            r.chip.clone(),
+            r.adapter.clone(),
+            r.device_model.clone(),
+        );
+        if let Ok(mut c) = cache.lock() {
+            c.insert(key, parts);
+        }
+        Ok(f)
+    }
+
     /// Parses one source into a new file of the builder; returns its index.
     fn parse(&mut self, src: Source) -> Result<usize, ScenarioError> {
         let lines = LineIndex::new(&src.text);

@@ -144,7 +144,7 @@ pub(super) fn platform_rule(key: &str) -> Option<Rule> {
 /// A device's (or device model's) `timing` keys: the BAR, DMA and GPU keys any device may
 /// state, then each model's own list (`NVME_TIMING_KEYS`, `NIC_TIMING_KEYS`,
 /// `RNIC_TIMING_KEYS`), so a key added to a model is known to the validator at once.
-pub const DEVICE_TIMING_KEYS: [&str; 36] = concat_keys([
+pub const DEVICE_TIMING_KEYS: [&str; 37] = concat_keys([
     &[
         "bar_gbps",
         "bar_latency_ns",
@@ -162,15 +162,17 @@ pub const DEVICE_TIMING_KEYS: [&str; 36] = concat_keys([
 
 /// The keys of a DMA engine's own pace (`devices::pciebench::Engine`), all or none: the
 /// largest write TLP it forms, the least time between two read requests, between the
-/// starts of two write commands and between two write TLPs it issues, a read and a write
-/// command's fixed time beyond their TLPs, and the rate at which it stores a read's data
-/// into the device's own memory.
-pub const DMA_ENGINE_KEYS: [&str; 7] = [
+/// starts of two write commands and between two write TLPs it issues, a read command's
+/// time before its first request and after its last completion (its tags held), a write
+/// command's after its last TLP, and the rate at which it stores a read's data into the
+/// device's own memory.
+pub const DMA_ENGINE_KEYS: [&str; 8] = [
     "dma_write_bytes",
     "dma_read_gap_ns",
     "dma_write_gap_ns",
     "dma_write_tlp_gap_ns",
     "dma_read_command_ns",
+    "dma_read_complete_ns",
     "dma_write_command_ns",
     "dma_store_gbps",
 ];
@@ -284,6 +286,7 @@ pub(super) fn device_rule(key: &str) -> Option<Rule> {
         | "dma_write_gap_ns"
         | "dma_write_tlp_gap_ns"
         | "dma_read_command_ns"
+        | "dma_read_complete_ns"
         | "dma_write_command_ns" => Rule::Latency,
         "dma_store_gbps" => Rule::Bandwidth,
         "nic_line_gbps" => Rule::Bandwidth,

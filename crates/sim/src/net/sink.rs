@@ -49,15 +49,48 @@ pub struct Llc {
     pub latency: Time,
     pub(super) lines: rustc_hash::FxHashSet<u64>,
     pub(super) order: VecDeque<u64>,
+    /// Lines a workload left here before time started (a core wrote them, or a device
+    /// through DDIO), beside the DDIO lines above.
+    pub(super) warm: Option<Region>,
     /// Lines of this node's memory that another package's LLC holds modified: a read
     /// of one waits for the home to snoop it there (`remote_snoop`); a write takes it back.
-    pub(super) remote: rustc_hash::FxHashSet<u64>,
+    pub(super) remote: Option<Region>,
     pub(super) remote_snoop: Time,
     pub dma_read_hits: u64,
     pub dma_read_misses: u64,
     pub ddio_allocs: u64,
     pub writebacks: u64,
     pub invalidations: u64,
+}
+
+/// A run of lines `[lo, hi)` but those taken out since: a warmed buffer, however large,
+/// in constant space.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Region {
+    lo: u64,
+    hi: u64,
+    gone: rustc_hash::FxHashSet<u64>,
+}
+
+impl Region {
+    /// The last `capacity` lines of `[offset, offset + bytes)` (what stays of a buffer
+    /// written in order through a cache of that many lines).
+    fn last_of(offset: u64, bytes: u64, capacity: u64) -> Region {
+        let hi = (offset + bytes).div_ceil(64);
+        Region {
+            lo: (offset / 64).max(hi.saturating_sub(capacity)),
+            hi,
+            gone: Default::default(),
+        }
+    }
+
+    fn contains(&self, line: u64) -> bool {
+        (self.lo..self.hi).contains(&line) && !self.gone.contains(&line)
+    }
+
+    fn remove(&mut self, line: u64) -> bool {
+        self.contains(line) && self.gone.insert(line)
+    }
 }
 
 impl Llc {
@@ -67,7 +100,8 @@ impl Llc {
             latency,
             lines: Default::default(),
             order: VecDeque::new(),
-            remote: Default::default(),
+            warm: None,
+            remote: None,
             remote_snoop: Time::ZERO,
             dma_read_hits: 0,
             dma_read_misses: 0,
@@ -78,7 +112,18 @@ impl Llc {
     }
 
     pub fn contains(&self, line: u64) -> bool {
-        self.lines.contains(&line)
+        self.lines.contains(&line) || self.warm.as_ref().is_some_and(|w| w.contains(line))
+    }
+
+    fn held_remotely(&self, line: u64) -> bool {
+        self.remote.as_ref().is_some_and(|r| r.contains(line))
+    }
+
+    /// A write takes a line back from the package that held it.
+    fn take_back(&mut self, line: u64) {
+        if let Some(r) = self.remote.as_mut() {
+            r.remove(line);
+        }
     }
 
     /// Allocates a line; returns how many lines were evicted (written back to DRAM).
@@ -101,7 +146,8 @@ impl Llc {
     }
 
     pub(super) fn invalidate(&mut self, line: u64) {
-        if self.lines.remove(&line) {
+        let warm = self.warm.as_mut().is_some_and(|w| w.remove(line));
+        if self.lines.remove(&line) || warm {
             self.invalidations += 1;
         }
     }
@@ -148,37 +194,41 @@ impl Net {
         self.sinks[sink as usize].llc = Some(Llc::new(capacity_bytes, latency));
     }
 
-    /// Puts the lines of `[offset, offset + bytes)` of a sink in its LLC (a core of the
-    /// home package, or a DDIO write, touched them last), as far as its DMA-visible
-    /// capacity goes.
-    pub fn cache_lines(&mut self, sink: u32, offset: u64, bytes: u64) {
+    /// Leaves the last `capacity` lines of `[offset, offset + bytes)` of a sink in its
+    /// LLC (a core of the home package wrote them, or a device through DDIO), before
+    /// time starts.
+    pub fn cache_lines(&mut self, sink: u32, offset: u64, bytes: u64, capacity: u64) {
+        self.uncache_lines(sink, offset, bytes);
         if let Some(llc) = self.sinks[sink as usize].llc.as_mut() {
-            for l in offset / 64..(offset + bytes).div_ceil(64) {
-                llc.remote.remove(&l);
-                llc.allocate(l);
-            }
+            llc.warm = Some(Region::last_of(offset, bytes, capacity));
         }
     }
 
-    /// Marks the lines of `[offset, offset + bytes)` as held modified by another
-    /// package's LLC, which a read reaches after `snoop` beyond the home's DRAM.
-    pub fn cache_lines_remote(&mut self, sink: u32, offset: u64, bytes: u64, snoop: Time) {
+    /// Marks the last `capacity` lines of `[offset, offset + bytes)` as held modified by
+    /// another package's LLC, which a read reaches after `snoop` beyond the home's DRAM.
+    pub fn cache_lines_remote(
+        &mut self,
+        sink: u32,
+        offset: u64,
+        bytes: u64,
+        capacity: u64,
+        snoop: Time,
+    ) {
+        self.uncache_lines(sink, offset, bytes);
         if let Some(llc) = self.sinks[sink as usize].llc.as_mut() {
             llc.remote_snoop = snoop;
-            for l in offset / 64..(offset + bytes).div_ceil(64) {
-                llc.invalidate(l);
-                llc.remote.insert(l);
-            }
+            llc.remote = Some(Region::last_of(offset, bytes, capacity));
         }
     }
 
-    /// Drops the lines of `[offset, offset + bytes)` from every cache (a thrashed cache).
+    /// Drops the lines of `[offset, offset + bytes)` from every cache (a thrashed cache),
+    /// and forgets any buffer warmed before.
     pub fn uncache_lines(&mut self, sink: u32, offset: u64, bytes: u64) {
         if let Some(llc) = self.sinks[sink as usize].llc.as_mut() {
-            for l in offset / 64..(offset + bytes).div_ceil(64) {
-                llc.invalidate(l);
-                llc.remote.remove(&l);
-            }
+            let range = offset / 64..(offset + bytes).div_ceil(64);
+            llc.lines.retain(|l| !range.contains(l));
+            llc.warm = None;
+            llc.remote = None;
         }
     }
 
@@ -254,20 +304,23 @@ impl Net {
         };
         let (dram_bytes, latency) = match (tlp.kind, llc) {
             (Kind::Write, Some(llc)) if ddio => {
-                if !llc.remote.is_empty() {
-                    lines.clone().for_each(|l| {
-                        llc.remote.remove(&l);
-                    });
-                }
-                let evicted: u64 = lines.map(|l| llc.allocate(l)).sum();
+                // A line already cached is written in place; others take a DDIO way.
+                let evicted: u64 = lines
+                    .map(|l| {
+                        llc.take_back(l);
+                        if llc.contains(l) {
+                            0
+                        } else {
+                            llc.allocate(l)
+                        }
+                    })
+                    .sum();
                 (evicted * 64, llc.latency)
             }
             (Kind::Write, Some(llc)) => {
                 lines.for_each(|l| {
                     llc.invalidate(l);
-                    if !llc.remote.is_empty() {
-                        llc.remote.remove(&l);
-                    }
+                    llc.take_back(l);
                 });
                 (tlp.payload as u64, sink.write_latency)
             }
@@ -276,7 +329,7 @@ impl Net {
                 if lines.clone().all(|l| llc.contains(l)) {
                     llc.dma_read_hits += n;
                     (0, llc.latency)
-                } else if !llc.remote.is_empty() && lines.clone().any(|l| llc.remote.contains(&l)) {
+                } else if llc.remote.is_some() && lines.clone().any(|l| llc.held_remotely(l)) {
                     // The home reads its directory, then snoops the owner for the data.
                     llc.dma_read_misses += n;
                     (tlp.payload as u64, sink.read_latency + llc.remote_snoop)

@@ -85,8 +85,9 @@ fn engine(
         write_gap: ns(v(2)),
         write_tlp_gap: ns(v(3)),
         read_command: ns(v(4)),
-        write_command: ns(v(5)),
-        store_ps_per_kib: pcie::ps_per_kib_at(v(6)),
+        read_complete: ns(v(5)),
+        write_command: ns(v(6)),
+        store_ps_per_kib: pcie::ps_per_kib_at(v(7)),
     };
     Ok((engine, false))
 }
@@ -128,7 +129,7 @@ fn prepare_cache(
         // The device's writes allocate in its socket's LLC through DDIO only when the
         // memory is that socket's; elsewhere they go to memory.
         Cache::Dwarm => match device_package(tf, who) {
-            Some(p) if p == home => CacheState::Cached { package: p },
+            Some(p) if p == home => CacheState::Ddio,
             _ => CacheState::Cold,
         },
     };

@@ -181,6 +181,7 @@ impl Builder {
             name: name.to_string(),
             platform: pid,
             iommu: hr.iommu,
+            iommu_superpages: hr.iommu_superpages,
             roots: vec![],
             mmio32,
             mmio64_base,
