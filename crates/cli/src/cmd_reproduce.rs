@@ -12,7 +12,7 @@ use studies::report;
 
 #[derive(clap::Args)]
 pub struct ReproduceArgs {
-    /// Studies (ioctopus, tyche, rdma, smartio) or experiment IDs; none = everything
+    /// Studies (ioctopus, tyche, rdma, smartio, pciebench) or experiment IDs; none = everything
     /// implemented.
     targets: Vec<String>,
     #[arg(long, value_enum, default_value = "text")]

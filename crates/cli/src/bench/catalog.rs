@@ -14,7 +14,7 @@ use crate::Format;
 
 #[derive(clap::Args)]
 pub struct CatalogArgs {
-    /// Studies (ioctopus, tyche, rdma, smartio) or experiment IDs; none = everything
+    /// Studies (ioctopus, tyche, rdma, smartio, pciebench) or experiment IDs; none = everything
     /// implemented.
     targets: Vec<String>,
     /// Output format.
