@@ -91,7 +91,7 @@ fn pattern_word(seed: u8, word: u64) -> u64 {
 }
 
 /// Appends the pattern bytes of `[offset, offset + n)` to `out`.
-fn extend_pattern(out: &mut Vec<u8>, seed: u8, offset: u64, n: u64) {
+pub(crate) fn extend_pattern(out: &mut Vec<u8>, seed: u8, offset: u64, n: u64) {
     let end = offset + n;
     let mut at = offset;
     while at < end && !at.is_multiple_of(8) {

@@ -26,7 +26,7 @@ use sim::timed::TimedFabric;
 use sim::timers::Timers;
 use sim::{pcie, Time};
 
-use crate::dma::{chunk, pattern_byte, DmaSpec, PageRoutes};
+use crate::dma::{chunk, extend_pattern, pattern_byte, DmaSpec, PageRoutes};
 
 /// Which pcie-bench test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub enum Test {
 }
 
 impl Test {
-    fn is_latency(self) -> bool {
+    pub fn is_latency(self) -> bool {
         matches!(self, Test::LatRd | Test::LatWrRd)
     }
 }
@@ -229,6 +229,8 @@ pub struct PcieBench {
     writes: PageRoutes,
     /// Transfers under way, by slot; a slot is reused once its transfer is done.
     slots: Vec<Option<Transfer>>,
+    /// Slots holding a transfer.
+    under_way: usize,
     next_k: u64,
     offsets: Offsets,
     reads_outstanding: u32,
@@ -244,7 +246,7 @@ pub struct PcieBench {
     stats: BenchStats,
     scratch: Vec<u8>,
     /// Writes on their way, by sequence number: (bus address, pattern seed).
-    writes_in_flight: std::collections::HashMap<u32, (u64, u8)>,
+    writes_in_flight: rustc_hash::FxHashMap<u32, (u64, u8)>,
     write_seq: u32,
     timers: Timers<BenchTimer>,
 }
@@ -273,6 +275,7 @@ impl PcieBench {
             reads: PageRoutes::lazy(tf, requester, base, span, Access::Read)?,
             writes: PageRoutes::lazy(tf, requester, base, span, Access::Write)?,
             slots: Vec::new(),
+            under_way: 0,
             next_k: 0,
             offsets: Offsets { spec, draws: 0 },
             reads_outstanding: 0,
@@ -314,7 +317,7 @@ impl PcieBench {
         } else {
             WORKERS
         };
-        while !self.stopped && self.slots.iter().flatten().count() < limit {
+        while !self.stopped && self.under_way < limit {
             let k = self.next_k;
             self.next_k += 1;
             let write = match self.spec.test {
@@ -341,6 +344,7 @@ impl PcieBench {
                 Some(i) => self.slots[i] = Some(t),
                 None => self.slots.push(Some(t)),
             }
+            self.under_way += 1;
         }
     }
 
@@ -488,6 +492,7 @@ impl PcieBench {
         let Some(t) = self.slots[slot].take() else {
             return;
         };
+        self.under_way -= 1;
         let now = tf.net.now();
         self.reads_outstanding -= t.requests;
         self.stats.transfers += 1;
@@ -509,7 +514,7 @@ impl PcieBench {
         let offset = self.offset_in_unit(addr);
         let mut data = std::mem::take(&mut self.scratch);
         data.clear();
-        data.extend((0..bytes as u64).map(|i| pattern_byte(seed, offset + i)));
+        extend_pattern(&mut data, seed, offset, bytes as u64);
         let landed = tf.net.delivery_failure().is_none()
             && tf.fabric.store(self.requester, addr, &data).is_ok();
         self.scratch = data;
@@ -581,7 +586,7 @@ impl Component<TimedFabric> for PcieBench {
     }
 
     fn finished(&self) -> bool {
-        self.stopped && self.slots.iter().all(Option::is_none) && self.writes_in_flight.is_empty()
+        self.stopped && self.under_way == 0 && self.writes_in_flight.is_empty()
     }
 }
 

@@ -159,13 +159,15 @@ pub(super) fn metrics(b: &PcieBench, ideal: bool, window: Time) -> Map<String, V
     let per_direction = if b.is_read_write() { 2.0 } else { 1.0 };
     m.insert(
         "bw_gbit_s".into(),
-        json!(round3(s.bytes as f64 * 8.0 / per_direction / secs / 1e9)),
+        json!(super::round3(
+            s.bytes as f64 * 8.0 / per_direction / secs / 1e9
+        )),
     );
     m.insert(
         "transfers_per_sec".into(),
         json!((s.transfers as f64 / secs).round()),
     );
-    let q = |p: f64| s.latency.quantile_ns(p).map(round3);
+    let q = |p: f64| s.latency.quantile_ns(p).map(super::round3);
     if let (Some(min), Some(med), Some(p95), Some(p999)) = (q(0.0), q(0.5), q(0.95), q(0.999)) {
         m.insert("min_ns".into(), json!(min));
         m.insert("median_ns".into(), json!(med));
@@ -178,8 +180,4 @@ pub(super) fn metrics(b: &PcieBench, ideal: bool, window: Time) -> Map<String, V
         json!(if ideal { "ideal" } else { "device timing" }),
     );
     m
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }

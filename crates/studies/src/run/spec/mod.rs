@@ -348,7 +348,7 @@ impl Kind {
     pub fn name(&self) -> &'static str {
         match self {
             Kind::Dma { .. } => "dma",
-            Kind::PcieBench(p) if p.test_is_latency() => "pcie_lat",
+            Kind::PcieBench(p) if p.test.is_latency() => "pcie_lat",
             Kind::PcieBench(_) => "pcie_bw",
             Kind::CpuStream { .. } => "cpu_stream",
             Kind::NtbCopy { .. } => "ntb_copy",

@@ -81,12 +81,6 @@ pub struct PcieBench {
     pub seed: u64,
 }
 
-impl PcieBench {
-    pub fn test_is_latency(&self) -> bool {
-        matches!(self.test, Test::LatRd | Test::LatWrRd)
-    }
-}
-
 /// A `pcie_lat` or `pcie_bw` workload.
 pub(super) fn pcie_bench(e: &Entry) -> Result<(String, Kind), ScenarioError> {
     let r: Raw = e.read()?;
