@@ -51,7 +51,7 @@ pub enum TopoCommand {
         access: AccessArg,
         /// Accesses the requester keeps under way in the stream estimate (as a `dma`
         /// workload's `outstanding`); default: as many as it takes, so that only the
-        /// fabric and the device's read tags bound the stream.
+        /// fabric, the device's read tags and its data path (port, media) bound the stream.
         #[arg(long)]
         outstanding: Option<u64>,
         #[arg(long, value_enum, default_value = "text")]

@@ -376,6 +376,46 @@ fn topo_path_names_the_bottleneck_of_a_stream_of_such_accesses() {
     assert!((9.0..11.5).contains(&gbps), "{gbps}");
 }
 
+/// A device whose model states its data path (a NIC's port, an NVMe's media) streams no
+/// faster than it, as a `dma` workload runs: the P4800X's x4 link would carry ≈ 3.6 GB/s
+/// of 4 KiB transfers, its media reads 2.4 GB/s (what it writes to the host) and writes
+/// 2.0 (what it reads).
+#[test]
+fn the_stream_is_bound_by_the_devices_own_data_path() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/two_socket_server.toml"
+    );
+    let stream = |access: &str| {
+        let v = json(&[
+            "topo",
+            "path",
+            example,
+            "--from",
+            "srv.nvme",
+            "--to",
+            "srv.ram.node0",
+            "--len",
+            "4096",
+            "--access",
+            access,
+            "--format",
+            "json",
+        ]);
+        let s = &v["stream"];
+        (
+            s["gbps"].as_f64().unwrap(),
+            s["bottleneck"].as_str().unwrap().to_string(),
+        )
+    };
+    let (write, why) = stream("write");
+    assert!((write - 2.4).abs() < 0.01, "{write}");
+    assert!(why.contains("media read rate"), "{why}");
+    let (read, why) = stream("read");
+    assert!((read - 2.0).abs() < 0.01, "{read}");
+    assert!(why.contains("media write rate"), "{why}");
+}
+
 /// A stream of 64 B writes runs at 64 B per TLP, not at the 256 B-TLP rate: on Gen3 x8
 /// (7.877 GB/s of symbols, less one SKP block in 371) 64 / (64 + 12 + 8) of it below 4 GiB
 /// (3-DW header, as the TLP simulation sends it) and 64 / (64 + 16 + 8) above (4 DW):

@@ -50,6 +50,7 @@ impl DmaSpec {
             max_payload: if write { self.mps } else { self.mrrs },
             tags: (!write).then_some(self.max_reads),
             issue_ps_per_kib: self.issue_ps_per_kib,
+            data_path: None,
             addr64: addr >= 1 << 32,
             region_bytes: ops_in_flight.map_or(0, |n| op_bytes.saturating_mul(n)),
         }
@@ -300,6 +301,17 @@ pub struct DmaJob {
     ops_done: u64,
     stopped: bool,
     pacing: bool,
+    /// The device's own data path behind the engine (a NIC's line, an NVMe's media), in
+    /// ps per KiB of payload, read or written (0: none): no request starts before the
+    /// path has moved the previous one's bytes.
+    data_ps_per_kib: u64,
+    /// When the data path may take the next request, and whether a timer waits for it.
+    data_free: Time,
+    read_waiting: bool,
+    /// When each retired operation left the window, oldest first: operation k may start
+    /// only once operation k − `ops_in_flight` has, so that is when it entered the device's
+    /// queue (its latency counts from there, the wait for the link or the path included).
+    retired_at: VecDeque<Time>,
     scratch: Vec<u8>,
     /// Kept read data (position → bytes) when capturing.
     capture: Option<Vec<u8>>,
@@ -318,6 +330,8 @@ pub struct DmaJob {
 enum DmaTimer {
     /// The pacing gap before the next write has passed.
     NextWrite,
+    /// The data path may take the next read.
+    NextRead,
 }
 
 impl DmaJob {
@@ -382,6 +396,10 @@ impl DmaJob {
             ops_done: 0,
             stopped: false,
             pacing: false,
+            data_ps_per_kib: 0,
+            data_free: Time::ZERO,
+            read_waiting: false,
+            retired_at: VecDeque::new(),
             scratch: Vec::new(),
             capture: None,
             failed_reads: Vec::new(),
@@ -397,6 +415,13 @@ impl DmaJob {
     /// Sets the bytes a write job writes.
     pub fn with_payload(mut self, p: Payload) -> DmaJob {
         self.payload = p;
+        self
+    }
+
+    /// Bounds the job by the device's own data path behind its DMA engine (a NIC's line
+    /// rate, an NVMe's media rate), `ps_per_kib` of payload whatever the direction.
+    pub fn with_data_pace(mut self, ps_per_kib: u64) -> DmaJob {
+        self.data_ps_per_kib = ps_per_kib;
         self
     }
 
@@ -486,7 +511,11 @@ impl DmaJob {
         if self.stopped || op - self.op_base >= self.ops_in_flight {
             return false;
         }
-        self.under_way.push_back((now, 0));
+        let admitted = match op < self.ops_in_flight {
+            true => self.start.min(now),
+            false => self.retired_at.pop_front().unwrap_or(now),
+        };
+        self.under_way.push_back((admitted, 0));
         true
     }
 
@@ -495,10 +524,24 @@ impl DmaJob {
             return;
         };
         let now = tf.net.now();
-        while self.reads_outstanding < self.spec.max_reads && self.may_touch(self.read_next, now) {
+        while self.reads_outstanding < self.spec.max_reads {
+            if self.data_free > now {
+                if !self.read_waiting {
+                    self.read_waiting = true;
+                    let at = self.data_free;
+                    self.timers.at(&mut tf.net, at, me, DmaTimer::NextRead);
+                }
+                return;
+            }
+            if !self.may_touch(self.read_next, now) {
+                return;
+            }
             let addr = self.addr(src, self.read_next);
             let left = self.op_bytes - self.read_next % self.op_bytes;
             let n = chunk(addr, left, self.spec.mrrs);
+            if self.data_ps_per_kib > 0 {
+                self.data_free = now + pcie::serialize(n, self.data_ps_per_kib);
+            }
             let routes = self.reads.as_ref().expect("read job has read routes");
             tf.net
                 .send_read(routes.issue(me, addr, n, 0), self.read_next);
@@ -576,7 +619,8 @@ impl DmaJob {
         let gap = pcie::serialize(
             pcie::wire_bytes(n, false, addr >= 1 << 32),
             self.spec.issue_ps_per_kib,
-        );
+        )
+        .max(pcie::serialize(n, self.data_ps_per_kib));
         self.timers
             .at(&mut tf.net, now + gap, me, DmaTimer::NextWrite);
     }
@@ -606,6 +650,7 @@ impl DmaJob {
             {
                 self.under_way.pop_front();
                 self.op_base += 1;
+                self.retired_at.push_back(now);
             }
         }
         if self.total_done >= total {
@@ -727,6 +772,10 @@ impl Component<TimedFabric> for DmaJob {
         match event {
             Event::Timer(key) => match self.timers.take(key) {
                 DmaTimer::NextWrite => self.issue_write(tf, me),
+                DmaTimer::NextRead => {
+                    self.read_waiting = false;
+                    self.issue_reads(tf, me);
+                }
             },
             Event::Wake => {
                 self.start = tf.net.now();

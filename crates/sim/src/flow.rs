@@ -32,7 +32,9 @@ pub struct FlowEstimate {
 /// way (`None`: as many as it takes), each cut into TLPs of at most `max_payload` bytes
 /// (MPS for writes, MRRS for reads) that never cross a 4 KiB page; reads with at most
 /// `tags` requests outstanding (`None`: no window of their own); writes issued no faster
-/// than `issue_ps_per_kib` (0: no pace of their own).
+/// than `issue_ps_per_kib` (0: no pace of their own); and either no faster than the
+/// device's own data path behind its DMA engine, `data_path` (ps per KiB of payload and
+/// what it is: a NIC's line, an NVMe's media), when it has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stream {
     pub write: bool,
@@ -41,6 +43,7 @@ pub struct Stream {
     pub max_payload: u32,
     pub tags: Option<u32>,
     pub issue_ps_per_kib: u64,
+    pub data_path: Option<(u64, &'static str)>,
     /// Whether addresses need a 4-DW request header (above 4 GiB).
     pub addr64: bool,
     /// Bytes of buffer the stream cycles over (for the IOTLB's reach); 0 when it fits any.
@@ -57,6 +60,7 @@ impl Stream {
             max_payload: payload.max(1),
             tags: None,
             issue_ps_per_kib: 0,
+            data_path: None,
             addr64,
             region_bytes: 0,
         }
@@ -71,6 +75,7 @@ impl Stream {
             max_payload: size.max(1),
             tags: Some(tags),
             issue_ps_per_kib: 0,
+            data_path: None,
             addr64,
             region_bytes: 0,
         }
@@ -484,6 +489,14 @@ impl Net {
         if s.write {
             best.offer(total, l.issue_ps, || {
                 format!("the requester's issue pace at {} B per TLP", period[0].0)
+            });
+        }
+        if let Some((pace, what)) = s.data_path.filter(|d| d.0 > 0) {
+            best.offer(total, total * pace as f64 / 1024.0, || {
+                format!(
+                    "the device's {what} ({:.2} GB/s)",
+                    1024.0 * 1000.0 / pace as f64
+                )
             });
         }
         if let Some(sl) = &l.split {

@@ -121,6 +121,25 @@ pub fn device_spec(tf: &TimedFabric, who: Requester, mps: u32) -> Result<DmaSpec
     })
 }
 
+/// The device's own data path behind its DMA engine, as its model states it: what it can
+/// produce for the writes it posts and take in for the reads it makes — a NIC's or an
+/// RNIC's port in either direction, an NVMe's media reads (the data it writes to the host)
+/// and media writes (what it reads). `None` for a device without one (a GPU, an NTB's
+/// engine): its DMA is bounded by PCIe alone. As ps per KiB of payload, and what it is.
+pub fn data_path(tf: &TimedFabric, who: Requester, write: bool) -> Option<(u64, &'static str)> {
+    let get = |k: &str| device_param(tf, who, k).ok();
+    let (gbps, what) = if let Some(g) = get("nic_line_gbps") {
+        (g, "line rate")
+    } else if let Some(g) = get("rnic_port_gbps") {
+        (g, "port rate")
+    } else if write {
+        (get("nvme_read_gbps")?, "media read rate")
+    } else {
+        (get("nvme_write_gbps")?, "media write rate")
+    };
+    Some((pcie::ps_per_kib_at(gbps), what))
+}
+
 /// Maps `bytes` at `target` (+`offset`) for `who` and returns the bus address with the
 /// DMA behaviour `who` uses for it (its tags and request size, the MPS in force between
 /// its host and the target's).

@@ -102,7 +102,8 @@ pub fn timed_query_on(
 /// flow model's rate for a stream of such accesses — the same stream a `dma` workload of
 /// `nudma run` with this length and `outstanding` runs (the device's or its NTB adapter's
 /// `dma_max_reads`/`dma_mrrs_bytes`; a read stream needs them, posted writes are paced by
-/// the link alone). `outstanding` `None`: as many as it takes.
+/// the link), no faster than the device's own data path where its model states one (a
+/// NIC's port, an NVMe's media). `outstanding` `None`: as many as it takes.
 pub fn timed_request(
     tf: &mut sim::timed::TimedFabric,
     req: &Request,
@@ -143,7 +144,10 @@ pub fn timed_request(
                 Err(_) => None,
             };
             spec.map(|spec| {
-                let stream = spec.stream(op, len.max(1) as u64, outstanding);
+                let stream = sim::flow::Stream {
+                    data_path: harness::data_path(tf, req.requester, access == Access::Write),
+                    ..spec.stream(op, len.max(1) as u64, outstanding)
+                };
                 let e = tf.net.flow(route, &stream);
                 (e.gbps, e.bottleneck)
             })

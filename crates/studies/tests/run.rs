@@ -507,3 +507,61 @@ fn an_interconnect_links_transfer_rate_sets_its_bandwidth() {
     let qpi = |p: &PointResult| counter(p, "links", "srv pkg0-pkg1 →", "wire_bytes") / 1e9;
     assert!(qpi(&points[0]) <= 10.0 * 1.001, "{}", qpi(&points[0]));
 }
+
+#[test]
+fn a_devices_line_and_media_rates_bound_its_dma() {
+    // nic0 alone on a root port: its Gen3 x16 link would carry ≈ 14.6 GB/s of 4 KiB
+    // writes, its 100 GbE port receives 12.5. The P4800X's x4 link would carry ≈ 3.6 GB/s
+    // either way; its media read (what it writes to the host) 2.4 GB/s, its media write
+    // (what it reads from the host) 2.0.
+    let points = sweep(
+        &[
+            "host.srv.device.nic0.parent=rc0",
+            "workload.nvme_write.op=read,write",
+        ],
+        1,
+    );
+    for p in &points {
+        let nic = metric(p, "nic0_rx", "gbps");
+        assert!(nic <= 12.5 * 1.001 && nic > 0.98 * 12.5, "line rate: {nic}");
+    }
+    let media = |p: &PointResult| metric(p, "nvme_write", "gbps");
+    let (reads_host, writes_host) = (media(&points[0]), media(&points[1]));
+    assert!(
+        reads_host <= 2.0 * 1.001 && reads_host > 0.95 * 2.0,
+        "media writes: {reads_host}"
+    );
+    assert!(
+        writes_host <= 2.4 * 1.001 && writes_host > 0.95 * 2.4,
+        "media reads: {writes_host}"
+    );
+}
+
+#[test]
+fn dma_latency_counts_the_wait_so_littles_law_holds() {
+    // A request's latency runs from when it entered the device's queue (the previous one
+    // in its slot done), so ops/s × latency is the requests outstanding — whether the
+    // link, the port or nothing holds them back.
+    let points = sweep(
+        &[
+            "workload.nic0_rx.transfer_bytes=64 B",
+            "workload.nic0_rx.outstanding=1,32",
+            "workload.nvme_write.transfer_bytes=4 KiB",
+            "workload.nvme_write.outstanding=1,32",
+        ],
+        2,
+    );
+    for p in &points {
+        for (w, key) in [
+            ("nic0_rx", "workload.nic0_rx.outstanding"),
+            ("nvme_write", "workload.nvme_write.outstanding"),
+        ] {
+            let n = p.rows[0].params[key].as_f64().unwrap();
+            let little = metric(p, w, "ops_per_sec") * metric(p, w, "latency_ns_p50") * 1e-9;
+            assert!(
+                (little / n - 1.0).abs() < 0.2,
+                "{w} at {n} outstanding: ops/s × p50 = {little}"
+            );
+        }
+    }
+}

@@ -431,11 +431,16 @@ fn build_on(
         } => {
             let region = transfer_bytes * *outstanding as u64;
             let (who, bus, dma) = dma_requester(tf, cluster, device, target, *offset, region)?;
-            let op = match op {
-                Direction::Read => Op::Read { src: bus },
-                Direction::Write => Op::Write { dst: bus },
+            let write = *op == Direction::Write;
+            let op = match write {
+                false => Op::Read { src: bus },
+                true => Op::Write { dst: bus },
             };
-            dma_workload(tf, sim, who, dma, op, *transfer_bytes, *outstanding)
+            // The workload stands for the device's data moving (a NIC receiving or
+            // sending, an NVMe reading or writing its media): its own path bounds it.
+            let pace = harness::data_path(tf, who, write).map_or(0, |d| d.0);
+            let job = dma_job(tf, who, dma, op, *transfer_bytes, *outstanding)?;
+            Ok(start_dma(tf, sim, job.with_data_pace(pace)))
         }
         Kind::NtbCopy {
             ntb,
@@ -451,7 +456,8 @@ fn build_on(
             let (src, _) = harness::dma_to(tf, who, source, *source_offset, region)?;
             let (dst, dma) = harness::dma_to(tf, who, target, *offset, region)?;
             let op = Op::Copy { src, dst };
-            dma_workload(tf, sim, who, dma, op, *transfer_bytes, *outstanding)
+            let job = dma_job(tf, who, dma, op, *transfer_bytes, *outstanding)?;
+            Ok(start_dma(tf, sim, job))
         }
         Kind::PingPong { a, b, ram } => {
             let (ra, rb) = (requester(tf, a)?, requester(tf, b)?);
@@ -566,23 +572,26 @@ fn cpu_streams(
     Ok(ids)
 }
 
-/// A device's endless DMA operations as a component, started at time zero.
-fn dma_workload(
+/// A device's endless DMA operations, `outstanding` under way.
+fn dma_job(
     tf: &mut TimedFabric,
-    sim: &mut Sim<TimedFabric>,
     who: Requester,
     spec: devices::DmaSpec,
     op: Op,
     transfer_bytes: u64,
     outstanding: u32,
-) -> Result<Handle, RunError> {
+) -> Result<DmaJob, RunError> {
     let in_flight = outstanding as u64;
-    let job = DmaJob::ops(tf, who, spec, op, transfer_bytes, Ops::Endless, in_flight)
-        .map_err(|f| harness::fault_error(tf, f))?;
+    DmaJob::ops(tf, who, spec, op, transfer_bytes, Ops::Endless, in_flight)
+        .map_err(|f| harness::fault_error(tf, f))
+}
+
+/// Adds `job` to the simulation, started now.
+fn start_dma(tf: &mut TimedFabric, sim: &mut Sim<TimedFabric>, job: DmaJob) -> Handle {
     let id = sim.add(job);
     let now = tf.net.now();
     tf.net.wake_at(now, id);
-    Ok(Handle::Dma(id))
+    Handle::Dma(id)
 }
 
 /// Runs the warm-up, starts every workload's statistics afresh, runs the window; returns
