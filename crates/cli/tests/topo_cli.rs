@@ -143,6 +143,38 @@ fn list_json_has_the_contract_shape() {
         .unwrap()
         .iter()
         .all(|e| e["id"].is_string() && e["description"].is_string()));
+    // Platforms and device models, each with what it is and the file that defines it:
+    // a scenario that includes the file can use the name.
+    for (key, must) in [
+        ("platforms", ["r730", "skylake_8160"]),
+        ("device_models", ["connectx4", "p4800x"]),
+    ] {
+        let parts = v[key].as_array().unwrap();
+        for m in must {
+            let p = parts
+                .iter()
+                .find(|p| p["name"] == m)
+                .unwrap_or_else(|| panic!("{m} missing from {key}"));
+            assert!(!p["description"].as_str().unwrap().is_empty(), "{p}");
+            let include = p["include"].as_str().unwrap();
+            let text = format!(
+                "include = [\"{include}\"{}]\n[scenario]\nname = \"uses\"\n[[host]]\nname = \"h\"\n\
+                 platform = \"{}\"\n{}",
+                if key == "platforms" { "" } else { ", \"platforms/r730.toml\"" },
+                if key == "platforms" { m } else { "r730" },
+                if key == "platforms" {
+                    String::new()
+                } else {
+                    format!("[[host.device]]\nname = \"d\"\ndevice_model = \"{m}\"\nparent = \"rc0\"\nlink = {{ gen = 3, width = 4 }}\n")
+                }
+            );
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("uses.toml");
+            std::fs::write(&file, text).unwrap();
+            let (code, _, err) = common::nudma(&["topo", "check", file.to_str().unwrap()]);
+            assert_eq!(code, 0, "{m} from {include}: {err}");
+        }
+    }
 }
 
 #[test]

@@ -95,6 +95,55 @@ pub fn catalog() -> Vec<(String, String)> {
         .collect()
 }
 
+/// A built-in platform or device model: its name, what it is, and the built-in file that
+/// defines it (what a scenario's `include` names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub name: String,
+    pub description: String,
+    pub include: String,
+}
+
+/// The built-in platforms and device models (`scenarios/platforms/*.toml`), each sorted
+/// by name: a platform described by its CPUs, a device model by its kind and product.
+pub fn parts() -> (Vec<Part>, Vec<Part>) {
+    let (mut platforms, mut models) = (Vec::new(), Vec::new());
+    for (path, text) in FILES.iter().filter(|(p, _)| p.starts_with("platforms/")) {
+        // The built-in files load in every test that includes them; a file that did not
+        // parse would list nothing rather than stop `nudma list`.
+        let Ok(t) = text.parse::<toml::Table>() else {
+            continue;
+        };
+        let field = |v: &toml::Value, k: &str| {
+            v.get(k)
+                .and_then(toml::Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let part = |name: &String, description: String| Part {
+            name: name.clone(),
+            description,
+            include: path.to_string(),
+        };
+        for (name, v) in t
+            .get("platform")
+            .and_then(toml::Value::as_table)
+            .into_iter()
+            .flatten()
+        {
+            platforms.push(part(name, field(v, "cpu")));
+        }
+        let device_models = t.get("device_model").and_then(toml::Value::as_table);
+        for (name, v) in device_models.into_iter().flatten() {
+            let d = format!("{}: {}", field(v, "kind"), field(v, "model"));
+            models.push(part(name, d));
+        }
+    }
+    platforms.sort_by(|a, b| a.name.cmp(&b.name));
+    models.sort_by(|a, b| a.name.cmp(&b.name));
+    (platforms, models)
+}
+
 /// Resolves includes of a user's file next to it on disk, or, when no such file exists,
 /// among the built-in files (so `include = ["platforms/r730.toml"]` works from anywhere);
 /// includes of a built-in file stay among the built-ins.
