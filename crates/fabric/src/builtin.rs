@@ -144,6 +144,25 @@ pub fn parts() -> (Vec<Part>, Vec<Part>) {
     (platforms, models)
 }
 
+/// The built-in file that defines platform or device model `name` (`kind` = `platform`
+/// or `device_model`): what a `base` that no file of a scenario defines is taken from.
+pub(crate) fn part_source(kind: &str, name: &str) -> Option<Source> {
+    FILES
+        .iter()
+        .filter(|(p, _)| p.starts_with("platforms/"))
+        .find(|(_, text)| {
+            text.parse::<toml::Table>().ok().is_some_and(|t| {
+                t.get(kind)
+                    .and_then(toml::Value::as_table)
+                    .is_some_and(|parts| parts.contains_key(name))
+            })
+        })
+        .map(|(p, t)| Source {
+            name: format!("builtin:{p}"),
+            text: t.to_string(),
+        })
+}
+
 /// Resolves includes of a user's file next to it on disk, or, when no such file exists,
 /// among the built-in files (so `include = ["platforms/r730.toml"]` works from anywhere);
 /// includes of a built-in file stay among the built-ins.

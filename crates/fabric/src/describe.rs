@@ -298,7 +298,22 @@ fn platform_line(p: &Platform) -> String {
         fmt_size(p.llc_bytes),
         p.llc_ways,
         p.ddio_ways
-    )
+    ) + &base_text(p)
+}
+
+/// "; r730 with clock_ghz, timing.dram_gbps (46 keys from r730)", for a platform written
+/// as a copy of another.
+fn base_text(p: &Platform) -> String {
+    match &p.base {
+        Some(b) => format!(
+            "; {} with {} ({} keys from {})",
+            b.name,
+            b.given.join(", "),
+            b.inherited.len(),
+            b.name
+        ),
+        None => String::new(),
+    }
 }
 
 fn window_text(n: &Node) -> String {
@@ -603,7 +618,7 @@ pub fn topology_json(f: &Fabric) -> Value {
             })
         }).collect();
         json!({
-            "name": h.name, "platform": p.name, "packages": p.packages, "numa_nodes": p.numa_nodes(), "iommu": h.iommu,
+            "name": h.name, "platform": p.name, "base": p.base.as_ref().map(|b| json!({"name": b.name, "given": b.given, "inherited": b.inherited})), "packages": p.packages, "numa_nodes": p.numa_nodes(), "iommu": h.iommu,
             "memory_nodes": p.memory_nodes.iter().enumerate().map(|(i, m)| json!({"node": p.cpu_nodes() + i as u32, "package": m.package, "kind": m.kind, "bytes": m.bytes, "gbps": m.gbps.as_ref().map(|g| g.0)})).collect::<Vec<_>>(),
             "ram": h.regions.iter().filter_map(|r| match r.owner { Owner::Ram { node, .. } => Some(json!({"node": node, "start": r.start, "end": r.end})), _ => None }).collect::<Vec<_>>(),
             "nodes": nodes,

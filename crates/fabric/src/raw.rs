@@ -126,38 +126,55 @@ pub struct RawMeta {
     pub description: String,
 }
 
+/// A `[platform.X]`: every key, or `base = "Y"` and the keys that differ from platform
+/// Y's (the required ones are checked once the base is applied).
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawPlatform {
+    /// The platform this one copies (built in, or defined by the scenario's files): each
+    /// key given here replaces the base's, the timing and network-stack tables and the
+    /// memory matrices key by key, the lists (interconnect, ioh, memory_node) whole.
+    pub base: Option<Spanned<String>>,
     #[serde(default)]
     pub cpu: String,
-    pub packages: Spanned<u32>,
+    pub packages: Option<Spanned<u32>>,
     pub nodes_per_package: Option<Spanned<u32>>,
-    pub cores_per_package: Spanned<u32>,
+    pub cores_per_package: Option<Spanned<u32>>,
     pub threads_per_core: Option<Spanned<u32>>,
-    pub clock_ghz: Spanned<f64>,
-    pub llc_bytes: Spanned<Size>,
-    pub llc_ways: Spanned<u32>,
-    pub ddio_ways: Spanned<u32>,
-    pub dram_bytes_per_node: Spanned<Size>,
+    pub clock_ghz: Option<Spanned<f64>>,
+    pub llc_bytes: Option<Spanned<Size>>,
+    pub llc_ways: Option<Spanned<u32>>,
+    pub ddio_ways: Option<Spanned<u32>>,
+    pub dram_bytes_per_node: Option<Spanned<Size>>,
     /// Root complexes re-issue peer-to-peer reads passing through them as requests of
-    /// this many bytes (REFERENCE.md §2: 64 on Xeon). Absent: no splitting.
+    /// this many bytes (64 on Xeon). Absent: no splitting.
     pub root_read_split_bytes: Option<Spanned<u32>>,
-    /// Root complexes forward peer-to-peer between root ports (REFERENCE.md §2: Xeon does).
+    /// Root complexes forward peer-to-peer between root ports (Xeon does).
     pub root_p2p: Option<bool>,
     pub memory: Option<Spanned<RawMemory>>,
-    #[serde(default)]
-    pub interconnect: Vec<Spanned<RawInterconnect>>,
-    #[serde(default)]
-    pub ioh: Vec<Spanned<RawIoh>>,
+    pub interconnect: Option<Vec<Spanned<RawInterconnect>>>,
+    pub ioh: Option<Vec<Spanned<RawIoh>>>,
     /// NUMA nodes without CPUs (HBM, NVDIMM, CXL or GPU memory), numbered after the
     /// packages' nodes.
-    #[serde(default)]
-    pub memory_node: Vec<Spanned<RawMemoryNode>>,
+    pub memory_node: Option<Vec<Spanned<RawMemoryNode>>>,
     /// Timing parameters for the timing layer (validated when the scenario loads).
     pub timing: Option<Spanned<RawTiming>>,
     /// Network-stack costs for `host::net` (validated when the scenario loads).
     pub netstack: Option<Spanned<RawTiming>>,
+}
+
+impl RawPlatform {
+    pub fn interconnect(&self) -> &[Spanned<RawInterconnect>] {
+        self.interconnect.as_deref().unwrap_or_default()
+    }
+
+    pub fn ioh(&self) -> &[Spanned<RawIoh>] {
+        self.ioh.as_deref().unwrap_or_default()
+    }
+
+    pub fn memory_node(&self) -> &[Spanned<RawMemoryNode>] {
+        self.memory_node.as_deref().unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Deserialize, Clone)]
@@ -277,6 +294,9 @@ pub struct RawAdapter {
 #[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RawDeviceModel {
+    /// The device model this one copies (built in, or defined by the scenario's files):
+    /// each key given here replaces the base's, the timing table key by key.
+    pub base: Option<Spanned<String>>,
     pub kind: Option<DeviceKind>,
     /// The product, shown in descriptions (e.g. "NVIDIA Quadro P4000").
     #[serde(default)]

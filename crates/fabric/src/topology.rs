@@ -122,6 +122,17 @@ pub struct Platform {
     /// Shortest interconnect paths, `uncore_paths[from * V + to]`: once per platform,
     /// shared by all its hosts.
     pub uncore_paths: Vec<Vec<UncoreHop>>,
+    /// The platform it copies (`base = "NAME"`); `None` when it gives every key itself.
+    pub base: Option<PlatformBase>,
+}
+
+/// A platform written as a copy of another: the base, the keys the copy gives and those
+/// it takes from the base, as written (`clock_ghz`, `timing.dram_gbps`, …).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlatformBase {
+    pub name: String,
+    pub given: Vec<String>,
+    pub inherited: Vec<String>,
 }
 
 /// A NUMA node without CPUs (`[[platform.X.memory_node]]`): HBM, NVDIMM, CXL or GPU

@@ -565,3 +565,26 @@ fn dma_latency_counts_the_wait_so_littles_law_holds() {
         }
     }
 }
+
+#[test]
+fn a_current_server_written_as_a_copy_runs_within_its_devices() {
+    // examples/current_server.toml: the built-in Sapphire Rapids platform with two keys
+    // changed, and today's device models.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/current_server.toml");
+    let src = run::source(path.to_str().unwrap()).unwrap();
+    let p = &run::run_all(&src, &run::sweep(&[]), 1, 1, false).unwrap()[0];
+    // ConnectX-7: its 400 GbE port; PM1743: its 13 GB/s media reads; H100: its Gen5 x16
+    // link (≈ 63 GB/s of symbols, 512 B reads in 256 B completions), not UPI's 128.
+    let g = |w: &str| metric(p, w, "gbps");
+    assert!((g("nic_rx") / 50.0 - 1.0).abs() < 0.01, "{}", g("nic_rx"));
+    assert!(
+        (g("ssd_read") / 13.0 - 1.0).abs() < 0.01,
+        "{}",
+        g("ssd_read")
+    );
+    assert!(
+        g("gpu_h2d") > 50.0 && g("gpu_h2d") < 63.0,
+        "{}",
+        g("gpu_h2d")
+    );
+}

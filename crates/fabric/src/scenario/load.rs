@@ -103,6 +103,8 @@ pub fn load(main: Source, resolver: &dyn Resolver) -> Result<Scenario, ScenarioE
         raw.adapter.clone(),
         raw.device_model.clone(),
     )?;
+    b.include_builtin_bases()?;
+    b.resolve_device_model_bases()?;
     b.build(root, name, description, raw)
 }
 
@@ -166,7 +168,7 @@ static INCLUDES: std::sync::OnceLock<Parsed> = std::sync::OnceLock::new();
 impl Builder {
     /// `parse` and `check_include_only` for an included file, through the process's
     /// cache of parsed includes.
-    fn parse_include(&mut self, src: Source) -> Result<usize, ScenarioError> {
+    pub(super) fn parse_include(&mut self, src: Source) -> Result<usize, ScenarioError> {
         let cache = INCLUDES.get_or_init(Default::default);
         let key = (src.name.clone(), src.text.clone());
         let hit = cache.lock().ok().and_then(|c| c.get(&key).cloned());

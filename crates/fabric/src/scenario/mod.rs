@@ -32,6 +32,7 @@ use crate::error::{name_list, LineIndex, ScenarioError};
 use crate::raw::*;
 use crate::topology::*;
 
+mod base;
 mod cluster;
 mod enumerate;
 mod host;
@@ -102,6 +103,8 @@ struct Builder {
     chips: Vec<ChipSpec>,
     adapters: Vec<Arc<AdapterSpec>>,
     device_models: BTreeMap<String, DeviceModel>,
+    /// Device models that name a base, checked once every file's parts are in.
+    pending_models: Vec<(usize, String, Spanned<RawDeviceModel>)>,
 }
 
 impl Builder {

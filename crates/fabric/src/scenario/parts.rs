@@ -47,7 +47,7 @@ impl Builder {
     }
 
     /// A platform is only named here; it is checked when a host first uses it.
-    fn collect_platform(
+    pub(super) fn collect_platform(
         &mut self,
         file: usize,
         name: String,
@@ -220,8 +220,9 @@ impl Builder {
     }
 
     /// A device model: what devices may take from it (link, DMA mask, BARs without
-    /// addresses, timing), checked once here.
-    fn collect_device_model(
+    /// addresses, timing), checked once here — or, when it names a base, once every
+    /// file's parts are in.
+    pub(super) fn collect_device_model(
         &mut self,
         file: usize,
         name: String,
@@ -236,13 +237,37 @@ impl Builder {
                 "device model names use letters, digits, `_` and `-`",
             ));
         }
-        if let Some(other) = self.device_models.get(&name) {
+        let other = self.device_models.get(&name).map(|o| o.file).or_else(|| {
+            let pending = self.pending_models.iter();
+            pending
+                .filter(|(_, n, _)| *n == name)
+                .map(|(f, _, _)| *f)
+                .next()
+        });
+        if let Some(other) = other {
             let msg = format!(
                 "device model `{name}` is defined twice (also in {})",
-                self.files[other.file].name
+                self.files[other].name
             );
             return Err(self.err(file, m.span(), Some(key), &msg));
         }
+        if m.get_ref().base.is_some() {
+            self.pending_models.push((file, name, m));
+            return Ok(());
+        }
+        let model = self.check_device_model(file, &name, m)?;
+        self.device_models.insert(name, model);
+        Ok(())
+    }
+
+    /// Checks a device model's keys (its base already applied).
+    pub(super) fn check_device_model(
+        &self,
+        file: usize,
+        name: &str,
+        m: Spanned<RawDeviceModel>,
+    ) -> Result<DeviceModel, ScenarioError> {
+        let key = format!("device_model.{name}");
         let r = m.get_ref();
         if let Some(l) = &r.link {
             self.link(file, l, &format!("{key}.link"))?;
@@ -267,15 +292,11 @@ impl Builder {
             &DEVICE_TIMING_KEYS,
             &format!("{key}.timing"),
         )?;
-        self.device_models.insert(
-            name,
-            DeviceModel {
-                file,
-                raw: m,
-                timing,
-            },
-        );
-        Ok(())
+        Ok(DeviceModel {
+            file,
+            raw: m,
+            timing,
+        })
     }
 
     /// A DMA mask of 32..=64 bits (`key` is the part's key path).

@@ -131,17 +131,42 @@ impl Builder {
         })
     }
 
-    /// Checks platform `name` (collected, not yet checked) into a `Platform`.
+    /// Checks platform `name` (collected, not yet checked) into a `Platform`: a platform
+    /// with a `base` is checked with the base's keys where it gives none, after the base
+    /// checks alone (its errors are the base's, where the base is written).
     pub(super) fn platform(&self, name: &str) -> Result<Platform, ScenarioError> {
         let (file, sp) = &self.platforms[name];
-        let file = *file;
+        let Some(base) = &sp.get_ref().base else {
+            return self.check_platform(name, *file, sp);
+        };
+        let (merged, keys) = self.platform_over_base(name, &mut Vec::new())?;
+        self.platform(base.get_ref())?;
+        let mut p = self.check_platform(name, *file, &merged).map_err(|e| {
+            let prefix = format!("platform.{name}.");
+            self.inherited_error(e, *file, &prefix, base, &keys.inherited)
+        })?;
+        p.base = Some(PlatformBase {
+            name: base.get_ref().clone(),
+            given: keys.given,
+            inherited: keys.inherited,
+        });
+        Ok(p)
+    }
+
+    /// Checks one platform's keys, written at `sp` in `file`, into a `Platform`.
+    fn check_platform(
+        &self,
+        name: &str,
+        file: usize,
+        sp: &Spanned<RawPlatform>,
+    ) -> Result<Platform, ScenarioError> {
         let p = sp.get_ref();
         let at = PlatformAt {
             b: self,
             file,
             name,
         };
-        let mut platform = at.shape(p)?;
+        let mut platform = at.shape(p, sp.span())?;
         let packages = platform.packages;
         platform.iohs = at.iohs(p)?;
         platform.interconnect = at.interconnect(p, packages, &platform.iohs)?;
@@ -149,7 +174,7 @@ impl Builder {
         // Node numbers are u32 and every node gets a RAM range; keep both far from limits.
         if platform.memory_nodes.len() > 256 {
             return Err(at.err(
-                p.memory_node[256].span(),
+                p.memory_node()[256].span(),
                 "memory_node",
                 "a platform has at most 256 memory-only nodes",
             ));
@@ -216,37 +241,49 @@ impl PlatformAt<'_> {
 
     /// The platform's sizes (packages, nodes, cores, caches, DRAM, clock), checked; its
     /// hubs, links, memory nodes, matrices and tables are left empty for the next steps.
-    fn shape(&self, p: &RawPlatform) -> Result<Platform, ScenarioError> {
+    fn shape(&self, p: &RawPlatform, at: Range<usize>) -> Result<Platform, ScenarioError> {
+        let need = |k: &str| {
+            self.err(
+                at.clone(),
+                k,
+                &format!("missing field `{k}` (a platform gives it, or its `base` does)"),
+            )
+        };
+        let packages = p.packages.as_ref().ok_or_else(|| need("packages"))?;
+        let cores = p.cores_per_package.as_ref();
+        let cores = cores.ok_or_else(|| need("cores_per_package"))?;
+        let clock = p.clock_ghz.as_ref().ok_or_else(|| need("clock_ghz"))?;
+        let llc = p.llc_bytes.as_ref().ok_or_else(|| need("llc_bytes"))?;
+        let llc_ways = p.llc_ways.as_ref().ok_or_else(|| need("llc_ways"))?;
+        let ddio_ways = p.ddio_ways.as_ref().ok_or_else(|| need("ddio_ways"))?;
+        let dram = p.dram_bytes_per_node.as_ref();
+        let dram = dram.ok_or_else(|| need("dram_bytes_per_node"))?;
         // Large NUMA machines (SGI UV, 8-socket servers with sub-NUMA groups) export
         // dozens of packages; CPU requesters keep a package in 8 bits.
-        let packages = self.range(&p.packages, "packages", 1, 64)?;
+        let packages = self.range(packages, "packages", 1, 64)?;
         let npp = match &p.nodes_per_package {
             Some(v) => self.range(v, "nodes_per_package", 1, 8)?,
             None => 1,
         };
-        let cores = self.range(&p.cores_per_package, "cores_per_package", 1, 1024)?;
+        let cores = self.range(cores, "cores_per_package", 1, 1024)?;
         let tpc = match &p.threads_per_core {
             Some(v) => self.range(v, "threads_per_core", 1, 8)?,
             None => 1,
         };
-        let llc_ways = self.range(&p.llc_ways, "llc_ways", 1, 64)?;
-        let ddio_ways = self.range(&p.ddio_ways, "ddio_ways", 0, llc_ways)?;
-        let clock = *p.clock_ghz.get_ref();
+        let llc_ways = self.range(llc_ways, "llc_ways", 1, 64)?;
+        let ddio_ways = self.range(ddio_ways, "ddio_ways", 0, llc_ways)?;
+        let (clock, clock_span) = (*clock.get_ref(), clock.span());
         if !(clock > 0.0 && clock < 100.0) {
-            return Err(self.err(
-                p.clock_ghz.span(),
-                "clock_ghz",
-                "clock_ghz must be in (0, 100)",
-            ));
+            return Err(self.err(clock_span, "clock_ghz", "clock_ghz must be in (0, 100)"));
         }
-        let llc = p.llc_bytes.get_ref().0;
+        let (llc, llc_span) = (llc.get_ref().0, llc.span());
         if llc == 0 {
-            return Err(self.err(p.llc_bytes.span(), "llc_bytes", "llc_bytes must be > 0"));
+            return Err(self.err(llc_span, "llc_bytes", "llc_bytes must be > 0"));
         }
-        let dram = p.dram_bytes_per_node.get_ref().0;
+        let (dram, dram_span) = (dram.get_ref().0, dram.span());
         if dram < MIB || !dram.is_multiple_of(MIB) || dram > (1 << 46) {
             return Err(self.err(
-                p.dram_bytes_per_node.span(),
+                dram_span,
                 "dram_bytes_per_node",
                 "dram_bytes_per_node must be a whole number of MiB between 1 MiB and 64 TiB",
             ));
@@ -287,13 +324,14 @@ impl PlatformAt<'_> {
             timing: None,
             netstack: None,
             uncore_paths: Vec::new(),
+            base: None,
         })
     }
 
     /// The I/O hubs' names: valid, unique, and not `pkgN` (the packages').
     fn iohs(&self, p: &RawPlatform) -> Result<Vec<String>, ScenarioError> {
         let mut iohs = Vec::new();
-        for (i, ioh) in p.ioh.iter().enumerate() {
+        for (i, ioh) in p.ioh().iter().enumerate() {
             let n = ioh.get_ref().name.get_ref();
             if !valid_name(n) || n.starts_with("pkg") || iohs.contains(n) {
                 return Err(self.err(
@@ -325,7 +363,7 @@ impl PlatformAt<'_> {
             }
         };
         let mut interconnect = Vec::new();
-        for (i, ic) in p.interconnect.iter().enumerate() {
+        for (i, ic) in p.interconnect().iter().enumerate() {
             let r = ic.get_ref();
             let k = format!("interconnect[{i}]");
             let ends = r.ends.get_ref();
@@ -414,7 +452,7 @@ impl PlatformAt<'_> {
         packages: u32,
     ) -> Result<Vec<MemoryNode>, ScenarioError> {
         let mut memory_nodes = Vec::new();
-        for (i, mn) in p.memory_node.iter().enumerate() {
+        for (i, mn) in p.memory_node().iter().enumerate() {
             let r = mn.get_ref();
             let k = format!("memory_node[{i}]");
             let package = *r.package.get_ref();
