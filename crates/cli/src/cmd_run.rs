@@ -27,8 +27,8 @@ pub struct RunArgs {
     /// experiment file, an SVG plot (an experiment's report too) here.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Worker threads for a sweep (default: all cores).
-    #[arg(long)]
+    /// Worker threads for a sweep, 1..=1024 (default: all cores; never more than points).
+    #[arg(long, value_parser = parse_jobs)]
     jobs: Option<usize>,
     /// Seed of the simulation's random generator.
     #[arg(long, default_value_t = 1)]
@@ -215,4 +215,15 @@ fn table(rows: &[studies::Run], order: &[&str]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `--jobs`: a whole number of worker threads in 1..=`studies::run::MAX_JOBS`.
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    let max = studies::run::MAX_JOBS;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number of worker threads in 1..={max}"
+        )),
+    }
 }

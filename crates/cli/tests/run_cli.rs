@@ -143,6 +143,34 @@ fn bad_input_gets_a_message_and_exit_status_2() {
         ),
         "{err}"
     );
+    // Workers: at least one, at most 1024 (and never more than points).
+    for jobs in ["0", "100000", "two"] {
+        let (code, _, err) = nudma(&["run", &ex, "--jobs", jobs]);
+        assert_eq!(code, 2, "--jobs {jobs}");
+        assert!(err.contains("worker threads in 1..=1024"), "{err}");
+    }
+    // A clock that would make every cycle cost absurd, through --set too.
+    let (code, _, err) = nudma(&["run", &ex, "--set", "platform.r730.clock_ghz=1e-300"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("clock_ghz must be 0.1..=10 GHz, not 1e-300 (key `platform.r730.clock_ghz`)"),
+        "{err}"
+    );
+    // Something that is not a regular file is refused, not read forever.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("inc.toml");
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(&file, "include = [\"sub\"]\n[scenario]\nname = \"x\"\n").unwrap();
+    let (code, _, err) = nudma(&["topo", "check", file.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("cannot read include") && err.contains("not a regular file"),
+        "{err}"
+    );
+    let (code, _, err) = nudma(&["topo", "check", sub.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a regular file"), "{err}");
 }
 
 /// A built-in experiment file runs under `run` as under `reproduce`; a copy with other

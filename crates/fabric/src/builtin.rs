@@ -193,7 +193,7 @@ impl Resolver for AnyResolver {
 pub fn source_of(arg: &str) -> Result<Source, ScenarioError> {
     let p = Path::new(arg);
     if p.exists() {
-        let text = std::fs::read_to_string(p).map_err(|e| ScenarioError {
+        let text = crate::scenario::read_text(p).map_err(|e| ScenarioError {
             file: arg.to_string(),
             line: 0,
             col: 0,

@@ -91,6 +91,10 @@ impl InterconnectLink {
     }
 }
 
+/// A core clock a platform may state, GHz: from embedded cores to overclocked desktops.
+/// Cycle costs are divided by it, so a clock far outside this would print absurd times.
+pub const CLOCK_GHZ: std::ops::RangeInclusive<f64> = 0.1..=10.0;
+
 /// One parameter set for a kind of machine (DESIGN.md rule 5).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Platform {

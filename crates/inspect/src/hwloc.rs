@@ -35,7 +35,13 @@ const MAX_DEPTH: usize = 256;
 
 /// Reads and imports an hwloc XML file.
 pub fn import_hwloc_file(path: &Path) -> Result<Machine, InspectError> {
-    let text = std::fs::read_to_string(path).map_err(|e| InspectError::io(path, e))?;
+    // A regular file of bounded size: a device or FIFO would be read forever.
+    let text = fabric::scenario::read_text(path).map_err(|e| {
+        InspectError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+        )
+    })?;
     parse_hwloc_xml(&text, path)
 }
 

@@ -175,7 +175,8 @@ pub fn run(
     let loaded = load(scenario)?;
     let points = loaded.points(sets);
     if progress && points.len() > 1 && loaded.experiment.is_none() {
-        eprintln!("nudma run: {} points on {jobs} worker(s)", points.len());
+        let workers = jobs.min(points.len());
+        eprintln!("nudma run: {} points on {workers} worker(s)", points.len());
     }
     let results = loaded.run_points(&points, seed, jobs, progress)?;
     let refs = loaded.references(!sets.is_empty());

@@ -42,7 +42,7 @@ mod parts;
 mod platform;
 mod rules;
 
-pub use load::{load, load_path, FsResolver, Resolver, Source};
+pub use load::{load, load_path, read_text, FsResolver, Resolver, Source, MAX_FILE_BYTES};
 pub use rules::{
     ADAPTER_TIMING_KEYS, DEVICE_TIMING_KEYS, DMA_ENGINE_KEYS, NETSTACK_KEYS, NIC_TIMING_KEYS,
     NVME_TIMING_KEYS, PLATFORM_TIMING_KEYS, RNIC_TIMING_KEYS,

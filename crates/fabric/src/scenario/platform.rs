@@ -273,8 +273,13 @@ impl PlatformAt<'_> {
         let llc_ways = self.range(llc_ways, "llc_ways", 1, 64)?;
         let ddio_ways = self.range(ddio_ways, "ddio_ways", 0, llc_ways)?;
         let (clock, clock_span) = (*clock.get_ref(), clock.span());
-        if !(clock > 0.0 && clock < 100.0) {
-            return Err(self.err(clock_span, "clock_ghz", "clock_ghz must be in (0, 100)"));
+        if !CLOCK_GHZ.contains(&clock) {
+            let (lo, hi) = (CLOCK_GHZ.start(), CLOCK_GHZ.end());
+            let msg = match (1e-3..1e6).contains(&clock.abs()) {
+                true => format!("clock_ghz must be {lo}..={hi} GHz, not {clock}"),
+                false => format!("clock_ghz must be {lo}..={hi} GHz, not {clock:e}"),
+            };
+            return Err(self.err(clock_span, "clock_ghz", &msg));
         }
         let (llc, llc_span) = (llc.get_ref().0, llc.span());
         if llc == 0 {

@@ -100,7 +100,7 @@ fn core_lines(m: &Machine, packages: usize) -> String {
 fn clock_line(m: &Machine) -> String {
     let mut out = String::new();
     match m.clock_ghz {
-        Some(c) if c > 0.0 && c < 100.0 => {
+        Some(c) if fabric::CLOCK_GHZ.contains(&c) => {
             let _ = writeln!(out, "clock_ghz = {}", format_float(c));
         }
         Some(c) => {

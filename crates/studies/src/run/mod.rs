@@ -82,8 +82,11 @@ pub fn sweep(sets: &[Override]) -> Vec<Point> {
     overrides::points(sets)
 }
 
-/// Runs every point, on `jobs` worker threads; rows come back in point order, identical
-/// to a sequential run.
+/// Most worker threads a sweep may ask for.
+pub const MAX_JOBS: usize = 1024;
+
+/// Runs every point, on `jobs` worker threads (1..=`MAX_JOBS`, at most one per point);
+/// rows come back in point order, identical to a sequential run.
 pub fn run_all(
     src: &Source,
     points: &[Point],
@@ -92,8 +95,14 @@ pub fn run_all(
     progress: bool,
 ) -> Result<Vec<PointResult>, RunError> {
     use rayon::prelude::*;
+    if !(1..=MAX_JOBS).contains(&jobs) {
+        return Err(RunError(format!(
+            "jobs must be 1..={MAX_JOBS} worker threads, not {jobs}"
+        )));
+    }
+    // More workers than points would only idle.
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.max(1))
+        .num_threads(jobs.min(points.len()).max(1))
         .build()
         .map_err(|e| RunError(format!("cannot start {jobs} workers: {e}")))?;
     // Progress on stderr as points finish (in any order); results keep point order.
