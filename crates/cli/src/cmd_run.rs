@@ -127,16 +127,12 @@ fn print_experiment(
     Ok(())
 }
 
-/// One line per row: the workload, the swept values (in the order `order` gives their
-/// keys, `--set`'s), then the metrics.
+/// The rows as tables, one per set of metrics reported (a kind of workload's): the
+/// workload, the swept values (in the order `order` gives their keys, `--set`'s), then a
+/// column per metric. The DMA-like metrics keep short headers (GB/s, ops/s, p50 ns, p99
+/// ns); every other column is headed by its metric's name, as in the JSON. Counts of
+/// errors and faults stay in the JSON.
 fn table(rows: &[studies::Run], order: &[&str]) -> String {
-    // One rule for every number: 4 significant digits, whole from 1000 up, no trailing
-    // zeros (`studies::format::format_number`, as `reproduce` prints values).
-    let fmt = |v: Option<&Value>| match v {
-        Some(Value::Number(n)) => studies::format::format_number(n.as_f64().unwrap_or(0.0)),
-        Some(v) => v.to_string(),
-        None => "—".into(),
-    };
     let mut out = String::new();
     let Some(first) = rows.first() else {
         return out;
@@ -144,16 +140,26 @@ fn table(rows: &[studies::Run], order: &[&str]) -> String {
     out.push_str(&format!("scenario {}\n", first.config));
     let mut keys: Vec<&String> = first.params.keys().filter(|k| *k != "workload").collect();
     keys.sort_by_key(|k| order.iter().position(|o| o == k).unwrap_or(usize::MAX));
-    let mut header = vec!["workload".to_string()];
-    header.extend(keys.iter().map(|k| k.to_string()));
-    header.extend(
-        ["GB/s", "ops/s", "p50 ns", "p99 ns"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
-    // Network workloads report the catalog's metrics (throughput_gbps, mpps, latency_us,
-    // …): a last column names them. The TLP-level kinds' error counts stay in the JSON.
-    const SHOWN: [&str; 4] = ["gbps", "ops_per_sec", "latency_ns_p50", "latency_ns_p99"];
+    // Groups in the order their first row comes.
+    let mut groups: Vec<(Vec<&str>, Vec<&studies::Run>)> = Vec::new();
+    for r in rows {
+        let cols = columns(r);
+        match groups.iter_mut().find(|(c, _)| *c == cols) {
+            Some((_, rs)) => rs.push(r),
+            None => groups.push((cols, vec![r])),
+        }
+    }
+    for (i, (cols, rs)) in groups.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&group_table(cols, rs, &keys));
+    }
+    out
+}
+
+/// The metrics shown of a row, in order: the DMA-like four first, then the others by name.
+fn columns(r: &studies::Run) -> Vec<&str> {
     const JSON_ONLY: [&str; 6] = [
         "errors",
         "faults",
@@ -162,31 +168,51 @@ fn table(rows: &[studies::Run], order: &[&str]) -> String {
         "wrong_values",
         "poll_reads",
     ];
-    let other = |r: &studies::Run| -> String {
+    let mut cols: Vec<&str> = SHORT
+        .iter()
+        .map(|(m, _)| *m)
+        .filter(|m| r.metrics.contains_key(*m))
+        .collect();
+    cols.extend(
         r.metrics
-            .iter()
-            .filter(|(k, _)| !SHOWN.contains(&k.as_str()) && !JSON_ONLY.contains(&k.as_str()))
-            .map(|(k, v)| format!("{k}={}", fmt(Some(v))))
-            .collect::<Vec<_>>()
-            .join(" ")
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !JSON_ONLY.contains(k) && SHORT.iter().all(|(m, _)| m != k)),
+    );
+    cols
+}
+
+/// Metrics with a short header.
+const SHORT: [(&str, &str); 4] = [
+    ("gbps", "GB/s"),
+    ("ops_per_sec", "ops/s"),
+    ("latency_ns_p50", "p50 ns"),
+    ("latency_ns_p99", "p99 ns"),
+];
+
+/// One group's table: names and swept values left, numbers right.
+fn group_table(cols: &[&str], rows: &[&studies::Run], keys: &[&String]) -> String {
+    // One rule for every number: 4 significant digits, whole from 1000 up, no trailing
+    // zeros (`studies::format::format_number`, as `reproduce` prints values).
+    let fmt = |v: Option<&Value>| match v {
+        Some(Value::Number(n)) => studies::format::format_number(n.as_f64().unwrap_or(0.0)),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "—".into(),
     };
-    let others = rows.iter().any(|r| !other(r).is_empty());
-    if others {
-        header.push("metrics".into());
-    }
+    let mut header = vec!["workload".to_string()];
+    header.extend(keys.iter().map(|k| k.to_string()));
+    header.extend(cols.iter().map(|c| {
+        SHORT
+            .iter()
+            .find(|(m, _)| m == c)
+            .map_or(c.to_string(), |(_, h)| h.to_string())
+    }));
     let mut lines = vec![header];
     for r in rows {
-        let mut l = vec![fmt(r.params.get("workload")).trim_matches('"').to_string()];
-        l.extend(
-            keys.iter()
-                .map(|k| fmt(r.params.get(*k)).trim_matches('"').to_string()),
-        );
-        for m in SHOWN {
-            l.push(fmt(r.metrics.get(m)));
-        }
-        if others {
-            l.push(other(r));
-        }
+        let mut l = vec![fmt(r.params.get("workload"))];
+        l.extend(keys.iter().map(|k| fmt(r.params.get(*k))));
+        l.extend(cols.iter().map(|c| fmt(r.metrics.get(*c))));
         lines.push(l);
     }
     let widths: Vec<usize> = (0..lines[0].len())
@@ -198,17 +224,15 @@ fn table(rows: &[studies::Run], order: &[&str]) -> String {
                 .unwrap_or(0)
         })
         .collect();
+    let mut out = String::new();
     for l in &lines {
         let cells: Vec<String> = l
             .iter()
             .zip(&widths)
             .enumerate()
-            .map(|(i, (c, w))| {
-                if i <= keys.len() || (others && i == l.len() - 1) {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
+            .map(|(i, (c, w))| match i <= keys.len() {
+                true => format!("{c:<w$}"),
+                false => format!("{c:>w$}"),
             })
             .collect();
         out.push_str(cells.join("  ").trim_end());

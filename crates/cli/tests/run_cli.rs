@@ -454,3 +454,35 @@ fn swept_columns_come_in_the_order_of_the_sets() {
     );
     assert!(o < d, "{h}");
 }
+
+/// The text output gives every metric a column of its own: one table per set of metrics
+/// (a kind of workload's), each value under its name, none packed into a string.
+#[test]
+fn every_metric_has_a_column_in_a_table_per_kind_of_workload() {
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/single_transfers.toml");
+    let (code, out, err) = nudma(&["run", ex.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let tables: Vec<Vec<&str>> = out
+        .split("\n\n")
+        .map(|t| t.lines().filter(|l| !l.starts_with("scenario ")).collect())
+        .collect();
+    assert_eq!(tables.len(), 2, "{out}");
+    let (copies, store) = (&tables[0], &tables[1]);
+    let cols = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        cols(copies[0]),
+        ["workload", "GB/s", "hops", "ns", "pingpong_ns", "roots"]
+    );
+    assert_eq!(cols(store[0]), ["workload", "ns", "ntb_span_ns"]);
+    // Every row has a value in every column, and no `key=value` is left.
+    for t in &tables {
+        for l in &t[1..] {
+            assert_eq!(cols(l).len(), cols(t[0]).len(), "{l}");
+            assert!(!l.contains('=') && !l.contains('—'), "{l}");
+        }
+    }
+    assert!(
+        copies[1].starts_with("p2p ") && store[1].starts_with("store "),
+        "{out}"
+    );
+}
