@@ -108,8 +108,19 @@ pub fn run(c: TopoCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         TopoCommand::Check { scenario, sets } => {
-            let f = topo::load_with(&scenario, &api::parse_sets(&sets)?)?;
-            println!("{}", topo::check_summary(&f));
+            let sets = api::parse_sets(&sets)?;
+            let f = topo::load_with(&scenario, &sets)?;
+            let src = studies::run::source(&scenario)?;
+            let point = studies::run::sweep(&sets).remove(0);
+            let workloads = match studies::run::check(&src, &point)? {
+                (0, _) => String::new(),
+                (n, Some(m)) => format!(
+                    "; {n} workload(s) over {} after {} of warm-up",
+                    m.duration, m.warmup
+                ),
+                (n, None) => format!("; {n} workload(s), each timed once"),
+            };
+            println!("{}{workloads}", topo::check_summary(&f));
             Ok(ExitCode::SUCCESS)
         }
         TopoCommand::Path {

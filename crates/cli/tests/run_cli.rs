@@ -486,3 +486,44 @@ fn every_metric_has_a_column_in_a_table_per_kind_of_workload() {
         "{out}"
     );
 }
+
+/// `topo check` checks a scenario's workloads and measurement window as `run` reads them,
+/// and `run` says what every point shares once, before any point runs.
+#[test]
+fn topo_check_checks_the_workloads_and_the_window() {
+    let ex = example();
+    let (code, out, err) = nudma(&["topo", "check", &ex]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.trim_end()
+            .ends_with("; 4 workload(s) over 200 us after 20 us of warm-up"),
+        "{out}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&ex).unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        text.replace("outstanding = 32", "outstanding = 32\nburst = 4"),
+    )
+    .unwrap();
+    let (code, _, err) = nudma(&["topo", "check", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.toml:") && err.contains("burst"), "{err}");
+    let unmeasured = dir.path().join("unmeasured.toml");
+    let cut = text.find("[measure]").unwrap();
+    std::fs::write(&unmeasured, &text[..cut]).unwrap();
+    let (code, _, err) = nudma(&["topo", "check", unmeasured.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no [measure] table"), "{err}");
+    let sweep = [
+        "run",
+        unmeasured.to_str().unwrap(),
+        "--set",
+        "workload.nic0_rx.outstanding=1,2",
+    ];
+    let (code, _, err) = nudma(&sweep);
+    assert_eq!(code, 2);
+    assert_eq!(err.matches("no [measure] table").count(), 1, "{err}");
+    assert!(!err.contains("points"), "said before any point runs: {err}");
+}

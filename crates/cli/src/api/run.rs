@@ -174,6 +174,13 @@ pub fn run(
 ) -> anyhow::Result<RunOutput> {
     let loaded = load(scenario)?;
     let points = loaded.points(sets);
+    if loaded.experiment.is_none() {
+        // What every point shares (no workloads, no window, a workload key out of range)
+        // is said once, before any point runs.
+        if let Some(p) = points.first() {
+            run::check(&loaded.src, p)?;
+        }
+    }
     if progress && points.len() > 1 && loaded.experiment.is_none() {
         let workers = jobs.min(points.len());
         eprintln!("nudma run: {} points on {workers} worker(s)", points.len());

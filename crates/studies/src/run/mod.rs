@@ -82,6 +82,22 @@ pub fn sweep(sets: &[Override]) -> Vec<Point> {
     overrides::points(sets)
 }
 
+/// What `topo check` and a sweep check before anything runs: the scenario at `point`
+/// loads, and its `[[workload]]`s and `[measure]` (when it has workloads) parse and are
+/// in range. Gives the number of workloads and the window (`None`: each timed once, or
+/// no workloads). Names the workloads refer to are resolved when they are built.
+pub fn check(src: &Source, point: &Point) -> Result<(usize, Option<Measure>), RunError> {
+    let (_, src) = overrides::load(src, point).map_err(RunError)?;
+    let has_workloads = toml::from_str::<toml::Table>(&src.text)
+        .ok()
+        .is_some_and(|t| t.contains_key("workload") || t.contains_key("measure"));
+    if !has_workloads {
+        return Ok((0, None));
+    }
+    let spec = spec::parse(&src).map_err(|e| RunError(e.to_string()))?;
+    Ok((spec.workloads.len(), spec.window()))
+}
+
 /// Most worker threads a sweep may ask for.
 pub const MAX_JOBS: usize = 1024;
 
