@@ -7,6 +7,7 @@ pub mod format;
 pub mod harness;
 pub mod ioctopus;
 pub mod path_query;
+pub mod pcie_model;
 pub mod plot;
 pub mod report;
 pub mod result;

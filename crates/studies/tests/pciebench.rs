@@ -182,3 +182,35 @@ fn reads_slow_when_the_buffer_is_cold_or_larger_than_the_cache_that_warmed_it() 
     );
     assert!(nfp_read_rate(64 << 20, "hwarm", &[]) < 0.95 * warm);
 }
+
+/// README's side-by-side table of pcie-bench's own model is `studies::pcie_model` with
+/// pcie-model's defaults, to the printed digit.
+#[test]
+fn readme_pcie_model_column_is_the_restated_model() {
+    use studies::pcie_model::PcieModel;
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let m = PcieModel::pciebench_defaults(3, 8);
+    let rows: Vec<Vec<&str>> = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("| bytes | WR pcie-model |"))
+        .skip(2)
+        .take_while(|l| l.starts_with("| "))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 6, "the table's rows");
+    for r in rows {
+        let size: u32 = r[1].parse().unwrap();
+        for (col, want) in [
+            (2, m.write_gbit(size)),
+            (5, m.read_gbit(size)),
+            (8, m.read_write_gbit(size)),
+        ] {
+            assert_eq!(
+                r[col],
+                format!("{:.1}", want.unwrap()),
+                "{size} B, column {col}"
+            );
+        }
+    }
+}
