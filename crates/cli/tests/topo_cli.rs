@@ -287,17 +287,67 @@ fn dot_output_is_a_graph_with_every_host() {
     assert_eq!(out.matches("color=darkorange").count(), 3, "three cables");
 }
 
+/// The DOT output is a graph Graphviz reads: parsed by a DOT grammar here (so the test
+/// needs nothing installed), the lender a cluster subgraph with its parts, every other host
+/// by its adapter, the cluster switches beside them; rendered by `dot` too where Graphviz
+/// is installed (`.ci/run` installs it).
 #[test]
 fn graphviz_renders_the_whole_cluster() {
+    use graphviz_rust::dot_structures::{Graph, Id, NodeId, Stmt, Subgraph};
     let (code, dot_src, _) = nudma(&["topo", "show", "smartio_cluster60", "--format", "dot"]);
     assert_eq!(code, 0);
-    let mut child = Command::new("dot")
+    let graph = graphviz_rust::parse(&dot_src).unwrap_or_else(|e| panic!("not DOT: {e}"));
+    fn text(id: &Id) -> String {
+        match id {
+            Id::Html(s) | Id::Escaped(s) | Id::Plain(s) | Id::Anonymous(s) => {
+                s.trim_matches('"').to_string()
+            }
+        }
+    }
+    // Every node id and subgraph name, however deep.
+    fn walk(stmts: &[Stmt], names: &mut Vec<String>) {
+        for st in stmts {
+            match st {
+                Stmt::Node(n) => {
+                    let NodeId(id, _) = &n.id;
+                    names.push(text(id));
+                }
+                Stmt::Subgraph(Subgraph { id, stmts }) => {
+                    names.push(text(id));
+                    walk(stmts, names);
+                }
+                _ => {}
+            }
+        }
+    }
+    let Graph::Graph { stmts, .. } = graph else {
+        panic!("an undirected graph");
+    };
+    let mut names = Vec::new();
+    walk(&stmts, &mut names);
+    // The lender drawn whole; the other 59 hosts by their adapters; the seven switches.
+    for name in [
+        "cluster_h00",
+        "h00.nvme",
+        "h00.gpu",
+        "h01.ntb",
+        "h59.ntb",
+        "mxs0",
+        "mxs6",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    }
+    assert!(dot_src.contains("Intel Optane P4800X"));
+    let Ok(mut child) = Command::new("dot")
         .arg("-Tsvg")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("Graphviz `dot` must be installed for this test (.ci/run installs it)");
+    else {
+        eprintln!("Graphviz `dot` is not installed: the DOT was parsed, not rendered");
+        return;
+    };
     use std::io::Write as _;
     child
         .stdin
