@@ -25,8 +25,29 @@ impl HasNet for Net {
     }
 }
 
+/// A component as `Any`, so a `Sim` can give it back as its concrete type. Every
+/// `'static` type has it; the context `C` need not be `'static` (a model's world may
+/// borrow its hosts from the caller).
+pub trait AsAny {
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
 /// A model that takes part in a simulation.
-pub trait Component<C>: Any {
+pub trait Component<C>: AsAny {
     /// A delivery or timer for this component; `me` is its id (to tag what it sends).
     fn notify(&mut self, cx: &mut C, me: ComponentId, event: Event);
 
@@ -55,13 +76,13 @@ pub struct Sim<C> {
     working: usize,
 }
 
-impl<C: HasNet + 'static> Default for Sim<C> {
+impl<C: HasNet> Default for Sim<C> {
     fn default() -> Self {
         Sim::new()
     }
 }
 
-impl<C: HasNet + 'static> Sim<C> {
+impl<C: HasNet> Sim<C> {
     pub fn new() -> Sim<C> {
         Sim {
             components: Vec::new(),
@@ -71,7 +92,7 @@ impl<C: HasNet + 'static> Sim<C> {
     }
 
     /// Adds a component; its id is stable for the simulation's life.
-    pub fn add<T: Component<C>>(&mut self, c: T) -> ComponentId {
+    pub fn add<T: Component<C> + 'static>(&mut self, c: T) -> ComponentId {
         let done = c.finished();
         self.working += usize::from(!done);
         self.components.push(Box::new(c));
@@ -88,31 +109,32 @@ impl<C: HasNet + 'static> Sim<C> {
     }
 
     /// The component `id` as its concrete type.
-    pub fn get<T: Component<C>>(&self, id: ComponentId) -> Option<&T> {
-        let c: &dyn Any = self.components.get(id as usize)?.as_ref();
-        c.downcast_ref()
+    pub fn get<T: Component<C> + 'static>(&self, id: ComponentId) -> Option<&T> {
+        let c: &dyn Component<C> = &**self.components.get(id as usize)?;
+        c.as_any().downcast_ref()
     }
 
-    pub fn get_mut<T: Component<C>>(&mut self, id: ComponentId) -> Option<&mut T> {
-        let c: &mut dyn Any = self.components.get_mut(id as usize)?.as_mut();
-        c.downcast_mut()
+    pub fn get_mut<T: Component<C> + 'static>(&mut self, id: ComponentId) -> Option<&mut T> {
+        let c: &mut dyn Component<C> = &mut **self.components.get_mut(id as usize)?;
+        c.as_any_mut().downcast_mut()
     }
 
     /// Removes every component and gives back component `id` (the run is over).
-    pub fn take<T: Component<C>>(self, id: ComponentId) -> Option<T> {
-        let c: Box<dyn Any> = self.components.into_iter().nth(id as usize)?;
-        c.downcast().ok().map(|b| *b)
+    pub fn take<T: Component<C> + 'static>(self, id: ComponentId) -> Option<T> {
+        let c = self.components.into_iter().nth(id as usize)?;
+        c.into_any().downcast().ok().map(|b| *b)
     }
 
     /// Calls `f` on component `id` with the context (to start or stop it between runs),
     /// keeping track of whether it has work.
-    pub fn with<T: Component<C>, R>(
+    pub fn with<T: Component<C> + 'static, R>(
         &mut self,
         cx: &mut C,
         id: ComponentId,
         f: impl FnOnce(&mut T, &mut C) -> R,
     ) -> Option<R> {
-        let c: &mut dyn Any = self.components.get_mut(id as usize)?.as_mut();
+        let c: &mut dyn Component<C> = &mut **self.components.get_mut(id as usize)?;
+        let c = c.as_any_mut();
         let r = f(c.downcast_mut::<T>()?, cx);
         self.update(id);
         Some(r)

@@ -17,8 +17,11 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use devices::nic::{frame, Coalescing};
-use sim::memsys::{MemSys, LINE};
-use sim::{Engine, Time};
+use sim::component::{Component, HasNet, Sim};
+use sim::memsys::LINE;
+use sim::net::{ComponentId, Event, Net};
+use sim::timers::Timers;
+use sim::Time;
 
 use super::migration::{Migrating, MigrationResult, Observed};
 use super::rxq::{RxQueue, Seg};
@@ -204,18 +207,84 @@ impl Conn {
     }
 }
 
-struct Sim<'a> {
-    eng: Engine<(u32, Ev)>,
+/// The streams' state between events: every connection and the timers of their events.
+/// The hosts they run between are the world's.
+struct Streams {
+    timers: Timers<(u32, Ev)>,
     spec: StreamSpec,
     mss: u64,
-    tx: &'a mut NetHost,
-    rx: &'a mut NetHost,
     /// The active connection and its index; the others wait in `conns`.
     k: Conn,
     cur: u32,
     conns: Vec<Conn>,
-    /// Connection 0's receiving thread moves (one connection only).
+    /// Events handled.
+    events: u64,
+}
+
+/// What the streams run on: the kernel's network, both hosts, the receiving thread's
+/// move (migration runs) and a workload beside them on one host's memory system.
+struct World<'a, 'b> {
+    net: Net,
+    tx: &'a mut NetHost,
+    rx: &'a mut NetHost,
     mig: Option<Migrating<'a>>,
+    bg: Option<Colocated<'b>>,
+}
+
+impl HasNet for World<'_, '_> {
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+}
+
+impl World<'_, '_> {
+    /// Brings the workload beside the streams up to `t` (its counters restarted with the
+    /// window's when `warm`).
+    fn advance_beside(&mut self, t: Time, warm: bool) {
+        let Some(b) = self.bg.as_mut() else { return };
+        let mem = match b.side {
+            Side::Sender => &mut self.tx.mem,
+            Side::Receiver => &mut self.rx.mem,
+        };
+        b.work.advance(mem, t);
+        if warm {
+            b.work.reset_counters();
+        }
+    }
+}
+
+impl<'a, 'b> Component<World<'a, 'b>> for Streams {
+    fn notify(&mut self, w: &mut World<'a, 'b>, me: ComponentId, event: Event) {
+        let Event::Timer(key) = event else {
+            return;
+        };
+        let (i, ev) = self.timers.take(key);
+        let t = w.net.now();
+        self.events += 1;
+        // The workload beside first: both reserve DRAM, LLC and interconnect in time order.
+        w.advance_beside(t, matches!(ev, Ev::Warm));
+        let mut s = Step {
+            s: self,
+            net: &mut w.net,
+            me,
+            tx: w.tx,
+            rx: w.rx,
+            mig: w.mig.as_mut(),
+        };
+        s.s.activate(i, s.tx, s.rx);
+        s.handle(t, ev);
+        s.schedule_driver();
+    }
+}
+
+/// One event's view: the streams' state with the world's parts it acts on.
+struct Step<'x, 'a> {
+    s: &'x mut Streams,
+    net: &'x mut Net,
+    me: ComponentId,
+    tx: &'x mut NetHost,
+    rx: &'x mut NetHost,
+    mig: Option<&'x mut Migrating<'a>>,
 }
 
 /// Runs a TCP stream from `tx` to `rx` (each with its NIC, PF, core and node).
@@ -267,7 +336,7 @@ fn run_inner<'a>(
     spec: StreamSpec,
     lanes: Vec<(Lane, Lane)>,
     mig: Option<Migrating<'a>>,
-    mut bg: Option<Colocated<'_>>,
+    bg: Option<Colocated<'_>>,
 ) -> Result<(StreamResult, Option<(Migrating<'a>, Observed)>), String> {
     if spec.msg_bytes == 0 {
         return Err("msg_bytes must be > 0".into());
@@ -303,55 +372,48 @@ fn run_inner<'a>(
     }
     k.tx_lane.swap_into(tx);
     k.rx_lane.swap_into(rx);
-    let mut s = Sim {
-        eng: Engine::new(1),
+    let mut streams = Streams {
+        timers: Timers::new(),
         spec,
         mss: frame::mss(spec.mtu) as u64,
-        tx,
-        rx,
         k,
         cur: 0,
         conns,
-        mig,
+        events: 0,
     };
+    let mut world = World {
+        net: Net::new(1),
+        tx,
+        rx,
+        mig,
+        bg,
+    };
+    let net = &mut world.net;
     for i in 0..n as u32 {
-        s.eng
-            .schedule_at(Time::ZERO, (i, Ev::SenderApp))
-            .map_err(|e| e.to_string())?;
+        streams.timers.at(net, Time::ZERO, 0, (i, Ev::SenderApp));
     }
-    s.eng
-        .schedule_at(spec.warmup, (0, Ev::Warm))
-        .map_err(|e| e.to_string())?;
-    if let Some(m) = &s.mig {
+    streams.timers.at(net, spec.warmup, 0, (0, Ev::Warm));
+    if let Some(m) = &world.mig {
         if n != 1 {
             return Err(format!("a migrating stream is one connection, not {n}"));
         }
-        s.eng
-            .schedule_at(m.spec.mv.at, (0, Ev::Move))
-            .map_err(|e| e.to_string())?;
+        let at = m.spec.mv.at;
+        streams.timers.at(&mut world.net, at, 0, (0, Ev::Move));
     }
     let end = spec.warmup + spec.window;
-    while let Some((t, (i, ev))) = s.eng.pop() {
-        if t > end {
-            break;
-        }
-        if let Some(b) = bg.as_mut() {
-            b.work.advance(s.mem_of(b.side), t);
-            if matches!(ev, Ev::Warm) {
-                b.work.reset_counters();
-            }
-        }
-        s.activate(i);
-        s.handle(t, ev);
-        s.schedule_driver();
-    }
-    if let Some(b) = bg.as_mut() {
-        b.work.advance(s.mem_of(b.side), end);
-    }
+    let mut sim = Sim::new();
+    let id = sim.add(streams);
+    debug_assert_eq!(id, 0, "the timers above are the first component's");
+    // Events at `end` are still handled; the horizon comes before any later one.
+    sim.run_until(&mut world, end + Time::from_ps(1));
+    world.advance_beside(end, false);
+    let mut streams: Streams = sim.take(id).expect("the streams are component 0");
+    let World { tx, rx, mig, .. } = world;
     // Back to connection 0 and park it: every connection is in `conns`, the hosts hold
     // their own lanes again.
-    s.activate(0);
-    s.park();
+    streams.activate(0, tx, rx);
+    streams.park(tx, rx);
+    let s = streams;
     let w = spec.window.as_secs_f64();
     let util = |c: &Core| (c.busy.as_secs_f64() / w).min(1.0);
     let mem = |h: &NetHost| h.mem.dram_total() as f64 * 8.0 / w / 1e9;
@@ -362,14 +424,14 @@ fn run_inner<'a>(
         throughput_gbps: sum(&|c| c.delivered_window) as f64 * 8.0 / w / 1e9,
         sender_util: mean(&|c| util(&c.tx_lane.core)),
         receiver_util: mean(&|c| util(&c.rx_lane.core)),
-        sender_mem_gbps: mem(s.tx),
-        receiver_mem_gbps: mem(s.rx),
+        sender_mem_gbps: mem(tx),
+        receiver_mem_gbps: mem(rx),
         out_of_order: sum(&|c| c.out_of_order),
         bytes_delivered: sum(&|c| c.delivered),
         bytes_sent: sum(&|c| c.snd_nxt),
         tso_sends: sum(&|c| c.tso_sends),
         frames: sum(&|c| c.frames),
-        events: s.eng.stats().handled,
+        events: s.events,
         receiver_interrupts: sum(&|c| c.rx_q.coalesce.interrupts()),
         connections: cs
             .iter()
@@ -381,7 +443,7 @@ fn run_inner<'a>(
             })
             .collect(),
     };
-    let out = s.mig.map(|m| {
+    let out = mig.map(|m| {
         let c = &s.conns[0];
         // Conservation: every byte sent was read, is unread, held out of order or still
         // in a ring (frames on the wire are already queued for their completion time).
@@ -396,39 +458,32 @@ fn run_inner<'a>(
     Ok((r, out))
 }
 
-impl Sim<'_> {
-    fn mem_of(&mut self, side: Side) -> &mut MemSys {
-        match side {
-            Side::Sender => &mut self.tx.mem,
-            Side::Receiver => &mut self.rx.mem,
-        }
-    }
-
-    fn at(&mut self, t: Time, ev: Ev) {
-        let t = t.max(self.eng.now());
-        self.eng
-            .schedule_at(t, (self.cur, ev))
-            .expect("time moves forward");
-    }
-
+impl Streams {
     /// Makes connection `i` the active one: its state in `k`, its cores, PFs and nodes
     /// in the two hosts.
-    fn activate(&mut self, i: u32) {
+    fn activate(&mut self, i: u32, tx: &mut NetHost, rx: &mut NetHost) {
         if i == self.cur {
             return;
         }
-        self.park();
+        self.park(tx, rx);
         std::mem::swap(&mut self.k, &mut self.conns[i as usize]);
         self.cur = i;
-        self.k.tx_lane.swap_into(self.tx);
-        self.k.rx_lane.swap_into(self.rx);
+        self.k.tx_lane.swap_into(tx);
+        self.k.rx_lane.swap_into(rx);
     }
 
     /// Puts the active connection back in its slot (its lanes back from the hosts).
-    fn park(&mut self) {
-        self.k.tx_lane.swap_into(self.tx);
-        self.k.rx_lane.swap_into(self.rx);
+    fn park(&mut self, tx: &mut NetHost, rx: &mut NetHost) {
+        self.k.tx_lane.swap_into(tx);
+        self.k.rx_lane.swap_into(rx);
         std::mem::swap(&mut self.k, &mut self.conns[self.cur as usize]);
+    }
+}
+
+impl Step<'_, '_> {
+    fn at(&mut self, t: Time, ev: Ev) {
+        let t = t.max(self.net.now());
+        self.s.timers.at(self.net, t, self.me, (self.s.cur, ev));
     }
 
     /// Wakes the driver when its next work is earlier than its pending wake-up.
@@ -449,7 +504,7 @@ impl Sim<'_> {
         };
         let (pf, q) = m.driver.rx_steer(at);
         // The driver only learns the thread's two queues, which are the two rings.
-        let ring = self.k.rx_q.rings.iter().position(|r| r.index == q);
+        let ring = self.s.k.rx_q.rings.iter().position(|r| r.index == q);
         (pf, ring.unwrap_or(0))
     }
 
@@ -458,9 +513,9 @@ impl Sim<'_> {
             Ev::Warm => {
                 self.tx.reset_counters();
                 self.rx.reset_counters();
-                self.k.delivered_window = 0;
-                self.k.rx_q.coalesce.reset_count();
-                for c in &mut self.conns {
+                self.s.k.delivered_window = 0;
+                self.s.k.rx_q.coalesce.reset_count();
+                for c in &mut self.s.conns {
                     c.delivered_window = 0;
                     c.rx_q.coalesce.reset_count();
                     c.tx_lane.core.busy = Time::ZERO;
@@ -469,25 +524,25 @@ impl Sim<'_> {
             }
             Ev::SenderApp => self.sender_app(t),
             Ev::DataCqe => {
-                if let Some(at) = completion(&mut self.k.rx_q, t, &self.rx.coalescing) {
-                    let g = self.k.rx_q.gen;
+                if let Some(at) = completion(&mut self.s.k.rx_q, t, &self.rx.coalescing) {
+                    let g = self.s.k.rx_q.gen;
                     self.at(at, Ev::RxIrq(g));
                 }
             }
             Ev::RxIrq(g) => {
-                if g == self.k.rx_q.gen && !self.k.rx_q.napi {
+                if g == self.s.k.rx_q.gen && !self.s.k.rx_q.napi {
                     self.receiver_poll(t, true);
                 }
             }
             Ev::RxPoll => self.receiver_poll(t, false),
             Ev::AckCqe => {
-                if let Some(at) = completion(&mut self.k.acks, t, &self.tx.coalescing) {
-                    let g = self.k.acks.gen;
+                if let Some(at) = completion(&mut self.s.k.acks, t, &self.tx.coalescing) {
+                    let g = self.s.k.acks.gen;
                     self.at(at, Ev::TxIrq(g));
                 }
             }
             Ev::TxIrq(g) => {
-                if g == self.k.acks.gen && !self.k.acks.napi {
+                if g == self.s.k.acks.gen && !self.s.k.acks.napi {
                     self.sender_poll(t);
                 }
             }
@@ -515,7 +570,7 @@ impl Sim<'_> {
     /// The sending process: `send` calls until it has written a TSO's worth or the
     /// socket buffer is full, then the stack transmits what the window allows.
     fn sender_app(&mut self, t: Time) {
-        self.k.app_scheduled = false;
+        self.s.k.app_scheduled = false;
         let start = self.tx.core.start(t);
         let mut cur = start;
         let sndbuf = self.tx.costs.rcvbuf_bytes;
@@ -523,39 +578,39 @@ impl Sim<'_> {
         let mut batch = 0;
         self.reap_tx_completions(&mut cur);
         while batch < TSO_BYTES {
-            if self.k.app_written - self.k.snd_una + self.spec.msg_bytes > sndbuf {
-                self.k.app_blocked = true;
+            if self.s.k.app_written - self.s.k.snd_una + self.s.spec.msg_bytes > sndbuf {
+                self.s.k.app_blocked = true;
                 break;
             }
-            let n = self.spec.msg_bytes;
+            let n = self.s.spec.msg_bytes;
             let lines = n.div_ceil(LINE);
             cur += self
                 .tx
                 .core
                 .cycles(c.syscall_cycles + lines * c.copy_line_cycles);
             // The user buffer is the same each call (hot); the skb pages are the socket's.
-            let skb = self.k.ns
+            let skb = self.s.k.ns
                 + buf::SKB
-                + (self.k.app_written / TSO_BYTES) % (sndbuf / TSO_BYTES).max(1);
+                + (self.s.k.app_written / TSO_BYTES) % (sndbuf / TSO_BYTES).max(1);
             let sock = self.tx.core.socket;
             cur = cur
                 + self
                     .tx
                     .mem
-                    .cpu_read(cur, sock, self.tx.node, self.k.ns + buf::USER, n, false);
+                    .cpu_read(cur, sock, self.tx.node, self.s.k.ns + buf::USER, n, false);
             let node = self.tx.node;
             cur = cur + self.tx.mem.cpu_write_home(cur, sock, node, skb, TSO_BYTES);
-            self.k.app_written += n;
+            self.s.k.app_written += n;
             batch += n;
-            if self.k.app_written - self.k.snd_nxt >= TSO_BYTES {
+            if self.s.k.app_written - self.s.k.snd_nxt >= TSO_BYTES {
                 self.transmit(&mut cur, false);
             }
         }
         // End of the batch: no more data is coming right now (autocork releases it).
         self.transmit(&mut cur, true);
         self.tx.core.finish(start, cur);
-        if !self.k.app_blocked {
-            self.k.app_scheduled = true;
+        if !self.s.k.app_blocked {
+            self.s.k.app_scheduled = true;
             self.at(cur, Ev::SenderApp);
         }
     }
@@ -565,37 +620,37 @@ impl Sim<'_> {
     fn transmit(&mut self, cur: &mut Time, flush: bool) {
         let c = self.tx.costs.clone();
         loop {
-            let queued = self.k.app_written - self.k.snd_nxt;
-            let in_flight = self.k.snd_nxt - self.k.snd_una;
-            let room = self.k.rwnd.saturating_sub(in_flight);
+            let queued = self.s.k.app_written - self.s.k.snd_nxt;
+            let in_flight = self.s.k.snd_nxt - self.s.k.snd_una;
+            let room = self.s.k.rwnd.saturating_sub(in_flight);
             // TCP Small Queues: no more than `tsq_bytes` of this socket in the device's queue.
-            if self.k.in_device >= c.tsq_bytes {
+            if self.s.k.in_device >= c.tsq_bytes {
                 return;
             }
             let n = queued.min(TSO_BYTES).min(room);
-            if n == 0 || (n < TSO_BYTES && !flush) || (n < self.mss && in_flight > 0) {
+            if n == 0 || (n < TSO_BYTES && !flush) || (n < self.s.mss && in_flight > 0) {
                 return;
             }
             *cur += self.tx.core.cycles(c.tx_send_cycles);
-            let slot = self.k.tx_slot % RING;
-            self.k.tx_slot += 1;
+            let slot = self.s.k.tx_slot % RING;
+            self.s.k.tx_slot += 1;
             let sock = self.tx.core.socket;
             let node = self.tx.node;
-            let desc = self.k.ns + buf::TX_DESC + slot;
+            let desc = self.s.k.ns + buf::TX_DESC + slot;
             self.tx
                 .mem
                 .cpu_write_home(*cur, sock, node, desc, DESC_BYTES);
-            let skb = self.k.ns
+            let skb = self.s.k.ns
                 + buf::SKB
-                + (self.k.snd_nxt / TSO_BYTES) % (self.tx.costs.rcvbuf_bytes / TSO_BYTES).max(1);
+                + (self.s.k.snd_nxt / TSO_BYTES) % (self.tx.costs.rcvbuf_bytes / TSO_BYTES).max(1);
             let params = self.tx.nic.params.clone();
             let headers = frame::ETH_HEADER as u64 + frame::TCP_IP_HEADERS as u64;
             let data = super::fetch_send(self.tx, *cur, desc, skb, n + headers);
             // Segments onto the wire, each with its own headers and framing.
-            let mut seq = self.k.snd_nxt;
+            let mut seq = self.s.k.snd_nxt;
             let mut left_port = data;
-            let segs = frame::tso_segments(n as u32, self.mss as u32).count();
-            for (i, len) in frame::tso_segments(n as u32, self.mss as u32).enumerate() {
+            let segs = frame::tso_segments(n as u32, self.s.mss as u32).count();
+            for (i, len) in frame::tso_segments(n as u32, self.s.mss as u32).enumerate() {
                 let ip = len + frame::TCP_IP_HEADERS;
                 let on_wire = self
                     .tx
@@ -604,25 +659,26 @@ impl Sim<'_> {
                     .reserve(data, frame::wire_bytes(ip) as u64);
                 left_port = left_port.max(on_wire);
                 let arrive = on_wire + params.wire + self.rx.nic.params.latency;
-                self.k.frames += 1;
+                self.s.k.frames += 1;
                 if self.rx.lro {
                     // LRO: the burst's frames land in one aggregate; one completion at its end.
                     let pf = &mut self.rx.nic.pfs[self.rx.pf];
-                    let ring = self.k.rx_q.rings[0];
-                    let b = self.k.ns + buf::RX_DATA + ((ring.slot % RING) << 6) + i as u64;
+                    let ring = self.s.k.rx_q.rings[0];
+                    let b = self.s.k.ns + buf::RX_DATA + ((ring.slot % RING) << 6) + i as u64;
                     pf.dma_write(arrive, &mut self.rx.mem, ring.node, b, len as u64 + 66);
                     if i + 1 < segs {
                         continue;
                     }
                     let bytes = frame::ETH_HEADER as u64 + 52;
                     let rx_pf = self.rx.pf;
-                    let (visible, slot) = self
-                        .k
-                        .rx_q
-                        .receive(self.rx, rx_pf, 0, self.k.ns, arrive, bytes);
-                    self.k.rx_q.push(Seg {
+                    let (visible, slot) =
+                        self.s
+                            .k
+                            .rx_q
+                            .receive(self.rx, rx_pf, 0, self.s.k.ns, arrive, bytes);
+                    self.s.k.rx_q.push(Seg {
                         visible,
-                        seq: self.k.snd_nxt,
+                        seq: self.s.k.snd_nxt,
                         len: n,
                         slot,
                         ring: 0,
@@ -633,20 +689,21 @@ impl Sim<'_> {
                 }
                 let (rx_pf, ring) = self.rx_path(arrive);
                 let bytes = frame::frame_in_memory(ip) as u64;
-                let (visible, slot) = self
-                    .k
-                    .rx_q
-                    .receive(self.rx, rx_pf, ring, self.k.ns, arrive, bytes);
+                let (visible, slot) =
+                    self.s
+                        .k
+                        .rx_q
+                        .receive(self.rx, rx_pf, ring, self.s.k.ns, arrive, bytes);
                 if let Some(m) = &mut self.mig {
                     m.sample(arrive, rx_pf, len as u64);
                 }
-                self.k.rx_q.push(Seg {
+                self.s.k.rx_q.push(Seg {
                     visible,
                     seq,
                     len: len as u64,
                     slot,
                     ring,
-                    node: self.k.rx_q.rings[ring].node,
+                    node: self.s.k.rx_q.rings[ring].node,
                 });
                 self.at(visible, Ev::DataCqe);
                 seq += len as u64;
@@ -659,13 +716,13 @@ impl Sim<'_> {
                 left_port,
                 &mut self.tx.mem,
                 node,
-                self.k.ns + buf::TX_CQE + slot,
+                self.s.k.ns + buf::TX_CQE + slot,
                 CQE_BYTES,
             );
-            self.k.tx_cqes.push_back((cqe, slot, n));
-            self.k.in_device += n;
-            self.k.snd_nxt += n;
-            self.k.tso_sends += 1;
+            self.s.k.tx_cqes.push_back((cqe, slot, n));
+            self.s.k.in_device += n;
+            self.s.k.snd_nxt += n;
+            self.s.k.tso_sends += 1;
         }
     }
 
@@ -673,18 +730,18 @@ impl Sim<'_> {
     /// line each, priced where it is).
     fn reap_tx_completions(&mut self, cur: &mut Time) {
         let sock = self.tx.core.socket;
-        while let Some(&(vis, slot, bytes)) = self.k.tx_cqes.front() {
+        while let Some(&(vis, slot, bytes)) = self.s.k.tx_cqes.front() {
             if vis > *cur {
                 break;
             }
-            self.k.tx_cqes.pop_front();
-            self.k.in_device -= bytes;
+            self.s.k.tx_cqes.pop_front();
+            self.s.k.in_device -= bytes;
             *cur = *cur
                 + self.tx.mem.cpu_read(
                     *cur,
                     sock,
                     self.tx.node,
-                    self.k.ns + buf::TX_CQE + slot,
+                    self.s.k.ns + buf::TX_CQE + slot,
                     CQE_BYTES,
                     true,
                 );
@@ -697,14 +754,14 @@ impl Sim<'_> {
         let c = self.rx.costs.clone();
         let start = self.rx.core.start(t);
         let mut cur = start;
-        self.k.rx_q.napi = true;
+        self.s.k.rx_q.napi = true;
         if irq {
             cur += self.rx.core.cycles(c.irq_cycles);
         }
         let sock = self.rx.core.socket;
         let mut done = 0;
         while done < c.napi_budget {
-            let Some(seg) = self.k.rx_q.pop_visible(cur) else {
+            let Some(seg) = self.s.k.rx_q.pop_visible(cur) else {
                 break;
             };
             done += 1;
@@ -713,42 +770,42 @@ impl Sim<'_> {
                     cur,
                     sock,
                     seg.node,
-                    self.k.ns + buf::RX_CQE + seg.slot,
+                    self.s.k.ns + buf::RX_CQE + seg.slot,
                     CQE_BYTES,
                     true,
                 );
             cur += self.rx.core.cycles(c.rx_segment_cycles);
             if let Some(m) = &mut self.mig {
                 // The ARFS callback: the flow met on a queue the thread no longer reads.
-                m.met(cur, sock, self.k.rx_q.rings[seg.ring].index);
+                m.met(cur, sock, self.s.k.rx_q.rings[seg.ring].index);
             }
-            if seg.seq < self.k.rcv_nxt {
-                self.k.out_of_order += 1;
+            if seg.seq < self.s.k.rcv_nxt {
+                self.s.k.out_of_order += 1;
                 continue;
             }
-            if seg.seq > self.k.rcv_nxt {
+            if seg.seq > self.s.k.rcv_nxt {
                 // Ahead of a hole: TCP's out-of-order queue holds it until the hole fills.
-                self.k.reordered += 1;
-                self.k.out_of_order += 1;
-                self.k.ofo.insert(seg.seq, seg);
+                self.s.k.reordered += 1;
+                self.s.k.out_of_order += 1;
+                self.s.k.ofo.insert(seg.seq, seg);
                 continue;
             }
             let mut next = Some(seg);
             while let Some(seg) = next {
-                self.k.rcv_nxt += seg.len;
-                self.k.sockq.push_back((seg.len, 0, seg.slot, seg.node));
+                self.s.k.rcv_nxt += seg.len;
+                self.s.k.sockq.push_back((seg.len, 0, seg.slot, seg.node));
                 // The frames of the segment (one, or an LRO aggregate's) are read by the copy.
-                self.k.unread += seg.len;
-                self.k.segs_unacked += 1;
-                if self.k.segs_unacked >= 2 {
+                self.s.k.unread += seg.len;
+                self.s.k.segs_unacked += 1;
+                if self.s.k.segs_unacked >= 2 {
                     self.send_ack(&mut cur);
                 }
-                next = self.k.ofo.remove(&self.k.rcv_nxt);
+                next = self.s.k.ofo.remove(&self.s.k.rcv_nxt);
             }
         }
         // The process reads what is there, `msg_bytes` per call.
-        while self.k.unread > 0 {
-            let n = self.k.unread.min(self.spec.msg_bytes);
+        while self.s.k.unread > 0 {
+            let n = self.s.k.unread.min(self.s.spec.msg_bytes);
             cur += self
                 .rx
                 .core
@@ -756,46 +813,47 @@ impl Sim<'_> {
             let mut left = n;
             while left > 0 {
                 let (len, off, slot, node) =
-                    self.k.sockq.front_mut().expect("unread bytes are queued");
+                    self.s.k.sockq.front_mut().expect("unread bytes are queued");
                 let node = *node;
                 let take = left.min(*len - *off);
                 // The copy touches the frames under [off, off + take): price each once.
-                let (first, last) = (*off / self.mss, (*off + take - 1) / self.mss);
+                let (first, last) = (*off / self.s.mss, (*off + take - 1) / self.s.mss);
                 for k in first..=last {
-                    let b = self.k.ns + buf::RX_DATA + (*slot << 6) + k;
-                    let bytes = (*len - k * self.mss).min(self.mss) + 66;
+                    let b = self.s.k.ns + buf::RX_DATA + (*slot << 6) + k;
+                    let bytes = (*len - k * self.s.mss).min(self.s.mss) + 66;
                     cur = cur + self.rx.mem.cpu_read(cur, sock, node, b, bytes, false);
                 }
                 *off += take;
                 left -= take;
                 if *off == *len {
-                    self.k.sockq.pop_front();
+                    self.s.k.sockq.pop_front();
                 }
             }
             let home = self.rx.node;
             self.rx
                 .mem
-                .cpu_write_home(cur, sock, home, self.k.ns + buf::USER, n);
-            self.k.unread -= n;
-            self.k.delivered += n;
-            self.k.delivered_window += n;
+                .cpu_write_home(cur, sock, home, self.s.k.ns + buf::USER, n);
+            self.s.k.unread -= n;
+            self.s.k.delivered += n;
+            self.s.k.delivered_window += n;
         }
         // Window update once the reader has freed half the buffer behind the last ACK.
-        if self.k.adv_wnd < c.rcvbuf_bytes / 2 {
+        if self.s.k.adv_wnd < c.rcvbuf_bytes / 2 {
             self.send_ack(&mut cur);
         }
         self.rx.core.finish(start, cur);
-        let more = self.k.rx_q.pending.front().map(|s| s.visible);
+        let more = self.s.k.rx_q.pending.front().map(|s| s.visible);
         match more {
             Some(v) if v <= cur => self.at(cur, Ev::RxPoll),
             _ => {
                 // NAPI complete: interrupts on again; anything pending re-counts.
-                self.k.rx_q.rearm(cur, &self.rx.coalescing);
-                let pending: Vec<Time> = self.k.rx_q.pending.iter().map(|s| s.visible).collect();
+                self.s.k.rx_q.rearm(cur, &self.rx.coalescing);
+                let pending: Vec<Time> = self.s.k.rx_q.pending.iter().map(|s| s.visible).collect();
                 for v in pending {
-                    if let Some(at) = completion(&mut self.k.rx_q, v.max(cur), &self.rx.coalescing)
+                    if let Some(at) =
+                        completion(&mut self.s.k.rx_q, v.max(cur), &self.rx.coalescing)
                     {
-                        let g = self.k.rx_q.gen;
+                        let g = self.s.k.rx_q.gen;
                         self.at(at, Ev::RxIrq(g));
                     }
                 }
@@ -807,9 +865,9 @@ impl Sim<'_> {
     fn send_ack(&mut self, cur: &mut Time) {
         let c = &self.rx.costs;
         *cur += self.rx.core.cycles(c.ack_cycles);
-        self.k.segs_unacked = 0;
-        let wnd = c.rcvbuf_bytes - self.k.unread;
-        self.k.adv_wnd = wnd;
+        self.s.k.segs_unacked = 0;
+        let wnd = c.rcvbuf_bytes - self.s.k.unread;
+        self.s.k.adv_wnd = wnd;
         let p = self.rx.nic.params.clone();
         // The receiver's port, shared by every connection's ACKs (and any data it sends).
         let on_wire = self
@@ -825,16 +883,17 @@ impl Sim<'_> {
         let bytes = frame::frame_in_memory(frame::ACK_BYTES) as u64;
         let tx_pf = self.tx.pf;
         let (visible, slot) = self
+            .s
             .k
             .acks
-            .receive(self.tx, tx_pf, 0, self.k.ns, arrive, bytes);
-        self.k.acks.push(Seg {
+            .receive(self.tx, tx_pf, 0, self.s.k.ns, arrive, bytes);
+        self.s.k.acks.push(Seg {
             visible,
-            seq: self.k.rcv_nxt,
+            seq: self.s.k.rcv_nxt,
             len: wnd,
             slot,
             ring: 0,
-            node: self.k.acks.rings[0].node,
+            node: self.s.k.acks.rings[0].node,
         });
         self.at(visible, Ev::AckCqe);
     }
@@ -844,42 +903,42 @@ impl Sim<'_> {
         let c = self.tx.costs.clone();
         let start = self.tx.core.start(t);
         let mut cur = start + self.tx.core.cycles(c.irq_cycles);
-        self.k.acks.napi = true;
+        self.s.k.acks.napi = true;
         let sock = self.tx.core.socket;
         let node = self.tx.node;
-        while let Some(a) = self.k.acks.pop_visible(cur) {
+        while let Some(a) = self.s.k.acks.pop_visible(cur) {
             cur = cur
                 + self.tx.mem.cpu_read(
                     cur,
                     sock,
                     node,
-                    self.k.ns + buf::RX_CQE + a.slot,
+                    self.s.k.ns + buf::RX_CQE + a.slot,
                     CQE_BYTES,
                     true,
                 );
             cur += self.tx.core.cycles(c.ack_cycles);
-            self.k.snd_una = self.k.snd_una.max(a.seq);
+            self.s.k.snd_una = self.s.k.snd_una.max(a.seq);
             // An ACK entry carries the cumulative ACK in `seq` and the window in `len`.
-            self.k.rwnd = (a.len + a.seq).saturating_sub(self.k.snd_una);
+            self.s.k.rwnd = (a.len + a.seq).saturating_sub(self.s.k.snd_una);
         }
         self.reap_tx_completions(&mut cur);
         self.transmit(&mut cur, true);
         self.tx.core.finish(start, cur);
-        self.k.acks.rearm(cur, &self.tx.coalescing);
-        let pending: Vec<Time> = self.k.acks.pending.iter().map(|s| s.visible).collect();
+        self.s.k.acks.rearm(cur, &self.tx.coalescing);
+        let pending: Vec<Time> = self.s.k.acks.pending.iter().map(|s| s.visible).collect();
         for v in pending {
-            if let Some(at) = completion(&mut self.k.acks, v.max(cur), &self.tx.coalescing) {
-                let g = self.k.acks.gen;
+            if let Some(at) = completion(&mut self.s.k.acks, v.max(cur), &self.tx.coalescing) {
+                let g = self.s.k.acks.gen;
                 self.at(at, Ev::TxIrq(g));
             }
         }
-        if self.k.app_blocked
-            && self.k.app_written - self.k.snd_una + self.spec.msg_bytes <= c.rcvbuf_bytes
+        if self.s.k.app_blocked
+            && self.s.k.app_written - self.s.k.snd_una + self.s.spec.msg_bytes <= c.rcvbuf_bytes
         {
-            self.k.app_blocked = false;
+            self.s.k.app_blocked = false;
         }
-        if !self.k.app_blocked && !self.k.app_scheduled {
-            self.k.app_scheduled = true;
+        if !self.s.k.app_blocked && !self.s.k.app_scheduled {
+            self.s.k.app_scheduled = true;
             self.at(cur, Ev::SenderApp);
         }
     }
