@@ -5,9 +5,19 @@
 //! platform's `ln`, whose last bit may differ between C libraries. So a seed gives the
 //! same variates, hence the same simulation, on every platform.
 
-use rand::RngCore;
+use rand::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::time::Time;
+
+/// A component's own random stream (the engine's generator), so what one workload draws
+/// does not depend on which others share its simulation.
+pub type Rng = Xoshiro256PlusPlus;
+
+/// The stream seeded with `seed` (the one `Engine::new(seed)` starts with).
+pub fn seeded(seed: u64) -> Rng {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
 
 /// ln 2 split in a high part with trailing zero bits (exact when multiplied by an
 /// exponent, |e| < 2^11) and the remainder (fdlibm's constants).

@@ -31,8 +31,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use devices::nic::{frame, HostBuf};
+use sim::component::{Component, HasNet, Sim};
 use sim::memsys::LINE;
-use sim::{Engine, Time};
+use sim::net::{ComponentId, Event, Net};
+use sim::timers::Timers;
+use sim::{dist, Time};
 
 use super::stream::Lane;
 use super::{buf, Core, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
@@ -201,12 +204,14 @@ struct Inst {
     counts: (u64, u64),
 }
 
-struct Sim<'a> {
-    eng: Engine<(u32, Ev)>,
+/// The instances' and clients' state between events (the hosts are the world's).
+struct Memcached {
+    timers: Timers<(u32, Ev)>,
+    /// memslap's choices of operation and key.
+    rng: dist::Rng,
+    events: u64,
     spec: MemcachedSpec,
     mss: u64,
-    server: &'a mut NetHost,
-    client: &'a mut NetHost,
     insts: Vec<Inst>,
     conns: Vec<Conn>,
     next_version: u64,
@@ -216,6 +221,56 @@ struct Sim<'a> {
     sets_in_flight: HashMap<(usize, u64), u32>,
     measuring: bool,
     r: MemcachedResult,
+}
+
+/// What the server runs on: the kernel's network, both hosts, and a workload beside it
+/// on the server's memory system.
+struct World<'a, 'b> {
+    net: Net,
+    server: &'a mut NetHost,
+    client: &'a mut NetHost,
+    bg: Option<&'b mut dyn Background>,
+}
+
+impl HasNet for World<'_, '_> {
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+}
+
+impl<'a, 'b> Component<World<'a, 'b>> for Memcached {
+    fn notify(&mut self, w: &mut World<'a, 'b>, me: ComponentId, event: Event) {
+        let Event::Timer(key) = event else {
+            return;
+        };
+        let (c, ev) = self.timers.take(key);
+        let t = w.net.now();
+        self.events += 1;
+        // The workload beside first: both reserve DRAM, LLC and interconnect in time order.
+        if let Some(b) = w.bg.as_deref_mut() {
+            b.advance(&mut w.server.mem, t);
+            if matches!(ev, Ev::Warm) {
+                b.reset_counters();
+            }
+        }
+        Step {
+            s: self,
+            net: &mut w.net,
+            me,
+            server: w.server,
+            client: w.client,
+        }
+        .handle(t, c as usize, ev);
+    }
+}
+
+/// One event's view: the state with the world's parts it acts on.
+struct Step<'x> {
+    s: &'x mut Memcached,
+    net: &'x mut Net,
+    me: ComponentId,
+    server: &'x mut NetHost,
+    client: &'x mut NetHost,
 }
 
 /// One memcached instance on `server`'s own lane (core, PF, node), `spec.clients`
@@ -249,7 +304,7 @@ pub fn run_with(
     client: &mut NetHost,
     spec: MemcachedSpec,
     lanes: Vec<Lane>,
-    mut bg: Option<&mut dyn Background>,
+    bg: Option<&mut dyn Background>,
 ) -> Result<MemcachedResult, String> {
     if !(0.0..=1.0).contains(&spec.set_ratio) {
         return Err(format!("set_ratio {} must be in 0..=1", spec.set_ratio));
@@ -310,12 +365,13 @@ pub fn run_with(
             op: None,
         })
         .collect();
-    let mut s = Sim {
-        eng: Engine::new(spec.seed),
+    let conns_n = conns.len() as u32;
+    let mut state = Memcached {
+        timers: Timers::new(),
+        rng: dist::seeded(spec.seed),
+        events: 0,
         spec,
         mss: frame::mss(spec.mtu) as u64,
-        server,
-        client,
         insts,
         conns,
         next_version: 1,
@@ -324,39 +380,40 @@ pub fn run_with(
         measuring: false,
         r: MemcachedResult::default(),
     };
-    for c in 0..s.conns.len() as u32 {
-        s.eng
-            .schedule_at(Time::ZERO, (c, Ev::Issue))
-            .map_err(|e| e.to_string())?;
+    let mut world = World {
+        net: Net::new(spec.seed),
+        server,
+        client,
+        bg,
+    };
+    for c in 0..conns_n {
+        state
+            .timers
+            .at(&mut world.net, Time::ZERO, 0, (c, Ev::Issue));
     }
-    s.eng
-        .schedule_at(spec.warmup, (0, Ev::Warm))
-        .map_err(|e| e.to_string())?;
+    state
+        .timers
+        .at(&mut world.net, spec.warmup, 0, (0, Ev::Warm));
     let end = spec.warmup + spec.window;
-    while let Some((t, (c, ev))) = s.eng.pop() {
-        if t > end {
-            break;
-        }
-        if let Some(b) = bg.as_deref_mut() {
-            b.advance(&mut s.server.mem, t);
-            if matches!(ev, Ev::Warm) {
-                b.reset_counters();
-            }
-        }
-        s.handle(t, c as usize, ev);
+    let mut sim = Sim::new();
+    let id = sim.add(state);
+    debug_assert_eq!(id, 0, "the timers above are the first component's");
+    // Events at `end` are still handled; the horizon comes before any later one.
+    sim.run_until(&mut world, end + Time::from_ps(1));
+    if let Some(b) = world.bg.as_deref_mut() {
+        b.advance(&mut world.server.mem, end);
     }
-    if let Some(b) = bg {
-        b.advance(&mut s.server.mem, end);
-    }
+    let s: Memcached = sim.take(id).expect("memcached is component 0");
+    let server = world.server;
     let w = spec.window.as_secs_f64();
     let n = s.insts.len() as f64;
     let mut r = s.r;
     r.kops = (r.gets + r.sets) as f64 / w / 1e3;
     r.value_gbps = ((r.gets + r.sets) * spec.value_bytes) as f64 * 8.0 / w / 1e9;
-    r.mem_gbps = s.server.mem.dram_total() as f64 * 8.0 / w / 1e9;
-    let sockets = s.server.mem.params().sockets;
+    r.mem_gbps = server.mem.dram_total() as f64 * 8.0 / w / 1e9;
+    let sockets = server.mem.params().sockets;
     r.interconnect_gbps = (0..sockets)
-        .map(|k| s.server.mem.interconnect_bytes(k))
+        .map(|k| server.mem.interconnect_bytes(k))
         .sum::<u64>() as f64
         * 8.0
         / w
@@ -367,7 +424,7 @@ pub fn run_with(
         .map(|i| (i.core.busy.as_secs_f64() / w).min(1.0))
         .sum::<f64>()
         / n;
-    r.events = s.eng.stats().handled;
+    r.events = s.events;
     r.instances = s
         .insts
         .iter()
@@ -380,25 +437,23 @@ pub fn run_with(
     Ok(r)
 }
 
-impl Sim<'_> {
+impl Step<'_> {
     fn at(&mut self, t: Time, c: usize, ev: Ev) {
-        let t = t.max(self.eng.now());
-        self.eng
-            .schedule_at(t, (c as u32, ev))
-            .expect("time moves forward");
+        let t = t.max(self.net.now());
+        self.s.timers.at(self.net, t, self.me, (c as u32, ev));
     }
 
     fn handle(&mut self, t: Time, c: usize, ev: Ev) {
         match ev {
             Ev::Warm => {
                 self.server.mem.reset_counters();
-                for i in &mut self.insts {
+                for i in &mut self.s.insts {
                     i.core.busy = Time::ZERO;
                     i.counts = (0, 0);
                 }
-                self.r.gets = 0;
-                self.r.sets = 0;
-                self.measuring = true;
+                self.s.r.gets = 0;
+                self.s.r.sets = 0;
+                self.s.measuring = true;
             }
             Ev::Issue => self.issue(t, c),
             Ev::GetReq(slot) => self.get(t, c, slot),
@@ -414,36 +469,44 @@ impl Sim<'_> {
 
     /// The client's next request: a SET with probability `set_ratio`, a uniform key.
     fn issue(&mut self, t: Time, c: usize) {
-        let set = (self.eng.sample_index(1 << 20) as f64) < self.spec.set_ratio * (1 << 20) as f64;
-        let key = (self.eng.sample_index(u32::MAX) as u64) % self.spec.keys;
-        let cmd = COMMAND_BYTES + self.spec.key_bytes;
-        let inst = self.conns[c].inst;
+        let set = (dist::uniform_u32(&mut self.s.rng, 1 << 20) as f64)
+            < self.s.spec.set_ratio * (1 << 20) as f64;
+        let key = (dist::uniform_u32(&mut self.s.rng, u32::MAX) as u64) % self.s.spec.keys;
+        let cmd = COMMAND_BYTES + self.s.spec.key_bytes;
+        let inst = self.s.conns[c].inst;
         if set {
-            let version = self.next_version;
-            self.next_version += 1;
-            *self.sets_in_flight.entry((inst, key)).or_default() += 1;
-            self.conns[c].op = Some(Op::Set {
+            let version = self.s.next_version;
+            self.s.next_version += 1;
+            *self.s.sets_in_flight.entry((inst, key)).or_default() += 1;
+            self.s.conns[c].op = Some(Op::Set {
                 key,
                 version,
-                value: value_bytes(key, version, self.spec.value_bytes),
+                value: value_bytes(key, version, self.s.spec.value_bytes),
                 sent: 0,
                 copied: 0,
             });
             // The command line rides in the first chunk; the value follows in TSO sends.
-            let mut left = self.spec.value_bytes;
+            let mut left = self.s.spec.value_bytes;
             while left > 0 {
                 let n = left.min(CHUNK);
                 left -= n;
-                self.insts[inst].backlog.push_back((c, n));
+                self.s.insts[inst].backlog.push_back((c, n));
             }
             self.release_backlog(t, inst);
         } else {
-            let at_least = if self.sets_in_flight.get(&(inst, key)).copied().unwrap_or(0) > 0 {
+            let at_least = if self
+                .s
+                .sets_in_flight
+                .get(&(inst, key))
+                .copied()
+                .unwrap_or(0)
+                > 0
+            {
                 None
             } else {
-                Some(self.acked.get(&(inst, key)).copied().unwrap_or(0))
+                Some(self.s.acked.get(&(inst, key)).copied().unwrap_or(0))
             };
-            self.conns[c].op = Some(Op::Get {
+            self.s.conns[c].op = Some(Op::Get {
                 key,
                 at_least,
                 reply: Arc::from([]),
@@ -457,19 +520,19 @@ impl Sim<'_> {
     /// frames (the window update reaches the client one NIC latency, wire and NIC latency
     /// after `t`).
     fn release_backlog(&mut self, t: Time, inst: usize) {
-        while let Some(&(c, n)) = self.insts[inst].backlog.front() {
-            let frames = (n + COMMAND_BYTES + self.spec.key_bytes).div_ceil(self.mss);
-            if self.insts[inst].ring_pending + frames > RING {
+        while let Some(&(c, n)) = self.s.insts[inst].backlog.front() {
+            let frames = (n + COMMAND_BYTES + self.s.spec.key_bytes).div_ceil(self.s.mss);
+            if self.s.insts[inst].ring_pending + frames > RING {
                 return;
             }
-            self.insts[inst].backlog.pop_front();
-            let first = matches!(self.conns[c].op, Some(Op::Set { sent: 0, .. }));
+            self.s.insts[inst].backlog.pop_front();
+            let first = matches!(self.s.conns[c].op, Some(Op::Set { sent: 0, .. }));
             let extra = if first {
-                COMMAND_BYTES + self.spec.key_bytes
+                COMMAND_BYTES + self.s.spec.key_bytes
             } else {
                 0
             };
-            if let Some(Op::Set { sent, .. }) = &mut self.conns[c].op {
+            if let Some(Op::Set { sent, .. }) = &mut self.s.conns[c].op {
                 *sent += n;
             }
             let (visible, slot, frames) = self.client_send(t, c, n + extra);
@@ -489,14 +552,14 @@ impl Sim<'_> {
     /// wire, written by the server's NIC into consecutive receive-ring slots with their
     /// completions. When the last completion is visible, the first slot, the frames.
     fn client_send(&mut self, t: Time, c: usize, bytes: u64) -> (Time, u64, u64) {
-        let i = self.conns[c].inst;
-        let inst = &mut self.insts[i];
+        let i = self.s.conns[c].inst;
+        let inst = &mut self.s.insts[i];
         let cp = self.client.nic.params.clone();
         let sp = self.server.nic.params.clone();
         let first = inst.rx_slot;
         let mut visible = t;
         let mut frames = 0;
-        for len in frame::tso_segments(bytes as u32, self.mss as u32) {
+        for len in frame::tso_segments(bytes as u32, self.s.mss as u32) {
             let ip = len + frame::TCP_IP_HEADERS;
             let on_wire = self
                 .client
@@ -513,7 +576,7 @@ impl Sim<'_> {
     /// The server's NIC writes one frame into instance `i`'s next ring slot and its
     /// completion entry: when the entry is visible.
     fn ring_write(&mut self, i: usize, at: Time, bytes: u64) -> Time {
-        let inst = &mut self.insts[i];
+        let inst = &mut self.s.insts[i];
         let slot = inst.rx_slot % RING;
         inst.rx_slot += 1;
         inst.ring_pending += 1;
@@ -538,7 +601,7 @@ impl Sim<'_> {
     /// if the core was idle) after reaping transmit completions.
     fn begin(&mut self, i: usize, t: Time) -> Time {
         let c = &self.server.costs;
-        let inst = &mut self.insts[i];
+        let inst = &mut self.s.insts[i];
         let idle = inst.core.busy_until() < t;
         let mut cur = inst.core.start(t);
         if idle {
@@ -566,7 +629,7 @@ impl Sim<'_> {
     /// The driver and stack take `frames` completions from slot `first` on: each a
     /// dependent completion read and `per_frame` cycles.
     fn rx_frames(&mut self, i: usize, cur: &mut Time, first: u64, frames: u64, per_frame: u64) {
-        let inst = &mut self.insts[i];
+        let inst = &mut self.s.insts[i];
         let sock = inst.core.socket;
         for k in 0..frames {
             let slot = (first + k) % RING;
@@ -585,28 +648,28 @@ impl Sim<'_> {
     }
 
     fn end(&mut self, i: usize, start: Time, cur: Time) {
-        self.insts[i].core.finish(start, cur);
+        self.s.insts[i].core.finish(start, cur);
         self.release_backlog(cur, i);
     }
 
     /// A GET: the request's frame, memcached's lookup, then `sendmsg` of the item.
     fn get(&mut self, t: Time, c: usize, slot: u64) {
-        let i = self.conns[c].inst;
+        let i = self.s.conns[c].inst;
         let start = self.begin(i, t);
         let mut cur = start;
         let costs = self.server.costs.clone();
         self.rx_frames(i, &mut cur, slot, 1, costs.rx_segment_cycles);
-        let inst = &self.insts[i];
+        let inst = &self.s.insts[i];
         cur += inst.core.cycles(costs.syscall_cycles + REQUEST_CYCLES);
-        let Some(Op::Get { key, reply, .. }) = &mut self.conns[c].op else {
+        let Some(Op::Get { key, reply, .. }) = &mut self.s.conns[c].op else {
             return;
         };
         let key = *key;
         *reply = match inst.items.get(&key) {
             Some(v) => Arc::clone(v),
-            None => value_bytes(key, 0, self.spec.value_bytes).into(),
+            None => value_bytes(key, 0, self.s.spec.value_bytes).into(),
         };
-        let done = self.server_send(i, c, &mut cur, self.spec.value_bytes, Some(key));
+        let done = self.server_send(i, c, &mut cur, self.s.spec.value_bytes, Some(key));
         self.end(i, start, cur);
         self.at(done, c, Ev::Reply);
     }
@@ -614,7 +677,7 @@ impl Sim<'_> {
     /// Frames of a SET's value: receive work, an ACK per two segments, then memcached's
     /// `read` copies the chunk into the item. The last chunk stores the item and replies.
     fn set_chunk(&mut self, t: Time, c: usize, first: u64, frames: u64, bytes: u64) {
-        let i = self.conns[c].inst;
+        let i = self.s.conns[c].inst;
         let start = self.begin(i, t);
         let mut cur = start;
         let costs = self.server.costs.clone();
@@ -622,7 +685,7 @@ impl Sim<'_> {
         let acks = frames / 2;
         let p = self.server.nic.params.clone();
         for _ in 0..acks {
-            cur += self.insts[i].core.cycles(costs.ack_cycles);
+            cur += self.s.insts[i].core.cycles(costs.ack_cycles);
             self.server
                 .nic
                 .tx_port
@@ -634,14 +697,14 @@ impl Sim<'_> {
             value,
             version,
             ..
-        }) = &mut self.conns[c].op
+        }) = &mut self.s.conns[c].op
         else {
             return;
         };
         let (key, offset) = (*key, *copied);
         *copied += bytes;
-        let complete = *copied >= self.spec.value_bytes;
-        let inst = &mut self.insts[i];
+        let complete = *copied >= self.s.spec.value_bytes;
+        let inst = &mut self.s.insts[i];
         let sock = inst.core.socket;
         cur += inst
             .core
@@ -654,11 +717,11 @@ impl Sim<'_> {
                     sock,
                     inst.node,
                     inst.ns + buf::RX_DATA + (slot << 6),
-                    self.mss,
+                    self.s.mss,
                     false,
                 );
         }
-        let chunk = item_chunk(inst.ns, key, offset, self.spec.value_bytes);
+        let chunk = item_chunk(inst.ns, key, offset, self.s.spec.value_bytes);
         self.server
             .mem
             .cpu_write_home(cur, sock, inst.node, chunk, bytes);
@@ -678,7 +741,7 @@ impl Sim<'_> {
 
     /// ACKs of a GET's value: per ACK a completion read and the ACK's processing.
     fn acks(&mut self, t: Time, c: usize, first: u64, n: u64) {
-        let i = self.conns[c].inst;
+        let i = self.s.conns[c].inst;
         let start = self.begin(i, t);
         let mut cur = start;
         let ack = self.server.costs.ack_cycles;
@@ -702,19 +765,19 @@ impl Sim<'_> {
         let sp = self.server.nic.params.clone();
         let cp = self.client.nic.params.clone();
         let sndbuf_chunks = (costs.rcvbuf_bytes / CHUNK).max(1);
-        *cur += self.insts[i].core.cycles(costs.syscall_cycles);
+        *cur += self.s.insts[i].core.cycles(costs.syscall_cycles);
         let mut done = *cur;
         let mut offset = 0;
         while offset < bytes {
             let n = (bytes - offset).min(CHUNK);
-            let inst = &mut self.insts[i];
+            let inst = &mut self.s.insts[i];
             let sock = inst.core.socket;
             let skb = inst.ns + buf::SKB + inst.skb % sndbuf_chunks;
             inst.skb += 1;
             // The copy from the item's lines into the socket buffer's pages.
             *cur += inst.core.cycles(n.div_ceil(LINE) * costs.copy_line_cycles);
             if let Some(key) = item {
-                let chunk = item_chunk(inst.ns, key, offset, self.spec.value_bytes);
+                let chunk = item_chunk(inst.ns, key, offset, self.s.spec.value_bytes);
                 *cur = *cur
                     + self
                         .server
@@ -756,7 +819,7 @@ impl Sim<'_> {
             inst.tx_cqes.push_back((cqe, slot));
             let mut last = data;
             let mut segs = 0;
-            for len in frame::tso_segments(n as u32, self.mss as u32) {
+            for len in frame::tso_segments(n as u32, self.s.mss as u32) {
                 let ip = len + frame::TCP_IP_HEADERS;
                 let on_wire = self
                     .server
@@ -779,7 +842,7 @@ impl Sim<'_> {
             // The client's ACKs for this send, one per two segments.
             let acks = segs / 2;
             if acks > 0 {
-                let first = self.insts[i].rx_slot;
+                let first = self.s.insts[i].rx_slot;
                 let mut visible = last;
                 for _ in 0..acks {
                     let on_wire = self.client.nic.tx_port.reserve(
@@ -801,33 +864,33 @@ impl Sim<'_> {
     /// The reply is whole at the client: a GET's value is checked; the client sends its
     /// next request at once.
     fn reply(&mut self, t: Time, c: usize) {
-        match self.conns[c].op.take() {
+        match self.s.conns[c].op.take() {
             Some(Op::Get {
                 key,
                 at_least,
                 reply,
             }) => {
-                self.r.values_checked += 1;
+                self.s.r.values_checked += 1;
                 match check_value(key, &reply) {
-                    None => self.r.values_corrupt += 1,
-                    Some(v) if at_least.is_some_and(|a| v < a) => self.r.values_stale += 1,
+                    None => self.s.r.values_corrupt += 1,
+                    Some(v) if at_least.is_some_and(|a| v < a) => self.s.r.values_stale += 1,
                     Some(_) => {}
                 }
-                if self.measuring {
-                    self.r.gets += 1;
-                    self.insts[self.conns[c].inst].counts.0 += 1;
+                if self.s.measuring {
+                    self.s.r.gets += 1;
+                    self.s.insts[self.s.conns[c].inst].counts.0 += 1;
                 }
             }
             Some(Op::Set { key, version, .. }) => {
-                let inst = self.conns[c].inst;
-                let a = self.acked.entry((inst, key)).or_default();
+                let inst = self.s.conns[c].inst;
+                let a = self.s.acked.entry((inst, key)).or_default();
                 *a = (*a).max(version);
-                if let Some(n) = self.sets_in_flight.get_mut(&(inst, key)) {
+                if let Some(n) = self.s.sets_in_flight.get_mut(&(inst, key)) {
                     *n -= 1;
                 }
-                if self.measuring {
-                    self.r.sets += 1;
-                    self.insts[inst].counts.1 += 1;
+                if self.s.measuring {
+                    self.s.r.sets += 1;
+                    self.s.insts[inst].counts.1 += 1;
                 }
             }
             None => {}

@@ -11,11 +11,15 @@
 //! message.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use devices::nic::{frame, HostBuf};
 use host::net::{CQE_BYTES, DESC_BYTES};
 use rand_xoshiro::rand_core::RngCore;
-use sim::{Engine, Time};
+use sim::component::{Component, HasNet, Sim};
+use sim::net::{ComponentId, Event, Net};
+use sim::timers::Timers;
+use sim::{dist, Time};
 
 use super::mem::{self, DmaLedger};
 use super::rx::{self, Entry, RxPath, RxRing, Visible};
@@ -115,10 +119,15 @@ struct Side {
     rx_taken: u64,
 }
 
-struct Sim<'a> {
-    spec: &'a TycheSpec,
-    h: [&'a mut TycheHost; 2],
-    eng: Engine<Ev>,
+/// The protocol's state between events: channels, requests, slots and the ramdisk
+/// (the hosts are the world's).
+struct Tyche {
+    timers: Timers<Ev>,
+    /// The ramdisk's block choices.
+    rng: dist::Rng,
+    events: u64,
+    /// Shared, so a handler can read it while it changes the state.
+    spec: Rc<TycheSpec>,
     chans: Channels,
     sides: Vec<[Side; 2]>,
     waiting: Vec<VecDeque<u32>>,
@@ -133,6 +142,44 @@ struct Sim<'a> {
     r: TycheResult,
     bytes_window: u64,
     warm: bool,
+}
+
+/// What the protocol runs on: the kernel's network and the two hosts.
+struct World<'a> {
+    net: Net,
+    h: [&'a mut TycheHost; 2],
+}
+
+impl HasNet for World<'_> {
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+}
+
+impl<'a> Component<World<'a>> for Tyche {
+    fn notify(&mut self, w: &mut World<'a>, me: ComponentId, event: Event) {
+        let Event::Timer(key) = event else {
+            return;
+        };
+        let ev = self.timers.take(key);
+        let t = w.net.now();
+        self.events += 1;
+        Step {
+            s: self,
+            net: &mut w.net,
+            me,
+            h: &mut w.h,
+        }
+        .handle(t, ev);
+    }
+}
+
+/// One event's view: the protocol's state with the world's parts it acts on.
+struct Step<'x, 'a> {
+    s: &'x mut Tyche,
+    net: &'x mut Net,
+    me: ComponentId,
+    h: &'x mut [&'a mut TycheHost; 2],
 }
 
 /// Runs `spec` from `initiator` to `target`.
@@ -209,10 +256,11 @@ pub fn run(
             ..Req::default()
         })
         .collect();
-    let mut s = Sim {
-        spec,
-        h: [initiator, target],
-        eng: Engine::new(1),
+    let mut state = Tyche {
+        timers: Timers::new(),
+        rng: dist::seeded(1),
+        events: 0,
+        spec: Rc::new(spec.clone()),
         chans,
         sides,
         waiting: vec![VecDeque::new(); n],
@@ -232,80 +280,91 @@ pub fn run(
         bytes_window: 0,
         warm: false,
     };
+    let mut world = World {
+        net: Net::new(1),
+        h: [initiator, target],
+    };
     for i in 0..nreq {
-        s.at(Time::ZERO, Ev::Issue(i));
+        state.timers.at(&mut world.net, Time::ZERO, 0, Ev::Issue(i));
     }
-    s.at(spec.warmup, Ev::Warm);
+    state.timers.at(&mut world.net, spec.warmup, 0, Ev::Warm);
     let end = spec.warmup + spec.window;
-    while let Some((t, ev)) = s.eng.pop() {
-        if t > end {
-            break;
-        }
-        s.handle(t, ev);
+    let mut sim = Sim::new();
+    let id = sim.add(state);
+    debug_assert_eq!(id, 0, "the timers above are the first component's");
+    // Events at `end` are still handled; the horizon comes before any later one.
+    sim.run_until(&mut world, end + Time::from_ps(1));
+    let mut state: Tyche = sim.take(id).expect("the protocol is component 0");
+    Ok(Step {
+        s: &mut state,
+        net: &mut world.net,
+        me: id,
+        h: &mut world.h,
     }
-    Ok(s.finish())
+    .finish())
 }
 
-impl Sim<'_> {
+impl Step<'_, '_> {
     fn at(&mut self, t: Time, ev: Ev) {
-        let t = t.max(self.eng.now());
-        self.eng.schedule_at(t, ev).expect("time moves forward");
+        let t = t.max(self.net.now());
+        self.s.timers.at(self.net, t, self.me, ev);
     }
 
-    fn finish(mut self) -> TycheResult {
-        let w = self.spec.window.as_secs_f64();
+    fn finish(self) -> TycheResult {
+        let mut r = std::mem::take(&mut self.s.r);
+        let w = self.s.spec.window.as_secs_f64();
         let ini = &self.h[INI].mem;
-        self.r.throughput_gbps = self.bytes_window as f64 / w / 1e9;
-        self.r.qpi_gbps = mem::link_bytes(ini)
+        r.throughput_gbps = self.s.bytes_window as f64 / w / 1e9;
+        r.qpi_gbps = mem::link_bytes(ini)
             .into_iter()
             .map(|(k, b)| (k, b as f64 / w / 1e9))
             .collect();
-        self.r.qpi0_share = mem::qpi0_share(ini);
-        self.r.interconnect_bytes = [
+        r.qpi0_share = mem::qpi0_share(ini);
+        r.interconnect_bytes = [
             mem::interconnect_total(ini),
             mem::interconnect_total(&self.h[TGT].mem),
         ];
-        self.r.channel_kb = self.chans.carried_kb.clone();
-        self.r.nic_rx_bytes = self.ledger.iter().map(|l| l.rx_bytes).sum();
-        self.r.nic_rx_off_node_bytes = self.ledger.iter().map(|l| l.rx_off_node).sum();
-        self.r.dma_cross_bytes = [self.ledger[INI].cross, self.ledger[TGT].cross];
-        self.r.control_cross_bytes = [
-            self.ledger[INI].control_cross,
-            self.ledger[TGT].control_cross,
+        r.channel_kb = self.s.chans.carried_kb.clone();
+        r.nic_rx_bytes = self.s.ledger.iter().map(|l| l.rx_bytes).sum();
+        r.nic_rx_off_node_bytes = self.s.ledger.iter().map(|l| l.rx_off_node).sum();
+        r.dma_cross_bytes = [self.s.ledger[INI].cross, self.s.ledger[TGT].cross];
+        r.control_cross_bytes = [
+            self.s.ledger[INI].control_cross,
+            self.s.ledger[TGT].control_cross,
         ];
-        self.r.events = self.eng.stats().handled;
+        r.events = self.s.events;
         let busiest = |h: &TycheHost| {
             let most = h.cores.iter().map(|c| c.busy).max().unwrap_or(Time::ZERO);
             most.as_secs_f64() / w
         };
-        self.r.busiest_core = [busiest(self.h[INI]), busiest(self.h[TGT])];
+        r.busiest_core = [busiest(self.h[INI]), busiest(self.h[TGT])];
         let per_node = |h: &TycheHost| -> Vec<f64> {
             h.cores
                 .chunks(h.cores_per_node as usize)
                 .map(|node| node.iter().map(|c| c.busy.as_secs_f64()).sum::<f64>() / w)
                 .collect()
         };
-        self.r.cores_busy = [per_node(self.h[INI]), per_node(self.h[TGT])];
-        self.r
+        r.cores_busy = [per_node(self.h[INI]), per_node(self.h[TGT])];
+        r
     }
 
     fn handle(&mut self, t: Time, ev: Ev) {
         match ev {
             Ev::Warm => {
-                self.warm = true;
+                self.s.warm = true;
                 for h in self.h.iter_mut() {
                     h.mem.reset_counters();
                     for core in &mut h.cores {
                         core.busy = Time::ZERO;
                     }
                 }
-                self.ledger = [DmaLedger::default(); 2];
-                self.bytes_window = 0;
-                self.r.requests = 0;
-                self.r.frames = 0;
-                self.r.interrupts = 0;
-                self.r.wakeups = 0;
-                self.r.cross_wakeups = 0;
+                self.s.ledger = [DmaLedger::default(); 2];
+                self.s.bytes_window = 0;
+                self.s.r.requests = 0;
+                self.s.r.frames = 0;
+                self.s.r.interrupts = 0;
+                self.s.r.wakeups = 0;
+                self.s.r.cross_wakeups = 0;
             }
             Ev::Issue(r) => self.issue(t, r),
             Ev::ReqIn(r) => self.visible(TGT, t, Entry::Request(r)),
@@ -318,14 +377,14 @@ impl Sim<'_> {
 
     /// The application thread of request slot `r` issues its next request.
     fn issue(&mut self, t: Time, r: u32) {
-        let spec = self.spec;
-        let req = &mut self.reqs[r as usize];
+        let spec = Rc::clone(&self.s.spec);
+        let req = &mut self.s.reqs[r as usize];
         // A thread's requests in flight never overlap: each of its buffers draws blocks
         // from its own interleave of the file, so two writes in flight (which may finish
         // out of order on different channels) never race for a block.
         let depth = spec.app.depth() as u64;
         let blocks = (FILE_BYTES / spec.req_bytes / depth).max(1);
-        let pick = self.eng.rng().next_u64() % blocks;
+        let pick = self.s.rng.next_u64() % blocks;
         let lane = (req.index as u64) % depth;
         req.addr = req.thread as u64 * FILE_BYTES + (pick * depth + lane) * spec.req_bytes;
         req.frames = spec.req_bytes.div_ceil(spec.frame_bytes) as u32;
@@ -333,32 +392,32 @@ impl Sim<'_> {
         req.msg_in = false;
         req.seq += 1;
         let node = req.node;
-        let c = self.chans.pick(spec.scheduler, node, spec.req_bytes);
-        if self.chans.node[c] != node {
-            self.r.off_node_requests += 1;
+        let c = self.s.chans.pick(spec.scheduler, node, spec.req_bytes);
+        if self.s.chans.node[c] != node {
+            self.s.r.off_node_requests += 1;
         }
-        self.reqs[r as usize].chan = c;
-        self.waiting[c].push_back(r);
+        self.s.reqs[r as usize].chan = c;
+        self.s.waiting[c].push_back(r);
         self.admit(t, c);
     }
 
     /// Starts the channel's waiting requests while it has slots on both sides.
     fn admit(&mut self, t: Time, c: usize) {
-        while !self.waiting[c].is_empty()
-            && !self.sides[c][INI].free.is_empty()
-            && !self.sides[c][TGT].free.is_empty()
+        while !self.s.waiting[c].is_empty()
+            && !self.s.sides[c][INI].free.is_empty()
+            && !self.s.sides[c][TGT].free.is_empty()
         {
-            let r = self.waiting[c].pop_front().expect("checked");
-            let si = self.sides[c][INI].free.pop().expect("checked");
-            let st = self.sides[c][TGT].free.pop().expect("checked");
-            self.reqs[r as usize].slot = [si, st];
+            let r = self.s.waiting[c].pop_front().expect("checked");
+            let si = self.s.sides[c][INI].free.pop().expect("checked");
+            let st = self.s.sides[c][TGT].free.pop().expect("checked");
+            self.s.reqs[r as usize].slot = [si, st];
             self.submit(t, r);
         }
     }
 
     fn app_core(&self, thread: u32) -> usize {
         let h = &self.h[INI];
-        match self.spec.app.thread_node(thread, h.nodes) {
+        match self.s.spec.app.thread_node(thread, h.nodes) {
             Some(n) => h.core_of(n, thread / h.nodes),
             None => thread as usize % h.cores.len(),
         }
@@ -375,20 +434,20 @@ impl Sim<'_> {
     }
 
     fn frame_len(&self, k: u32) -> u64 {
-        (self.spec.req_bytes - k as u64 * self.spec.frame_bytes).min(self.spec.frame_bytes)
+        (self.s.spec.req_bytes - k as u64 * self.s.spec.frame_bytes).min(self.s.spec.frame_bytes)
     }
 
     /// The application's thread submits request `r` on its channel.
     fn submit(&mut self, t: Time, r: u32) {
-        let req = self.reqs[r as usize];
+        let req = self.s.reqs[r as usize];
         let c = req.chan;
         let core = self.app_core(req.thread);
-        let chan_node = self.sides[c][INI].node as u32;
+        let chan_node = self.s.sides[c][INI].node as u32;
         let h = &mut self.h[INI];
         let socket = h.cores[core].socket;
         let start = h.cores[core].start(t);
         let mut cur = start + h.cores[core].cycles(REQUEST_CYCLES);
-        if self.spec.rx.interrupts() {
+        if self.s.spec.rx.interrupts() {
             // The thread fills the request's structure, homed on its own node (its
             // completion, on another core, reads it: `complete_request`).
             cur += mem::cpu_store(
@@ -400,12 +459,12 @@ impl Sim<'_> {
                 REQ_STRUCT_BYTES,
             );
         }
-        if self.spec.op == Op::Write {
+        if self.s.spec.op == Op::Write {
             // The block's bytes into the initiator's slot: the thread fills its buffer
             // (the application's data) and Tyche copies it.
-            fill(&mut self.scratch, req.thread, req.seq);
-            let buf = self.slots[INI].get(c, req.slot[0]);
-            buf.copy_from_slice(&self.scratch);
+            fill(&mut self.s.scratch, req.thread, req.seq);
+            let buf = self.s.slots[INI].get(c, req.slot[0]);
+            buf.copy_from_slice(&self.s.scratch);
             for k in 0..req.frames {
                 let len = self.frame_len(k);
                 let h = &mut self.h[INI];
@@ -425,7 +484,7 @@ impl Sim<'_> {
             }
         }
         cur = self.send_message(INI, c, cur, core, Ev::ReqIn(r));
-        if self.spec.op == Op::Write {
+        if self.s.spec.op == Op::Write {
             for k in 0..req.frames {
                 cur = self.send_frame(INI, c, cur, core, r, k);
             }
@@ -437,9 +496,9 @@ impl Sim<'_> {
     /// writes the message into the channel's ring and rings the NIC; `ev` happens when
     /// the message is visible at the other side. When the core is done.
     fn send_message(&mut self, from: usize, c: usize, at: Time, core: usize, ev: Ev) -> Time {
-        let node = self.sides[c][from].node as u32;
-        let slot = self.sides[c][from].ring % host::net::RING;
-        self.sides[c][from].ring += 1;
+        let node = self.s.sides[c][from].node as u32;
+        let slot = self.s.sides[c][from].ring % host::net::RING;
+        self.s.sides[c][from].ring += 1;
         let msg = id::RING | (c as u64) << 32 | slot;
         let h = &mut self.h[from];
         let socket = h.cores[core].socket;
@@ -464,15 +523,15 @@ impl Sim<'_> {
     /// side's slot at the frame's offset. When the posting core is done.
     fn send_frame(&mut self, from: usize, c: usize, at: Time, core: usize, r: u32, k: u32) -> Time {
         let to = 1 - from;
-        let req = &self.reqs[r as usize];
+        let req = &self.s.reqs[r as usize];
         let len = self.frame_len(k);
         let (src, dst) = (req.slot[from], req.slot[to]);
-        let node = self.sides[c][from].node as u32;
+        let node = self.s.sides[c][from].node as u32;
         let h = &mut self.h[from];
         let socket = h.cores[core].socket;
         let doorbell = at + h.cores[core].cycles(h.costs.tx_packet_cycles);
-        let ring = self.sides[c][from].ring % host::net::RING;
-        self.sides[c][from].ring += 1;
+        let ring = self.s.sides[c][from].ring % host::net::RING;
+        self.s.sides[c][from].ring += 1;
         let desc = HostBuf {
             node,
             buf: id::DESC | (c as u64) << 32 | ring,
@@ -521,7 +580,7 @@ impl Sim<'_> {
             &mut h.nics[c],
             doorbell,
             &mut h.mem,
-            &mut self.ledger[from],
+            &mut self.s.ledger[from],
             desc,
             payload,
         );
@@ -530,9 +589,9 @@ impl Sim<'_> {
             .tx_port
             .reserve(ready, frame::wire_bytes(frame_bytes as u32) as u64);
         let arrive = on_wire + nic.params.wire;
-        let dst_node = self.sides[c][to].node as u32;
-        let ring = self.sides[c][to].rx_written % host::net::RING;
-        self.sides[c][to].rx_written += 1;
+        let dst_node = self.s.sides[c][to].node as u32;
+        let ring = self.s.sides[c][to].rx_written % host::net::RING;
+        self.s.sides[c][to].rx_written += 1;
         let dst = dst.unwrap_or(id::RX | (c as u64) << 32 | ring);
         let g = &mut *self.h[to];
         let at = arrive + g.nics[c].params.latency;
@@ -542,7 +601,7 @@ impl Sim<'_> {
             nic_node,
             at,
             &mut g.mem,
-            &mut self.ledger[to],
+            &mut self.s.ledger[to],
             dst_node,
             dst,
             frame_bytes,
@@ -557,14 +616,14 @@ impl Sim<'_> {
         let r = match e {
             Entry::Request(r) | Entry::Frame(r, _) | Entry::Done(r) => r,
         };
-        let c = self.reqs[r as usize].chan;
-        if !self.spec.rx.interrupts() {
+        let c = self.s.reqs[r as usize].chan;
+        if !self.s.spec.rx.interrupts() {
             return self.take(side, t, e);
         }
-        match self.sides[c][side].rx.visible(t, e) {
+        match self.s.sides[c][side].rx.visible(t, e) {
             Visible::Poll => self.take(side, t, e),
             Visible::Wait(Some(at)) => {
-                let gen = self.sides[c][side].rx.gen;
+                let gen = self.s.sides[c][side].rx.gen;
                 self.at(at, Ev::Irq(side, c, gen));
             }
             Visible::Wait(None) => {}
@@ -575,26 +634,26 @@ impl Sim<'_> {
     /// the poll, which takes the entries the interrupt signals — on the interrupted core
     /// itself (`RxPath::Softirq`), or in the network thread the handler wakes.
     fn interrupt(&mut self, t: Time, side: usize, c: usize, gen: u64) {
-        let entries = self.sides[c][side].rx.fire(gen);
+        let entries = self.s.sides[c][side].rx.fire(gen);
         if entries.is_empty() {
             return;
         }
-        if self.warm {
-            self.r.interrupts += 1;
+        if self.s.warm {
+            self.s.r.interrupts += 1;
         }
-        let irq = self.sides[c][side].irq_core;
-        let node = self.sides[c][side].node as u32;
-        let ring = self.sides[c][side].rx_taken % host::net::RING;
+        let irq = self.s.sides[c][side].irq_core;
+        let node = self.s.sides[c][side].node as u32;
+        let ring = self.s.sides[c][side].rx_taken % host::net::RING;
         let cqe = wake::Entry {
             node,
             buf: id::CQE | (c as u64) << 32 | ring,
             bytes: CQE_BYTES,
         };
-        let poll = match self.spec.rx {
+        let poll = match self.s.spec.rx {
             RxPath::Polling => unreachable!("no interrupts while polling"),
             RxPath::NetworkThread => {
-                let core = self.sides[c][side].net_core;
-                let w = wake::interrupt(self.h[side], &mut self.ledger[side], t, irq, cqe, core);
+                let core = self.s.sides[c][side].net_core;
+                let w = wake::interrupt(self.h[side], &mut self.s.ledger[side], t, irq, cqe, core);
                 self.count_wake(irq, core, w);
                 w.runs
             }
@@ -606,11 +665,11 @@ impl Sim<'_> {
                 end
             }
         };
-        self.sides[c][side].rx.poll_done = poll;
+        self.s.sides[c][side].rx.poll_done = poll;
         for e in entries {
             // Each entry's work pushes `poll_done` on; entries the NIC writes meanwhile
             // are taken by the same poll (`visible`).
-            let at = self.sides[c][side].rx.poll_done;
+            let at = self.s.sides[c][side].rx.poll_done;
             self.take(side, at, e);
         }
     }
@@ -626,9 +685,9 @@ impl Sim<'_> {
 
     /// The core that takes `side`'s received entries on channel `c` (`RxPath`).
     fn rx_core(&self, side: usize, c: usize) -> usize {
-        match self.spec.rx {
-            RxPath::Polling | RxPath::NetworkThread => self.sides[c][side].net_core,
-            RxPath::Softirq => self.sides[c][side].irq_core,
+        match self.s.spec.rx {
+            RxPath::Polling | RxPath::NetworkThread => self.s.sides[c][side].net_core,
+            RxPath::Softirq => self.s.sides[c][side].irq_core,
         }
     }
 
@@ -637,12 +696,12 @@ impl Sim<'_> {
     /// first lines, which the NIC wrote into the slot). When it is done.
     fn net_rx(&mut self, side: usize, c: usize, t: Time, msg: bool) -> Time {
         let core = self.rx_core(side, c);
-        let node = self.sides[c][side].node as u32;
-        let ring = self.sides[c][side].rx_taken % host::net::RING;
+        let node = self.s.sides[c][side].node as u32;
+        let ring = self.s.sides[c][side].rx_taken % host::net::RING;
         let h = &mut self.h[side];
         let socket = h.cores[core].socket;
         let start = h.cores[core].start(t);
-        self.sides[c][side].rx_taken += 1;
+        self.s.sides[c][side].rx_taken += 1;
         let mut stall = mem::cpu_load(
             &mut h.mem,
             start,
@@ -657,16 +716,16 @@ impl Sim<'_> {
         }
         let end = start + stall + h.cores[core].cycles(h.costs.tx_packet_cycles);
         h.cores[core].finish(start, end);
-        let rx = &mut self.sides[c][side].rx;
+        let rx = &mut self.s.sides[c][side].rx;
         rx.poll_done = rx.poll_done.max(end);
         end
     }
 
     /// Counts a wake-up from core `waker` to `wakee` in the window.
     fn count_wake(&mut self, waker: usize, wakee: usize, w: Woken) {
-        if self.warm && waker != wakee {
-            self.r.wakeups += 1;
-            self.r.cross_wakeups += w.cross as u64;
+        if self.s.warm && waker != wakee {
+            self.s.r.wakeups += 1;
+            self.s.r.cross_wakeups += w.cross as u64;
         }
     }
 
@@ -676,23 +735,23 @@ impl Sim<'_> {
     /// may run.
     fn hand_over(&mut self, side: usize, waker: usize, at: Time, wakee: usize) -> Time {
         let h = &mut self.h[side];
-        if !self.spec.rx.interrupts() || wakee != waker && h.cores[wakee].busy_until() > at {
+        if !self.s.spec.rx.interrupts() || wakee != waker && h.cores[wakee].busy_until() > at {
             return at;
         }
         let start = h.cores[waker].start(at);
-        let w = wake::wake(h, &mut self.ledger[side], start, waker, wakee);
+        let w = wake::wake(h, &mut self.s.ledger[side], start, waker, wakee);
         self.h[side].cores[waker].finish(start, w.waker_done);
         self.count_wake(waker, wakee, w);
         w.runs
     }
 
     fn request_in(&mut self, t: Time, r: u32) {
-        let c = self.reqs[r as usize].chan;
+        let c = self.s.reqs[r as usize].chan;
         let end = self.net_rx(TGT, c, t, true);
-        match self.spec.op {
+        match self.s.spec.op {
             Op::Read => self.at(end, Ev::Work(TGT, r)),
             Op::Write => {
-                let req = &mut self.reqs[r as usize];
+                let req = &mut self.s.reqs[r as usize];
                 req.msg_in = true;
                 if req.seen == req.frames {
                     self.at(end, Ev::Work(TGT, r));
@@ -702,21 +761,21 @@ impl Sim<'_> {
     }
 
     fn frame_in(&mut self, t: Time, side: usize, r: u32, k: u32) {
-        let c = self.reqs[r as usize].chan;
+        let c = self.s.reqs[r as usize].chan;
         let end = self.net_rx(side, c, t, false);
-        self.r.frames_total += 1;
-        if self.warm {
-            self.r.frames += 1;
+        self.s.r.frames_total += 1;
+        if self.s.warm {
+            self.s.r.frames += 1;
         }
         // The frame's bytes land at the offset the receiver chose: its slot, frame k.
-        let req = &self.reqs[r as usize];
-        let off = (k as u64 * self.spec.frame_bytes) as usize;
+        let req = &self.s.reqs[r as usize];
+        let off = (k as u64 * self.s.spec.frame_bytes) as usize;
         let len = self.frame_len(k) as usize;
         let (src, dst) = (req.slot[1 - side], req.slot[side]);
-        let [ini, tgt] = &mut self.slots;
+        let [ini, tgt] = &mut self.s.slots;
         let (from, to) = if side == INI { (tgt, ini) } else { (ini, tgt) };
         to.get(c, dst)[off..off + len].copy_from_slice(&from.get(c, src)[off..off + len]);
-        let req = &mut self.reqs[r as usize];
+        let req = &mut self.s.reqs[r as usize];
         req.seen += 1;
         let all = req.seen == req.frames;
         match side {
@@ -730,28 +789,28 @@ impl Sim<'_> {
     /// per-core pinned queue on that node), except that a softirq without Tyche's NUMA
     /// extension queues the work on its own core (`RxPath::Softirq`).
     fn wq_core(&self, side: usize, c: usize) -> usize {
-        let s = &self.sides[c][side];
-        if self.spec.rx == RxPath::Softirq && !s.affine {
+        let s = &self.s.sides[c][side];
+        if self.s.spec.rx == RxPath::Softirq && !s.affine {
             return s.irq_core;
         }
         self.h[side].idlest_core(Some(s.node as u32))
     }
 
     fn work(&mut self, t: Time, side: usize, r: u32) {
-        let req = self.reqs[r as usize];
+        let req = self.s.reqs[r as usize];
         let c = req.chan;
         let core = self.wq_core(side, c);
-        let chan_node = self.sides[c][side].node as u32;
+        let chan_node = self.s.sides[c][side].node as u32;
         // The receive context queues the request and wakes the work-queue thread.
         let t = self.hand_over(side, self.rx_core(side, c), t, core);
         let start = self.h[side].cores[core].start(t);
         let mut cur = start;
         let rd_node = |addr: u64, nodes: u32| ((addr >> 20) % nodes as u64) as u32;
-        match (side, self.spec.op) {
+        match (side, self.s.spec.op) {
             (TGT, Op::Read) => {
-                if self.spec.target_io == TargetIo::Ramdisk {
-                    let slot = self.slots[TGT].get(c, req.slot[1]);
-                    self.disk.read(req.addr, slot);
+                if self.s.spec.target_io == TargetIo::Ramdisk {
+                    let slot = self.s.slots[TGT].get(c, req.slot[1]);
+                    self.s.disk.read(req.addr, slot);
                     cur = self.copy_frames(
                         TGT,
                         core,
@@ -767,9 +826,9 @@ impl Sim<'_> {
                 }
             }
             (TGT, Op::Write) => {
-                if self.spec.target_io == TargetIo::Ramdisk {
-                    let slot = self.slots[TGT].get(c, req.slot[1]);
-                    self.disk.write(req.addr, slot);
+                if self.s.spec.target_io == TargetIo::Ramdisk {
+                    let slot = self.s.slots[TGT].get(c, req.slot[1]);
+                    self.s.disk.write(req.addr, slot);
                     cur = self.copy_frames(
                         TGT,
                         core,
@@ -785,10 +844,10 @@ impl Sim<'_> {
             (_, Op::Read) => {
                 // The initiator copies its slot into the application's buffer.
                 cur = self.copy_frames(INI, core, cur, &req, false, chan_node, req.node);
-                if self.spec.target_io == TargetIo::Ramdisk {
-                    self.disk.read(req.addr, &mut self.check);
-                    let slot = self.slots[INI].get(c, req.slot[0]);
-                    let ok = *slot == self.check[..];
+                if self.s.spec.target_io == TargetIo::Ramdisk {
+                    self.s.disk.read(req.addr, &mut self.s.check);
+                    let slot = self.s.slots[INI].get(c, req.slot[0]);
+                    let ok = *slot == self.s.check[..];
                     self.verify(ok);
                 }
                 cur += self.complete_request(core, cur, r);
@@ -817,7 +876,7 @@ impl Sim<'_> {
         slot_node: u32,
         other_node: u32,
     ) -> Time {
-        let spec = self.spec;
+        let spec = Rc::clone(&self.s.spec);
         let h = &mut self.h[side];
         let socket = h.cores[core].socket;
         for k in 0..req.frames {
@@ -840,21 +899,21 @@ impl Sim<'_> {
     }
 
     fn done_in(&mut self, t: Time, r: u32) {
-        let c = self.reqs[r as usize].chan;
+        let c = self.s.reqs[r as usize].chan;
         let end = self.net_rx(INI, c, t, true);
         let core = self.rx_core(INI, c);
         let start = self.h[INI].cores[core].start(end);
         let end2 = start + self.complete_request(core, start, r);
         self.h[INI].cores[core].finish(start, end2);
-        let app = self.app_core(self.reqs[r as usize].thread);
+        let app = self.app_core(self.s.reqs[r as usize].thread);
         let runs = self.hand_over(INI, core, end2, app);
-        let rx = &mut self.sides[c][INI].rx;
+        let rx = &mut self.s.sides[c][INI].rx;
         rx.poll_done = rx.poll_done.max(end2);
-        let req = &self.reqs[r as usize];
-        if self.spec.target_io == TargetIo::Ramdisk {
-            fill(&mut self.scratch, req.thread, req.seq);
-            self.disk.read(req.addr, &mut self.check);
-            let ok = self.check == self.scratch;
+        let req = &self.s.reqs[r as usize];
+        if self.s.spec.target_io == TargetIo::Ramdisk {
+            fill(&mut self.s.scratch, req.thread, req.seq);
+            self.s.disk.read(req.addr, &mut self.s.check);
+            let ok = self.s.check == self.s.scratch;
             self.verify(ok);
         }
         self.complete(end2, runs, r);
@@ -866,17 +925,17 @@ impl Sim<'_> {
     /// (`RxPath::Polling`) it spends the platform's `wakeup_cycles` waking the thread
     /// instead, and the thread runs at once.
     fn complete_request(&mut self, core: usize, at: Time, r: u32) -> Time {
-        if !self.spec.rx.interrupts() {
+        if !self.s.spec.rx.interrupts() {
             let h = &self.h[INI];
             return h.cores[core].cycles(h.costs.wakeup_cycles);
         }
-        let home = self.h[INI].cores[self.app_core(self.reqs[r as usize].thread)].socket;
+        let home = self.h[INI].cores[self.app_core(self.s.reqs[r as usize].thread)].socket;
         let h = &mut self.h[INI];
         let socket = h.cores[core].socket;
         let buf = id::REQ | r as u64;
         mem::control_load(
             &mut h.mem,
-            &mut self.ledger[INI],
+            &mut self.s.ledger[INI],
             at,
             socket,
             home,
@@ -886,24 +945,24 @@ impl Sim<'_> {
     }
 
     fn verify(&mut self, ok: bool) {
-        self.r.verified += 1;
+        self.s.r.verified += 1;
         if !ok {
-            self.r.mismatches += 1;
+            self.s.r.mismatches += 1;
         }
     }
 
     /// Request `r` is complete at `t`: its slots free; its thread, running again at
     /// `issue`, issues the next.
     fn complete(&mut self, t: Time, issue: Time, r: u32) {
-        let req = &self.reqs[r as usize];
+        let req = &self.s.reqs[r as usize];
         let c = req.chan;
-        self.sides[c][INI].free.push(req.slot[0]);
-        self.sides[c][TGT].free.push(req.slot[1]);
-        self.chans.done(c, self.spec.req_bytes);
-        self.r.requests_total += 1;
-        if self.warm {
-            self.r.requests += 1;
-            self.bytes_window += self.spec.req_bytes;
+        self.s.sides[c][INI].free.push(req.slot[0]);
+        self.s.sides[c][TGT].free.push(req.slot[1]);
+        self.s.chans.done(c, self.s.spec.req_bytes);
+        self.s.r.requests_total += 1;
+        if self.s.warm {
+            self.s.r.requests += 1;
+            self.s.bytes_window += self.s.spec.req_bytes;
         }
         self.admit(t, c);
         self.at(issue, Ev::Issue(r));
