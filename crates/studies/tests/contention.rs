@@ -168,10 +168,48 @@ fn two_tcp_receives_on_one_server_share_its_port_and_memory() {
 }
 
 #[test]
-fn tcp_streams_that_differ_in_what_one_model_shares_run_apart() {
+fn tcp_streams_that_differ_in_settings_still_meet_on_their_server() {
+    // Other message sizes make two models, not one: they still run in one world, on the
+    // server's one port and memory system.
     let src = source("contention/tcp_rx_pair", None);
-    let sets = [Override::parse("workload.remote.msg_bytes=65535").unwrap()];
-    let r = run::run_point(&src, &run::sweep(&sets).pop().unwrap(), 1).unwrap();
-    assert!(r.counters["network"]["local"].get("run_with").is_none());
-    assert!(r.counters["network"]["remote"].get("run_with").is_none());
+    let sets = ["workload.remote.msg_bytes=65535"];
+    let r = {
+        let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+        run::run_point(&src, &run::sweep(&sets).pop().unwrap(), 1).unwrap()
+    };
+    let net = &r.counters["network"];
+    assert_eq!(net["local"]["run_with"], serde_json::json!(["remote"]));
+    assert_eq!(net["remote"]["run_with"], serde_json::json!(["local"]));
+    let local = metric(&src, &sets, "local", "throughput_gbps");
+    let remote = metric(&src, &sets, "remote", "throughput_gbps");
+    assert!(local + remote < 95.0, "{local} + {remote}");
+    let alone = metric(
+        &source("contention/tcp_rx_pair", Some("remote")),
+        &[],
+        "local",
+        "throughput_gbps",
+    );
+    assert!(alone > 1.2 * local, "local: {alone} alone, {local} beside");
+}
+
+#[test]
+fn a_tcp_receive_and_memcached_on_one_server_run_in_one_simulation() {
+    let src = source("contention/tcp_rx_memcached", None);
+    let point = run::sweep(&[]).pop().unwrap();
+    let r = run::run_point(&src, &point, 1).unwrap();
+    let net = &r.counters["network"];
+    assert_eq!(net["rx"]["run_with"], serde_json::json!(["mc"]));
+    assert_eq!(net["mc"]["run_with"], serde_json::json!(["rx"]));
+    // One memory system: both rows read the server's DRAM counter.
+    let rx_mem = metric(&src, &[], "rx", "mem_bw_gbps");
+    assert_eq!(rx_mem, metric(&src, &[], "mc", "mem_bw_gbps"));
+    // memcached's 512 KiB SETs take the port, the NIC's links and the server's memory:
+    // the receive gets much less of them than alone (memcached idle).
+    let beside = metric(&src, &[], "rx", "throughput_gbps");
+    let alone = metric(&src, &["workload.mc.instances=0"], "rx", "throughput_gbps");
+    assert!(
+        beside < 0.7 * alone,
+        "{beside} beside memcached, {alone} alone"
+    );
+    assert!(metric(&src, &[], "mc", "kops") > 5.0);
 }

@@ -31,13 +31,14 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use devices::nic::{frame, HostBuf};
-use sim::component::{Component, HasNet, Sim};
+use sim::component::{Component, Sim};
 use sim::memsys::LINE;
 use sim::net::{ComponentId, Event, Net};
 use sim::timers::Timers;
 use sim::{dist, Time};
 
 use super::stream::Lane;
+use super::world::{NetWorld, Shared};
 use super::{buf, Core, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
 use crate::victim::Background;
 
@@ -204,8 +205,8 @@ struct Inst {
     counts: (u64, u64),
 }
 
-/// The instances' and clients' state between events (the hosts are the world's).
-struct Memcached {
+/// The instances' and clients' state between events.
+struct State {
     timers: Timers<(u32, Ev)>,
     /// memslap's choices of operation and key.
     rng: dist::Rng,
@@ -223,89 +224,166 @@ struct Memcached {
     r: MemcachedResult,
 }
 
-/// What the server runs on: the kernel's network, both hosts, and a workload beside it
-/// on the server's memory system.
-struct World<'a, 'b> {
-    net: Net,
-    server: &'a mut NetHost,
-    client: &'a mut NetHost,
-    bg: Option<&'b mut dyn Background>,
+/// memcached instances on one server and their memslap clients on another, as one
+/// component of a [`NetWorld`]: its views of the server and the client host, and where
+/// their shared parts are in the world.
+pub struct Memcached {
+    hosts: [NetHost; 2],
+    at: [Shared; 2],
+    st: State,
 }
 
-impl HasNet for World<'_, '_> {
-    fn net(&mut self) -> &mut Net {
-        &mut self.net
-    }
-}
-
-impl<'a, 'b> Component<World<'a, 'b>> for Memcached {
-    fn notify(&mut self, w: &mut World<'a, 'b>, me: ComponentId, event: Event) {
+impl<'b> Component<NetWorld<'b>> for Memcached {
+    fn notify(&mut self, w: &mut NetWorld<'b>, me: ComponentId, event: Event) {
         let Event::Timer(key) = event else {
             return;
         };
-        let (c, ev) = self.timers.take(key);
+        let (c, ev) = self.st.timers.take(key);
         let t = w.net.now();
-        self.events += 1;
-        // The workload beside first: both reserve DRAM, LLC and interconnect in time order.
-        if let Some(b) = w.bg.as_deref_mut() {
-            b.advance(&mut w.server.mem, t);
-            if matches!(ev, Ev::Warm) {
-                b.reset_counters();
-            }
-        }
+        self.st.events += 1;
+        // The workloads beside first: all reserve DRAM, LLC and interconnect in time order.
+        w.before_event(t, matches!(ev, Ev::Warm));
+        let [server, client] = &mut self.hosts;
+        w.lend(self.at[0], server);
+        w.lend(self.at[1], client);
         Step {
-            s: self,
+            s: &mut self.st,
             net: &mut w.net,
             me,
-            server: w.server,
-            client: w.client,
+            server,
+            client,
         }
         .handle(t, c as usize, ev);
+        w.lend(self.at[0], server);
+        w.lend(self.at[1], client);
     }
 }
 
 /// One event's view: the state with the world's parts it acts on.
 struct Step<'x> {
-    s: &'x mut Memcached,
+    s: &'x mut State,
     net: &'x mut Net,
     me: ComponentId,
     server: &'x mut NetHost,
     client: &'x mut NetHost,
 }
 
-/// One memcached instance on `server`'s own lane (core, PF, node), `spec.clients`
-/// memslap connections from `client`.
-pub fn run(
-    server: &mut NetHost,
-    client: &mut NetHost,
-    spec: MemcachedSpec,
-) -> Result<MemcachedResult, String> {
-    let lane = Lane::of(server);
-    run_instances(server, client, spec, vec![lane])
+impl Memcached {
+    /// One memcached instance per lane of `server` (its own core, the PF of its queue,
+    /// the node of its rings and items), each with `spec.clients` connections from
+    /// `client` (a view of another host).
+    pub fn new(
+        server: NetHost,
+        client: NetHost,
+        spec: MemcachedSpec,
+        lanes: Vec<Lane>,
+    ) -> Result<Memcached, String> {
+        check(&spec, &server, &lanes)?;
+        if server.host == client.host {
+            return Err("memcached's server and its clients are two hosts".into());
+        }
+        let insts: Vec<Inst> = lanes
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| Inst {
+                core: l.core,
+                pf: l.pf,
+                node: l.node,
+                ns: (i as u64) << 32,
+                rx_slot: 0,
+                ring_pending: 0,
+                backlog: VecDeque::new(),
+                tx_slot: 0,
+                skb: 0,
+                tx_cqes: VecDeque::new(),
+                items: HashMap::new(),
+                counts: (0, 0),
+            })
+            .collect();
+        let conns: Vec<Conn> = (0..insts.len() * spec.clients as usize)
+            .map(|c| Conn {
+                inst: c / spec.clients as usize,
+                op: None,
+            })
+            .collect();
+        Ok(Memcached {
+            hosts: [server, client],
+            at: [Shared::default(); 2],
+            st: State {
+                timers: Timers::new(),
+                rng: dist::seeded(spec.seed),
+                events: 0,
+                spec,
+                mss: frame::mss(spec.mtu) as u64,
+                insts,
+                conns,
+                next_version: 1,
+                acked: HashMap::new(),
+                sets_in_flight: HashMap::new(),
+                measuring: false,
+                r: MemcachedResult::default(),
+            },
+        })
+    }
+
+    /// Joins `w` as component `me`: its hosts' memory systems and NICs are the world's
+    /// from now on, and every client issues its first request at time zero.
+    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) {
+        self.at = [w.join(&self.hosts[0]), w.join(&self.hosts[1])];
+        for c in 0..self.st.conns.len() as u32 {
+            self.st
+                .timers
+                .at(&mut w.net, Time::ZERO, me, (c, Ev::Issue));
+        }
+        let warm = self.st.spec.warmup;
+        self.st.timers.at(&mut w.net, warm, me, (0, Ev::Warm));
+    }
+
+    /// Where the server's shared parts are in the world (after `start`).
+    pub fn server(&self) -> Shared {
+        self.at[0]
+    }
+
+    /// What the window measured; `w` is the world it ran in.
+    pub fn result(&self, w: &NetWorld<'_>) -> MemcachedResult {
+        let s = &self.st;
+        let spec = s.spec;
+        let win = spec.window.as_secs_f64();
+        let n = s.insts.len() as f64;
+        let mut r = s.r.clone();
+        let mem = w.mem(self.at[0]);
+        r.kops = (r.gets + r.sets) as f64 / win / 1e3;
+        r.value_gbps = ((r.gets + r.sets) * spec.value_bytes) as f64 * 8.0 / win / 1e9;
+        r.mem_gbps = mem.dram_total() as f64 * 8.0 / win / 1e9;
+        let sockets = mem.params().sockets;
+        r.interconnect_gbps =
+            (0..sockets).map(|k| mem.interconnect_bytes(k)).sum::<u64>() as f64 * 8.0 / win / 1e9;
+        let util = |i: &Inst| (i.core.busy.as_secs_f64() / win).min(1.0);
+        r.server_util = s.insts.iter().map(util).sum::<f64>() / n;
+        r.events = s.events;
+        r.instances = s
+            .insts
+            .iter()
+            .map(|i| InstanceCounts {
+                gets: i.counts.0,
+                sets: i.counts.1,
+                util: util(i),
+            })
+            .collect();
+        r
+    }
+
+    /// The views, with the world's memory systems and NICs lent back into them.
+    fn into_hosts(mut self, w: &mut NetWorld<'_>) -> [NetHost; 2] {
+        let [server, client] = &mut self.hosts;
+        w.lend(self.at[0], server);
+        w.lend(self.at[1], client);
+        self.hosts
+    }
 }
 
-/// One memcached instance per lane of `server` (its own core, the PF of its queue, the
-/// node of its rings and items), each with `spec.clients` connections from `client`; all
-/// share the server's memory system, PCIe links and port.
-pub fn run_instances(
-    server: &mut NetHost,
-    client: &mut NetHost,
-    spec: MemcachedSpec,
-    lanes: Vec<Lane>,
-) -> Result<MemcachedResult, String> {
-    run_with(server, client, spec, lanes, None)
-}
-
-/// As [`run_instances`], with `bg` (a co-located workload) running on the server's memory
-/// system alongside: brought up to every event's time before the event is handled, its
-/// counters reset with the window's.
-pub fn run_with(
-    server: &mut NetHost,
-    client: &mut NetHost,
-    spec: MemcachedSpec,
-    lanes: Vec<Lane>,
-    bg: Option<&mut dyn Background>,
-) -> Result<MemcachedResult, String> {
+/// The spec's values and the lanes, against the server.
+fn check(spec: &MemcachedSpec, server: &NetHost, lanes: &[Lane]) -> Result<(), String> {
     if !(0.0..=1.0).contains(&spec.set_ratio) {
         return Err(format!("set_ratio {} must be in 0..=1", spec.set_ratio));
     }
@@ -341,99 +419,61 @@ pub fn run_with(
             ));
         }
     }
-    let insts: Vec<Inst> = lanes
-        .into_iter()
-        .enumerate()
-        .map(|(i, l)| Inst {
-            core: l.core,
-            pf: l.pf,
-            node: l.node,
-            ns: (i as u64) << 32,
-            rx_slot: 0,
-            ring_pending: 0,
-            backlog: VecDeque::new(),
-            tx_slot: 0,
-            skb: 0,
-            tx_cqes: VecDeque::new(),
-            items: HashMap::new(),
-            counts: (0, 0),
-        })
-        .collect();
-    let conns: Vec<Conn> = (0..insts.len() * spec.clients as usize)
-        .map(|c| Conn {
-            inst: c / spec.clients as usize,
-            op: None,
-        })
-        .collect();
-    let conns_n = conns.len() as u32;
-    let mut state = Memcached {
-        timers: Timers::new(),
-        rng: dist::seeded(spec.seed),
-        events: 0,
-        spec,
-        mss: frame::mss(spec.mtu) as u64,
-        insts,
-        conns,
-        next_version: 1,
-        acked: HashMap::new(),
-        sets_in_flight: HashMap::new(),
-        measuring: false,
-        r: MemcachedResult::default(),
-    };
-    let mut world = World {
-        net: Net::new(spec.seed),
-        server,
-        client,
-        bg,
-    };
-    for c in 0..conns_n {
-        state
-            .timers
-            .at(&mut world.net, Time::ZERO, 0, (c, Ev::Issue));
-    }
-    state
-        .timers
-        .at(&mut world.net, spec.warmup, 0, (0, Ev::Warm));
-    let end = spec.warmup + spec.window;
+    Ok(())
+}
+
+/// One memcached instance on `server`'s own lane (core, PF, node), `spec.clients`
+/// memslap connections from `client`.
+pub fn run(
+    server: &mut NetHost,
+    client: &mut NetHost,
+    spec: MemcachedSpec,
+) -> Result<MemcachedResult, String> {
+    let lane = Lane::of(server);
+    run_instances(server, client, spec, vec![lane])
+}
+
+/// One memcached instance per lane of `server` (its own core, the PF of its queue, the
+/// node of its rings and items), each with `spec.clients` connections from `client`; all
+/// share the server's memory system, PCIe links and port.
+pub fn run_instances(
+    server: &mut NetHost,
+    client: &mut NetHost,
+    spec: MemcachedSpec,
+    lanes: Vec<Lane>,
+) -> Result<MemcachedResult, String> {
+    run_with(server, client, spec, lanes, None)
+}
+
+/// As [`run_instances`], with `bg` (a co-located workload) running on the server's memory
+/// system alongside: brought up to every event's time before the event is handled, its
+/// counters reset with the window's.
+pub fn run_with(
+    server: &mut NetHost,
+    client: &mut NetHost,
+    spec: MemcachedSpec,
+    lanes: Vec<Lane>,
+    bg: Option<&mut dyn Background>,
+) -> Result<MemcachedResult, String> {
+    let mc = Memcached::new(server.clone(), client.clone(), spec, lanes)?;
+    let mut world = NetWorld::new(spec.seed);
     let mut sim = Sim::new();
-    let id = sim.add(state);
-    debug_assert_eq!(id, 0, "the timers above are the first component's");
+    let id = sim.add(mc);
+    sim.with(&mut world, id, |m: &mut Memcached, w| {
+        m.start(w, id);
+        if let Some(b) = bg {
+            w.beside(m.server(), b);
+        }
+    })
+    .expect("memcached is a component");
+    let end = spec.warmup + spec.window;
     // Events at `end` are still handled; the horizon comes before any later one.
     sim.run_until(&mut world, end + Time::from_ps(1));
-    if let Some(b) = world.bg.as_deref_mut() {
-        b.advance(&mut world.server.mem, end);
-    }
-    let s: Memcached = sim.take(id).expect("memcached is component 0");
-    let server = world.server;
-    let w = spec.window.as_secs_f64();
-    let n = s.insts.len() as f64;
-    let mut r = s.r;
-    r.kops = (r.gets + r.sets) as f64 / w / 1e3;
-    r.value_gbps = ((r.gets + r.sets) * spec.value_bytes) as f64 * 8.0 / w / 1e9;
-    r.mem_gbps = server.mem.dram_total() as f64 * 8.0 / w / 1e9;
-    let sockets = server.mem.params().sockets;
-    r.interconnect_gbps = (0..sockets)
-        .map(|k| server.mem.interconnect_bytes(k))
-        .sum::<u64>() as f64
-        * 8.0
-        / w
-        / 1e9;
-    r.server_util = s
-        .insts
-        .iter()
-        .map(|i| (i.core.busy.as_secs_f64() / w).min(1.0))
-        .sum::<f64>()
-        / n;
-    r.events = s.events;
-    r.instances = s
-        .insts
-        .iter()
-        .map(|i| InstanceCounts {
-            gets: i.counts.0,
-            sets: i.counts.1,
-            util: (i.core.busy.as_secs_f64() / w).min(1.0),
-        })
-        .collect();
+    world.advance_beside(end);
+    let mc: Memcached = sim.take(id).expect("memcached is a component");
+    let r = mc.result(&world);
+    let [s, c] = mc.into_hosts(&mut world);
+    (*server, *client) = (s, c);
     Ok(r)
 }
 

@@ -15,8 +15,9 @@ pub mod rr;
 mod rxq;
 pub mod stream;
 pub mod udp;
+pub mod world;
 
-use fabric::{HostId, NetStackCosts, Platform, Topology};
+use fabric::{DeviceId, HostId, NetStackCosts, Platform, Topology};
 use sim::memsys::{MemSys, MemSysParams, Snoop, Uncore};
 use sim::Time;
 
@@ -72,6 +73,9 @@ impl Core {
 /// the core the workload and its interrupts run on, the node of its rings and buffers.
 #[derive(Clone, Debug)]
 pub struct NetHost {
+    /// Which host and NIC this is a view of (models that share them share a `world`).
+    pub host: HostId,
+    pub device: DeviceId,
     pub mem: MemSys,
     pub nic: Nic,
     /// PF the workload's queue is on (receive and transmit).
@@ -186,6 +190,7 @@ impl NetHost {
         let dev = topo
             .device_by_name(host, nic)
             .ok_or_else(|| format!("host `{hname}` has no device `{nic}`"))?;
+        let device = dev;
         let nic = Nic::from_topology(topo, dev)?;
         if pf >= nic.pfs.len() {
             return Err(format!(
@@ -202,6 +207,8 @@ impl NetHost {
         }
         let mem = memory_system(topo, host)?;
         Ok(NetHost {
+            host,
+            device,
             mem,
             coalescing: Coalescing::of(&nic.params),
             nic,

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use devices::nic::{frame, Coalescing};
-use sim::component::{Component, HasNet, Sim};
+use sim::component::{Component, Sim};
 use sim::memsys::LINE;
 use sim::net::{ComponentId, Event, Net};
 use sim::timers::Timers;
@@ -25,6 +25,7 @@ use sim::Time;
 
 use super::migration::{Migrating, MigrationResult, Observed};
 use super::rxq::{RxQueue, Seg};
+use super::world::{NetWorld, Shared};
 use super::{buf, Core, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
 use crate::victim::Background;
 
@@ -208,8 +209,7 @@ impl Conn {
 }
 
 /// The streams' state between events: every connection and the timers of their events.
-/// The hosts they run between are the world's.
-struct Streams {
+struct State {
     timers: Timers<(u32, Ev)>,
     spec: StreamSpec,
     mss: u64,
@@ -221,70 +221,216 @@ struct Streams {
     events: u64,
 }
 
-/// What the streams run on: the kernel's network, both hosts, the receiving thread's
-/// move (migration runs) and a workload beside them on one host's memory system.
-struct World<'a, 'b> {
-    net: Net,
-    tx: &'a mut NetHost,
-    rx: &'a mut NetHost,
-    mig: Option<Migrating<'a>>,
-    bg: Option<Colocated<'b>>,
+/// TCP_STREAM connections between two hosts, as one component of a [`NetWorld`]: its
+/// views of the sending and receiving host (the active connection's lanes in them), where
+/// their shared parts are in the world, and its migrating flow there, if any.
+pub struct Streams {
+    hosts: [NetHost; 2],
+    at: [Shared; 2],
+    flow: Option<usize>,
+    st: State,
 }
 
-impl HasNet for World<'_, '_> {
-    fn net(&mut self) -> &mut Net {
-        &mut self.net
-    }
-}
-
-impl World<'_, '_> {
-    /// Brings the workload beside the streams up to `t` (its counters restarted with the
-    /// window's when `warm`).
-    fn advance_beside(&mut self, t: Time, warm: bool) {
-        let Some(b) = self.bg.as_mut() else { return };
-        let mem = match b.side {
-            Side::Sender => &mut self.tx.mem,
-            Side::Receiver => &mut self.rx.mem,
-        };
-        b.work.advance(mem, t);
-        if warm {
-            b.work.reset_counters();
-        }
-    }
-}
-
-impl<'a, 'b> Component<World<'a, 'b>> for Streams {
-    fn notify(&mut self, w: &mut World<'a, 'b>, me: ComponentId, event: Event) {
+impl<'b> Component<NetWorld<'b>> for Streams {
+    fn notify(&mut self, w: &mut NetWorld<'b>, me: ComponentId, event: Event) {
         let Event::Timer(key) = event else {
             return;
         };
-        let (i, ev) = self.timers.take(key);
+        let (i, ev) = self.st.timers.take(key);
         let t = w.net.now();
-        self.events += 1;
-        // The workload beside first: both reserve DRAM, LLC and interconnect in time order.
-        w.advance_beside(t, matches!(ev, Ev::Warm));
+        self.st.events += 1;
+        // The workloads beside first: all reserve DRAM, LLC and interconnect in time order.
+        w.before_event(t, matches!(ev, Ev::Warm));
+        let [tx, rx] = &mut self.hosts;
+        w.lend(self.at[0], tx);
+        w.lend(self.at[1], rx);
         let mut s = Step {
-            s: self,
+            s: &mut self.st,
             net: &mut w.net,
             me,
-            tx: w.tx,
-            rx: w.rx,
-            mig: w.mig.as_mut(),
+            tx,
+            rx,
+            mig: self.flow.and_then(|f| w.flows.get_mut(f)),
         };
         s.s.activate(i, s.tx, s.rx);
         s.handle(t, ev);
         s.schedule_driver();
+        w.lend(self.at[0], tx);
+        w.lend(self.at[1], rx);
     }
 }
 
 /// One event's view: the streams' state with the world's parts it acts on.
 struct Step<'x, 'a> {
-    s: &'x mut Streams,
+    s: &'x mut State,
     net: &'x mut Net,
     me: ComponentId,
     tx: &'x mut NetHost,
     rx: &'x mut NetHost,
     mig: Option<&'x mut Migrating<'a>>,
+}
+
+impl Streams {
+    /// One TCP stream per `(sender lane, receiver lane)` from `tx` to `rx` (views of two
+    /// different hosts).
+    pub fn new(
+        tx: NetHost,
+        rx: NetHost,
+        spec: StreamSpec,
+        lanes: Vec<(Lane, Lane)>,
+    ) -> Result<Streams, String> {
+        if spec.msg_bytes == 0 {
+            return Err("msg_bytes must be > 0".into());
+        }
+        if spec.mtu < 576 || spec.mtu > 9000 {
+            return Err(format!("mtu {} must be in 576..=9000", spec.mtu));
+        }
+        if lanes.is_empty() || lanes.len() > 256 {
+            return Err(format!("{} connections: must be 1..=256", lanes.len()));
+        }
+        if tx.host == rx.host {
+            return Err("a stream's sender and receiver are two hosts".into());
+        }
+        for (i, (a, b)) in lanes.iter().enumerate() {
+            for (l, h, side) in [(a, &tx, "sender"), (b, &rx, "receiver")] {
+                if l.pf >= h.nic.pfs.len() || l.node >= h.mem.params().sockets {
+                    return Err(format!(
+                        "connection {i}: {side} lane on pf{} / node {} does not exist",
+                        l.pf, l.node
+                    ));
+                }
+            }
+        }
+        let rcvbuf = rx.costs.rcvbuf_bytes;
+        let mut hosts = [tx, rx];
+        let [tx, rx] = &mut hosts;
+        let home = (Lane::of(tx), Lane::of(rx));
+        let mut conns: Vec<Conn> = lanes
+            .into_iter()
+            .enumerate()
+            .map(|(i, (a, b))| Conn::new(i, a, b, rcvbuf))
+            .collect();
+        // Connection 0 is active: its lanes in the hosts, the hosts' own lanes in its slot.
+        let mut k = std::mem::replace(&mut conns[0], Conn::new(0, home.0, home.1, rcvbuf));
+        k.tx_lane.swap_into(tx);
+        k.rx_lane.swap_into(rx);
+        Ok(Streams {
+            hosts,
+            at: [Shared::default(); 2],
+            flow: None,
+            st: State {
+                timers: Timers::new(),
+                spec,
+                mss: frame::mss(spec.mtu) as u64,
+                k,
+                cur: 0,
+                conns,
+                events: 0,
+            },
+        })
+    }
+
+    /// Joins `w` as component `me`: its hosts' memory systems and NICs are the world's
+    /// from now on, and its connections start sending at time zero.
+    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) {
+        self.at = [w.join(&self.hosts[0]), w.join(&self.hosts[1])];
+        for i in 0..self.st.conns.len() as u32 {
+            self.st
+                .timers
+                .at(&mut w.net, Time::ZERO, me, (i, Ev::SenderApp));
+        }
+        let warm = self.st.spec.warmup;
+        self.st.timers.at(&mut w.net, warm, me, (0, Ev::Warm));
+    }
+
+    /// Where the host on `side` shares its memory system and NIC in the world (after
+    /// `start`).
+    pub fn at(&self, side: Side) -> Shared {
+        match side {
+            Side::Sender => self.at[0],
+            Side::Receiver => self.at[1],
+        }
+    }
+
+    /// The stream's one connection has its receiving thread moved (before `start`).
+    fn migrate<'b>(
+        &mut self,
+        w: &mut NetWorld<'b>,
+        me: ComponentId,
+        m: Migrating<'b>,
+    ) -> Result<(), String> {
+        let n = self.st.conns.len();
+        if n != 1 {
+            return Err(format!("a migrating stream is one connection, not {n}"));
+        }
+        self.st.k.rx_q.rings = m.rings();
+        let at = m.spec.mv.at;
+        self.st.timers.at(&mut w.net, at, me, (0, Ev::Move));
+        w.flows.push(m);
+        self.flow = Some(w.flows.len() - 1);
+        Ok(())
+    }
+
+    /// What the window measured; `w` is the world the streams ran in.
+    pub fn result(&mut self, w: &NetWorld<'_>) -> StreamResult {
+        // Back to connection 0 and park it: every connection is in `conns`, the hosts hold
+        // their own lanes again.
+        let [tx, rx] = &mut self.hosts;
+        self.st.activate(0, tx, rx);
+        self.st.park(tx, rx);
+        let s = &self.st;
+        let n = s.conns.len();
+        let win = s.spec.window.as_secs_f64();
+        let util = |c: &Core| (c.busy.as_secs_f64() / win).min(1.0);
+        let mem = |at: Shared| w.mem(at).dram_total() as f64 * 8.0 / win / 1e9;
+        let cs = &s.conns;
+        let mean = |f: &dyn Fn(&Conn) -> f64| cs.iter().map(f).sum::<f64>() / n as f64;
+        let sum = |f: &dyn Fn(&Conn) -> u64| cs.iter().map(f).sum::<u64>();
+        StreamResult {
+            throughput_gbps: sum(&|c| c.delivered_window) as f64 * 8.0 / win / 1e9,
+            sender_util: mean(&|c| util(&c.tx_lane.core)),
+            receiver_util: mean(&|c| util(&c.rx_lane.core)),
+            sender_mem_gbps: mem(self.at[0]),
+            receiver_mem_gbps: mem(self.at[1]),
+            out_of_order: sum(&|c| c.out_of_order),
+            bytes_delivered: sum(&|c| c.delivered),
+            bytes_sent: sum(&|c| c.snd_nxt),
+            tso_sends: sum(&|c| c.tso_sends),
+            frames: sum(&|c| c.frames),
+            events: s.events,
+            receiver_interrupts: sum(&|c| c.rx_q.coalesce.interrupts()),
+            connections: cs
+                .iter()
+                .map(|c| ConnStats {
+                    delivered_window: c.delivered_window,
+                    sender_util: util(&c.tx_lane.core),
+                    receiver_util: util(&c.rx_lane.core),
+                    receiver_interrupts: c.rx_q.coalesce.interrupts(),
+                })
+                .collect(),
+        }
+    }
+
+    /// What a migrating stream observed of its receive side (after `result`).
+    fn observed(&self) -> Observed {
+        let c = &self.st.conns[0];
+        // Conservation: every byte sent was read, is unread, held out of order or still
+        // in a ring (frames on the wire are already queued for their completion time).
+        let held: u64 = c.ofo.values().chain(&c.rx_q.pending).map(|g| g.len).sum();
+        Observed {
+            reordered: c.reordered,
+            lost: c.snd_nxt - c.delivered - c.unread - held,
+            ring_peak: c.rx_q.rings.iter().map(|r| r.peak).collect(),
+        }
+    }
+
+    /// The views, with the world's memory systems and NICs lent back into them.
+    fn into_hosts(mut self, w: &mut NetWorld<'_>) -> [NetHost; 2] {
+        let [tx, rx] = &mut self.hosts;
+        w.lend(self.at[0], tx);
+        w.lend(self.at[1], rx);
+        self.hosts
+    }
 }
 
 /// Runs a TCP stream from `tx` to `rx` (each with its NIC, PF, core and node).
@@ -330,135 +476,44 @@ pub(crate) fn run_migrating<'a>(
     Ok(mig.result(stream, observed))
 }
 
+/// The streams alone in a world of their own; the hosts come back with the run's state.
 fn run_inner<'a>(
-    tx: &'a mut NetHost,
-    rx: &'a mut NetHost,
+    tx: &mut NetHost,
+    rx: &mut NetHost,
     spec: StreamSpec,
     lanes: Vec<(Lane, Lane)>,
     mig: Option<Migrating<'a>>,
-    bg: Option<Colocated<'_>>,
+    bg: Option<Colocated<'a>>,
 ) -> Result<(StreamResult, Option<(Migrating<'a>, Observed)>), String> {
-    if spec.msg_bytes == 0 {
-        return Err("msg_bytes must be > 0".into());
-    }
-    if spec.mtu < 576 || spec.mtu > 9000 {
-        return Err(format!("mtu {} must be in 576..=9000", spec.mtu));
-    }
-    if lanes.is_empty() || lanes.len() > 256 {
-        return Err(format!("{} connections: must be 1..=256", lanes.len()));
-    }
-    for (i, (a, b)) in lanes.iter().enumerate() {
-        for (l, h, side) in [(a, &*tx, "sender"), (b, &*rx, "receiver")] {
-            if l.pf >= h.nic.pfs.len() || l.node >= h.mem.params().sockets {
-                return Err(format!(
-                    "connection {i}: {side} lane on pf{} / node {} does not exist",
-                    l.pf, l.node
-                ));
-            }
-        }
-    }
-    let rcvbuf = rx.costs.rcvbuf_bytes;
-    let n = lanes.len();
-    let home = (Lane::of(tx), Lane::of(rx));
-    let mut conns: Vec<Conn> = lanes
-        .into_iter()
-        .enumerate()
-        .map(|(i, (a, b))| Conn::new(i, a, b, rcvbuf))
-        .collect();
-    // Connection 0 is active: its lanes in the hosts, the hosts' own lanes in its slot.
-    let mut k = std::mem::replace(&mut conns[0], Conn::new(0, home.0, home.1, rcvbuf));
-    if let Some(m) = &mig {
-        k.rx_q.rings = m.rings();
-    }
-    k.tx_lane.swap_into(tx);
-    k.rx_lane.swap_into(rx);
-    let mut streams = Streams {
-        timers: Timers::new(),
-        spec,
-        mss: frame::mss(spec.mtu) as u64,
-        k,
-        cur: 0,
-        conns,
-        events: 0,
-    };
-    let mut world = World {
-        net: Net::new(1),
-        tx,
-        rx,
-        mig,
-        bg,
-    };
-    let net = &mut world.net;
-    for i in 0..n as u32 {
-        streams.timers.at(net, Time::ZERO, 0, (i, Ev::SenderApp));
-    }
-    streams.timers.at(net, spec.warmup, 0, (0, Ev::Warm));
-    if let Some(m) = &world.mig {
-        if n != 1 {
-            return Err(format!("a migrating stream is one connection, not {n}"));
-        }
-        let at = m.spec.mv.at;
-        streams.timers.at(&mut world.net, at, 0, (0, Ev::Move));
-    }
-    let end = spec.warmup + spec.window;
+    let streams = Streams::new(tx.clone(), rx.clone(), spec, lanes)?;
+    let mut world = NetWorld::new(1);
     let mut sim = Sim::new();
     let id = sim.add(streams);
-    debug_assert_eq!(id, 0, "the timers above are the first component's");
+    let started = sim.with(&mut world, id, |s: &mut Streams, w| {
+        s.start(w, id);
+        if let Some(b) = bg {
+            w.beside(s.at(b.side), b.work);
+        }
+        match mig {
+            Some(m) => s.migrate(w, id, m),
+            None => Ok(()),
+        }
+    });
+    started.expect("the streams are a component")?;
+    let end = spec.warmup + spec.window;
     // Events at `end` are still handled; the horizon comes before any later one.
     sim.run_until(&mut world, end + Time::from_ps(1));
-    world.advance_beside(end, false);
-    let mut streams: Streams = sim.take(id).expect("the streams are component 0");
-    let World { tx, rx, mig, .. } = world;
-    // Back to connection 0 and park it: every connection is in `conns`, the hosts hold
-    // their own lanes again.
-    streams.activate(0, tx, rx);
-    streams.park(tx, rx);
-    let s = streams;
-    let w = spec.window.as_secs_f64();
-    let util = |c: &Core| (c.busy.as_secs_f64() / w).min(1.0);
-    let mem = |h: &NetHost| h.mem.dram_total() as f64 * 8.0 / w / 1e9;
-    let cs = &s.conns;
-    let mean = |f: &dyn Fn(&Conn) -> f64| cs.iter().map(f).sum::<f64>() / n as f64;
-    let sum = |f: &dyn Fn(&Conn) -> u64| cs.iter().map(f).sum::<u64>();
-    let r = StreamResult {
-        throughput_gbps: sum(&|c| c.delivered_window) as f64 * 8.0 / w / 1e9,
-        sender_util: mean(&|c| util(&c.tx_lane.core)),
-        receiver_util: mean(&|c| util(&c.rx_lane.core)),
-        sender_mem_gbps: mem(tx),
-        receiver_mem_gbps: mem(rx),
-        out_of_order: sum(&|c| c.out_of_order),
-        bytes_delivered: sum(&|c| c.delivered),
-        bytes_sent: sum(&|c| c.snd_nxt),
-        tso_sends: sum(&|c| c.tso_sends),
-        frames: sum(&|c| c.frames),
-        events: s.events,
-        receiver_interrupts: sum(&|c| c.rx_q.coalesce.interrupts()),
-        connections: cs
-            .iter()
-            .map(|c| ConnStats {
-                delivered_window: c.delivered_window,
-                sender_util: util(&c.tx_lane.core),
-                receiver_util: util(&c.rx_lane.core),
-                receiver_interrupts: c.rx_q.coalesce.interrupts(),
-            })
-            .collect(),
-    };
-    let out = mig.map(|m| {
-        let c = &s.conns[0];
-        // Conservation: every byte sent was read, is unread, held out of order or still
-        // in a ring (frames on the wire are already queued for their completion time).
-        let held: u64 = c.ofo.values().chain(&c.rx_q.pending).map(|g| g.len).sum();
-        let observed = Observed {
-            reordered: c.reordered,
-            lost: c.snd_nxt - c.delivered - c.unread - held,
-            ring_peak: c.rx_q.rings.iter().map(|r| r.peak).collect(),
-        };
-        (m, observed)
-    });
+    world.advance_beside(end);
+    let mut streams: Streams = sim.take(id).expect("the streams are a component");
+    let r = streams.result(&world);
+    let observed = streams.flow.map(|_| streams.observed());
+    let [t, r_host] = streams.into_hosts(&mut world);
+    (*tx, *rx) = (t, r_host);
+    let out = world.flows.pop().zip(observed);
     Ok((r, out))
 }
 
-impl Streams {
+impl State {
     /// Makes connection `i` the active one: its state in `k`, its cores, PFs and nodes
     /// in the two hosts.
     fn activate(&mut self, i: u32, tx: &mut NetHost, rx: &mut NetHost) {

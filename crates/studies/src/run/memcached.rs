@@ -7,13 +7,12 @@
 //! one instance runs this way only when a victim joins it (`run::net` runs it otherwise).
 
 use fabric::Topology;
-use host::net::memcached::{self, MemcachedSpec};
+use host::net::memcached::{Memcached, MemcachedResult, MemcachedSpec};
 use host::net::stream::Lane;
-use host::victim::Background;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::beside::Beside;
-use super::packet::{self, placement, NetOutcome};
+use super::packet::{self, placement, Group, NetOutcome};
 use super::spec::{Kind, Measure, NetEnds, NicMode, Workload};
 use super::victim::Victim;
 use crate::ioctopus::setup::{self, MTU};
@@ -62,29 +61,42 @@ fn shared(kind: &Kind) -> Option<Shared<'_>> {
     }
 }
 
-/// The groups of `workloads` (indices, in file order) that run as one model: two or more
-/// sharing their hosts and load, or one with several instances or on a host in `joined`
-/// (a victim's).
-pub(super) fn groups(workloads: &[Workload], joined: &[&str]) -> Vec<Vec<usize>> {
-    let mut groups = super::packet::group_by(workloads, shared);
-    groups.retain(|g| {
-        let key = shared(&workloads[g[0]].kind).expect("grouped");
-        let several = |i: &usize| matches!(workloads[*i].kind, Kind::Memcached { instances, .. } if instances > 1);
-        g.len() > 1 || g.iter().any(several) || joined.contains(&key.server)
-    });
-    groups
+/// The memcached workloads of `workloads` that can run as one model, by what they share;
+/// two or more must, and so must one with several instances.
+pub(super) fn groups(workloads: &[Workload]) -> Vec<Group<'_>> {
+    super::packet::group_by(workloads, shared)
+        .into_iter()
+        .map(|members| {
+            let key = shared(&workloads[members[0]].kind).expect("grouped");
+            let several = |i: &usize| matches!(workloads[*i].kind, Kind::Memcached { instances, .. } if instances > 1);
+            Group {
+                together: members.len() > 1 || members.iter().any(several),
+                members,
+                server: key.server,
+                client: key.client,
+            }
+        })
+        .collect()
 }
 
-/// Runs the memcached workloads `members` (one group of `groups`) as one model, with the
-/// server's victim when there is one; their outcomes in the same order.
-pub(super) fn run_group(
+/// What a group's rows need of its set-up once its instances have run.
+pub(super) struct Rows {
+    /// Per member: its first instance, its instances, its queue's PF.
+    parts: Vec<(usize, usize, usize)>,
+    value_bytes: u64,
+}
+
+/// The memcached workloads `members` (one group of `groups`) as one component, its hosts'
+/// memory systems loaded with the run's CPU streams there (`victim`: the server's, for
+/// the core check).
+pub(super) fn build_group(
     topo: &Topology,
     members: &[&Workload],
     m: Measure,
     seed: u64,
     beside: &mut Beside,
-    victim: Option<&mut Victim>,
-) -> Result<Vec<NetOutcome>, String> {
+    victim: Option<&Victim>,
+) -> Result<(Memcached, Rows), String> {
     let key = shared(&members[0].kind).expect("a group's workload");
     let mut lanes = Vec::new();
     let mut parts = Vec::new();
@@ -105,7 +117,7 @@ pub(super) fn run_group(
         server.get_or_insert(h);
     }
     let mut server = server.expect("a group has members");
-    check_cores(topo, members, victim.as_deref())?;
+    check_cores(topo, members, victim)?;
     beside.load(topo, key.server, &mut server.mem)?;
     let mut client = setup::stream_client(topo, key.client, key.client_nic)?;
     beside.load(topo, key.client, &mut client.mem)?;
@@ -120,43 +132,46 @@ pub(super) fn run_group(
         window: m.duration,
         seed: key.seed.unwrap_or(seed),
     };
-    let bg = victim.map(|v| {
-        v.v.start_at(m.warmup - v.warmup);
-        &mut v.v as &mut dyn Background
-    });
-    let r = memcached::run_with(&mut server, &mut client, spec, lanes, bg)?;
-    let secs = m.duration.as_secs_f64();
-    let mut outs = Vec::new();
-    for (w, (first, n, pf)) in members.iter().zip(parts) {
-        let mine = &r.instances[first..first + n];
-        let (gets, sets): (u64, u64) = mine
-            .iter()
-            .fold((0, 0), |a, i| (a.0 + i.gets, a.1 + i.sets));
-        let mut counters = packet::checked_counters(&r, pf)?;
-        counters["instances"] = json!(n);
-        counters["gets"] = json!(gets);
-        counters["sets"] = json!(sets);
-        counters["instance_cpu_util"] = json!(mine.iter().map(|i| i.util).sum::<f64>() / n as f64);
-        let others: Vec<&str> = members
-            .iter()
-            .filter(|o| o.name != w.name)
-            .map(|o| o.name.as_str())
-            .collect();
-        counters["run_with"] = Value::from(others);
-        let done = (gets + sets) as f64;
-        outs.push(NetOutcome {
-            metrics: packet::metrics(&[
-                ("kops", done / secs / 1e3),
-                ("mem_bw_gbps", r.mem_gbps),
-                (
-                    "throughput_gbps",
-                    done * key.value_bytes as f64 * 8.0 / secs / 1e9,
-                ),
-            ]),
-            counters,
-        });
+    let mc = Memcached::new(server, client, spec, lanes)?;
+    let rows = Rows {
+        parts,
+        value_bytes: key.value_bytes,
+    };
+    Ok((mc, rows))
+}
+
+impl Rows {
+    /// One outcome per member, from the group's result; an error if any GET returned
+    /// other bytes than a SET stored.
+    pub fn outcomes(&self, r: &MemcachedResult, m: Measure) -> Result<Vec<NetOutcome>, String> {
+        let secs = m.duration.as_secs_f64();
+        let mut outs = Vec::new();
+        for &(first, n, pf) in &self.parts {
+            let mine = &r.instances[first..first + n];
+            let (gets, sets): (u64, u64) = mine
+                .iter()
+                .fold((0, 0), |a, i| (a.0 + i.gets, a.1 + i.sets));
+            let mut counters = packet::checked_counters(r, pf)?;
+            counters["instances"] = json!(n);
+            counters["gets"] = json!(gets);
+            counters["sets"] = json!(sets);
+            counters["instance_cpu_util"] =
+                json!(mine.iter().map(|i| i.util).sum::<f64>() / n as f64);
+            let done = (gets + sets) as f64;
+            outs.push(NetOutcome {
+                metrics: packet::metrics(&[
+                    ("kops", done / secs / 1e3),
+                    ("mem_bw_gbps", r.mem_gbps),
+                    (
+                        "throughput_gbps",
+                        done * self.value_bytes as f64 * 8.0 / secs / 1e9,
+                    ),
+                ]),
+                counters,
+            });
+        }
+        Ok(outs)
     }
-    Ok(outs)
 }
 
 /// A workload's server host, set up with its queue on the PF the NIC's steering gives its

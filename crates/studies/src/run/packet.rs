@@ -107,3 +107,12 @@ pub(super) fn group_by<'w, K: PartialEq>(
     }
     groups.into_iter().map(|(_, g)| g).collect()
 }
+
+/// Workloads that can run as one model: their indices in file order, the hosts they run
+/// between, and whether they must run as one (they would otherwise run alone).
+pub(super) struct Group<'w> {
+    pub members: Vec<usize>,
+    pub server: &'w str,
+    pub client: &'w str,
+    pub together: bool,
+}

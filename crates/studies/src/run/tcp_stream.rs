@@ -11,12 +11,14 @@
 
 use devices::nic::FiveTuple;
 use fabric::Topology;
-use host::net::stream::{self, Colocated, Lane, Side, StreamResult, StreamSpec};
+use host::net::stream::{self, Lane, Side, StreamResult, StreamSpec, Streams};
+use host::net::world::NetWorld;
 use host::net::NetHost;
-use serde_json::{json, Value};
+use serde_json::json;
+use sim::component::Sim;
 
 use super::beside::Beside;
-use super::packet::{metrics, placement, NetOutcome};
+use super::packet::{metrics, placement, Group, NetOutcome};
 use super::spec::{Kind, Measure, NetTest, NicMode, Workload};
 use super::victim::Victim;
 use crate::ioctopus::setup::{self, NicChoice, FLOW, MTU};
@@ -44,7 +46,7 @@ impl Stream {
     /// Every part's connections together, its flows steered as the NIC steers them; one
     /// outcome per part.
     pub fn run(
-        mut self,
+        self,
         topo: &Topology,
         server: &str,
         parts: &[Part],
@@ -52,7 +54,40 @@ impl Stream {
         m: Measure,
         victim: Option<&mut Victim>,
     ) -> Result<Vec<NetOutcome>, String> {
-        check_cores(topo, server, parts, victim.as_deref())?;
+        let server_receives = self.server_receives;
+        let streams = self.build(topo, server, parts, msg_bytes, m, victim.as_deref())?;
+        let mut world = NetWorld::new(1);
+        let mut sim = Sim::new();
+        let id = sim.add(streams);
+        sim.with(&mut world, id, |s: &mut Streams, w| {
+            s.start(w, id);
+            if let Some(v) = victim {
+                v.v.start_at(m.warmup - v.warmup);
+                w.beside(s.at(server_side(server_receives)), &mut v.v);
+            }
+        })
+        .expect("the streams are a component");
+        let end = m.warmup + m.duration;
+        // Events at `end` are still handled; the horizon comes before any later one.
+        sim.run_until(&mut world, end + sim::Time::from_ps(1));
+        world.advance_beside(end);
+        let s: &mut Streams = sim.get_mut(id).expect("the streams are a component");
+        let r = s.result(&world);
+        Ok(outcomes(server_receives, &r, parts, m))
+    }
+
+    /// The streams of every part's connections, their flows steered as the NIC steers
+    /// them, as one component of a `NetWorld` (`victim`: the server's, for the core check).
+    pub fn build(
+        self,
+        topo: &Topology,
+        server: &str,
+        parts: &[Part],
+        msg_bytes: u64,
+        m: Measure,
+        victim: Option<&Victim>,
+    ) -> Result<Streams, String> {
+        check_cores(topo, server, parts, victim)?;
         let sockets = setup::pf_sockets(&self.server);
         let mut lanes = Vec::new();
         for part in parts {
@@ -78,83 +113,78 @@ impl Stream {
             warmup: m.warmup,
             window: m.duration,
         };
-        // The victim shares the server's memory system, the receiver's or the sender's.
-        let side = if self.server_receives {
-            Side::Receiver
+        if self.server_receives {
+            Streams::new(self.client, self.server, spec, lanes)
         } else {
-            Side::Sender
-        };
-        let bg = victim.map(|v| {
-            v.v.start_at(m.warmup - v.warmup);
-            Colocated {
-                side,
-                work: &mut v.v,
-            }
-        });
-        let r = if self.server_receives {
-            stream::run_lanes_with(&mut self.client, &mut self.server, spec, lanes, bg)
-        } else {
-            stream::run_lanes_with(&mut self.server, &mut self.client, spec, lanes, bg)
-        }?;
-        let mut first = 0;
-        Ok(parts
-            .iter()
-            .map(|part| {
-                let n = part.connections as usize;
-                let out = self.outcome(&r, first..first + n, part, m);
-                first += n;
-                out
-            })
-            .collect())
+            Streams::new(self.server, self.client, spec, lanes)
+        }
     }
+}
 
-    /// The outcome of the connections `conns` of `r`, which are `part`'s.
-    fn outcome(
-        &self,
-        r: &StreamResult,
-        conns: std::ops::Range<usize>,
-        part: &Part,
-        m: Measure,
-    ) -> NetOutcome {
-        let rx = self.server_receives;
-        let cs = &r.connections[conns];
-        let n = cs.len() as f64;
-        let mean = |f: &dyn Fn(&stream::ConnStats) -> f64| cs.iter().map(f).sum::<f64>() / n;
-        let (util, client_util) = if rx {
-            (mean(&|c| c.receiver_util), mean(&|c| c.sender_util))
-        } else {
-            (mean(&|c| c.sender_util), mean(&|c| c.receiver_util))
-        };
-        let mem = if rx {
-            r.receiver_mem_gbps
-        } else {
-            r.sender_mem_gbps
-        };
-        let delivered: u64 = cs.iter().map(|c| c.delivered_window).sum();
-        let secs = m.duration.as_secs_f64();
-        let mut fields = vec![
-            ("throughput_gbps", delivered as f64 * 8.0 / secs / 1e9),
-            ("mem_bw_gbps", mem),
-            ("cpu_util", util),
-        ];
-        if rx {
-            let irqs: u64 = cs.iter().map(|c| c.receiver_interrupts).sum();
-            fields.push(("server_irqs_per_s", irqs as f64 / secs));
-        }
-        NetOutcome {
-            metrics: metrics(&fields),
-            counters: json!({
-                "pf": part.pf,
-                "connections": part.connections,
-                "tso_sends": r.tso_sends,
-                "frames": r.frames,
-                "out_of_order": r.out_of_order,
-                "bytes_delivered": r.bytes_delivered,
-                "events": r.events,
-                "receiver_interrupts": r.receiver_interrupts,
-                "client_cpu_util": client_util,
-            }),
-        }
+/// One outcome per part of the streams' result `r` (the parts' connections in order).
+pub(super) fn outcomes(
+    server_receives: bool,
+    r: &StreamResult,
+    parts: &[Part],
+    m: Measure,
+) -> Vec<NetOutcome> {
+    let mut first = 0;
+    parts
+        .iter()
+        .map(|part| {
+            let n = part.connections as usize;
+            let out = outcome(server_receives, r, first..first + n, part, m);
+            first += n;
+            out
+        })
+        .collect()
+}
+
+/// The outcome of the connections `conns` of `r`, which are `part`'s.
+fn outcome(
+    rx: bool,
+    r: &StreamResult,
+    conns: std::ops::Range<usize>,
+    part: &Part,
+    m: Measure,
+) -> NetOutcome {
+    let cs = &r.connections[conns];
+    let n = cs.len() as f64;
+    let mean = |f: &dyn Fn(&stream::ConnStats) -> f64| cs.iter().map(f).sum::<f64>() / n;
+    let (util, client_util) = if rx {
+        (mean(&|c| c.receiver_util), mean(&|c| c.sender_util))
+    } else {
+        (mean(&|c| c.sender_util), mean(&|c| c.receiver_util))
+    };
+    let mem = if rx {
+        r.receiver_mem_gbps
+    } else {
+        r.sender_mem_gbps
+    };
+    let delivered: u64 = cs.iter().map(|c| c.delivered_window).sum();
+    let secs = m.duration.as_secs_f64();
+    let mut fields = vec![
+        ("throughput_gbps", delivered as f64 * 8.0 / secs / 1e9),
+        ("mem_bw_gbps", mem),
+        ("cpu_util", util),
+    ];
+    if rx {
+        let irqs: u64 = cs.iter().map(|c| c.receiver_interrupts).sum();
+        fields.push(("server_irqs_per_s", irqs as f64 / secs));
+    }
+    NetOutcome {
+        metrics: metrics(&fields),
+        counters: json!({
+            "pf": part.pf,
+            "connections": part.connections,
+            "tso_sends": r.tso_sends,
+            "frames": r.frames,
+            "out_of_order": r.out_of_order,
+            "bytes_delivered": r.bytes_delivered,
+            "events": r.events,
+            "receiver_interrupts": r.receiver_interrupts,
+            "client_cpu_util": client_util,
+        }),
     }
 }
 
@@ -242,25 +272,60 @@ fn shared(kind: &Kind) -> Option<Shared<'_>> {
     }
 }
 
-/// The groups of `workloads` (indices, in file order) that run as one model: two or more,
-/// or one whose server is in `joined` (a victim's host).
-pub(super) fn groups(workloads: &[Workload], joined: &[&str]) -> Vec<Vec<usize>> {
-    let mut groups = super::packet::group_by(workloads, shared);
-    groups.retain(|g| {
-        g.len() > 1 || shared(&workloads[g[0]].kind).is_some_and(|k| joined.contains(&k.server))
-    });
-    groups
+/// The TCP_STREAM workloads of `workloads` that can run as one model, by what they share;
+/// two or more must.
+pub(super) fn groups(workloads: &[Workload]) -> Vec<Group<'_>> {
+    super::packet::group_by(workloads, shared)
+        .into_iter()
+        .map(|members| {
+            let key = shared(&workloads[members[0]].kind).expect("grouped");
+            Group {
+                together: members.len() > 1,
+                members,
+                server: key.server,
+                client: key.client,
+            }
+        })
+        .collect()
 }
 
-/// Runs the TCP_STREAM workloads `members` (one group of `groups`) as one model; their
-/// outcomes in the same order.
-pub(super) fn run_group(
+/// The side of a stream the server is on.
+pub(super) fn server_side(server_receives: bool) -> Side {
+    if server_receives {
+        Side::Receiver
+    } else {
+        Side::Sender
+    }
+}
+
+/// What a group's rows need of its set-up once its streams have run.
+pub(super) struct Rows {
+    parts: Vec<Part>,
+    server_receives: bool,
+}
+
+impl Rows {
+    /// The side of the streams the group's server is on.
+    pub fn server(&self) -> Side {
+        server_side(self.server_receives)
+    }
+
+    /// One outcome per member, from the group's result.
+    pub fn outcomes(&self, r: &StreamResult, m: Measure) -> Vec<NetOutcome> {
+        outcomes(self.server_receives, r, &self.parts, m)
+    }
+}
+
+/// The TCP_STREAM workloads `members` (one group of `groups`) as one component, its hosts'
+/// memory systems loaded with the run's CPU streams there (`victim`: the server's, for
+/// the core check).
+pub(super) fn build_group(
     topo: &Topology,
     members: &[&Workload],
     m: Measure,
     beside: &mut Beside,
-    victim: Option<&mut Victim>,
-) -> Result<Vec<NetOutcome>, String> {
+    victim: Option<&Victim>,
+) -> Result<(Streams, Rows), String> {
     let mut parts = Vec::new();
     let mut server_host = None;
     for w in members {
@@ -306,14 +371,10 @@ pub(super) fn run_group(
         client,
         server_receives: key.server_receives,
     };
-    let mut outs = net.run(topo, key.server, &parts, key.msg_bytes, m, victim)?;
-    for (out, w) in outs.iter_mut().zip(members) {
-        let others: Vec<&str> = members
-            .iter()
-            .filter(|o| o.name != w.name)
-            .map(|o| o.name.as_str())
-            .collect();
-        out.counters["run_with"] = Value::from(others);
-    }
-    Ok(outs)
+    let streams = net.build(topo, key.server, &parts, key.msg_bytes, m, victim)?;
+    let rows = Rows {
+        parts,
+        server_receives: key.server_receives,
+    };
+    Ok((streams, rows))
 }

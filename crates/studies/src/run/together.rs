@@ -1,9 +1,13 @@
-//! Workloads of one `nudma run` that share a packet-granular model of their hosts:
+//! Workloads of one `nudma run` that share hosts of the packet-granular network stack
+//! run in one simulation (`host::net::world::NetWorld`):
 //!
 //! * TCP_STREAM workloads with the same ends and settings (`tcp_stream`) and memcached
 //!   workloads with the same ends and load (`memcached`) each run as one model;
-//! * a `pagerank` victim on the server of such a model runs inside it, so the victim and
-//!   the I/O take the host's DRAM, LLC and interconnect in time order;
+//! * models that share a host — TCP_STREAMs with other settings, memcached beside a
+//!   TCP_STREAM — are components of one world: each host's memory system and each NIC
+//!   is the world's, so they take DRAM, LLC, interconnect, PCIe links and port in time
+//!   order, and their rows' `mem_bw_gbps` is the host's, which they share;
+//! * a `pagerank` victim on the server of such a model runs beside it in the world;
 //! * a workload with nothing to run (0 connections or instances) is idle: its row gives
 //!   zero throughput, so a sweep can leave it out.
 //!
@@ -13,10 +17,15 @@
 use std::collections::BTreeMap;
 
 use fabric::Topology;
+use host::net::memcached::Memcached;
+use host::net::stream::Streams;
+use host::net::world::{NetWorld, Shared};
 use serde_json::{json, Map, Value};
+use sim::component::Sim;
+use sim::Time;
 
 use super::beside::{Beside, CpuStreams};
-use super::packet::NetOutcome;
+use super::packet::{Group, NetOutcome};
 use super::spec::{Kind, Measure, RunSpec, Workload};
 use super::victim::{self, Victim};
 use super::{located, memcached, tcp_stream, RunError};
@@ -38,46 +47,48 @@ pub(super) fn run_together(
         }
     }
     let mut victims = victims(topo, ws, window, seed)?;
-    let joined: Vec<&str> = victims.keys().copied().collect();
-    let tcp = tcp_stream::groups(ws, &joined);
-    let mc = memcached::groups(ws, &joined);
-    for (group, is_tcp) in tcp
+    let groups: Vec<(Group, bool)> = tcp_stream::groups(ws)
         .into_iter()
         .map(|g| (g, true))
-        .chain(mc.into_iter().map(|g| (g, false)))
-    {
-        let members: Vec<&Workload> = group.iter().map(|&i| &ws[i]).collect();
-        let server = server_of(&members[0].kind).expect("a grouped workload has a server");
-        let mut victim = victims.remove(server);
-        let mut beside = Beside::new(streams);
-        let v = victim.as_mut().map(|(_, v)| v);
-        let outs = if is_tcp {
-            tcp_stream::run_group(topo, &members, window, &mut beside, v)
-        } else {
-            memcached::run_group(
-                topo,
-                &members,
-                window,
-                seed ^ group[0] as u64,
-                &mut beside,
-                v,
-            )
-        }
-        .map_err(|e| located(&members[0].at, e))?;
-        let met = beside.report();
-        let names: Vec<&str> = members.iter().map(|w| w.name.as_str()).collect();
-        for (&i, mut o) in group.iter().zip(outs) {
-            if let Some(m) = &met {
-                o.counters["beside_cpu_streams"] = m.clone();
+        .chain(memcached::groups(ws).into_iter().map(|g| (g, false)))
+        .collect();
+    for cluster in clusters(&groups, &victims) {
+        let members: Vec<usize> = cluster
+            .iter()
+            .flat_map(|&g| groups[g].0.members.iter().copied())
+            .collect();
+        let servers: Vec<&str> = cluster.iter().map(|&g| groups[g].0.server).collect();
+        let mut mine: Vec<(usize, Victim)> = Vec::new();
+        for host in servers {
+            if let Some(v) = victims.remove(host) {
+                mine.push(v);
             }
-            if let Some((vi, _)) = &victim {
+        }
+        let clustered: Vec<&Group> = cluster.iter().map(|&g| &groups[g].0).collect();
+        let kinds: Vec<bool> = cluster.iter().map(|&g| groups[g].1).collect();
+        let outs = run_world(
+            topo, ws, &clustered, &kinds, window, streams, seed, &mut mine,
+        )?;
+        let names = |skip: usize| -> Vec<&str> {
+            members
+                .iter()
+                .filter(|&&o| o != skip)
+                .map(|&o| ws[o].name.as_str())
+                .collect()
+        };
+        for (i, mut o) in outs {
+            if members.len() > 1 {
+                o.counters["run_with"] = Value::from(names(i));
+            }
+            let server = server_of(&ws[i].kind).expect("a grouped workload has a server");
+            if let Some((vi, _)) = mine.iter().find(|(vi, _)| victim_host(&ws[*vi]) == server) {
                 o.counters["victim"] = Value::from(ws[*vi].name.as_str());
             }
             out.insert(i, o);
         }
-        if let Some((vi, v)) = victim {
+        for (vi, v) in mine {
             let mut o = v.outcome(v.v.edges_per_s(window.duration));
-            o.counters["run_with"] = Value::from(names);
+            o.counters["run_with"] = Value::from(names(vi));
             out.insert(vi, o);
         }
     }
@@ -101,6 +112,153 @@ pub(super) fn run_together(
         }
     }
     Ok(out)
+}
+
+/// The groups (indices into `groups`) that run in one world: those that must, or whose
+/// server has a victim, and with them every group that shares a host with one of them.
+fn clusters(
+    groups: &[(Group, bool)],
+    victims: &BTreeMap<&str, (usize, Victim)>,
+) -> Vec<Vec<usize>> {
+    let meets = |a: &Group, b: &Group| {
+        [a.server, a.client]
+            .iter()
+            .any(|h| *h == b.server || *h == b.client)
+    };
+    let n = groups.len();
+    let mut cluster: Vec<usize> = (0..n).collect();
+    // Join every pair that meets (few groups: quadratic is fine), smallest index wins.
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for a in 0..n {
+            for b in a + 1..n {
+                if meets(&groups[a].0, &groups[b].0) && cluster[a] != cluster[b] {
+                    let (keep, drop) = (cluster[a].min(cluster[b]), cluster[a].max(cluster[b]));
+                    cluster
+                        .iter_mut()
+                        .filter(|c| **c == drop)
+                        .for_each(|c| *c = keep);
+                    changed = true;
+                }
+            }
+        }
+    }
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for c in 0..n {
+        let members: Vec<usize> = (0..n).filter(|&g| cluster[g] == c).collect();
+        let runs = members.len() > 1
+            || members.iter().any(|&g| {
+                let g = &groups[g].0;
+                g.together || victims.contains_key(g.server)
+            });
+        if !members.is_empty() && runs {
+            out.push(members);
+        }
+    }
+    out
+}
+
+/// Runs the groups of one cluster in one `NetWorld`, the victims of their servers beside
+/// them; the outcome of every member, by workload index.
+#[allow(clippy::too_many_arguments)]
+fn run_world(
+    topo: &Topology,
+    ws: &[Workload],
+    groups: &[&Group],
+    is_tcp: &[bool],
+    window: Measure,
+    streams: &CpuStreams,
+    seed: u64,
+    victims: &mut [(usize, Victim)],
+) -> Result<Vec<(usize, NetOutcome)>, RunError> {
+    enum Rows {
+        Tcp(tcp_stream::Rows),
+        Mc(memcached::Rows),
+    }
+    let mut world = NetWorld::new(seed);
+    let mut sim = Sim::new();
+    let mut built = Vec::new();
+    let mut shared_servers: Vec<(&str, Shared)> = Vec::new();
+    for (g, &tcp) in groups.iter().zip(is_tcp) {
+        let members: Vec<&Workload> = g.members.iter().map(|&i| &ws[i]).collect();
+        let victim = victims
+            .iter()
+            .find(|(vi, _)| victim_host(&ws[*vi]) == g.server)
+            .map(|(_, v)| v);
+        let mut beside = Beside::new(streams);
+        let at = &members[0].at;
+        let (id, rows, server) = if tcp {
+            let (s, rows) = tcp_stream::build_group(topo, &members, window, &mut beside, victim)
+                .map_err(|e| located(at, e))?;
+            let id = sim.add(s);
+            let side = rows.server();
+            let server = sim
+                .with(&mut world, id, |s: &mut Streams, w| {
+                    s.start(w, id);
+                    s.at(side)
+                })
+                .expect("a component");
+            (id, Rows::Tcp(rows), server)
+        } else {
+            let mseed = seed ^ g.members[0] as u64;
+            let (m, rows) =
+                memcached::build_group(topo, &members, window, mseed, &mut beside, victim)
+                    .map_err(|e| located(at, e))?;
+            let id = sim.add(m);
+            let server = sim
+                .with(&mut world, id, |m: &mut Memcached, w| {
+                    m.start(w, id);
+                    m.server()
+                })
+                .expect("a component");
+            (id, Rows::Mc(rows), server)
+        };
+        shared_servers.push((g.server, server));
+        built.push((g, id, rows, beside.report()));
+    }
+    for (vi, v) in victims.iter_mut() {
+        let host = victim_host(&ws[*vi]);
+        let (_, at) = shared_servers
+            .iter()
+            .find(|(h, _)| *h == host)
+            .expect("a server's victim");
+        v.v.start_at(window.warmup - v.warmup);
+        world.beside(*at, &mut v.v);
+    }
+    let end = window.warmup + window.duration;
+    // Events at `end` are still handled; the horizon comes before any later one.
+    sim.run_until(&mut world, end + Time::from_ps(1));
+    world.advance_beside(end);
+    let mut out = Vec::new();
+    for (g, id, rows, met) in built {
+        let outs = match rows {
+            Rows::Tcp(rows) => {
+                let s: &mut Streams = sim.get_mut(id).expect("a component");
+                rows.outcomes(&s.result(&world), window)
+            }
+            Rows::Mc(rows) => {
+                let m: &Memcached = sim.get(id).expect("a component");
+                rows.outcomes(&m.result(&world), window)
+                    .map_err(|e| located(&ws[g.members[0]].at, e))?
+            }
+        };
+        for (&i, mut o) in g.members.iter().zip(outs) {
+            if let Some(m) = &met {
+                o.counters["beside_cpu_streams"] = m.clone();
+            }
+            out.push((i, o));
+        }
+    }
+    Ok(out)
+}
+
+/// The host of a `pagerank` workload.
+fn victim_host(w: &Workload) -> &str {
+    match &w.kind {
+        Kind::PageRank { host, .. } => host,
+        _ => unreachable!("victims are pagerank workloads"),
+    }
 }
 
 /// The run's `pagerank` victims by host, one per host.

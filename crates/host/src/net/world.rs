@@ -1,0 +1,117 @@
+//! One simulation of the network stack's models that share hosts. The world holds what
+//! they share: the kernel's network (clock and timers), each host's memory system and
+//! each NIC's state, the workloads beside them (a PageRank victim, advanced in time
+//! order) and the flow drivers of migrating streams. A model owns its views of its hosts
+//! (`NetHost`: cores, PFs, nodes, stack costs); while it handles an event the world lends
+//! each view the host's memory system and NIC (`lend`, then `lend` again to give them
+//! back), so two models on one host take the same DRAM, LLC, interconnect, PCIe links and
+//! port, in time order. A view's own `mem` and `nic` are stand-ins between events.
+
+use devices::nic::Nic;
+use fabric::{DeviceId, HostId};
+use sim::component::HasNet;
+use sim::memsys::MemSys;
+use sim::net::Net;
+use sim::Time;
+
+use super::migration::Migrating;
+use super::NetHost;
+use crate::victim::Background;
+
+/// Where a view's shared parts are in the world.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shared {
+    mem: usize,
+    nic: usize,
+}
+
+/// What the models of one simulation share (see the module's documentation).
+pub struct NetWorld<'b> {
+    pub(crate) net: Net,
+    hosts: Vec<HostId>,
+    mems: Vec<MemSys>,
+    nics: Vec<(DeviceId, Nic)>,
+    beside: Vec<(usize, &'b mut dyn Background)>,
+    pub(crate) flows: Vec<Migrating<'b>>,
+}
+
+impl HasNet for NetWorld<'_> {
+    fn net(&mut self) -> &mut Net {
+        &mut self.net
+    }
+}
+
+impl<'b> NetWorld<'b> {
+    pub fn new(seed: u64) -> NetWorld<'b> {
+        NetWorld {
+            net: Net::new(seed),
+            hosts: Vec::new(),
+            mems: Vec::new(),
+            nics: Vec::new(),
+            beside: Vec::new(),
+            flows: Vec::new(),
+        }
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Time {
+        self.net.now()
+    }
+
+    /// Joins `view`, a model's view of a host and its NIC: the first view of a host gives
+    /// the world its memory system, the first of a NIC that NIC's state; later views share
+    /// them (their own are stand-ins from then on).
+    pub fn join(&mut self, view: &NetHost) -> Shared {
+        let mem = match self.hosts.iter().position(|&h| h == view.host) {
+            Some(i) => i,
+            None => {
+                self.hosts.push(view.host);
+                self.mems.push(view.mem.clone());
+                self.hosts.len() - 1
+            }
+        };
+        let nic = match self.nics.iter().position(|(d, _)| *d == view.device) {
+            Some(i) => i,
+            None => {
+                self.nics.push((view.device, view.nic.clone()));
+                self.nics.len() - 1
+            }
+        };
+        Shared { mem, nic }
+    }
+
+    /// `work` runs beside on the memory system of `at`'s host: brought up to every
+    /// event's time before the event is handled, its counters restarted with a window's.
+    pub fn beside(&mut self, at: Shared, work: &'b mut dyn Background) {
+        self.beside.push((at.mem, work));
+    }
+
+    /// Swaps `view`'s memory system and NIC with the world's: once to lend them for an
+    /// event, once more to take them back.
+    pub(crate) fn lend(&mut self, at: Shared, view: &mut NetHost) {
+        std::mem::swap(&mut self.mems[at.mem], &mut view.mem);
+        std::mem::swap(&mut self.nics[at.nic].1, &mut view.nic);
+    }
+
+    /// Brings the workloads beside up to `t` (at the run's end, so they have run as long
+    /// as the models).
+    pub fn advance_beside(&mut self, t: Time) {
+        self.before_event(t, false);
+    }
+
+    /// Brings the workloads beside up to `t`, the time of the event about to be handled
+    /// (their counters restarted when it starts the window, `warm`).
+    pub(crate) fn before_event(&mut self, t: Time, warm: bool) {
+        for (m, work) in &mut self.beside {
+            work.advance(&mut self.mems[*m], t);
+            if warm {
+                work.reset_counters();
+            }
+        }
+    }
+
+    /// Host `at`'s memory system (between events, e.g. for the window's counters).
+    pub fn mem(&self, at: Shared) -> &MemSys {
+        &self.mems[at.mem]
+    }
+}

@@ -1,0 +1,153 @@
+//! Models that share hosts in one `NetWorld`: a TCP receive and a memcached server on
+//! one host take the same memory system, interconnect, PCIe link and port.
+
+use fabric::{builtin, Fabric, Topology};
+use host::net::memcached::{Memcached, MemcachedResult, MemcachedSpec};
+use host::net::stream::{Lane, StreamResult, StreamSpec, Streams};
+use host::net::world::NetWorld;
+use host::net::NetHost;
+use sim::component::Sim;
+use sim::Time;
+
+fn topo() -> Topology {
+    let s = builtin::load_builtin("ioctopus_r730").unwrap().unwrap();
+    Fabric::from_scenario(s).unwrap().topo
+}
+
+/// A view of `name` using PF `pf` of its NIC, its workload on socket `socket` with
+/// memory on node `node`.
+fn view(t: &Topology, name: &str, pf: usize, socket: u32, node: u32) -> NetHost {
+    NetHost::new(t, t.host_by_name(name).unwrap(), "nic", pf, socket, node).unwrap()
+}
+
+const WARM: Time = Time::from_us(1000);
+const WIN: Time = Time::from_us(2000);
+
+/// A TCP receive on the server's socket 1, its buffers on node 1, through PF `pf`.
+fn stream(t: &Topology, pf: usize) -> Streams {
+    let rx = view(t, "server", pf, 1, 1);
+    let tx = view(t, "client", 0, 0, 0);
+    let spec = StreamSpec {
+        msg_bytes: 65536,
+        mtu: 1500,
+        warmup: WARM,
+        window: WIN,
+    };
+    let lanes = vec![(Lane::of(&tx), Lane::of(&rx))];
+    Streams::new(tx, rx, spec, lanes).unwrap()
+}
+
+/// memcached instances on the server's socket 0, items on node 0, SETs of 512 KiB values
+/// (the NIC writes them into node 0; the cores copy them into items).
+fn memcached(t: &Topology, instances: u32) -> Memcached {
+    let server = view(t, "server", 0, 0, 0);
+    let client = view(t, "client", 0, 0, 0);
+    let spec = MemcachedSpec {
+        set_ratio: 1.0,
+        value_bytes: 512 << 10,
+        key_bytes: 64,
+        clients: 4,
+        keys: 64,
+        mtu: 1500,
+        warmup: WARM,
+        window: WIN,
+        seed: 7,
+    };
+    let lanes = (0..instances).map(|_| Lane::of(&server)).collect();
+    Memcached::new(server, client, spec, lanes).unwrap()
+}
+
+/// Runs the given models in one world; their results.
+fn run(
+    s: Option<Streams>,
+    m: Option<Memcached>,
+) -> (Option<StreamResult>, Option<MemcachedResult>) {
+    let mut world = NetWorld::new(1);
+    let mut sim = Sim::new();
+    let sid = s.map(|s| sim.add(s));
+    let mid = m.map(|m| sim.add(m));
+    if let Some(id) = sid {
+        sim.with(&mut world, id, |s: &mut Streams, w| s.start(w, id));
+    }
+    if let Some(id) = mid {
+        sim.with(&mut world, id, |m: &mut Memcached, w| m.start(w, id));
+    }
+    sim.run_until(&mut world, WARM + WIN);
+    let sr = sid.map(|id| {
+        let s: &mut Streams = sim.get_mut(id).unwrap();
+        s.result(&world)
+    });
+    let mr = mid.map(|id| {
+        let m: &Memcached = sim.get(id).unwrap();
+        m.result(&world)
+    });
+    (sr, mr)
+}
+
+#[test]
+fn a_receive_through_the_pf_memcached_loads_loses_most_of_its_throughput_beside_it() {
+    let t = topo();
+    // PF0 sits on socket 0: the stream's frames cross QPI to node 1, and memcached's
+    // 512 KiB SETs (about 38 Gb/s) fill the same PF's PCIe link.
+    let (alone, _) = run(Some(stream(&t, 0)), None);
+    let (_, mc_alone) = run(None, Some(memcached(&t, 6)));
+    let (both, mc) = run(Some(stream(&t, 0)), Some(memcached(&t, 6)));
+    let (alone, both, mc, mc_alone) = (
+        alone.unwrap(),
+        both.unwrap(),
+        mc.unwrap(),
+        mc_alone.unwrap(),
+    );
+    assert!(
+        both.throughput_gbps < 0.5 * alone.throughput_gbps,
+        "{:.2} beside memcached, {:.2} alone",
+        both.throughput_gbps,
+        alone.throughput_gbps
+    );
+    assert!(mc.kops <= mc_alone.kops, "{} {}", mc.kops, mc_alone.kops);
+    // One memory system: both read the server's DRAM counter, which counts both.
+    assert_eq!(both.receiver_mem_gbps, mc.mem_gbps);
+    assert!(mc.mem_gbps > mc_alone.mem_gbps.max(alone.receiver_mem_gbps));
+}
+
+#[test]
+fn a_local_receive_through_the_other_pf_keeps_most_of_its_throughput_beside_memcached() {
+    let t = topo();
+    // PF1 sits on socket 1 with the stream's core and buffers: the two share only the
+    // port, the memory system's LLC and the other socket's traffic.
+    let (alone, _) = run(Some(stream(&t, 1)), None);
+    let (both, mc) = run(Some(stream(&t, 1)), Some(memcached(&t, 6)));
+    let (alone, both, mc) = (alone.unwrap(), both.unwrap(), mc.unwrap());
+    assert!(
+        both.throughput_gbps > 0.8 * alone.throughput_gbps,
+        "{:.2} beside memcached, {:.2} alone",
+        both.throughput_gbps,
+        alone.throughput_gbps
+    );
+    assert!(mc.kops > 0.0 && both.out_of_order == 0);
+    assert_eq!(both.receiver_mem_gbps, mc.mem_gbps);
+}
+
+#[test]
+fn a_world_runs_the_same_twice_and_models_alone_in_it_match_their_own_runs() {
+    let t = topo();
+    let (a, _) = run(Some(stream(&t, 0)), Some(memcached(&t, 2)));
+    let (b, _) = run(Some(stream(&t, 0)), Some(memcached(&t, 2)));
+    assert_eq!(
+        a.unwrap().throughput_gbps.to_bits(),
+        b.unwrap().throughput_gbps.to_bits()
+    );
+    // Alone in a world, a stream gives what `stream::run_lanes` gives on the same views.
+    let (alone, _) = run(Some(stream(&t, 0)), None);
+    let mut rx = view(&t, "server", 0, 1, 1);
+    let mut tx = view(&t, "client", 0, 0, 0);
+    let spec = StreamSpec {
+        msg_bytes: 65536,
+        mtu: 1500,
+        warmup: WARM,
+        window: WIN,
+    };
+    let lanes = vec![(Lane::of(&tx), Lane::of(&rx))];
+    let own = host::net::stream::run_lanes(&mut tx, &mut rx, spec, lanes).unwrap();
+    assert_eq!(alone.unwrap().throughput_gbps, own.throughput_gbps);
+}
