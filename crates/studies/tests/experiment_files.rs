@@ -89,7 +89,7 @@ scenario = "smartio_pxh810_b2b"
 [[metric]]
 name = "m"
 workload = "w"
-field = "gbps"
+field = "throughput_gbyte_s"
 [[workload]]
 name = "w"
 kind = "cpu_stream"

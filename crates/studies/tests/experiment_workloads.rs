@@ -61,7 +61,7 @@ const METRICS: &str = r#"
 [[metric]]
 name = "gbps"
 workload = "rx"
-field = "gbps"
+field = "throughput_gbyte_s"
 
 [[metric]]
 name = "p99_ns"
@@ -104,7 +104,7 @@ fn each_point_runs_the_workloads_with_its_values_as_nudma_run_runs_them() {
         let node = &r.config["node".len()..];
         let bytes = r.params["bytes"].as_u64().unwrap();
         let alone = run_alone(&scenario, node, bytes);
-        assert_eq!(r.metrics["gbps"], alone["gbps"], "{r:?}");
+        assert_eq!(r.metrics["gbps"], alone["throughput_gbyte_s"], "{r:?}");
         assert_eq!(r.metrics["p99_ns"], alone["latency_ns_p99"], "{r:?}");
         assert!(r.metrics["gbps"].as_f64().unwrap() > 1.0, "{r:?}");
     }
@@ -126,7 +126,8 @@ fn bad_workload_metrics_are_located_and_named() {
     let line_of =
         |text: &str, needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
 
-    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"tx\"\nfield = \"gbps\"\n");
+    let t =
+        exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"tx\"\nfield = \"throughput_gbyte_s\"\n");
     let e = parse(&t).unwrap_err();
     assert!(
         e.starts_with(&format!("x.toml:{}:", line_of(&t, "workload = \"tx\""))),
@@ -140,7 +141,7 @@ fn bad_workload_metrics_are_located_and_named() {
     let e = parse(&exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\n")).unwrap_err();
     assert!(e.contains("name the workload's metric with `field"), "{e}");
 
-    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nfield = \"gbps\"\nargs = { a = \"b\" }\n");
+    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nfield = \"throughput_gbyte_s\"\nargs = { a = \"b\" }\n");
     assert!(parse(&t).unwrap_err().contains("unknown field `args`"));
 
     let t =
@@ -148,6 +149,25 @@ fn bad_workload_metrics_are_located_and_named() {
     assert!(parse(&t)
         .unwrap_err()
         .contains("name a `workload` of this file or a run `counter` (one of them)"));
+
+    // A field by its name before units were in the names: refused before anything runs,
+    // located at the field, saying what the fields are called now.
+    for old in ["gbps", "throughput_gbps", "mem_bw_gbps"] {
+        let t = exp(&format!(
+            "\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nfield = \"{old}\"\n"
+        ));
+        let e = parse(&t).unwrap_err();
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&t, "field = "))),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("no workload gives a field `{old}`"))
+                && e.contains("`…_gbit_s` for Gb/s")
+                && e.contains("`…_gbyte_s` for GB/s"),
+            "{e}"
+        );
+    }
 
     let t = exp(METRICS).replace("[measure]\nwarmup = \"20 us\"\nduration = \"200 us\"\n", "");
     assert!(parse(&t).unwrap_err().contains("need its [measure] window"));
@@ -174,7 +194,7 @@ fn a_workload_field_nothing_gives_is_named_with_what_was_given() {
         e.contains("metric `mpps`: the workloads gave no metric `rx.mpps`"),
         "{e}"
     );
-    assert!(e.contains("rx.gbps"), "{e}");
+    assert!(e.contains("rx.throughput_gbyte_s"), "{e}");
 }
 
 /// A config's `set` reaches its workloads also where the key is in an included file: the
@@ -286,33 +306,33 @@ const RELATIVE: &str = r#"
 [[metric]]
 name = "rx_norm"
 workload = "rx"
-field = "gbps"
+field = "throughput_gbyte_s"
 baseline = { params = { cores = 0 } }
 
 [[metric]]
 name = "ant_slowdown"
 workload = "ant"
-field = "gbps"
+field = "throughput_gbyte_s"
 baseline = { without = ["rx"] }
 ratio = "baseline / value"
 
 [[metric]]
 name = "ant_norm"
 workload = "ant"
-field = "gbps"
+field = "throughput_gbyte_s"
 baseline = { without = ["rx"] }
 
 [[metric]]
 name = "ant_gbps"
 workload = "ant"
-field = "gbps"
+field = "throughput_gbyte_s"
 
 [[metric]]
 name = "qpi"
 counter = "interconnect_util"
 "#;
 
-/// The gbps of workload `w` and the interconnect counter of one `nudma run` of `text`.
+/// The rows of workload `w` and the interconnect counter of one `nudma run` of `text`.
 fn run_text(text: String) -> studies::run::PointResult {
     let src = Source {
         name: "by_hand.toml".into(),
@@ -361,7 +381,7 @@ fn a_baseline_is_the_same_field_of_another_run_and_a_counter_the_runs_own() {
             .iter()
             .find(|r| r.params["workload"] == "ant")
             .unwrap();
-        f(&r.metrics["gbps"])
+        f(&r.metrics["throughput_gbyte_s"])
     };
     let (both, alone) = (run_text(workloads(true)), run_text(workloads(false)));
     assert_eq!(f(&at(8)["ant_norm"]), gbps(&both) / gbps(&alone));
@@ -378,8 +398,11 @@ fn a_baseline_is_the_same_field_of_another_run_and_a_counter_the_runs_own() {
 #[test]
 fn bad_baselines_and_counters_are_located_and_named() {
     let e = |m: &str| parse(&relative("srv.toml", m)).unwrap_err();
-    let metric =
-        |b: &str| format!("\n[[metric]]\nname = \"n\"\nworkload = \"rx\"\nfield = \"gbps\"\n{b}\n");
+    let metric = |b: &str| {
+        format!(
+            "\n[[metric]]\nname = \"n\"\nworkload = \"rx\"\nfield = \"throughput_gbyte_s\"\n{b}\n"
+        )
+    };
     let base = |b: &str| e(&metric(b));
     let line_of = |b: &str, needle: &str| {
         let t = relative("srv.toml", &metric(b));

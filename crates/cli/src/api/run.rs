@@ -88,11 +88,11 @@ impl Loaded {
 
 /// The metrics a scenario sweep's plot draws, where its rows have them.
 const PLOTTED: &[&str] = &[
-    "gbps",
+    "throughput_gbyte_s",
     "ops_per_sec",
     "latency_ns_p50",
     "latency_ns_p99",
-    "throughput_gbps",
+    "throughput_gbit_s",
     "latency_us",
 ];
 

@@ -28,9 +28,10 @@
 //! duration = "10 ms"
 //!
 //! [[metric]]
-//! name = "throughput_gbps"
+//! name = "throughput_gbps"            # the catalog's name (ioctopus: Gb/s)
 //! workload = "netperf"               # a [[workload]] of this file (or several,
-//! field = "throughput_gbps"          # ["a", "b"]: the sum) and the metric of its row
+//! field = "throughput_gbit_s"        # ["a", "b"]: the sum) and the metric of its row,
+//!                                    # whose name ends in its unit (the metric's unit)
 //! baseline = { without = ["ant"] }   # optional: ÷ the same field of another run (or
 //! ratio = "value / baseline"         #   `params = { clients = 1 }`); or the inverse
 //! scenario = "other"                 # optional: other hardware for this metric…

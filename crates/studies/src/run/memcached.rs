@@ -147,9 +147,9 @@ pub(super) fn run_group(
         outs.push(NetOutcome {
             metrics: packet::metrics(&[
                 ("kops", done / secs / 1e3),
-                ("mem_bw_gbps", r.mem_gbps),
+                ("mem_bw_gbit_s", r.mem_gbps),
                 (
-                    "throughput_gbps",
+                    "throughput_gbit_s",
                     done * key.value_bytes as f64 * 8.0 / secs / 1e9,
                 ),
             ]),

@@ -152,7 +152,7 @@ fn idle(kind: &Kind) -> Option<NetOutcome> {
         }
         _ => return None,
     }
-    metrics.insert("throughput_gbps".into(), json!(0.0));
+    metrics.insert("throughput_gbit_s".into(), json!(0.0));
     Some(NetOutcome {
         metrics,
         counters: json!({ "idle": true }),
