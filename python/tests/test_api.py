@@ -1,6 +1,7 @@
 """Each call of the Python API against the CLI's output for the same input, and bad
 input as `nudma.NudmaError` with the CLI's located message."""
 
+import json
 import subprocess
 
 import pandas as pd
@@ -79,8 +80,11 @@ def test_reproduce_rows_carry_published_values():
     assert hops.to_dict() == {"borrower_ram": 4, "lender_ram": 3, "gpu": 1}
     assert set(df.published_basis.map(lambda b: b["read_hops"])) == {"prediction"}
     assert list(df.read_hops) == [4, 3, 1]
+    # Each metric's unit, as the CLI's JSON states it: a latency has one, a count none.
+    assert df.attrs["units"] == cli["units"] == {"smartio.sq_placement": {"median_us": "µs"}}
     t = nudma.reproduce("smartio.sq_placement", arrow=True)
     assert t.num_rows == 3 and "published_value" in t.column_names
+    assert json.loads(t.schema.metadata[b"units"]) == cli["units"]
 
 
 def test_an_experiment_file_runs_like_the_cli():

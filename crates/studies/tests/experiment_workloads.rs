@@ -98,6 +98,9 @@ fn each_point_runs_the_workloads_with_its_values_as_nudma_run_runs_them() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = server_scenario(dir.path());
     let e = parse(&experiment(&scenario, METRICS)).unwrap();
+    // Each metric's unit is the one its field names, whatever the metric's own name.
+    assert_eq!(e.info.unit("gbps"), Some("GB/s"));
+    assert_eq!(e.info.unit("p99_ns"), Some("ns"));
     let rows = e.run(&[]).unwrap();
     assert_eq!(rows.len(), 4);
     for r in &rows {
@@ -345,10 +348,13 @@ fn run_text(text: String) -> studies::run::PointResult {
 fn a_baseline_is_the_same_field_of_another_run_and_a_counter_the_runs_own() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = server_scenario(dir.path());
-    let rows = parse(&relative(&scenario, RELATIVE))
-        .unwrap()
-        .run(&[])
-        .unwrap();
+    let e = parse(&relative(&scenario, RELATIVE)).unwrap();
+    // A ratio to a baseline and a utilisation have no unit; a plain field has its own.
+    for m in ["rx_norm", "ant_slowdown", "ant_norm", "qpi"] {
+        assert_eq!(e.info.unit(m), None, "{m}");
+    }
+    assert_eq!(e.info.unit("ant_gbps"), Some("GB/s"));
+    let rows = e.run(&[]).unwrap();
     let at = |cores: u64| {
         &rows
             .iter()

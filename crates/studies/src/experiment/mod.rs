@@ -55,7 +55,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use toml::Spanned;
 
-use crate::format::is_size_param;
+use crate::format::{is_size_param, unit_of};
 use crate::harness::RunError;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
@@ -510,7 +510,7 @@ impl Experiment {
             RunError(format!("{}: {m}", place(src, span)))
         };
         let id = leak(f.experiment.id);
-        let info = ExperimentInfo {
+        let mut info = ExperimentInfo {
             id,
             description: leak(f.experiment.description),
             x_param: f.experiment.x.map(leak),
@@ -519,6 +519,7 @@ impl Experiment {
             window: leak(f.experiment.window),
             mechanism: leak(f.experiment.mechanism),
             configs_not_implemented: f.experiment.not_implemented.into_iter().map(leak).collect(),
+            units: Vec::new(),
         };
         let mut sweep = Vec::new();
         for (k, v) in f.sweep {
@@ -593,6 +594,15 @@ impl Experiment {
                 }
             };
             check_placeholders(&name, &args, m.once, &swept, &configs, &at)?;
+            // The unit its field names; a ratio to a baseline has none.
+            let unit = match (&m.field, &m.counter) {
+                _ if baseline.is_some() => None,
+                (Some(f), _) | (None, Some(f)) => unit_of(f.get_ref()),
+                (None, None) => None,
+            };
+            if let Some(u) = unit {
+                info.units.push((leak(name.clone()), u));
+            }
             metrics.push(MetricSpec {
                 name,
                 field,
