@@ -193,14 +193,20 @@ def reproduce(*ids: str, arrow: bool = False):
     """``nudma reproduce IDS…``: the catalog's rows beside their published values.
 
     ``ids`` are studies (``smartio``) or experiment IDs (``smartio.sq_placement``); none
-    runs every implemented experiment. The frame's ``attrs["not_implemented"]`` lists
-    the catalog entries asked for that this build does not implement.
+    runs every implemented experiment. The frame's ``attrs["units"]`` gives each
+    experiment's metric units (``{experiment: {metric: "Gb/s" | "GB/s" | "ns" | …}}``,
+    for the metrics that have one), and ``attrs["not_implemented"]`` lists the catalog
+    entries asked for that this build does not implement.
     """
     out = json.loads(_native.reproduce_json(list(ids)))
     table = frame(out["results"], arrow=arrow)
+    units = out.get("units", {})
     missing = out.get("not_implemented", [])
     if arrow:
-        return table.replace_schema_metadata({"not_implemented": json.dumps(missing)})
+        return table.replace_schema_metadata(
+            {"units": json.dumps(units), "not_implemented": json.dumps(missing)}
+        )
+    table.attrs["units"] = units
     table.attrs["not_implemented"] = missing
     return table
 

@@ -1,6 +1,7 @@
 """Each call of the Python API against the CLI's output for the same input, and bad
 input as `nudma.NudmaError` with the CLI's located message."""
 
+import json
 import subprocess
 
 import pandas as pd
@@ -45,7 +46,7 @@ def test_path_is_the_clis_and_set_changes_the_hardware():
     assert q["hops"] == p["hops"]
     assert p["stream"]["bottleneck"].startswith("the device's media read rate")
     assert q["stream"]["bottleneck"].startswith("cable borrower.ntb-lender.ntb")
-    assert q["stream"]["gbps"] < p["stream"]["gbps"]
+    assert q["stream"]["gbyte_s"] < p["stream"]["gbyte_s"]
 
 
 def test_run_rows_are_the_clis():
@@ -55,10 +56,10 @@ def test_run_rows_are_the_clis():
     pd.testing.assert_frame_equal(df, nudma.frame(cli["results"]))
     assert len(df) == 2 * 2 * 2, "two workloads at four points"
     assert list(df.columns[:2]) == ["experiment", "config"]
-    assert {"workload", "workload.to_borrower.outstanding", "gbps", "latency_ns_p50"} <= set(df.columns)
+    assert {"workload", "workload.to_borrower.outstanding", "throughput_gbyte_s", "latency_ns_p50"} <= set(df.columns)
     # More reads under way: more bandwidth for the write stream.
     w = df[(df.workload == "to_borrower") & df["host.borrower.iommu"]]
-    assert w.gbps.iloc[1] > w.gbps.iloc[0]
+    assert w.throughput_gbyte_s.iloc[1] > w.throughput_gbyte_s.iloc[0]
     table = nudma.run(GPU, set=SHORT, arrow=True)
     assert isinstance(table, pa.Table) and table.num_rows == 2
 
@@ -79,8 +80,11 @@ def test_reproduce_rows_carry_published_values():
     assert hops.to_dict() == {"borrower_ram": 4, "lender_ram": 3, "gpu": 1}
     assert set(df.published_basis.map(lambda b: b["read_hops"])) == {"prediction"}
     assert list(df.read_hops) == [4, 3, 1]
+    # Each metric's unit, as the CLI's JSON states it: a latency has one, a count none.
+    assert df.attrs["units"] == cli["units"] == {"smartio.sq_placement": {"median_us": "µs"}}
     t = nudma.reproduce("smartio.sq_placement", arrow=True)
     assert t.num_rows == 3 and "published_value" in t.column_names
+    assert json.loads(t.schema.metadata[b"units"]) == cli["units"]
 
 
 def test_an_experiment_file_runs_like_the_cli():

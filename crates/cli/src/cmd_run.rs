@@ -184,7 +184,7 @@ fn columns(r: &studies::Run) -> Vec<&str> {
 
 /// Metrics with a short header.
 const SHORT: [(&str, &str); 4] = [
-    ("gbps", "GB/s"),
+    ("throughput_gbyte_s", "GB/s"),
     ("ops_per_sec", "ops/s"),
     ("latency_ns_p50", "p50 ns"),
     ("latency_ns_p99", "p99 ns"),

@@ -58,6 +58,17 @@ fn a_users_copy_of_an_experiment_file_gives_the_built_in_rows() {
     let rows = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap()["results"].clone();
     assert_eq!(rows(&mine).as_array().map(Vec::len), Some(28));
     assert_eq!(rows(&mine), rows(&builtin));
+    // The catalog's names, each metric's unit from the field it reads: Gb/s, as IOctopus
+    // reports; `cpu_util` is a fraction, with none.
+    let units = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap()["units"].clone();
+    assert_eq!(units(&mine), units(&builtin));
+    assert_eq!(
+        units(&mine),
+        serde_json::json!({ "ioctopus.tcp_rx_1core": {
+            "mem_bw_gbps": "Gb/s",
+            "throughput_gbps": "Gb/s",
+        } })
+    );
 }
 
 #[test]

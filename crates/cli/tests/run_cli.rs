@@ -43,7 +43,10 @@ fn run_prints_the_result_contract_and_a_sweep_is_the_same_on_any_number_of_worke
         assert_eq!(r["config"], "two_socket_server");
         assert!(r["params"]["workload"].is_string());
         assert!(r["params"]["workload.antagonist.misses_in_flight"].is_number());
-        assert!(r["metrics"]["gbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            r["metrics"]["throughput_gbyte_s"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
         assert!(r["metrics"]["ops_per_sec"].as_f64().unwrap() > 0.0, "{r}");
         assert!(
             r["metrics"]["latency_ns_p99"].as_f64().unwrap()
@@ -308,7 +311,7 @@ duration = "100 us"
     assert_eq!(rows.len(), 2);
     assert!(
         rows.iter()
-            .all(|r| r["metrics"]["gbps"].as_f64().unwrap() > 1.0),
+            .all(|r| r["metrics"]["throughput_gbyte_s"].as_f64().unwrap() > 1.0),
         "{rows:?}"
     );
 }
@@ -340,7 +343,9 @@ fn topo_path_and_run_agree_on_a_single_stream() {
         let (code, out, err) = nudma(&["run", &file, "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let run: Value = serde_json::from_str(&out).unwrap();
-        let simulated = run["results"][0]["metrics"]["gbps"].as_f64().unwrap();
+        let simulated = run["results"][0]["metrics"]["throughput_gbyte_s"]
+            .as_f64()
+            .unwrap();
         let (code, out, err) = nudma(&[
             "topo",
             "path",
@@ -360,7 +365,7 @@ fn topo_path_and_run_agree_on_a_single_stream() {
         ]);
         assert_eq!(code, 0, "{err}");
         let path: Value = serde_json::from_str(&out).unwrap();
-        let flow = path["stream"]["gbps"].as_f64().unwrap();
+        let flow = path["stream"]["gbyte_s"].as_f64().unwrap();
         assert!(
             ((simulated - flow) / flow).abs() < 0.02,
             "{device} {op} {len} B × {outstanding}: run {simulated} GB/s, topo path {flow} GB/s ({})",
@@ -385,7 +390,7 @@ fn a_workload_uses_a_borrowed_device_by_its_borrow_name() {
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for r in rows {
-        let gbps = r["metrics"]["gbps"].as_f64().unwrap();
+        let gbps = r["metrics"]["throughput_gbyte_s"].as_f64().unwrap();
         assert!(gbps > 0.5 && gbps < 16.0, "{r}");
         assert_eq!(r["metrics"]["faults"].as_u64(), Some(0), "{r}");
     }
@@ -402,7 +407,8 @@ fn a_workload_uses_a_borrowed_device_by_its_borrow_name() {
     assert_eq!(code, 0, "{err}");
     let d: Value = serde_json::from_str(&direct).unwrap();
     assert_eq!(
-        d["results"][0]["metrics"]["gbps"], v["results"][0]["metrics"]["gbps"],
+        d["results"][0]["metrics"]["throughput_gbyte_s"],
+        v["results"][0]["metrics"]["throughput_gbyte_s"],
         "{direct}"
     );
     // A name that is neither a borrow nor a device is refused where it was written.

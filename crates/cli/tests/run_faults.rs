@@ -38,7 +38,12 @@ fn a_flap_under_dma_shows_in_the_rows_and_the_counters() {
             .unwrap_or_else(|| panic!("{w} has no {m}"))
     };
     for r in flapped.iter().chain(&clean) {
-        for m in ["faults", "ur_completions", "writes_dropped", "gbps"] {
+        for m in [
+            "faults",
+            "ur_completions",
+            "writes_dropped",
+            "throughput_gbyte_s",
+        ] {
             assert!(r["metrics"][m].is_number(), "{m} in {r}");
         }
     }
@@ -52,7 +57,7 @@ fn a_flap_under_dma_shows_in_the_rows_and_the_counters() {
     for w in ["push", "pull"] {
         assert_eq!(metric(&clean, w, "faults"), 0.0, "{w}");
         assert!(
-            metric(&flapped, w, "gbps") < metric(&clean, w, "gbps"),
+            metric(&flapped, w, "throughput_gbyte_s") < metric(&clean, w, "throughput_gbyte_s"),
             "{w}: fewer bytes arrive across a flap"
         );
     }

@@ -60,8 +60,8 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
         &format!("{pf}=0,1"),
     ]);
     assert_eq!(r.len(), 4 * 5, "one row per point and workload");
-    // Every workload has the catalog's metric names (EXPERIMENTS.md `ioctopus.*`) and the
-    // interrupt rate `ioctopus.coalescing` reads.
+    // Every workload has the metrics the `ioctopus.*` experiments read (each naming its
+    // unit: `_gbit_s` is Gb/s) and the interrupt rate `ioctopus.coalescing` reads.
     for row in &r {
         let names: Vec<&str> = row["metrics"]
             .as_object()
@@ -72,19 +72,19 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
         let want: &[&str] = match row["params"]["workload"].as_str().unwrap() {
             "netperf_rx" => &[
                 "cpu_util",
-                "mem_bw_gbps",
+                "mem_bw_gbit_s",
                 "server_irqs_per_s",
-                "throughput_gbps",
+                "throughput_gbit_s",
             ],
             "rr" => &["latency_us", "p99_us", "server_irqs_per_s"],
             "pktgen" => &[
                 "cpu_util",
-                "interconnect_gbps",
-                "mem_bw_gbps",
+                "interconnect_gbit_s",
+                "mem_bw_gbit_s",
                 "mpps",
-                "throughput_gbps",
+                "throughput_gbit_s",
             ],
-            "memcached" => &["kops", "mem_bw_gbps", "throughput_gbps"],
+            "memcached" => &["kops", "mem_bw_gbit_s", "throughput_gbit_s"],
             "udp" => &["latency_us"],
             other => panic!("{other}"),
         };
@@ -99,13 +99,13 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
         )
     };
     let (local, remote) = (
-        rx("standard", 0, "throughput_gbps"),
-        rx("standard", 1, "throughput_gbps"),
+        rx("standard", 0, "throughput_gbit_s"),
+        rx("standard", 1, "throughput_gbit_s"),
     );
     // The process is on node 0: pf0 is local to it, pf1 across QPI. The octoNIC steers the
     // flow to the local PF whatever the netdev's PF.
     for p in [0, 1] {
-        let octo = rx("octonic", p, "throughput_gbps");
+        let octo = rx("octonic", p, "throughput_gbit_s");
         assert!(
             (octo / local - 1.0).abs() < 0.01,
             "octonic {octo} vs local {local}"
@@ -113,8 +113,8 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
         assert!(octo > 1.1 * remote, "octonic {octo} vs remote {remote}");
     }
     // The remote PF's DMA goes to DRAM across QPI; the local one's stays in the LLC.
-    assert!(rx("standard", 1, "mem_bw_gbps") > 2.0 * remote);
-    assert!(rx("standard", 0, "mem_bw_gbps") < rx("standard", 1, "mem_bw_gbps") / 10.0);
+    assert!(rx("standard", 1, "mem_bw_gbit_s") > 2.0 * remote);
+    assert!(rx("standard", 0, "mem_bw_gbit_s") < rx("standard", 1, "mem_bw_gbit_s") / 10.0);
 
     let r = rows(&["--set", "workload.pktgen.netdev_pf=0,pf1"]);
     let pk = |p: &str| {
@@ -226,8 +226,8 @@ fn memcached_on_the_octonic_runs_as_on_the_local_pf_and_replies_verified_values(
     // SET-heavy (90 %): the remote PF writes the values to DRAM across QPI, the local one
     // into the LLC's DDIO share.
     let (local_bw, remote_bw) = (
-        mc("standard", 0, "mem_bw_gbps"),
-        mc("standard", 1, "mem_bw_gbps"),
+        mc("standard", 0, "mem_bw_gbit_s"),
+        mc("standard", 1, "mem_bw_gbit_s"),
     );
     assert!(
         remote_bw > 5.0 * local_bw,
@@ -292,13 +292,13 @@ fn a_migrating_receiver_moves_to_the_new_sockets_pf_only_on_the_octonic() {
     // Before the move both run on pf0 (local); after it the standard NIC keeps the flow
     // on pf0 while the octoNIC's team driver moves it to pf1, local to the new socket.
     for m in ["standard", "octonic"] {
-        assert!(series(m, "pf0_gbps")[3] > 1.0, "{m}");
-        assert!(series(m, "pf1_gbps")[3] < 0.01, "{m}");
+        assert!(series(m, "pf0_gbit_s")[3] > 1.0, "{m}");
+        assert!(series(m, "pf1_gbit_s")[3] < 0.01, "{m}");
     }
-    assert!(series("standard", "pf0_gbps")[10] > 1.0);
-    assert!(series("standard", "pf1_gbps")[10] < 0.01);
-    assert!(series("octonic", "pf0_gbps")[10] < 0.01);
-    assert!(series("octonic", "pf1_gbps")[10] > 1.0);
+    assert!(series("standard", "pf0_gbit_s")[10] > 1.0);
+    assert!(series("standard", "pf1_gbit_s")[10] < 0.01);
+    assert!(series("octonic", "pf0_gbit_s")[10] < 0.01);
+    assert!(series("octonic", "pf1_gbit_s")[10] > 1.0);
     for m in ["standard", "octonic"] {
         let row = r
             .iter()

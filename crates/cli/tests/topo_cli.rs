@@ -454,7 +454,7 @@ fn topo_path_names_the_bottleneck_of_a_stream_of_such_accesses() {
         why.contains("outstanding reads"),
         "the P4000's reads are bound by its tags: {why}"
     );
-    let gbps = v["stream"]["gbps"].as_f64().unwrap();
+    let gbps = v["stream"]["gbyte_s"].as_f64().unwrap();
     assert!((9.0..11.5).contains(&gbps), "{gbps}");
 }
 
@@ -486,7 +486,7 @@ fn the_stream_is_bound_by_the_devices_own_data_path() {
         ]);
         let s = &v["stream"];
         (
-            s["gbps"].as_f64().unwrap(),
+            s["gbyte_s"].as_f64().unwrap(),
             s["bottleneck"].as_str().unwrap().to_string(),
         )
     };
@@ -520,7 +520,7 @@ fn the_stream_rate_follows_the_access_length_and_the_address_width() {
             "--format",
             "json",
         ]);
-        v["stream"]["gbps"].as_f64().unwrap()
+        v["stream"]["gbyte_s"].as_f64().unwrap()
     };
     let link = 8.0 * 128.0 / 130.0 * (1.0 - 1.0 / 371.0); // Gen3 x8 less SKP, GB/s
     let low = rate("server.ram.node0", "64");

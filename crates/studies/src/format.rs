@@ -104,3 +104,66 @@ pub fn format_number(x: f64) -> String {
         s
     }
 }
+
+/// The unit a workload field's name ends in (`nudma run`'s rows and counters name theirs):
+/// `_gbit_s` Gb/s (10^9 bits per second), `_gbyte_s` GB/s (10^9 bytes per second), `_ns`,
+/// `_us`, `_ms` and `_s` times (also before a percentile: `latency_ns_p50`), `_per_s` and
+/// `_per_sec` rates, and rates named by their unit (`mpps`, `mops`, `kops`, `kiops`).
+/// `None` for a count, a fraction, a ratio or a word.
+pub fn unit_of(field: &str) -> Option<&'static str> {
+    let f = field
+        .strip_suffix("_p50")
+        .or_else(|| field.strip_suffix("_p99"))
+        .unwrap_or(field);
+    const SUFFIXES: [(&str, &str); 8] = [
+        ("_gbit_s", "Gb/s"),
+        ("_gbyte_s", "GB/s"),
+        ("_per_s", "/s"),
+        ("_per_sec", "/s"),
+        ("_ns", "ns"),
+        ("_us", "µs"),
+        ("_ms", "ms"),
+        ("_s", "s"),
+    ];
+    if let Some((_, unit)) = SUFFIXES.iter().find(|(s, _)| f.ends_with(s)) {
+        return Some(unit);
+    }
+    let word = f.rsplit('_').next().unwrap_or(f);
+    match word {
+        "ns" => Some("ns"),
+        "mpps" => Some("Mpps"),
+        "mops" => Some("Mops"),
+        "kops" => Some("kops"),
+        "kiops" => Some("kIOPS"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unit_of;
+
+    #[test]
+    fn a_field_names_its_unit() {
+        for (field, unit) in [
+            ("throughput_gbit_s", Some("Gb/s")),
+            ("throughput_gbyte_s", Some("GB/s")),
+            ("bw_gbit_s", Some("Gb/s")),
+            ("qpi_gbyte_s", Some("GB/s")),
+            ("latency_ns_p99", Some("ns")),
+            ("ns", Some("ns")),
+            ("latency_us", Some("µs")),
+            ("t_ms", Some("ms")),
+            ("ops_per_sec", Some("/s")),
+            ("server_irqs_per_s", Some("/s")),
+            ("std_mops", Some("Mops")),
+            ("total_kiops", Some("kIOPS")),
+            ("cpu_util", None),
+            ("hops", None),
+            // A catalog metric's name says nothing: `*_gbps` is Gb/s in `ioctopus.*`.
+            ("throughput_gbps", None),
+        ] {
+            assert_eq!(unit_of(field), unit, "{field}");
+        }
+    }
+}

@@ -281,33 +281,6 @@ pub fn render_svg(
     draw(info, x, &axis, &series, refs).map(Some)
 }
 
-/// The unit of a metric's axis, as its name says. `*_gbps` is gigabits per second in
-/// `ioctopus.*` (EXPERIMENTS.md: the network convention) and gigabytes elsewhere.
-pub fn metric_unit(experiment: &str, metric: &str) -> Option<&'static str> {
-    if metric.ends_with("_gbps") || metric == "gbps" {
-        Some(if experiment.starts_with("ioctopus.") {
-            "Gb/s"
-        } else {
-            "GB/s"
-        })
-    } else if metric.ends_with("_ns") {
-        Some("ns")
-    } else if metric.ends_with("_us") {
-        Some("µs")
-    } else if metric.ends_with("_ms") {
-        Some("ms")
-    } else if metric.ends_with("_s") {
-        Some("s")
-    } else {
-        match metric {
-            "mpps" => Some("Mpps"),
-            "mops" => Some("Mops"),
-            "kops" => Some("kops"),
-            _ => None,
-        }
-    }
-}
-
 /// A value on a log2 axis: a whole multiple of 1024^k as "4K", "64K", "1M", "64M", "1G".
 pub fn format_pow2_tick(v: f64) -> String {
     if !v.is_finite() {
@@ -682,7 +655,7 @@ fn draw_chart<DB: DrawingBackend>(
             y_lo..y_hi,
         )
         .map_err(io_err)?;
-    let y_desc = match metric_unit(info.id, metric) {
+    let y_desc = match info.unit(metric) {
         Some(unit) => format!("{metric} ({unit})"),
         None => metric.to_string(),
     };

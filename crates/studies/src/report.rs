@@ -179,13 +179,34 @@ pub fn results_json(runs: &[Run], refs: &[Reference]) -> Value {
     Value::Object(top)
 }
 
-/// The JSON of `nudma reproduce --format json`: [`results_json`] plus, when any of the
-/// catalog experiments asked for (every one when nothing was named) is not implemented by
-/// this build, `"not_implemented": [{"id", "title"}]` in catalog order. Like a row's
-/// `published`, the key is left out when there is nothing to say, so a run of implemented
-/// experiments is exactly DESIGN.md's contract.
-pub fn reproduce_json(runs: &[Run], refs: &[Reference], not_implemented: &[&Entry]) -> Value {
+/// The JSON of `nudma reproduce --format json`: [`results_json`] plus `"units":
+/// {EXPERIMENT: {METRIC: UNIT}}`, the unit of each of the experiments' metrics that has one
+/// (`ExperimentInfo::units`: "Gb/s", "GB/s", "ns", …; counts, fractions and ratios have
+/// none), and, when any of the catalog experiments asked for (every one when nothing was
+/// named) is not implemented by this build, `"not_implemented": [{"id", "title"}]` in
+/// catalog order. Like a row's `published`, a key is left out when there is nothing to say.
+pub fn reproduce_json(
+    runs: &[Run],
+    refs: &[Reference],
+    infos: &[ExperimentInfo],
+    not_implemented: &[&Entry],
+) -> Value {
     let mut v = results_json(runs, refs);
+    let units: Map<String, Value> = infos
+        .iter()
+        .filter(|i| !i.units.is_empty() && runs.iter().any(|r| r.experiment == i.id))
+        .map(|i| {
+            let per: Map<String, Value> = i
+                .units
+                .iter()
+                .map(|(m, u)| (m.to_string(), Value::from(*u)))
+                .collect();
+            (i.id.to_string(), Value::Object(per))
+        })
+        .collect();
+    if let (Value::Object(top), false) = (&mut v, units.is_empty()) {
+        top.insert("units".into(), Value::Object(units));
+    }
     if not_implemented.is_empty() {
         return v;
     }
@@ -480,6 +501,7 @@ pub fn table_with(
                         row.config.clone(),
                         row.params.clone(),
                         row.metric.clone(),
+                        unit_text(info, &row.metric),
                         row.simulated_text(),
                         row.published_text(),
                         row.error_text(),
@@ -496,13 +518,14 @@ pub fn table_with(
                 "config",
                 "params",
                 "metric",
+                "unit",
                 "simulated",
                 "published",
                 "error",
                 "basis",
                 "",
             ];
-            let align = [L, L, L, R, R, R, L, L];
+            let align = [L, L, L, L, R, R, R, L, L];
             out.push_str(&text_table(&header, &align, &lines, "  "));
         }
         let elided = total - lines.len();
@@ -519,6 +542,13 @@ pub fn table_with(
     out.push_str(&summary_line(&comparison_rows(runs, refs)));
     out.push('\n');
     out
+}
+
+/// A metric row's unit as its experiment states it ("" without one).
+fn unit_text(info: Option<&ExperimentInfo>, metric: &str) -> String {
+    info.and_then(|i| i.unit(metric))
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Runs grouped by experiment, experiments in order of first appearance.
@@ -765,14 +795,15 @@ impl<'a> ReportDoc<'a> {
                 continue;
             }
             out.push_str(
-                "| config | params | metric | simulated | published | error | basis | | source |\n",
+                "| config | params | metric | unit | simulated | published | error | basis | | source |\n",
             );
-            out.push_str("|---|---|---|--:|--:|--:|---|:-:|---|\n");
+            out.push_str("|---|---|---|---|--:|--:|--:|---|:-:|---|\n");
             for r in &s.rows {
                 let cells = [
                     r.config.clone(),
                     r.params.clone(),
                     r.metric.clone(),
+                    unit_text(s.info, &r.metric),
                     r.simulated_text(),
                     r.published_text(),
                     r.error_text(),
@@ -874,7 +905,7 @@ impl<'a> ReportDoc<'a> {
                 continue;
             }
             out.push_str(
-                "<table>\n<tr><th>config</th><th>params</th><th>metric</th><th>simulated</th>\
+                "<table>\n<tr><th>config</th><th>params</th><th>metric</th><th>unit</th><th>simulated</th>\
                  <th>published</th><th>error</th><th>basis</th><th></th><th>source</th></tr>\n",
             );
             for r in &s.rows {
@@ -886,12 +917,13 @@ impl<'a> ReportDoc<'a> {
                 };
                 let _ = writeln!(
                     out,
-                    "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td>\
+                    "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                      <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
                      <td>{}</td><td class=\"verdict\">{}</td><td>{}</td></tr>",
                     html_escape(&r.config),
                     html_escape(&r.params),
                     html_escape(&r.metric),
+                    html_escape(&unit_text(s.info, &r.metric)),
                     html_escape(&r.simulated_text()),
                     html_escape(&r.published_text()),
                     html_escape(&r.error_text()),

@@ -144,6 +144,17 @@ pub struct ExperimentInfo {
     pub mechanism: &'static str,
     /// Configs of the catalog entry that are not implemented yet (listed on stderr).
     pub configs_not_implemented: Vec<&'static str>,
+    /// Each metric's unit ("Gb/s", "GB/s", "ns", …: the unit its workload field names,
+    /// `format::unit_of`), for the metrics that have one (not counts, fractions, ratios).
+    pub units: Vec<(&'static str, &'static str)>,
+}
+
+impl ExperimentInfo {
+    /// The unit of `metric`, or of the object metric an entry `metric.key` belongs to.
+    pub fn unit(&self, metric: &str) -> Option<&'static str> {
+        let find = |m: &str| self.units.iter().find(|(n, _)| *n == m).map(|(_, u)| *u);
+        find(metric).or_else(|| find(metric.split_once('.')?.0))
+    }
 }
 
 #[cfg(test)]

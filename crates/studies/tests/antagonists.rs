@@ -333,7 +333,7 @@ fn streams_fill_upi_and_lose_more_beside_remote_fio_than_beside_local_fio() {
             p.rows
                 .iter()
                 .filter(|r| r.params["workload"].as_str().unwrap().starts_with(w))
-                .map(|r| r.metrics["gbps"].as_f64().unwrap())
+                .map(|r| r.metrics["throughput_gbyte_s"].as_f64().unwrap())
                 .sum::<f64>()
         };
         Run {

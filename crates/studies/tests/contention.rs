@@ -57,7 +57,7 @@ fn a_stream_on_the_interconnect_slows_a_remote_tcp_receive_and_not_a_local_one()
         &["workload.rx.cpu_node=1", "workload.rx.mem_node=1"],
         &["workload.rx.cpu_node=0", "workload.rx.mem_node=0"],
         "rx",
-        "throughput_gbps",
+        "throughput_gbit_s",
     );
     let (beside, alone) = r.remote;
     assert!(
@@ -120,7 +120,7 @@ fn a_network_workload_lists_the_streams_it_met() {
     assert_eq!(met[0]["workload"], "stream");
     assert_eq!(met[0]["host"], "server");
     // Six writing cores, each at its 10 misses over the zero-load miss latency.
-    let gbps = met[0]["misses_gbytes_per_s"].as_f64().unwrap();
+    let gbps = met[0]["misses_gbyte_s"].as_f64().unwrap();
     assert!(gbps > 20.0 && gbps < 30.0, "{gbps}");
 }
 
@@ -135,7 +135,7 @@ fn two_tcp_receives_on_one_server_share_its_port_and_memory() {
             .iter()
             .find(|row| row.params["workload"] == w)
             .unwrap();
-        row.metrics["throughput_gbps"].as_f64().unwrap()
+        row.metrics["throughput_gbit_s"].as_f64().unwrap()
     };
     let (local, remote) = (gbps("local"), gbps("remote"));
     // One 100 GbE port: together at line rate (payload of 1,500 B frames), not above it.
@@ -146,13 +146,13 @@ fn two_tcp_receives_on_one_server_share_its_port_and_memory() {
         &source("contention/tcp_rx_pair", Some("remote")),
         &[],
         "local",
-        "throughput_gbps",
+        "throughput_gbit_s",
     );
     let alone_remote = metric(
         &source("contention/tcp_rx_pair", Some("local")),
         &[],
         "remote",
-        "throughput_gbps",
+        "throughput_gbit_s",
     );
     assert!(
         alone_local > 1.2 * local,
@@ -180,14 +180,14 @@ fn tcp_streams_that_differ_in_settings_still_meet_on_their_server() {
     let net = &r.counters["network"];
     assert_eq!(net["local"]["run_with"], serde_json::json!(["remote"]));
     assert_eq!(net["remote"]["run_with"], serde_json::json!(["local"]));
-    let local = metric(&src, &sets, "local", "throughput_gbps");
-    let remote = metric(&src, &sets, "remote", "throughput_gbps");
+    let local = metric(&src, &sets, "local", "throughput_gbit_s");
+    let remote = metric(&src, &sets, "remote", "throughput_gbit_s");
     assert!(local + remote < 95.0, "{local} + {remote}");
     let alone = metric(
         &source("contention/tcp_rx_pair", Some("remote")),
         &[],
         "local",
-        "throughput_gbps",
+        "throughput_gbit_s",
     );
     assert!(alone > 1.2 * local, "local: {alone} alone, {local} beside");
 }
@@ -201,12 +201,17 @@ fn a_tcp_receive_and_memcached_on_one_server_run_in_one_simulation() {
     assert_eq!(net["rx"]["run_with"], serde_json::json!(["mc"]));
     assert_eq!(net["mc"]["run_with"], serde_json::json!(["rx"]));
     // One memory system: both rows read the server's DRAM counter.
-    let rx_mem = metric(&src, &[], "rx", "mem_bw_gbps");
-    assert_eq!(rx_mem, metric(&src, &[], "mc", "mem_bw_gbps"));
+    let rx_mem = metric(&src, &[], "rx", "mem_bw_gbit_s");
+    assert_eq!(rx_mem, metric(&src, &[], "mc", "mem_bw_gbit_s"));
     // memcached's 512 KiB SETs take the port, the NIC's links and the server's memory:
     // the receive gets much less of them than alone (memcached idle).
-    let beside = metric(&src, &[], "rx", "throughput_gbps");
-    let alone = metric(&src, &["workload.mc.instances=0"], "rx", "throughput_gbps");
+    let beside = metric(&src, &[], "rx", "throughput_gbit_s");
+    let alone = metric(
+        &src,
+        &["workload.mc.instances=0"],
+        "rx",
+        "throughput_gbit_s",
+    );
     assert!(
         beside < 0.7 * alone,
         "{beside} beside memcached, {alone} alone"

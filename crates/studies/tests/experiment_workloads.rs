@@ -61,7 +61,7 @@ const METRICS: &str = r#"
 [[metric]]
 name = "gbps"
 workload = "rx"
-field = "gbps"
+field = "throughput_gbyte_s"
 
 [[metric]]
 name = "p99_ns"
@@ -98,13 +98,16 @@ fn each_point_runs_the_workloads_with_its_values_as_nudma_run_runs_them() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = server_scenario(dir.path());
     let e = parse(&experiment(&scenario, METRICS)).unwrap();
+    // Each metric's unit is the one its field names, whatever the metric's own name.
+    assert_eq!(e.info.unit("gbps"), Some("GB/s"));
+    assert_eq!(e.info.unit("p99_ns"), Some("ns"));
     let rows = e.run(&[]).unwrap();
     assert_eq!(rows.len(), 4);
     for r in &rows {
         let node = &r.config["node".len()..];
         let bytes = r.params["bytes"].as_u64().unwrap();
         let alone = run_alone(&scenario, node, bytes);
-        assert_eq!(r.metrics["gbps"], alone["gbps"], "{r:?}");
+        assert_eq!(r.metrics["gbps"], alone["throughput_gbyte_s"], "{r:?}");
         assert_eq!(r.metrics["p99_ns"], alone["latency_ns_p99"], "{r:?}");
         assert!(r.metrics["gbps"].as_f64().unwrap() > 1.0, "{r:?}");
     }
@@ -126,7 +129,8 @@ fn bad_workload_metrics_are_located_and_named() {
     let line_of =
         |text: &str, needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
 
-    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"tx\"\nfield = \"gbps\"\n");
+    let t =
+        exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"tx\"\nfield = \"throughput_gbyte_s\"\n");
     let e = parse(&t).unwrap_err();
     assert!(
         e.starts_with(&format!("x.toml:{}:", line_of(&t, "workload = \"tx\""))),
@@ -140,7 +144,7 @@ fn bad_workload_metrics_are_located_and_named() {
     let e = parse(&exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\n")).unwrap_err();
     assert!(e.contains("name the workload's metric with `field"), "{e}");
 
-    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nfield = \"gbps\"\nargs = { a = \"b\" }\n");
+    let t = exp("\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nfield = \"throughput_gbyte_s\"\nargs = { a = \"b\" }\n");
     assert!(parse(&t).unwrap_err().contains("unknown field `args`"));
 
     let t =
@@ -148,6 +152,25 @@ fn bad_workload_metrics_are_located_and_named() {
     assert!(parse(&t)
         .unwrap_err()
         .contains("name a `workload` of this file or a run `counter` (one of them)"));
+
+    // A field by its name before units were in the names: refused before anything runs,
+    // located at the field, saying what the fields are called now.
+    for old in ["gbps", "throughput_gbps", "mem_bw_gbps"] {
+        let t = exp(&format!(
+            "\n[[metric]]\nname = \"gbps\"\nworkload = \"rx\"\nfield = \"{old}\"\n"
+        ));
+        let e = parse(&t).unwrap_err();
+        assert!(
+            e.starts_with(&format!("x.toml:{}:", line_of(&t, "field = "))),
+            "{e}"
+        );
+        assert!(
+            e.contains(&format!("no workload gives a field `{old}`"))
+                && e.contains("`…_gbit_s` for Gb/s")
+                && e.contains("`…_gbyte_s` for GB/s"),
+            "{e}"
+        );
+    }
 
     let t = exp(METRICS).replace("[measure]\nwarmup = \"20 us\"\nduration = \"200 us\"\n", "");
     assert!(parse(&t).unwrap_err().contains("need its [measure] window"));
@@ -174,7 +197,7 @@ fn a_workload_field_nothing_gives_is_named_with_what_was_given() {
         e.contains("metric `mpps`: the workloads gave no metric `rx.mpps`"),
         "{e}"
     );
-    assert!(e.contains("rx.gbps"), "{e}");
+    assert!(e.contains("rx.throughput_gbyte_s"), "{e}");
 }
 
 /// A config's `set` reaches its workloads also where the key is in an included file: the
@@ -286,33 +309,33 @@ const RELATIVE: &str = r#"
 [[metric]]
 name = "rx_norm"
 workload = "rx"
-field = "gbps"
+field = "throughput_gbyte_s"
 baseline = { params = { cores = 0 } }
 
 [[metric]]
 name = "ant_slowdown"
 workload = "ant"
-field = "gbps"
+field = "throughput_gbyte_s"
 baseline = { without = ["rx"] }
 ratio = "baseline / value"
 
 [[metric]]
 name = "ant_norm"
 workload = "ant"
-field = "gbps"
+field = "throughput_gbyte_s"
 baseline = { without = ["rx"] }
 
 [[metric]]
 name = "ant_gbps"
 workload = "ant"
-field = "gbps"
+field = "throughput_gbyte_s"
 
 [[metric]]
 name = "qpi"
 counter = "interconnect_util"
 "#;
 
-/// The gbps of workload `w` and the interconnect counter of one `nudma run` of `text`.
+/// The rows of workload `w` and the interconnect counter of one `nudma run` of `text`.
 fn run_text(text: String) -> studies::run::PointResult {
     let src = Source {
         name: "by_hand.toml".into(),
@@ -325,10 +348,13 @@ fn run_text(text: String) -> studies::run::PointResult {
 fn a_baseline_is_the_same_field_of_another_run_and_a_counter_the_runs_own() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = server_scenario(dir.path());
-    let rows = parse(&relative(&scenario, RELATIVE))
-        .unwrap()
-        .run(&[])
-        .unwrap();
+    let e = parse(&relative(&scenario, RELATIVE)).unwrap();
+    // A ratio to a baseline and a utilisation have no unit; a plain field has its own.
+    for m in ["rx_norm", "ant_slowdown", "ant_norm", "qpi"] {
+        assert_eq!(e.info.unit(m), None, "{m}");
+    }
+    assert_eq!(e.info.unit("ant_gbps"), Some("GB/s"));
+    let rows = e.run(&[]).unwrap();
     let at = |cores: u64| {
         &rows
             .iter()
@@ -361,7 +387,7 @@ fn a_baseline_is_the_same_field_of_another_run_and_a_counter_the_runs_own() {
             .iter()
             .find(|r| r.params["workload"] == "ant")
             .unwrap();
-        f(&r.metrics["gbps"])
+        f(&r.metrics["throughput_gbyte_s"])
     };
     let (both, alone) = (run_text(workloads(true)), run_text(workloads(false)));
     assert_eq!(f(&at(8)["ant_norm"]), gbps(&both) / gbps(&alone));
@@ -378,8 +404,11 @@ fn a_baseline_is_the_same_field_of_another_run_and_a_counter_the_runs_own() {
 #[test]
 fn bad_baselines_and_counters_are_located_and_named() {
     let e = |m: &str| parse(&relative("srv.toml", m)).unwrap_err();
-    let metric =
-        |b: &str| format!("\n[[metric]]\nname = \"n\"\nworkload = \"rx\"\nfield = \"gbps\"\n{b}\n");
+    let metric = |b: &str| {
+        format!(
+            "\n[[metric]]\nname = \"n\"\nworkload = \"rx\"\nfield = \"throughput_gbyte_s\"\n{b}\n"
+        )
+    };
     let base = |b: &str| e(&metric(b));
     let line_of = |b: &str, needle: &str| {
         let t = relative("srv.toml", &metric(b));

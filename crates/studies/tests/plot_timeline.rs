@@ -28,6 +28,7 @@ fn info(x: Option<&'static str>) -> ExperimentInfo {
         window: "4 samples",
         mechanism: "",
         configs_not_implemented: Vec::new(),
+        units: vec![("pf0_gbps", "Gb/s"), ("pf1_gbps", "Gb/s")],
     }
 }
 
@@ -88,6 +89,8 @@ fn a_list_metric_x_draws_each_runs_lists_as_lines_over_time() {
     assert!(oct_pf1[3].1 < oct_pf1[0].1);
     assert_eq!(std_pf1[0].1, std_pf1[3].1);
     assert!(svg.contains("standard") && svg.contains("ioctopus"));
+    // Each chart's axis says the unit the experiment states for its metric.
+    assert!(svg.contains("pf0_gbps (Gb/s)") && svg.contains("pf1_gbps (Gb/s)"));
 }
 
 #[test]

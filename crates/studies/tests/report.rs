@@ -74,6 +74,7 @@ fn info(id: &'static str, x: Option<&'static str>, metrics: Vec<&'static str>) -
         window: "1,000 transfers after 100 warm-up",
         mechanism: "",
         configs_not_implemented: Vec::new(),
+        units: Vec::new(),
     }
 }
 
@@ -280,7 +281,10 @@ fn sweep() -> (Vec<Run>, Vec<Reference>, Vec<ExperimentInfo>) {
         0.8,
         0.9,
     )];
-    let infos = vec![info("smartio.gpu_dma", Some("bytes"), vec!["dma_gbps"])];
+    let infos = vec![ExperimentInfo {
+        units: vec![("dma_gbps", "GB/s")],
+        ..info("smartio.gpu_dma", Some("bytes"), vec!["dma_gbps"])
+    }];
     (runs, refs, infos)
 }
 
@@ -303,6 +307,12 @@ fn compact_mode_keeps_published_rows_and_largest_size_per_series() {
         .collect();
     assert_eq!(data_rows(&compact), data.len());
     assert_eq!(data.len(), 6, "{compact}");
+    // The metric's unit, as its experiment states it, beside its name.
+    assert!(compact.contains("  metric    unit  "), "{compact}");
+    assert!(
+        data.iter().all(|l| l.contains(" dma_gbps  GB/s ")),
+        "{compact}"
+    );
     assert_eq!(data.iter().filter(|l| l.contains("64 MiB")).count(), 5);
     assert!(data
         .iter()
@@ -363,11 +373,14 @@ fn plots_one_svg_per_experiment_with_an_x_param() {
         &[],
         &[("latency_ns", json!(1.0))],
     ));
-    infos.push(info(
-        "ioctopus.tcp_rx_1core",
-        Some("msg_bytes"),
-        vec!["throughput_gbps", "cpu_util"],
-    ));
+    infos.push(ExperimentInfo {
+        units: vec![("throughput_gbps", "Gb/s")],
+        ..info(
+            "ioctopus.tcp_rx_1core",
+            Some("msg_bytes"),
+            vec!["throughput_gbps", "cpu_util"],
+        )
+    });
     infos.push(info("rdma.latency", None, vec!["latency_ns"]));
 
     let dir = tempfile::tempdir().unwrap();
@@ -397,6 +410,8 @@ fn plots_one_svg_per_experiment_with_an_x_param() {
     assert!(tcp.contains("local op=read") && tcp.contains("local op=write"));
     assert!(tcp.contains("throughput_gbps (Gb/s)"));
     assert!(tcp.contains("ioctopus.tcp_rx_1core — cpu_util"));
+    // A fraction has no unit on its axis; a unit comes from the experiment, not the name.
+    assert!(!tcp.contains("cpu_util ("));
     assert!(tcp.matches("<polyline").count() >= 2 * 2 * 2);
 
     // Same input, same bytes.
@@ -505,7 +520,13 @@ fn report_files_contain_every_experiment_and_are_deterministic() {
     assert!(html_text.contains("1,000 transfers after 100 warm-up"));
     assert!(md_text.contains("req_kb=64"));
     // Every row of the sweep is in the report, published or not.
-    assert_eq!(md_text.matches("| dma_gbps |").count(), 75);
+    assert_eq!(md_text.matches("| dma_gbps | GB/s |").count(), 75);
+    assert_eq!(
+        html_text.matches("<td>dma_gbps</td><td>GB/s</td>").count(),
+        75
+    );
+    // A metric whose experiment states no unit has an empty cell.
+    assert!(md_text.contains("| latency_ns |  |"), "{md_text}");
     assert!(html_text.starts_with("<!DOCTYPE html>") && html_text.ends_with("</html>\n"));
     assert_well_formed(&html_text);
 
@@ -1277,8 +1298,13 @@ fn the_report_lists_the_catalog_experiments_not_implemented() {
     assert_well_formed(&html);
 
     // The JSON of `reproduce`: the results as before, plus the list.
-    let v = studies::report::reproduce_json(&runs, &refs, &missing);
+    let v = studies::report::reproduce_json(&runs, &refs, &infos, &missing);
     assert_eq!(v["results"], results_json(&runs, &refs)["results"]);
+    // Each experiment's metric units beside the rows.
+    assert_eq!(
+        v["units"],
+        serde_json::json!({ "smartio.gpu_dma": { "dma_gbps": "GB/s" } })
+    );
     let listed: Vec<(&str, &str)> = v["not_implemented"]
         .as_array()
         .unwrap()
@@ -1293,7 +1319,10 @@ fn the_report_lists_the_catalog_experiments_not_implemented() {
     assert!(!std::fs::read_to_string(md)
         .unwrap()
         .contains("Not implemented"));
-    let v = studies::report::reproduce_json(&runs, &refs, &[]);
+    let v = studies::report::reproduce_json(&runs, &refs, &infos, &[]);
+    assert!(v.get("not_implemented").is_none());
+    // And no unit to state: exactly the plain results contract.
+    let v = studies::report::reproduce_json(&runs, &refs, &[], &[]);
     assert_eq!(v, results_json(&runs, &refs));
 }
 

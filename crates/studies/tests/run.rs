@@ -41,7 +41,10 @@ fn counter(p: &PointResult, section: &str, name: &str, field: &str) -> f64 {
 fn two_nics_behind_one_switch_share_its_uplink() {
     let p = &sweep(&[], 1)[0];
     assert_eq!(p.rows.len(), 4, "one row per workload");
-    let (a, b) = (metric(p, "nic0_rx", "gbps"), metric(p, "nic1_rx", "gbps"));
+    let (a, b) = (
+        metric(p, "nic0_rx", "throughput_gbyte_s"),
+        metric(p, "nic1_rx", "throughput_gbyte_s"),
+    );
     let uplink_payload = counter(p, "links", "link srv.sw →", "payload_bytes") / 1e9;
     let uplink_wire = counter(p, "links", "link srv.sw →", "wire_bytes") / 1e9;
     // Gen3 x16: 8 GT/s × 16 lanes × 128/130 = 15.75 GB/s of symbols.
@@ -96,8 +99,8 @@ fn cores_saturating_node0_slow_the_nvme_reads_of_node0() {
         miss(quiet)
     );
     let (q, l) = (
-        metric(quiet, "nvme_write", "gbps"),
-        metric(loaded, "nvme_write", "gbps"),
+        metric(quiet, "nvme_write", "throughput_gbyte_s"),
+        metric(loaded, "nvme_write", "throughput_gbyte_s"),
     );
     assert!(l < 0.9 * q, "the NVMe slows: {l} vs {q}");
     // Its reads wait in the same DRAM queue as the cores' misses: the NVMe's request
@@ -106,7 +109,7 @@ fn cores_saturating_node0_slow_the_nvme_reads_of_node0() {
     let (dn, dc) = (nvme(loaded) - nvme(quiet), miss(loaded) - miss(quiet));
     assert!((dn / dc - 1.0).abs() < 0.3, "NVMe +{dn} ns, cores +{dc} ns");
     // The NICs' posted writes into the LLC (DDIO) keep their rate.
-    let nic = |p: &PointResult| metric(p, "nic0_rx", "gbps");
+    let nic = |p: &PointResult| metric(p, "nic0_rx", "throughput_gbyte_s");
     assert!((nic(loaded) / nic(quiet) - 1.0).abs() < 0.02);
     assert_eq!(
         points[1].rows[3].params["workload.antagonist.misses_in_flight"],
@@ -130,9 +133,9 @@ fn a_sweep_gives_one_row_per_value_the_same_on_one_worker_or_two() {
     };
     assert_eq!(rows(&one), rows(&two));
     // More requests in flight, no less throughput; a narrower link, no more.
-    let g = |i: usize| metric(&one[i], "nic0_rx", "gbps");
+    let g = |i: usize| metric(&one[i], "nic0_rx", "throughput_gbyte_s");
     assert!(g(0) < g(2) && g(2) <= g(4), "{} {} {}", g(0), g(2), g(4));
-    let nic1 = |i: usize| metric(&one[i], "nic1_rx", "gbps");
+    let nic1 = |i: usize| metric(&one[i], "nic1_rx", "throughput_gbyte_s");
     assert!(nic1(4) < nic1(5) || (nic1(4) - nic1(5)).abs() < 1e-9);
 }
 
@@ -224,7 +227,7 @@ fn an_ntb_copy_workload_agrees_with_the_ntb_dma_experiment() {
         text: text.into(),
     };
     let p = run::run_point(&src, &run::sweep(&[])[0], 1).unwrap();
-    let run_gbps = metric(&p, "copy", "gbps");
+    let run_gbps = metric(&p, "copy", "throughput_gbyte_s");
     let catalog = studies::experiment::run_builtin("smartio.ntb_dma").unwrap();
     let row = catalog
         .iter()
@@ -239,7 +242,7 @@ fn an_ntb_copy_workload_agrees_with_the_ntb_dma_experiment() {
 
 /// `[measure] once = true` times each copy alone, from the engine's set-up to its end:
 /// the 8 MiB copy's rate is the windowed one's less the set-up's share, a 4 KiB copy is
-/// mostly set-up, and `gbps` is the copy's bytes over its `ns`.
+/// mostly set-up, and `throughput_gbyte_s` is the copy's bytes over its `ns`.
 #[test]
 fn a_copy_timed_once_pays_its_set_up_once() {
     let once = NTB_COPY.replace(
@@ -255,9 +258,16 @@ fn a_copy_timed_once_pays_its_set_up_once() {
         let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
         run::run_point(&src, &run::sweep(&sets)[0], 1)
     };
-    let windowed = metric(&run_text(NTB_COPY, &[]).unwrap(), "copy", "gbps");
+    let windowed = metric(
+        &run_text(NTB_COPY, &[]).unwrap(),
+        "copy",
+        "throughput_gbyte_s",
+    );
     let big = run_text(&once, &[]).unwrap();
-    let (gbps, ns) = (metric(&big, "copy", "gbps"), metric(&big, "copy", "ns"));
+    let (gbps, ns) = (
+        metric(&big, "copy", "throughput_gbyte_s"),
+        metric(&big, "copy", "ns"),
+    );
     assert!(
         (gbps - (8u64 << 20) as f64 / ns).abs() < 1e-9 * gbps,
         "{gbps} GB/s, {ns} ns"
@@ -267,7 +277,7 @@ fn a_copy_timed_once_pays_its_set_up_once() {
         "once {gbps}, windowed {windowed}"
     );
     let small = run_text(&once, &["workload.copy.transfer_bytes=4 KiB"]).unwrap();
-    let small_gbps = metric(&small, "copy", "gbps");
+    let small_gbps = metric(&small, "copy", "throughput_gbyte_s");
     assert!(
         small_gbps < 0.5 * gbps,
         "4 KiB {small_gbps} GB/s, 8 MiB {gbps}"
@@ -326,7 +336,11 @@ fn gpu_pairs_and_cpu_stores_are_timed_once() {
     let p = run::run_point(&src, &run::sweep(&[])[0], 1).unwrap();
     let m = |w: &str, k: &str| metric(&p, w, k);
     assert_eq!((m("p2p", "roots"), m("ram", "roots")), (0.0, 1.0));
-    assert!(m("p2p", "gbps") > m("ram", "gbps"), "{:?}", p.rows);
+    assert!(
+        m("p2p", "throughput_gbyte_s") > m("ram", "throughput_gbyte_s"),
+        "{:?}",
+        p.rows
+    );
     assert!(m("p2p", "hops") < m("ram", "hops"), "{:?}", p.rows);
     assert!(
         m("p2p", "pingpong_ns") < m("ram", "pingpong_ns"),
@@ -475,7 +489,7 @@ fn stream_cores_add_up_and_stop_at_the_socket() {
     let points = sweep(&["workload.antagonist.cores=0,1,2"], 1);
     let g: Vec<f64> = points
         .iter()
-        .map(|p| metric(p, "antagonist", "gbps"))
+        .map(|p| metric(p, "antagonist", "throughput_gbyte_s"))
         .collect();
     assert_eq!(g[0], 0.0);
     assert!(g[1] > 1.0 && (g[2] / g[1] - 2.0).abs() < 0.05, "{g:?}");
@@ -501,7 +515,7 @@ fn an_interconnect_links_transfer_rate_sets_its_bandwidth() {
     );
     let g: Vec<f64> = points
         .iter()
-        .map(|p| metric(p, "antagonist", "gbps"))
+        .map(|p| metric(p, "antagonist", "throughput_gbyte_s"))
         .collect();
     assert!(g[0] < 10.0 && g[1] > 1.2 * g[0], "{g:?}");
     let qpi = |p: &PointResult| counter(p, "links", "srv pkg0-pkg1 →", "wire_bytes") / 1e9;
@@ -522,10 +536,10 @@ fn a_devices_line_and_media_rates_bound_its_dma() {
         1,
     );
     for p in &points {
-        let nic = metric(p, "nic0_rx", "gbps");
+        let nic = metric(p, "nic0_rx", "throughput_gbyte_s");
         assert!(nic <= 12.5 * 1.001 && nic > 0.98 * 12.5, "line rate: {nic}");
     }
-    let media = |p: &PointResult| metric(p, "nvme_write", "gbps");
+    let media = |p: &PointResult| metric(p, "nvme_write", "throughput_gbyte_s");
     let (reads_host, writes_host) = (media(&points[0]), media(&points[1]));
     assert!(
         reads_host <= 2.0 * 1.001 && reads_host > 0.95 * 2.0,
@@ -575,7 +589,7 @@ fn a_current_server_written_as_a_copy_runs_within_its_devices() {
     let p = &run::run_all(&src, &run::sweep(&[]), 1, 1, false).unwrap()[0];
     // ConnectX-7: its 400 GbE port; PM1743: its 13 GB/s media reads; H100: its Gen5 x16
     // link (≈ 63 GB/s of symbols, 512 B reads in 256 B completions), not UPI's 128.
-    let g = |w: &str| metric(p, w, "gbps");
+    let g = |w: &str| metric(p, w, "throughput_gbyte_s");
     assert!((g("nic_rx") / 50.0 - 1.0).abs() < 0.01, "{}", g("nic_rx"));
     assert!(
         (g("ssd_read") / 13.0 - 1.0).abs() < 0.01,
@@ -586,5 +600,88 @@ fn a_current_server_written_as_a_copy_runs_within_its_devices() {
         g("gpu_h2d") > 50.0 && g("gpu_h2d") < 63.0,
         "{}",
         g("gpu_h2d")
+    );
+}
+
+/// Every field names its unit: a `dma` row's `throughput_gbyte_s` is 10^9 bytes per
+/// second, the bytes of its completed transfers over the window; a TCP_STREAM row's
+/// `throughput_gbit_s` is 10^9 bits per second, its delivered bytes × 8 over the window
+/// (with no warm-up the run's `bytes_delivered` counter is the window's). No row gives a
+/// bandwidth in a field that does not say which.
+#[test]
+fn a_rows_bandwidth_fields_name_their_unit_and_agree_with_the_bytes_moved() {
+    let mut src = run::source("contention/tcp_rx").unwrap();
+    src.text.truncate(src.text.find("[[workload]]").unwrap());
+    src.text.push_str(
+        r#"
+[[workload]]
+name = "rx"
+kind = "netperf"
+test = "TCP_STREAM"
+direction = "rx"
+msg_bytes = "64 KiB"
+connections = 1
+server = "server"
+client = "client"
+nic = "nic"
+cpu_node = 0
+mem_node = 0
+nic_mode = "standard"
+netdev_pf = 0
+
+[[workload]]
+name = "dma"
+kind = "dma"
+device = "server.nic"
+target = "server.ram.node0"
+op = "write"
+transfer_bytes = "4 KiB"
+outstanding = 16
+
+[measure]
+warmup = "0 us"
+duration = "1 ms"
+"#,
+    );
+    let p = run::run_point(&src, &Vec::new(), 1).unwrap();
+    let window = 1e-3;
+    let fields = |w: &str| -> Vec<String> {
+        let row = p.rows.iter().find(|r| r.params["workload"] == w).unwrap();
+        row.metrics.keys().cloned().collect()
+    };
+    let rates = |w: &str| -> Vec<String> {
+        fields(w)
+            .into_iter()
+            .filter(|f| f.contains("gb") || f.contains("bps"))
+            .collect()
+    };
+    assert_eq!(rates("dma"), ["throughput_gbyte_s"], "{:?}", fields("dma"));
+    assert_eq!(
+        rates("rx"),
+        ["mem_bw_gbit_s", "throughput_gbit_s"],
+        "{:?}",
+        fields("rx")
+    );
+
+    // GB/s: the DMA's completed 4 KiB writes over the window (the field is rounded to
+    // 1 MB/s and may count a transfer under way).
+    let gbyte_s = metric(&p, "dma", "throughput_gbyte_s");
+    let done = metric(&p, "dma", "ops_per_sec") * window * 4096.0;
+    assert!(
+        (gbyte_s * 1e9 * window - done).abs() <= 4096.0 + 0.0005e9 * window,
+        "{gbyte_s} GB/s vs {done} bytes in 1 ms"
+    );
+    // The NIC's 100 GbE port caps it at 12.5 GB/s: the same number in bits would be 100.
+    assert!(gbyte_s > 10.0 && gbyte_s <= 12.5, "{gbyte_s}");
+
+    // Gb/s: the receiver's delivered bytes, × 8.
+    let gbit_s = metric(&p, "rx", "throughput_gbit_s");
+    let delivered = p.counters["network"]["rx"]["bytes_delivered"]
+        .as_f64()
+        .unwrap();
+    assert!(delivered > 0.0);
+    assert!(
+        (gbit_s - delivered * 8.0 / window / 1e9).abs() < 1e-9 * gbit_s,
+        "{gbit_s} Gb/s vs {delivered} bytes in 1 ms"
     );
 }

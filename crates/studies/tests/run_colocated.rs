@@ -54,14 +54,14 @@ fn memcached_workloads_on_one_server_are_the_instances_of_one_model() {
     );
     // They share the server's memory system: its traffic is each row's.
     assert_eq!(
-        metric(&two, "a", "mem_bw_gbps"),
-        metric(&two, "b", "mem_bw_gbps")
+        metric(&two, "a", "mem_bw_gbit_s"),
+        metric(&two, "b", "mem_bw_gbit_s")
     );
     let net = &two.counters["network"];
     assert_eq!(net["a"]["run_with"], serde_json::json!(["b"]));
     // An idle one has no instance and moves nothing.
     let idle = run_with(&(memcached("a", 0, 1) + &memcached("off", 1, 0))).unwrap();
-    assert_eq!(metric(&idle, "off", "throughput_gbps"), 0.0);
+    assert_eq!(metric(&idle, "off", "throughput_gbit_s"), 0.0);
     assert_eq!(
         metric(&idle, "a", "kops"),
         metric(&run_with(&memcached("a", 0, 1)).unwrap(), "a", "kops")

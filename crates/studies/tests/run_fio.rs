@@ -26,7 +26,7 @@ fn four_ssds_each_give_their_media_rate_and_the_same_seed_the_same_rows() {
             .iter()
             .find(|r| r.params["workload"] == format!("fio{d}"))
             .unwrap();
-        let gbps = r.metrics["gbps"].as_f64().unwrap();
+        let gbps = r.metrics["throughput_gbyte_s"].as_f64().unwrap();
         // PM1725a media 3.3 GB/s, counted in whole 128 KiB completions over 1 ms.
         assert!(gbps > 3.1 && gbps <= 3.3, "fio{d}: {gbps}");
         assert_eq!(r.metrics["errors"], 0);

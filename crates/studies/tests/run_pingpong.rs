@@ -108,9 +108,9 @@ fn a_dma_stream_on_the_same_path_slows_the_ping_pong() {
         m(&busy, "pp", "latency_ns_p50"),
     );
     assert!(
-        m(&busy, "copy", "gbps") > 5.0,
+        m(&busy, "copy", "throughput_gbyte_s") > 5.0,
         "the copy runs: {}",
-        m(&busy, "copy", "gbps")
+        m(&busy, "copy", "throughput_gbyte_s")
     );
     // At least one of the copy's 256 B TLPs ahead of the counter write on a Gen3 x16
     // link (≈ 18 ns), and at most the copy's writes in flight on the way.

@@ -38,7 +38,7 @@ fn the_benchmark_example_runs_and_local_reads_beat_remote_ones() {
     // 8 QPs with one 64 B READ outstanding each over a ≈ 2.3 µs round trip: millions.
     assert!((2e6..6e6).contains(&local), "{local}");
     assert!(remote < local, "remote {remote}/s, local {local}/s");
-    let gbps = metric(&pts[0], "gbps");
+    let gbps = metric(&pts[0], "throughput_gbyte_s");
     assert!((gbps - local * 64.0 / 1e9).abs() < 1e-9);
 }
 

@@ -16,7 +16,8 @@ pub struct Reproduction {
 impl Reproduction {
     /// The JSON of `nudma reproduce --format json`.
     pub fn json(&self) -> serde_json::Value {
-        studies::report::reproduce_json(&self.runs, &self.refs, &self.missing)
+        let infos: Vec<_> = self.experiments.iter().map(|e| e.info.clone()).collect();
+        studies::report::reproduce_json(&self.runs, &self.refs, &infos, &self.missing)
     }
 }
 

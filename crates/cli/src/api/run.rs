@@ -88,11 +88,11 @@ impl Loaded {
 
 /// The metrics a scenario sweep's plot draws, where its rows have them.
 const PLOTTED: &[&str] = &[
-    "gbps",
+    "throughput_gbyte_s",
     "ops_per_sec",
     "latency_ns_p50",
     "latency_ns_p99",
-    "throughput_gbps",
+    "throughput_gbit_s",
     "latency_us",
 ];
 
@@ -151,16 +151,22 @@ impl RunOutput {
             description: "",
             x_param: Some(Box::leak(x.to_string().into_boxed_str())),
             x_log2: log2,
-            plot_metrics: metrics,
             window: "",
             mechanism: "",
             configs_not_implemented: Vec::new(),
+            units: metrics
+                .iter()
+                .filter_map(|m| Some((*m, studies::format::unit_of(m)?)))
+                .collect(),
+            plot_metrics: metrics,
         })
     }
 
-    /// `{"results": [...]}` as `nudma run --format json` prints it.
+    /// `{"results": [...]}` as `nudma run --format json` prints it; an experiment file's
+    /// also with its metrics' `"units"`, as `reproduce` prints it.
     pub fn json(&self) -> Value {
-        studies::report::results_json(&self.rows(), &self.refs)
+        let infos: Vec<ExperimentInfo> = self.loaded.info().into_iter().cloned().collect();
+        studies::report::reproduce_json(&self.rows(), &self.refs, &infos, &[])
     }
 }
 

@@ -81,8 +81,8 @@ impl PathReport {
         v["setup"] = self.setup.clone().into();
         if let Some((l, stream)) = &self.timed {
             v["latency_ns"] = (*l).into();
-            if let Some((gbps, why)) = stream {
-                v["stream"] = json!({ "gbps": gbps, "bottleneck": why });
+            if let Some((gbyte_s, why)) = stream {
+                v["stream"] = json!({ "gbyte_s": gbyte_s, "bottleneck": why });
             }
         }
         if let Some(e) = &self.timing_error {

@@ -179,8 +179,8 @@ fn metrics(b: Bench, t: &Timed) -> Vec<(&'static str, Value)> {
     let count = |x: f64| json!(x.round() as u64);
     match b {
         Bench::Net => {
-            put("throughput_gbit_s", t.metric("throughput_gbps"));
-            put("mem_bw_gbit_s", t.metric("mem_bw_gbps"));
+            put("throughput_gbit_s", t.metric("throughput_gbit_s"));
+            put("mem_bw_gbit_s", t.metric("mem_bw_gbit_s"));
             put("receiver_cpu_util", t.metric("cpu_util"));
             // Whole run, warm-up included.
             let (frames, events) = (t.counter("frames"), t.counter("events"));
@@ -196,7 +196,7 @@ fn metrics(b: Bench, t: &Timed) -> Vec<(&'static str, Value)> {
             // warm-up's and the controller bring-up's wall time is in `wall_s`.
             let cmds = (iops * window_s).round();
             put("iops", iops);
-            put("throughput_gbyte_s", t.metric("gbps"));
+            put("throughput_gbyte_s", t.metric("throughput_gbyte_s"));
             put("latency_ns_p50", t.metric("latency_ns_p50"));
             m.push(("errors", count(t.metric("errors"))));
             m.push(("nvme_cmds", count(cmds)));
@@ -206,7 +206,7 @@ fn metrics(b: Bench, t: &Timed) -> Vec<(&'static str, Value)> {
             // Whole run, warm-up included.
             let ops = t.counter("operations");
             put("ops_per_s", t.metric("ops_per_sec"));
-            put("throughput_gbyte_s", t.metric("gbps"));
+            put("throughput_gbyte_s", t.metric("throughput_gbyte_s"));
             m.push(("rdma_ops", count(ops)));
             m.push(("rdma_ops_per_wall_s", json!(per_wall_s(ops, t.wall_s))));
         }

@@ -28,9 +28,10 @@
 //! duration = "10 ms"
 //!
 //! [[metric]]
-//! name = "throughput_gbps"
+//! name = "throughput_gbps"            # the catalog's name (ioctopus: Gb/s)
 //! workload = "netperf"               # a [[workload]] of this file (or several,
-//! field = "throughput_gbps"          # ["a", "b"]: the sum) and the metric of its row
+//! field = "throughput_gbit_s"        # ["a", "b"]: the sum) and the metric of its row,
+//!                                    # whose name ends in its unit (the metric's unit)
 //! baseline = { without = ["ant"] }   # optional: ÷ the same field of another run (or
 //! ratio = "value / baseline"         #   `params = { clients = 1 }`); or the inverse
 //! scenario = "other"                 # optional: other hardware for this metric…
@@ -54,7 +55,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use toml::Spanned;
 
-use crate::format::is_size_param;
+use crate::format::{is_size_param, unit_of};
 use crate::harness::RunError;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
@@ -509,7 +510,7 @@ impl Experiment {
             RunError(format!("{}: {m}", place(src, span)))
         };
         let id = leak(f.experiment.id);
-        let info = ExperimentInfo {
+        let mut info = ExperimentInfo {
             id,
             description: leak(f.experiment.description),
             x_param: f.experiment.x.map(leak),
@@ -518,6 +519,7 @@ impl Experiment {
             window: leak(f.experiment.window),
             mechanism: leak(f.experiment.mechanism),
             configs_not_implemented: f.experiment.not_implemented.into_iter().map(leak).collect(),
+            units: Vec::new(),
         };
         let mut sweep = Vec::new();
         for (k, v) in f.sweep {
@@ -592,6 +594,15 @@ impl Experiment {
                 }
             };
             check_placeholders(&name, &args, m.once, &swept, &configs, &at)?;
+            // The unit its field names; a ratio to a baseline has none.
+            let unit = match (&m.field, &m.counter) {
+                _ if baseline.is_some() => None,
+                (Some(f), _) | (None, Some(f)) => unit_of(f.get_ref()),
+                (None, None) => None,
+            };
+            if let Some(u) = unit {
+                info.units.push((leak(name.clone()), u));
+            }
             metrics.push(MetricSpec {
                 name,
                 field,

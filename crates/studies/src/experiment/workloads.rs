@@ -65,6 +65,19 @@ pub(super) fn workload_metric(
             format!("metric `{name}`: name the workload's metric with `field = \"…\"`"),
         ));
     };
+    // No workload field ends in `gbps` any more: each names its unit (`format::unit_of`).
+    if field.get_ref().ends_with("gbps") {
+        return Err(at(
+            field.span(),
+            format!(
+                "metric `{name}`: no workload gives a field `{}`: fields name their unit, \
+                 `…_gbit_s` for Gb/s (network workloads' `throughput_gbit_s`, `mem_bw_gbit_s`, \
+                 …) and `…_gbyte_s` for GB/s (`throughput_gbyte_s` of dma, fio, cpu_stream, \
+                 copies, RDMA and Tyche)",
+                field.get_ref()
+            ),
+        ));
+    }
     let Some(measure) = measure else {
         return Err(at(
             w.span(),

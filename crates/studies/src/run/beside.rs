@@ -112,11 +112,11 @@ impl<'a> Beside<'a> {
         // Rates once every stream of the host is in: each one re-solves the arbitration.
         let rates = &mem.stream_rates().agent_gbps;
         for (s, agents) in added {
-            let gbps: f64 = agents.into_iter().flat_map(|a| &rates[a]).sum();
+            let gbyte_s: f64 = agents.into_iter().flat_map(|a| &rates[a]).sum();
             self.met.push(json!({
                 "workload": s.workload,
                 "host": host,
-                "misses_gbytes_per_s": (gbps * 1000.0).round() / 1000.0,
+                "misses_gbyte_s": (gbyte_s * 1000.0).round() / 1000.0,
             }));
         }
         Ok(())

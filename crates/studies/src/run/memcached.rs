@@ -161,9 +161,9 @@ impl Rows {
             outs.push(NetOutcome {
                 metrics: packet::metrics(&[
                     ("kops", done / secs / 1e3),
-                    ("mem_bw_gbps", r.mem_gbps),
+                    ("mem_bw_gbit_s", r.mem_gbps),
                     (
-                        "throughput_gbps",
+                        "throughput_gbit_s",
                         done * self.value_bytes as f64 * 8.0 / secs / 1e9,
                     ),
                 ]),

@@ -672,7 +672,10 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
         Handle::Net(ref o) => m = o.metrics.clone(),
         Handle::Fio(ref f) => {
             let s = f.stats(sim).map_err(|e| e.0)?;
-            m.insert("gbps".into(), json!(round3(s.bytes as f64 / secs / 1e9)));
+            m.insert(
+                "throughput_gbyte_s".into(),
+                json!(round3(s.bytes as f64 / secs / 1e9)),
+            );
             m.insert("ops_per_sec".into(), json!((s.ops as f64 / secs).round()));
             latency_metrics(&mut m, &s.latency);
             m.insert("errors".into(), json!(s.errors));
@@ -686,7 +689,10 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
         }
         Handle::Dma(id) => {
             let s = sim.get::<DmaJob>(id).expect("dma").stats();
-            m.insert("gbps".into(), json!(round3(s.bytes as f64 / secs / 1e9)));
+            m.insert(
+                "throughput_gbyte_s".into(),
+                json!(round3(s.bytes as f64 / secs / 1e9)),
+            );
             m.insert("ops_per_sec".into(), json!((s.ops as f64 / secs).round()));
             latency_metrics(&mut m, &s.op_latency);
             // Accesses that faulted, reads answered with all-ones, writes dropped.
@@ -702,7 +708,10 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
                 bytes += s.window_bytes;
                 latency.merge(&s.window_latency);
             }
-            m.insert("gbps".into(), json!(round3(bytes as f64 / secs / 1e9)));
+            m.insert(
+                "throughput_gbyte_s".into(),
+                json!(round3(bytes as f64 / secs / 1e9)),
+            );
             m.insert(
                 "ops_per_sec".into(),
                 json!((latency.count() as f64 / secs).round()),
@@ -713,7 +722,10 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
             let p = sim.get::<PingPong>(id).expect("pingpong");
             let rounds = p.rounds.count() as f64;
             // Two 4-byte counter writes per round trip.
-            m.insert("gbps".into(), json!(round3(rounds * 8.0 / secs / 1e9)));
+            m.insert(
+                "throughput_gbyte_s".into(),
+                json!(round3(rounds * 8.0 / secs / 1e9)),
+            );
             m.insert("ops_per_sec".into(), json!((rounds / secs).round()));
             latency_metrics(&mut m, &p.rounds);
             m.insert("wrong_values".into(), json!(p.wrong_values));

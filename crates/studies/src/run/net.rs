@@ -74,7 +74,7 @@ fn client(
 /// Loads `h`'s memory system with STREAM antagonists (as `ioctopus::qpi`): `a.pairs`
 /// pairs of cores of `socket`, one reading and one writing, against node `a.node`; the
 /// socket's other cores must hold them beside the workload's `busy` cores. Returns the
-/// antagonists' own Gb/s.
+/// bytes the antagonists move (reads and write-backs), GB/s.
 fn load(
     topo: &Topology,
     h: &mut NetHost,
@@ -132,7 +132,7 @@ pub fn run(
             let choice = choice(*nic_mode, *netdev_pf);
             let (mut srv, pf) = setup::server(topo, server, nic, choice, socket, node)?;
             beside.load(topo, server, &mut srv.mem)?;
-            let stream_gbps = match streams {
+            let stream_gbyte_s = match streams {
                 Some(a) => Some(load(topo, &mut srv, server, socket, *connections, *a)?),
                 None => None,
             };
@@ -181,8 +181,8 @@ pub fn run(
                     )
                 }
             }?;
-            if let Some(g) = stream_gbps {
-                out.metrics.insert("stream_gbps".into(), json!(g));
+            if let Some(g) = stream_gbyte_s {
+                out.metrics.insert("stream_gbyte_s".into(), json!(g));
             }
             Ok(out)
         }
@@ -214,8 +214,8 @@ pub fn run(
             Ok(NetOutcome {
                 metrics: metrics(&[
                     ("kops", r.kops),
-                    ("mem_bw_gbps", r.mem_gbps),
-                    ("throughput_gbps", r.value_gbps),
+                    ("mem_bw_gbit_s", r.mem_gbps),
+                    ("throughput_gbit_s", r.value_gbps),
                 ]),
                 counters,
             })
@@ -226,7 +226,7 @@ pub fn run(
             streams,
         } => {
             let (mut srv, socket, pf) = net_server(topo, ends, beside)?;
-            let stream_gbps = match streams {
+            let stream_gbyte_s = match streams {
                 Some(a) => Some(load(topo, &mut srv, &ends.server, socket, 1, *a)?),
                 None => None,
             };
@@ -238,8 +238,8 @@ pub fn run(
                 beside,
             )?;
             let mut out = udp_pingpong(srv, cli, *msg_bytes, pf, m)?;
-            if let Some(g) = stream_gbps {
-                out.metrics.insert("stream_gbps".into(), json!(g));
+            if let Some(g) = stream_gbyte_s {
+                out.metrics.insert("stream_gbyte_s".into(), json!(g));
             }
             Ok(out)
         }
@@ -281,10 +281,10 @@ pub fn run(
             Ok(NetOutcome {
                 metrics: metrics(&[
                     ("mpps", r.mpps),
-                    ("throughput_gbps", r.throughput_gbps),
-                    ("mem_bw_gbps", r.mem_gbps),
+                    ("throughput_gbit_s", r.throughput_gbps),
+                    ("mem_bw_gbit_s", r.mem_gbps),
                     ("cpu_util", r.cpu_util),
-                    ("interconnect_gbps", r.interconnect_gbps),
+                    ("interconnect_gbit_s", r.interconnect_gbps),
                 ]),
                 counters: json!({
                     "pf": pf,
@@ -373,11 +373,11 @@ fn migrate(
     let t = team::run_spec(&mut client, &mut server, mode, spec)?;
     let r = &t.result;
     let secs = mv.sample.as_secs_f64();
-    let gbps = |bytes: &[u64]| -> Vec<f64> {
+    let gbit_s = |bytes: &[u64]| -> Vec<f64> {
         bytes.iter().map(|&b| b as f64 * 8.0 / secs / 1e9).collect()
     };
     let mut out = Map::new();
-    out.insert("throughput_gbps".into(), json!(r.stream.throughput_gbps));
+    out.insert("throughput_gbit_s".into(), json!(r.stream.throughput_gbps));
     // Mean Gb/s over every PF's samples within a window of whole samples.
     let mean = |(from, to): (Time, Time)| {
         let (a, b) = (
@@ -392,13 +392,13 @@ fn migrate(
         bytes as f64 * 8.0 / (to - from).as_secs_f64() / 1e9
     };
     if let Some(w) = mv.before {
-        out.insert("before_gbps".into(), json!(mean(w)));
+        out.insert("before_gbit_s".into(), json!(mean(w)));
     }
     if let Some(w) = mv.after {
-        out.insert("after_gbps".into(), json!(mean(w)));
+        out.insert("after_gbit_s".into(), json!(mean(w)));
     }
     for (pf, bytes) in r.pf_rx_bytes.iter().enumerate() {
-        out.insert(format!("pf{pf}_gbps"), json!(gbps(bytes)));
+        out.insert(format!("pf{pf}_gbit_s"), json!(gbit_s(bytes)));
     }
     let n = r.pf_rx_bytes.first().map_or(0, Vec::len);
     let t_ms: Vec<f64> = (0..n)

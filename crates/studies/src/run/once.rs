@@ -5,8 +5,8 @@
 //! windowed run meet, these do not.
 //!
 //! Copies up to `harness::DMA_WINDOW` are simulated TLP by TLP; larger ones extend at the
-//! steady-state rate of its last half. A copy's row reports `ns` (its time) and `gbps`
-//! (GB/s, 10^9 bytes per second, of its bytes over that time).
+//! steady-state rate of its last half. A copy's row reports `ns` (its time) and
+//! `throughput_gbyte_s` (GB/s, 10^9 bytes per second, of its bytes over that time).
 
 use fabric::scenario::Scenario;
 use fabric::{Fabric, Requester};
@@ -76,7 +76,7 @@ type Measured = (Vec<(&'static str, Value)>, Value);
 fn copy(bytes: u64, t: Time) -> Vec<(&'static str, Value)> {
     vec![
         ("ns", json!(t.as_ns_f64())),
-        ("gbps", json!(harness::gbps(bytes, t))),
+        ("throughput_gbyte_s", json!(harness::gbps(bytes, t))),
     ]
 }
 

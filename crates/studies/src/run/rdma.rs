@@ -98,7 +98,7 @@ impl Agents {
                 "load_residence": l.residence.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>(),
                 "llc_sweep_us": l.sweep.iter().map(|s| s.map(|t| t.as_us_f64())).collect::<Vec<_>>(),
                 "region_pushed_out": l.pushed_out,
-                "stream_share_gbps": server.mem.stream_rates().share_gbps,
+                "stream_share_gbyte_s": server.mem.stream_rates().share_gbps,
                 "region_dram_read_bytes": server.mem.dram(region_node).read,
             }),
             Agents::Workers(w) => {
@@ -157,14 +157,14 @@ fn run_bench(
             out.push(("ops_per_sec", t.ops_per_s));
             out.push(("mops", t.ops_per_s / 1e6));
             out.push(("std_mops", t.std_ops_per_s / 1e6));
-            out.push(("gbps", t.ops_per_s * b.bytes as f64 / 1e9));
+            out.push(("throughput_gbyte_s", t.ops_per_s * b.bytes as f64 / 1e9));
         }
         (None, true) => return Err("an open loop gave no samples".into()),
         (_, false) => {
             // Closed loop: each connection completes one operation per latency.
             let ops = b.connections as f64 / (r.latency_ns * 1e-9);
             out.push(("ops_per_sec", ops));
-            out.push(("gbps", ops * b.bytes as f64 / 1e9));
+            out.push(("throughput_gbyte_s", ops * b.bytes as f64 / 1e9));
             out.push(("latency_ns", r.latency_ns));
         }
     }
@@ -229,7 +229,7 @@ pub fn run(
                 metrics: metrics(&[
                     ("kops", ops / 1e3),
                     ("ops_per_sec", ops),
-                    ("gbps", ops * w.value_bytes as f64 / 1e9),
+                    ("throughput_gbyte_s", ops * w.value_bytes as f64 / 1e9),
                     ("latency_ns_p50", p50),
                     ("latency_ns_p99", p99),
                 ]),

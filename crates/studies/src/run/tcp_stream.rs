@@ -6,7 +6,7 @@
 //! message size, NIC mode and coalescing (and no antagonists or migration) run as one
 //! model: their connections are lanes of one run, so they share the server's memory
 //! system (LLC, DDIO share, DRAM, interconnect), the NICs' PCIe links and the port, and
-//! each workload's row reports its own connections. `mem_bw_gbps` is the server's DRAM
+//! each workload's row reports its own connections. `mem_bw_gbit_s` is the server's DRAM
 //! traffic, which they share; their counters name the workloads they ran with.
 
 use devices::nic::FiveTuple;
@@ -164,8 +164,8 @@ fn outcome(
     let delivered: u64 = cs.iter().map(|c| c.delivered_window).sum();
     let secs = m.duration.as_secs_f64();
     let mut fields = vec![
-        ("throughput_gbps", delivered as f64 * 8.0 / secs / 1e9),
-        ("mem_bw_gbps", mem),
+        ("throughput_gbit_s", delivered as f64 * 8.0 / secs / 1e9),
+        ("mem_bw_gbit_s", mem),
         ("cpu_util", util),
     ];
     if rx {

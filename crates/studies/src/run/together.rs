@@ -6,7 +6,7 @@
 //! * models that share a host — TCP_STREAMs with other settings, memcached beside a
 //!   TCP_STREAM — are components of one world: each host's memory system and each NIC
 //!   is the world's, so they take DRAM, LLC, interconnect, PCIe links and port in time
-//!   order, and their rows' `mem_bw_gbps` is the host's, which they share;
+//!   order, and their rows' `mem_bw_gbit_s` is the host's, which they share;
 //! * a `pagerank` victim on the server of such a model runs beside it in the world;
 //! * a workload with nothing to run (0 connections or instances) is idle: its row gives
 //!   zero throughput, so a sweep can leave it out.
@@ -310,7 +310,7 @@ fn idle(kind: &Kind) -> Option<NetOutcome> {
         }
         _ => return None,
     }
-    metrics.insert("throughput_gbps".into(), json!(0.0));
+    metrics.insert("throughput_gbit_s".into(), json!(0.0));
     Some(NetOutcome {
         metrics,
         counters: json!({ "idle": true }),

@@ -11,9 +11,9 @@ use crate::run::beside::Beside;
 use crate::run::packet::NetOutcome;
 use crate::run::spec::{Kind, Measure};
 
-/// Runs a `Kind::Tyche` workload; metrics `gbps` and `throughput_gbps` (GB/s),
-/// `ops_per_sec` (requests), `requests` and `frames` (completed requests and data frames
-/// received in the window), `qpi_gbps` (initiator link → GB/s), `qpi0_share`, `cores_busy`
+/// Runs a `Kind::Tyche` workload; metrics `throughput_gbyte_s` (GB/s), `ops_per_sec`
+/// (requests), `requests` and `frames` (completed requests and data frames received in
+/// the window), `qpi_gbyte_s` (initiator link → GB/s), `qpi0_share`, `cores_busy`
 /// (host.node → cores' worth busy over the window).
 pub fn workload(
     topo: &Topology,
@@ -55,15 +55,14 @@ pub fn workload(
     };
     let r = run_between(topo, initiator, target, &spec, beside)?;
     let mut metrics = Map::new();
-    metrics.insert("gbps".into(), json!(r.throughput_gbps));
-    metrics.insert("throughput_gbps".into(), json!(r.throughput_gbps));
+    metrics.insert("throughput_gbyte_s".into(), json!(r.throughput_gbps));
     metrics.insert(
         "ops_per_sec".into(),
         json!(r.requests as f64 / m.duration.as_secs_f64()),
     );
     metrics.insert("requests".into(), json!(r.requests));
     metrics.insert("frames".into(), json!(r.frames));
-    metrics.insert("qpi_gbps".into(), json!(r.qpi_gbps));
+    metrics.insert("qpi_gbyte_s".into(), json!(r.qpi_gbps));
     metrics.insert("qpi0_share".into(), json!(r.qpi0_share));
     metrics.insert("cores_busy".into(), super::cores_busy(&r));
     Ok(NetOutcome {

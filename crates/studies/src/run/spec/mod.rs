@@ -308,8 +308,8 @@ pub struct Antagonists {
 pub struct Migration {
     pub at: Time,
     pub sample: Time,
-    /// Windows (from the start of the run, whole samples) over which `before_gbps` and
-    /// `after_gbps` average the received payload.
+    /// Windows (from the start of the run, whole samples) over which `before_gbit_s` and
+    /// `after_gbit_s` average the received payload.
     pub before: Option<(Time, Time)>,
     pub after: Option<(Time, Time)>,
 }

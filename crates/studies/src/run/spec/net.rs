@@ -125,7 +125,7 @@ struct RawNetperf {
     client_placement: Option<String>,
     migrate_at_ms: Option<f64>,
     sample_ms: Option<f64>,
-    /// `[from, to]` ms: the steady windows `before_gbps` and `after_gbps` average.
+    /// `[from, to]` ms: the steady windows `before_gbit_s` and `after_gbit_s` average.
     before_ms: Option<[f64; 2]>,
     after_ms: Option<[f64; 2]>,
 }
