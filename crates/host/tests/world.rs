@@ -67,16 +67,18 @@ fn run(
     let sid = s.map(|s| sim.add(s));
     let mid = m.map(|m| sim.add(m));
     if let Some(id) = sid {
-        sim.with(&mut world, id, |s: &mut Streams, w| s.start(w, id));
+        sim.with(&mut world, id, |s: &mut Streams, w| s.start(w, id))
+            .unwrap()
+            .unwrap();
     }
     if let Some(id) = mid {
-        sim.with(&mut world, id, |m: &mut Memcached, w| m.start(w, id));
+        sim.with(&mut world, id, |m: &mut Memcached, w| m.start(w, id))
+            .unwrap()
+            .unwrap();
     }
-    sim.run_until(&mut world, WARM + WIN);
-    let sr = sid.map(|id| {
-        let s: &mut Streams = sim.get_mut(id).unwrap();
-        s.result(&world)
-    });
+    // As the models' own runs: events at the window's end are still handled.
+    sim.run_until(&mut world, WARM + WIN + Time::from_ps(1));
+    let sr = sid.map(|id| sim.get::<Streams>(id).unwrap().result(&world));
     let mr = mid.map(|id| {
         let m: &Memcached = sim.get(id).unwrap();
         m.result(&world)
@@ -150,4 +152,74 @@ fn a_world_runs_the_same_twice_and_models_alone_in_it_match_their_own_runs() {
     let lanes = vec![(Lane::of(&tx), Lane::of(&rx))];
     let own = host::net::stream::run_lanes(&mut tx, &mut rx, spec, lanes).unwrap();
     assert_eq!(alone.unwrap().throughput_gbps, own.throughput_gbps);
+}
+
+/// `n` TCP receives through PF `pf` as `n` models of one world, or as one model with `n`
+/// connections: throughput and the server's DRAM traffic.
+fn receives(t: &Topology, pf: usize, models: usize, each: usize) -> (f64, f64) {
+    let mut world = NetWorld::new(1);
+    let mut sim = Sim::new();
+    let ids: Vec<_> = (0..models)
+        .map(|_| {
+            let rx = view(t, "server", pf, 1, 1);
+            let tx = view(t, "client", 0, 0, 0);
+            let spec = StreamSpec {
+                msg_bytes: 65536,
+                mtu: 1500,
+                warmup: WARM,
+                window: WIN,
+            };
+            let lanes = vec![(Lane::of(&tx), Lane::of(&rx)); each];
+            sim.add(Streams::new(tx, rx, spec, lanes).unwrap())
+        })
+        .collect();
+    for &id in &ids {
+        sim.with(&mut world, id, |s: &mut Streams, w| s.start(w, id))
+            .unwrap()
+            .unwrap();
+    }
+    sim.run_until(&mut world, WARM + WIN + Time::from_ps(1));
+    let rs: Vec<StreamResult> = ids
+        .iter()
+        .map(|&id| sim.get::<Streams>(id).unwrap().result(&world))
+        .collect();
+    let gbps = rs.iter().map(|r| r.throughput_gbps).sum();
+    (gbps, rs[0].receiver_mem_gbps)
+}
+
+#[test]
+fn two_models_in_one_world_keep_their_buffers_apart_and_move_what_one_model_moves() {
+    // Each model's rings and buffers are its own lines in the shared memory system: two
+    // one-connection models give exactly what one two-connection model gives (sharing
+    // buffer numbers, they would hit each other's lines in the LLC).
+    let t = topo();
+    for pf in [0, 1] {
+        assert_eq!(receives(&t, pf, 2, 1), receives(&t, pf, 1, 2), "pf{pf}");
+    }
+}
+
+#[test]
+fn models_measuring_different_windows_cannot_share_a_world() {
+    let t = topo();
+    let mut world = NetWorld::new(1);
+    let mut sim = Sim::new();
+    let a = sim.add(stream(&t, 0));
+    sim.with(&mut world, a, |s: &mut Streams, w| s.start(w, a))
+        .unwrap()
+        .unwrap();
+    let rx = view(&t, "server", 1, 1, 1);
+    let tx = view(&t, "client", 0, 0, 0);
+    let spec = StreamSpec {
+        msg_bytes: 65536,
+        mtu: 1500,
+        warmup: WARM,
+        window: WIN + WIN,
+    };
+    let lanes = vec![(Lane::of(&tx), Lane::of(&rx))];
+    let b = sim.add(Streams::new(tx, rx, spec, lanes).unwrap());
+    let e = sim
+        .with(&mut world, b, |s: &mut Streams, w| s.start(w, b))
+        .unwrap()
+        .unwrap_err();
+    assert!(e.contains("in a world that measures"), "{e}");
 }

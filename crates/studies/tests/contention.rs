@@ -218,3 +218,23 @@ fn a_tcp_receive_and_memcached_on_one_server_run_in_one_simulation() {
     );
     assert!(metric(&src, &[], "mc", "kops") > 5.0);
 }
+
+#[test]
+fn workloads_run_together_cannot_take_more_cores_than_their_socket_has() {
+    let src = source("contention/tcp_rx_memcached", None);
+    let sets: Vec<Override> = [
+        "workload.rx.cpu_node=0",
+        "workload.rx.mem_node=0",
+        "workload.rx.connections=10",
+    ]
+    .iter()
+    .map(|s| Override::parse(s).unwrap())
+    .collect();
+    let e = run::run_point(&src, &run::sweep(&sets).pop().unwrap(), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("socket 0 of host `server` have 16 connections and instances"),
+        "{e}"
+    );
+}

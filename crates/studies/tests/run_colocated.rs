@@ -92,7 +92,7 @@ fn a_victim_a_model_cannot_carry_is_refused_where_it_is_written() {
     let e = run_with(&format!("{VICTIM}\n{rr}")).unwrap_err();
     assert!(
         e.contains(
-            "workload `victim`: a pagerank on `conan` runs inside a TCP_STREAM or memcached model"
+            "workload `victim`: a pagerank on `conan` runs beside a TCP_STREAM or memcached model"
         ),
         "{e}"
     );

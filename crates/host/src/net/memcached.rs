@@ -207,6 +207,8 @@ struct Inst {
 
 /// The instances' and clients' state between events.
 struct State {
+    /// The model's buffer namespace in its world (its instances' are above it).
+    ns: u64,
     timers: Timers<(u32, Ev)>,
     /// memslap's choices of operation and key.
     rng: dist::Rng,
@@ -310,6 +312,7 @@ impl Memcached {
             hosts: [server, client],
             at: [Shared::default(); 2],
             st: State {
+                ns: 0,
                 timers: Timers::new(),
                 rng: dist::seeded(spec.seed),
                 events: 0,
@@ -328,7 +331,12 @@ impl Memcached {
 
     /// Joins `w` as component `me`: its hosts' memory systems and NICs are the world's
     /// from now on, and every client issues its first request at time zero.
-    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) {
+    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) -> Result<(), String> {
+        let ns = w.start_model(self.st.spec.warmup, self.st.spec.window)?;
+        self.st.ns = ns;
+        for i in &mut self.st.insts {
+            i.ns += ns;
+        }
         self.at = [w.join(&self.hosts[0]), w.join(&self.hosts[1])];
         for c in 0..self.st.conns.len() as u32 {
             self.st
@@ -337,6 +345,7 @@ impl Memcached {
         }
         let warm = self.st.spec.warmup;
         self.st.timers.at(&mut w.net, warm, me, (0, Ev::Warm));
+        Ok(())
     }
 
     /// Where the server's shared parts are in the world (after `start`).
@@ -460,12 +469,13 @@ pub fn run_with(
     let mut sim = Sim::new();
     let id = sim.add(mc);
     sim.with(&mut world, id, |m: &mut Memcached, w| {
-        m.start(w, id);
+        m.start(w, id)?;
         if let Some(b) = bg {
             w.beside(m.server(), b);
         }
+        Ok::<(), String>(())
     })
-    .expect("memcached is a component");
+    .expect("memcached is a component")?;
     let end = spec.warmup + spec.window;
     // Events at `end` are still handled; the horizon comes before any later one.
     sim.run_until(&mut world, end + Time::from_ps(1));
@@ -872,7 +882,7 @@ impl Step<'_> {
                     arrive,
                     &mut self.client.mem,
                     self.client.node,
-                    buf::RX_DATA + (c as u64) * 64 + segs % 64,
+                    self.s.ns + buf::RX_DATA + (c as u64) * 64 + segs % 64,
                     frame::frame_in_memory(ip) as u64,
                 );
                 last = last.max(landed);

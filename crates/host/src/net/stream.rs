@@ -58,7 +58,7 @@ pub struct StreamResult {
     /// TSO sends and wire frames (whole run).
     pub tso_sends: u64,
     pub frames: u64,
-    /// Engine events handled.
+    /// Events the streams handled (up to the window's end).
     pub events: u64,
     /// Receive interrupts (NAPI polls an interrupt started) of the data queues over the
     /// window.
@@ -332,7 +332,11 @@ impl Streams {
 
     /// Joins `w` as component `me`: its hosts' memory systems and NICs are the world's
     /// from now on, and its connections start sending at time zero.
-    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) {
+    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) -> Result<(), String> {
+        let ns = w.start_model(self.st.spec.warmup, self.st.spec.window)?;
+        for c in self.st.conns.iter_mut().chain([&mut self.st.k]) {
+            c.ns += ns;
+        }
         self.at = [w.join(&self.hosts[0]), w.join(&self.hosts[1])];
         for i in 0..self.st.conns.len() as u32 {
             self.st
@@ -341,6 +345,7 @@ impl Streams {
         }
         let warm = self.st.spec.warmup;
         self.st.timers.at(&mut w.net, warm, me, (0, Ev::Warm));
+        Ok(())
     }
 
     /// Where the host on `side` shares its memory system and NIC in the world (after
@@ -371,25 +376,32 @@ impl Streams {
         Ok(())
     }
 
+    /// Connection `j`'s state and its sender's and receiver's cores (the active one's
+    /// cores are in the hosts' views).
+    fn conn(&self, j: usize) -> (&Conn, &Core, &Core) {
+        if j == self.st.cur as usize {
+            (&self.st.k, &self.hosts[0].core, &self.hosts[1].core)
+        } else {
+            let c = &self.st.conns[j];
+            (c, &c.tx_lane.core, &c.rx_lane.core)
+        }
+    }
+
     /// What the window measured; `w` is the world the streams ran in.
-    pub fn result(&mut self, w: &NetWorld<'_>) -> StreamResult {
-        // Back to connection 0 and park it: every connection is in `conns`, the hosts hold
-        // their own lanes again.
-        let [tx, rx] = &mut self.hosts;
-        self.st.activate(0, tx, rx);
-        self.st.park(tx, rx);
+    pub fn result(&self, w: &NetWorld<'_>) -> StreamResult {
         let s = &self.st;
         let n = s.conns.len();
         let win = s.spec.window.as_secs_f64();
         let util = |c: &Core| (c.busy.as_secs_f64() / win).min(1.0);
         let mem = |at: Shared| w.mem(at).dram_total() as f64 * 8.0 / win / 1e9;
-        let cs = &s.conns;
-        let mean = |f: &dyn Fn(&Conn) -> f64| cs.iter().map(f).sum::<f64>() / n as f64;
-        let sum = |f: &dyn Fn(&Conn) -> u64| cs.iter().map(f).sum::<u64>();
+        let cs: Vec<(&Conn, &Core, &Core)> = (0..n).map(|j| self.conn(j)).collect();
+        let mean =
+            |f: &dyn Fn(&(&Conn, &Core, &Core)) -> f64| cs.iter().map(f).sum::<f64>() / n as f64;
+        let sum = |f: &dyn Fn(&Conn) -> u64| cs.iter().map(|c| f(c.0)).sum::<u64>();
         StreamResult {
             throughput_gbps: sum(&|c| c.delivered_window) as f64 * 8.0 / win / 1e9,
-            sender_util: mean(&|c| util(&c.tx_lane.core)),
-            receiver_util: mean(&|c| util(&c.rx_lane.core)),
+            sender_util: mean(&|c| util(c.1)),
+            receiver_util: mean(&|c| util(c.2)),
             sender_mem_gbps: mem(self.at[0]),
             receiver_mem_gbps: mem(self.at[1]),
             out_of_order: sum(&|c| c.out_of_order),
@@ -401,19 +413,19 @@ impl Streams {
             receiver_interrupts: sum(&|c| c.rx_q.coalesce.interrupts()),
             connections: cs
                 .iter()
-                .map(|c| ConnStats {
+                .map(|(c, tx, rx)| ConnStats {
                     delivered_window: c.delivered_window,
-                    sender_util: util(&c.tx_lane.core),
-                    receiver_util: util(&c.rx_lane.core),
+                    sender_util: util(tx),
+                    receiver_util: util(rx),
                     receiver_interrupts: c.rx_q.coalesce.interrupts(),
                 })
                 .collect(),
         }
     }
 
-    /// What a migrating stream observed of its receive side (after `result`).
+    /// What a migrating stream observed of its receive side.
     fn observed(&self) -> Observed {
-        let c = &self.st.conns[0];
+        let (c, _, _) = self.conn(0);
         // Conservation: every byte sent was read, is unread, held out of order or still
         // in a ring (frames on the wire are already queued for their completion time).
         let held: u64 = c.ofo.values().chain(&c.rx_q.pending).map(|g| g.len).sum();
@@ -424,9 +436,14 @@ impl Streams {
         }
     }
 
-    /// The views, with the world's memory systems and NICs lent back into them.
+    /// The views, with their own lanes back and the world's memory systems and NICs lent
+    /// into them.
     fn into_hosts(mut self, w: &mut NetWorld<'_>) -> [NetHost; 2] {
         let [tx, rx] = &mut self.hosts;
+        // Back to connection 0 and park it: every connection is in `conns`, the hosts
+        // hold their own lanes again.
+        self.st.activate(0, tx, rx);
+        self.st.park(tx, rx);
         w.lend(self.at[0], tx);
         w.lend(self.at[1], rx);
         self.hosts
@@ -490,7 +507,7 @@ fn run_inner<'a>(
     let mut sim = Sim::new();
     let id = sim.add(streams);
     let started = sim.with(&mut world, id, |s: &mut Streams, w| {
-        s.start(w, id);
+        s.start(w, id)?;
         if let Some(b) = bg {
             w.beside(s.at(b.side), b.work);
         }
@@ -504,7 +521,7 @@ fn run_inner<'a>(
     // Events at `end` are still handled; the horizon comes before any later one.
     sim.run_until(&mut world, end + Time::from_ps(1));
     world.advance_beside(end);
-    let mut streams: Streams = sim.take(id).expect("the streams are a component");
+    let streams: Streams = sim.take(id).expect("the streams are a component");
     let r = streams.result(&world);
     let observed = streams.flow.map(|_| streams.observed());
     let [t, r_host] = streams.into_hosts(&mut world);

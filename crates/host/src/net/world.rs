@@ -33,7 +33,15 @@ pub struct NetWorld<'b> {
     nics: Vec<(DeviceId, Nic)>,
     beside: Vec<(usize, &'b mut dyn Background)>,
     pub(crate) flows: Vec<Migrating<'b>>,
+    /// Models started so far (each gets its own buffer namespace).
+    models: u64,
+    /// The measurement window every model shares: warm-up and length.
+    window: Option<(Time, Time)>,
 }
+
+/// The first bit of a model's buffer namespace: below it, a model's connections or
+/// instances (bits 32–39), its kinds of buffer (`net::buf`, bits 40–43) and offsets.
+const MODEL_SHIFT: u32 = 44;
 
 impl HasNet for NetWorld<'_> {
     fn net(&mut self) -> &mut Net {
@@ -50,12 +58,34 @@ impl<'b> NetWorld<'b> {
             nics: Vec::new(),
             beside: Vec::new(),
             flows: Vec::new(),
+            models: 0,
+            window: None,
         }
     }
 
     /// The current simulated time.
     pub fn now(&self) -> Time {
         self.net.now()
+    }
+
+    /// Starts a model measuring `window` after `warmup`: the buffer namespace of its
+    /// rings, socket buffers and items, disjoint from every other model's in the world
+    /// (the memory systems track lines by buffer). Every model measures the same window,
+    /// since the hosts' counters restart when it starts.
+    pub(crate) fn start_model(&mut self, warmup: Time, window: Time) -> Result<u64, String> {
+        match self.window {
+            Some(w) if w != (warmup, window) => {
+                return Err(format!(
+                    "a model measuring {window:?} after {warmup:?} in a world that measures \
+                     {:?} after {:?}",
+                    w.1, w.0
+                ))
+            }
+            _ => self.window = Some((warmup, window)),
+        }
+        let ns = self.models << MODEL_SHIFT;
+        self.models += 1;
+        Ok(ns)
     }
 
     /// Joins `view`, a model's view of a host and its NIC: the first view of a host gives

@@ -38,7 +38,9 @@ use std::collections::VecDeque;
 use devices::nic::tlp_wire_bytes;
 use devices::rnic::qp::{execute, ATOMIC_BYTES};
 use devices::rnic::{wire, Place, Qp, SendArbiter, Verb, Wqe};
-use sim::{Engine, Time};
+use sim::net::{Event, Net, Notice};
+use sim::timers::Timers;
+use sim::{dist, Time};
 use wire::Packet;
 
 use super::agents::ServerAgents;
@@ -206,7 +208,13 @@ struct Conn {
 
 /// Two hosts' RNICs, regions and posting threads, run as events.
 pub struct Rdma<'a> {
-    eng: Engine<(u32, Ev)>,
+    /// The kernel's clock and queue; each event is a timer of this run's one component.
+    net: Net,
+    timers: Timers<(u32, Ev)>,
+    /// The poll phase's draws (`RunOptions::seed`).
+    rng: dist::Rng,
+    /// Events handled.
+    handled: u64,
     client: &'a mut RdmaHost,
     server: &'a mut RdmaHost,
     /// The client's region (sources of WRITEs, destinations of READs).
@@ -240,6 +248,25 @@ pub struct Rdma<'a> {
     scratch: Vec<Time>,
     out_pkts: Vec<Packet>,
     back_pkts: Vec<Packet>,
+}
+
+/// Schedules `ev` of connection `c` at `at` (not before now): a free function, so that
+/// callers can hold the run's hosts at the same time.
+fn schedule(
+    net: &mut Net,
+    timers: &mut Timers<(u32, Ev)>,
+    at: Time,
+    c: u32,
+    ev: Ev,
+) -> Result<(), String> {
+    if at < net.now() {
+        return Err(format!(
+            "an event at {at:?}, before the clock's {:?}",
+            net.now()
+        ));
+    }
+    timers.at(net, at, 0, (c, ev));
+    Ok(())
 }
 
 /// The requester's host and region, then the responder's, of a connection posted from
@@ -427,7 +454,10 @@ impl<'a> Rdma<'a> {
         server.rnic.send = SendArbiter::default();
         let opts = RunOptions::default();
         Ok(Rdma {
-            eng: Engine::new(opts.seed),
+            net: Net::new(opts.seed),
+            timers: Timers::new(),
+            rng: dist::seeded(opts.seed),
+            handled: 0,
             client,
             server,
             local,
@@ -454,7 +484,7 @@ impl<'a> Rdma<'a> {
 
     /// Draws the run's variance from `opts` (before anything is posted).
     pub fn set_options(&mut self, opts: RunOptions) {
-        self.eng = Engine::new(opts.seed);
+        self.rng = dist::seeded(opts.seed);
         self.poll_phase = opts.poll_phase;
     }
 
@@ -480,7 +510,7 @@ impl<'a> Rdma<'a> {
         local: u64,
         len: u64,
     ) -> Result<u64, String> {
-        let now = self.eng.now();
+        let now = self.net.now();
         self.post_at(conn, now, verb, remote, local, len)
     }
 
@@ -494,7 +524,7 @@ impl<'a> Rdma<'a> {
         local: u64,
         len: u64,
     ) -> Result<u64, String> {
-        if at < self.eng.now() {
+        if at < self.net.now() {
             return Err(format!("connection {conn}: a post in the past"));
         }
         let c = self
@@ -519,9 +549,25 @@ impl<'a> Rdma<'a> {
         Ok(w.wr_id)
     }
 
+    /// The next event, if it is due by `until`: its time, connection and what it is.
+    fn next(&mut self, until: Time) -> Option<(Time, u32, Ev)> {
+        let key = match self.net.next_notice(until)? {
+            Notice::To(_, Event::Timer(key)) => key,
+            n => unreachable!("the run sets only timers: {n:?}"),
+        };
+        let (c, ev) = self.timers.take(key);
+        self.handled += 1;
+        Some((self.net.now(), c, ev))
+    }
+
+    /// Schedules `ev` of connection `c` at `at` (not before now).
+    fn at(&mut self, at: Time, c: u32, ev: Ev) -> Result<(), String> {
+        schedule(&mut self.net, &mut self.timers, at, c, ev)
+    }
+
     /// The current simulated time.
     pub fn now(&self) -> Time {
-        self.eng.now()
+        self.net.now()
     }
 
     /// The host that posts on connection `conn`.
@@ -554,7 +600,7 @@ impl<'a> Rdma<'a> {
     /// Handles the next event; its time, or `None` when nothing is left. New
     /// `completions` and `landed` WRITEs accumulate for the caller to drain.
     pub fn step(&mut self) -> Result<Option<Time>, String> {
-        let Some((t, (c, ev))) = self.eng.pop() else {
+        let Some((t, c, ev)) = self.next(Time::MAX) else {
             return Ok(None);
         };
         self.handle(t, c, ev)?;
@@ -582,9 +628,7 @@ impl<'a> Rdma<'a> {
             tlp_wire_bytes(wqe_bytes, pf.mps, false),
         );
         let at_rnic = on_link + pf.link_latency;
-        self.eng
-            .schedule_at(at_rnic, (c, Ev::Doorbell(w)))
-            .map_err(|e| e.to_string())
+        self.at(at_rnic, c, Ev::Doorbell(w))
     }
 
     fn handle(&mut self, t: Time, c: u32, ev: Ev) -> Result<(), String> {
@@ -657,9 +701,7 @@ impl<'a> Rdma<'a> {
 
     /// A `TxTurn` for `side` at `at` (the arbiter says when one is due).
     fn turn_at(&mut self, side: Side, at: Time) -> Result<(), String> {
-        self.eng
-            .schedule_at(at, (0, Ev::TxTurn(side)))
-            .map_err(|e| e.to_string())
+        self.at(at, 0, Ev::TxTurn(side))
     }
 
     /// The transmit unit of `side` may be free at `t`: the next waiting QP with work
@@ -723,9 +765,7 @@ impl<'a> Rdma<'a> {
             // Cut-through: each packet leaves once its own payload is in.
             let arrivals = rn.transmit_each(ready_each, out);
             rn.send.issued(c as usize, done);
-            self.eng
-                .schedule_at(arrivals[0], (c, Ev::Request(w, arrivals)))
-                .map_err(|e| e.to_string())?;
+            self.at(arrivals[0], c, Ev::Request(w, arrivals))?;
         }
         Ok(())
     }
@@ -797,9 +837,8 @@ impl<'a> Rdma<'a> {
                 let visible =
                     rn.dma_write_each(&mut h.mem, node, buf, &self.scratch, &self.out_pkts, None);
                 if self.watch_writes {
-                    self.eng
-                        .schedule_at(visible, (c, Ev::Landed(w, side.other())))
-                        .map_err(|e| e.to_string())?;
+                    let ev = Ev::Landed(w, side.other());
+                    schedule(&mut self.net, &mut self.timers, visible, c, ev)?;
                 }
                 let last = self.scratch.len() - 1;
                 &self.scratch[last..]
@@ -818,9 +857,7 @@ impl<'a> Rdma<'a> {
         };
         let built = rn.build_each(ready_each);
         let arrivals = rn.transmit_each(&built, back);
-        self.eng
-            .schedule_at(arrivals[0], (c, Ev::Response(w, data, arrivals)))
-            .map_err(|e| e.to_string())
+        self.at(arrivals[0], c, Ev::Response(w, data, arrivals))
     }
 
     /// The requester takes the response: READ data and the CQE written by DMA.
@@ -875,17 +912,13 @@ impl<'a> Rdma<'a> {
         // The READ slot is free only once the last response packet is parsed (`done`),
         // not when the first arrives: the QP may issue again then, taking its place among
         // the QPs waiting for the transmit unit at that time.
-        self.eng
-            .schedule_at(done, (c, Ev::Done(w)))
-            .map_err(|e| e.to_string())?;
+        self.at(done, c, Ev::Done(w))?;
         let data = if self.work.is_some() || !self.keep_data {
             Vec::new()
         } else {
             data
         };
-        self.eng
-            .schedule_at(visible, (c, Ev::Cqe(w, data)))
-            .map_err(|e| e.to_string())
+        self.at(visible, c, Ev::Cqe(w, data))
     }
 
     /// The thread spinning on its CQ reads the CQE and takes the completion.
@@ -898,7 +931,9 @@ impl<'a> Rdma<'a> {
         // little variance to make 2–8 closed-loop connections queue at the RNIC.)
         let phase = if self.poll_phase {
             let period = core.cycles(POLL_CYCLES).as_ps();
-            Time::from_ps(self.eng.sample_index(period.min(u32::MAX as u64) as u32) as u64)
+            Time::from_ps(
+                dist::uniform_u32(&mut self.rng, period.min(u32::MAX as u64) as u32) as u64,
+            )
         } else {
             Time::ZERO
         };
@@ -959,9 +994,7 @@ impl<'a> Rdma<'a> {
                 let conn = &mut self.conns[c as usize];
                 if conn.blocked {
                     conn.blocked = false;
-                    self.eng
-                        .schedule_at(end, (c, Ev::Post))
-                        .map_err(|e| e.to_string())?;
+                    self.at(end, c, Ev::Post)?;
                 }
             }
         }
@@ -1002,9 +1035,7 @@ impl<'a> Rdma<'a> {
         self.post_next(c, t)?;
         let conn = &self.conns[c as usize];
         let free = self.cores[conn.core].busy_until();
-        self.eng
-            .schedule_at(free, (c, Ev::Post))
-            .map_err(|e| e.to_string())
+        self.at(free, c, Ev::Post)
     }
 }
 
@@ -1089,9 +1120,7 @@ pub fn run_with_agents<'a>(
                 window.as_secs_f64(),
             ));
             for c in 0..spec.connections {
-                r.eng
-                    .schedule_at(Time::ZERO, (c, Ev::Post))
-                    .map_err(|e| e.to_string())?;
+                r.at(Time::ZERO, c, Ev::Post)?;
             }
             warmup + Time::from_ps(window.as_ps() * windows as u64)
         }
@@ -1102,10 +1131,7 @@ pub fn run_with_agents<'a>(
         Mode::Closed { .. } => Time::ZERO,
     };
     let mut last = Time::ZERO;
-    while let Some((t, (c, ev))) = r.eng.pop() {
-        if t > end {
-            break;
-        }
+    while let Some((t, c, ev)) = r.next(end) {
         if !reset && t >= warm_until {
             r.client.reset_counters();
             r.server.reset_counters();
@@ -1120,7 +1146,7 @@ pub fn run_with_agents<'a>(
     let mut out = BenchResult {
         operations: r.completed,
         simulated: last,
-        events: r.eng.stats().handled,
+        events: r.handled,
         qpc_misses: r.client.rnic.qpc.misses + r.server.rnic.qpc.misses,
         mtt_misses: r.client.rnic.mtt.misses + r.server.rnic.mtt.misses,
         ..BenchResult::default()

@@ -4,7 +4,8 @@
 //! and the port. Each workload's `instances` are server instances on cores of its
 //! `cpu_node`, their rings and items on its `mem_node`, their queue on the PF the NIC's
 //! steering gives that socket; each row reports its own instances. A single workload of
-//! one instance runs this way only when a victim joins it (`run::net` runs it otherwise).
+//! one instance runs this way only when it shares a host with another model or a victim
+//! (`run::net` runs it otherwise).
 
 use fabric::Topology;
 use host::net::memcached::{Memcached, MemcachedResult, MemcachedSpec};

@@ -163,7 +163,7 @@ pub fn run(
                         choice,
                         pf,
                     };
-                    net.run(topo, server, &[part], *msg_bytes, m, None)
+                    net.run(topo, server, &[part], *msg_bytes, m)
                         .map(|mut outs| outs.remove(0))
                 }
                 NetTest::TcpRr => {

@@ -52,26 +52,19 @@ impl Stream {
         parts: &[Part],
         msg_bytes: u64,
         m: Measure,
-        victim: Option<&mut Victim>,
     ) -> Result<Vec<NetOutcome>, String> {
         let server_receives = self.server_receives;
-        let streams = self.build(topo, server, parts, msg_bytes, m, victim.as_deref())?;
+        let streams = self.build(topo, server, parts, msg_bytes, m, None)?;
         let mut world = NetWorld::new(1);
         let mut sim = Sim::new();
         let id = sim.add(streams);
-        sim.with(&mut world, id, |s: &mut Streams, w| {
-            s.start(w, id);
-            if let Some(v) = victim {
-                v.v.start_at(m.warmup - v.warmup);
-                w.beside(s.at(server_side(server_receives)), &mut v.v);
-            }
-        })
-        .expect("the streams are a component");
+        sim.with(&mut world, id, |s: &mut Streams, w| s.start(w, id))
+            .expect("the streams are a component")?;
         let end = m.warmup + m.duration;
         // Events at `end` are still handled; the horizon comes before any later one.
         sim.run_until(&mut world, end + sim::Time::from_ps(1));
         world.advance_beside(end);
-        let s: &mut Streams = sim.get_mut(id).expect("the streams are a component");
+        let s: &Streams = sim.get(id).expect("the streams are a component");
         let r = s.result(&world);
         Ok(outcomes(server_receives, &r, parts, m))
     }

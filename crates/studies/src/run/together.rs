@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use fabric::Topology;
+use fabric::{ScenarioError, Topology};
 use host::net::memcached::Memcached;
 use host::net::stream::Streams;
 use host::net::world::{NetWorld, Shared};
@@ -101,7 +101,7 @@ pub(super) fn run_together(
             return Err(located(
                 &ws[vi].at,
                 format!(
-                    "workload `{}`: a pagerank on `{host}` runs inside a TCP_STREAM or memcached \
+                    "workload `{}`: a pagerank on `{host}` runs beside a TCP_STREAM or memcached \
                      model of its host; the `{}` workload `{}` serving `{host}` cannot carry it \
                      (run them in separate files)",
                     ws[vi].name,
@@ -190,32 +190,36 @@ fn run_world(
         let at = &members[0].at;
         let (id, rows, server) = if tcp {
             let (s, rows) = tcp_stream::build_group(topo, &members, window, &mut beside, victim)
-                .map_err(|e| located(at, e))?;
+                .map_err(|e| named(members[0], at, e))?;
             let id = sim.add(s);
             let side = rows.server();
             let server = sim
                 .with(&mut world, id, |s: &mut Streams, w| {
-                    s.start(w, id);
-                    s.at(side)
+                    s.start(w, id).map(|()| s.at(side))
                 })
-                .expect("a component");
+                .expect("a component")
+                .map_err(|e| located(at, e))?;
             (id, Rows::Tcp(rows), server)
         } else {
             let mseed = seed ^ g.members[0] as u64;
             let (m, rows) =
                 memcached::build_group(topo, &members, window, mseed, &mut beside, victim)
-                    .map_err(|e| located(at, e))?;
+                    .map_err(|e| named(members[0], at, e))?;
             let id = sim.add(m);
             let server = sim
                 .with(&mut world, id, |m: &mut Memcached, w| {
-                    m.start(w, id);
-                    m.server()
+                    m.start(w, id).map(|()| m.server())
                 })
-                .expect("a component");
+                .expect("a component")
+                .map_err(|e| located(at, e))?;
             (id, Rows::Mc(rows), server)
         };
         shared_servers.push((g.server, server));
         built.push((g, id, rows, beside.report()));
+    }
+    // Each model checked its own cores as it was built; together they must fit too.
+    if groups.len() > 1 {
+        check_cores(topo, ws, groups, victims)?;
     }
     for (vi, v) in victims.iter_mut() {
         let host = victim_host(&ws[*vi]);
@@ -234,7 +238,7 @@ fn run_world(
     for (g, id, rows, met) in built {
         let outs = match rows {
             Rows::Tcp(rows) => {
-                let s: &mut Streams = sim.get_mut(id).expect("a component");
+                let s: &Streams = sim.get(id).expect("a component");
                 rows.outcomes(&s.result(&world), window)
             }
             Rows::Mc(rows) => {
@@ -251,6 +255,77 @@ fn run_world(
         }
     }
     Ok(out)
+}
+
+/// One connection or instance per core across the models of one world: on each socket
+/// of each server, the TCP_STREAM connections, memcached instances and victim threads
+/// fit its cores (each model checks its own first).
+fn check_cores(
+    topo: &Topology,
+    ws: &[Workload],
+    groups: &[&Group],
+    victims: &[(usize, Victim)],
+) -> Result<(), RunError> {
+    let mut on: BTreeMap<(&str, u32), (u32, usize)> = BTreeMap::new();
+    for g in groups {
+        for &i in &g.members {
+            let (server, cpu_node, mem_node, n) = match &ws[i].kind {
+                Kind::Netperf {
+                    server,
+                    cpu_node,
+                    mem_node,
+                    connections,
+                    ..
+                } => (server.as_str(), *cpu_node, *mem_node, *connections),
+                Kind::Memcached {
+                    ends, instances, ..
+                } => (
+                    ends.server.as_str(),
+                    ends.cpu_node,
+                    ends.mem_node,
+                    *instances,
+                ),
+                _ => continue,
+            };
+            let (socket, _) = super::packet::placement(topo, server, cpu_node, mem_node)
+                .map_err(|e| located(&ws[i].at, format!("workload `{}`: {e}", ws[i].name)))?;
+            let e = on.entry((server, socket)).or_insert((0, i)); // located at the first
+            e.0 += n;
+        }
+    }
+    for ((server, socket), (n, first)) in on {
+        let h = topo.host_by_name(server).expect("placed");
+        let cores = topo.platform_of(h).cores_per_package;
+        let v = victims
+            .iter()
+            .find(|(vi, _)| victim_host(&ws[*vi]) == server)
+            .map_or(0, |(_, v)| v.threads_per_socket());
+        if n + v > cores {
+            return Err(located(
+                &ws[first].at,
+                format!(
+                    "the network workloads run together on socket {socket} of host `{server}` \
+                     have {n} connections and instances{}, and it has {cores} cores (one per \
+                     core)",
+                    if v > 0 {
+                        format!(" beside the victim's {v} threads")
+                    } else {
+                        String::new()
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `e`, located at `at` and naming workload `w` unless it names one already.
+fn named(w: &Workload, at: &ScenarioError, e: String) -> RunError {
+    if e.starts_with("workload `") {
+        located(at, e)
+    } else {
+        located(at, format!("workload `{}`: {e}", w.name))
+    }
 }
 
 /// The host of a `pagerank` workload.
