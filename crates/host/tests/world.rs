@@ -76,8 +76,7 @@ fn run(
             .unwrap()
             .unwrap();
     }
-    // As the models' own runs: events at the window's end are still handled.
-    sim.run_until(&mut world, WARM + WIN + Time::from_ps(1));
+    world.run_through(&mut sim, WARM + WIN);
     let sr = sid.map(|id| sim.get::<Streams>(id).unwrap().result(&world));
     let mr = mid.map(|id| {
         let m: &Memcached = sim.get(id).unwrap();
@@ -178,7 +177,7 @@ fn receives(t: &Topology, pf: usize, models: usize, each: usize) -> (f64, f64) {
             .unwrap()
             .unwrap();
     }
-    sim.run_until(&mut world, WARM + WIN + Time::from_ps(1));
+    world.run_through(&mut sim, WARM + WIN);
     let rs: Vec<StreamResult> = ids
         .iter()
         .map(|&id| sim.get::<Streams>(id).unwrap().result(&world))

@@ -108,6 +108,9 @@ impl<C: HasNet> Sim<C> {
         self.components.is_empty()
     }
 
+    // The reborrows below (`&**`) call `as_any` on the component, not on its `Box`: the
+    // box is `Any` too when `C` is `'static`, and its downcast would always fail.
+
     /// The component `id` as its concrete type.
     pub fn get<T: Component<C> + 'static>(&self, id: ComponentId) -> Option<&T> {
         let c: &dyn Component<C> = &**self.components.get(id as usize)?;

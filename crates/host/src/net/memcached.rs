@@ -476,10 +476,7 @@ pub fn run_with(
         Ok::<(), String>(())
     })
     .expect("memcached is a component")?;
-    let end = spec.warmup + spec.window;
-    // Events at `end` are still handled; the horizon comes before any later one.
-    sim.run_until(&mut world, end + Time::from_ps(1));
-    world.advance_beside(end);
+    world.run_through(&mut sim, spec.warmup + spec.window);
     let mc: Memcached = sim.take(id).expect("memcached is a component");
     let r = mc.result(&world);
     let [s, c] = mc.into_hosts(&mut world);

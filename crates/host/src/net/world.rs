@@ -9,7 +9,7 @@
 
 use devices::nic::Nic;
 use fabric::{DeviceId, HostId};
-use sim::component::HasNet;
+use sim::component::{HasNet, Sim};
 use sim::memsys::MemSys;
 use sim::net::Net;
 use sim::Time;
@@ -30,6 +30,8 @@ pub struct NetWorld<'b> {
     pub(crate) net: Net,
     hosts: Vec<HostId>,
     mems: Vec<MemSys>,
+    /// Whether each memory system is lent out (to catch a read of a stand-in).
+    lent: Vec<bool>,
     nics: Vec<(DeviceId, Nic)>,
     beside: Vec<(usize, &'b mut dyn Background)>,
     pub(crate) flows: Vec<Migrating<'b>>,
@@ -55,6 +57,7 @@ impl<'b> NetWorld<'b> {
             net: Net::new(seed),
             hosts: Vec::new(),
             mems: Vec::new(),
+            lent: Vec::new(),
             nics: Vec::new(),
             beside: Vec::new(),
             flows: Vec::new(),
@@ -97,6 +100,7 @@ impl<'b> NetWorld<'b> {
             None => {
                 self.hosts.push(view.host);
                 self.mems.push(view.mem.clone());
+                self.lent.push(false);
                 self.hosts.len() - 1
             }
         };
@@ -119,6 +123,7 @@ impl<'b> NetWorld<'b> {
     /// Swaps `view`'s memory system and NIC with the world's: once to lend them for an
     /// event, once more to take them back.
     pub(crate) fn lend(&mut self, at: Shared, view: &mut NetHost) {
+        self.lent[at.mem] = !self.lent[at.mem];
         std::mem::swap(&mut self.mems[at.mem], &mut view.mem);
         std::mem::swap(&mut self.nics[at.nic].1, &mut view.nic);
     }
@@ -133,6 +138,7 @@ impl<'b> NetWorld<'b> {
     /// (their counters restarted when it starts the window, `warm`).
     pub(crate) fn before_event(&mut self, t: Time, warm: bool) {
         for (m, work) in &mut self.beside {
+            assert!(!self.lent[*m], "a memory system lent out between events");
             work.advance(&mut self.mems[*m], t);
             if warm {
                 work.reset_counters();
@@ -142,6 +148,18 @@ impl<'b> NetWorld<'b> {
 
     /// Host `at`'s memory system (between events, e.g. for the window's counters).
     pub fn mem(&self, at: Shared) -> &MemSys {
+        assert!(
+            !self.lent[at.mem],
+            "a memory system lent out between events"
+        );
         &self.mems[at.mem]
+    }
+
+    /// Runs `sim`'s models in this world through `end`: events at `end` are still
+    /// handled (the horizon comes before any later one), and the workloads beside are
+    /// brought there too.
+    pub fn run_through(&mut self, sim: &mut Sim<NetWorld<'b>>, end: Time) {
+        sim.run_until(self, end + Time::from_ps(1));
+        self.advance_beside(end);
     }
 }

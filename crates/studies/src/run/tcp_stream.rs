@@ -60,10 +60,7 @@ impl Stream {
         let id = sim.add(streams);
         sim.with(&mut world, id, |s: &mut Streams, w| s.start(w, id))
             .expect("the streams are a component")?;
-        let end = m.warmup + m.duration;
-        // Events at `end` are still handled; the horizon comes before any later one.
-        sim.run_until(&mut world, end + sim::Time::from_ps(1));
-        world.advance_beside(end);
+        world.run_through(&mut sim, m.warmup + m.duration);
         let s: &Streams = sim.get(id).expect("the streams are a component");
         let r = s.result(&world);
         Ok(outcomes(server_receives, &r, parts, m))

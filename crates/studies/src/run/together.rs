@@ -22,7 +22,6 @@ use host::net::stream::Streams;
 use host::net::world::{NetWorld, Shared};
 use serde_json::{json, Map, Value};
 use sim::component::Sim;
-use sim::Time;
 
 use super::beside::{Beside, CpuStreams};
 use super::packet::{Group, NetOutcome};
@@ -52,7 +51,8 @@ pub(super) fn run_together(
         .map(|g| (g, true))
         .chain(memcached::groups(ws).into_iter().map(|g| (g, false)))
         .collect();
-    for cluster in clusters(&groups, &victims) {
+    let victim_hosts: Vec<&str> = victims.keys().copied().collect();
+    for cluster in clusters(&groups, &victim_hosts) {
         let members: Vec<usize> = cluster
             .iter()
             .flat_map(|&g| groups[g].0.members.iter().copied())
@@ -116,10 +116,7 @@ pub(super) fn run_together(
 
 /// The groups (indices into `groups`) that run in one world: those that must, or whose
 /// server has a victim, and with them every group that shares a host with one of them.
-fn clusters(
-    groups: &[(Group, bool)],
-    victims: &BTreeMap<&str, (usize, Victim)>,
-) -> Vec<Vec<usize>> {
+fn clusters(groups: &[(Group, bool)], victim_hosts: &[&str]) -> Vec<Vec<usize>> {
     let meets = |a: &Group, b: &Group| {
         [a.server, a.client]
             .iter()
@@ -150,7 +147,7 @@ fn clusters(
         let runs = members.len() > 1
             || members.iter().any(|&g| {
                 let g = &groups[g].0;
-                g.together || victims.contains_key(g.server)
+                g.together || victim_hosts.contains(&g.server)
             });
         if !members.is_empty() && runs {
             out.push(members);
@@ -230,10 +227,7 @@ fn run_world(
         v.v.start_at(window.warmup - v.warmup);
         world.beside(*at, &mut v.v);
     }
-    let end = window.warmup + window.duration;
-    // Events at `end` are still handled; the horizon comes before any later one.
-    sim.run_until(&mut world, end + Time::from_ps(1));
-    world.advance_beside(end);
+    world.run_through(&mut sim, window.warmup + window.duration);
     let mut out = Vec::new();
     for (g, id, rows, met) in built {
         let outs = match rows {
@@ -390,4 +384,36 @@ fn idle(kind: &Kind) -> Option<NetOutcome> {
         metrics,
         counters: json!({ "idle": true }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group<'a>(server: &'a str, client: &'a str, together: bool) -> (Group<'a>, bool) {
+        let g = Group {
+            members: Vec::new(),
+            server,
+            client,
+            together,
+        };
+        (g, true)
+    }
+
+    #[test]
+    fn groups_that_share_a_host_run_in_one_world_and_a_lone_one_runs_alone() {
+        let gs = [
+            group("s1", "c1", false),
+            group("s2", "c2", false),
+            group("s2", "c1", false), // joins the first two through c1 and s2
+            group("s3", "c3", false), // alone: runs on its own model
+            group("s4", "c4", true),  // must run as one model
+            group("s5", "c5", false), // its server has a victim
+        ];
+        assert_eq!(
+            clusters(&gs, &["s5"]),
+            vec![vec![0, 1, 2], vec![4], vec![5]]
+        );
+        assert_eq!(clusters(&gs[3..4], &[]), Vec::<Vec<usize>>::new());
+    }
 }
