@@ -76,8 +76,9 @@ pub struct NetHost {
     /// Which host and NIC this is a view of (models that share them share a `world`).
     pub host: HostId,
     pub device: DeviceId,
-    pub mem: MemSys,
-    pub nic: Nic,
+    /// Boxed, so that a `world` lends it by swapping a pointer.
+    pub mem: Box<MemSys>,
+    pub nic: Box<Nic>,
     /// PF the workload's queue is on (receive and transmit).
     pub pf: usize,
     pub core: Core,
@@ -209,9 +210,9 @@ impl NetHost {
         Ok(NetHost {
             host,
             device,
-            mem,
+            mem: Box::new(mem),
             coalescing: Coalescing::of(&nic.params),
-            nic,
+            nic: Box::new(nic),
             pf,
             core: Core::new(socket, platform.clock_ghz),
             node,
@@ -223,7 +224,7 @@ impl NetHost {
     /// Turns DDIO off in this host's memory system: device writes go to DRAM and
     /// invalidate cached copies, as a remote device's do. Its caches start empty.
     pub fn ddio_off(&mut self) {
-        self.mem = self.mem.with_ddio_ways(0);
+        *self.mem = self.mem.with_ddio_ways(0);
     }
 
     /// Starts a measurement window.

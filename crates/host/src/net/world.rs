@@ -29,10 +29,12 @@ pub struct Shared {
 pub struct NetWorld<'b> {
     pub(crate) net: Net,
     hosts: Vec<HostId>,
-    mems: Vec<MemSys>,
+    /// Boxed as the views' are: lending swaps pointers, not the systems.
+    #[allow(clippy::vec_box)]
+    mems: Vec<Box<MemSys>>,
     /// Whether each memory system is lent out (to catch a read of a stand-in).
     lent: Vec<bool>,
-    nics: Vec<(DeviceId, Nic)>,
+    nics: Vec<(DeviceId, Box<Nic>)>,
     beside: Vec<(usize, &'b mut dyn Background)>,
     pub(crate) flows: Vec<Migrating<'b>>,
     /// Models started so far (each gets its own buffer namespace).
