@@ -23,16 +23,21 @@ fn view(t: &Topology, name: &str, pf: usize, socket: u32, node: u32) -> NetHost 
 const WARM: Time = Time::from_us(1000);
 const WIN: Time = Time::from_us(2000);
 
-/// A TCP receive on the server's socket 1, its buffers on node 1, through PF `pf`.
-fn stream(t: &Topology, pf: usize) -> Streams {
-    let rx = view(t, "server", pf, 1, 1);
-    let tx = view(t, "client", 0, 0, 0);
-    let spec = StreamSpec {
+/// netperf's 64 KiB messages over the window.
+fn spec() -> StreamSpec {
+    StreamSpec {
         msg_bytes: 65536,
         mtu: 1500,
         warmup: WARM,
         window: WIN,
-    };
+    }
+}
+
+/// A TCP receive on the server's socket 1, its buffers on node 1, through PF `pf`.
+fn stream(t: &Topology, pf: usize) -> Streams {
+    let rx = view(t, "server", pf, 1, 1);
+    let tx = view(t, "client", 0, 0, 0);
+    let spec = spec();
     let lanes = vec![(Lane::of(&tx), Lane::of(&rx))];
     Streams::new(tx, rx, spec, lanes).unwrap()
 }
@@ -142,12 +147,7 @@ fn a_world_runs_the_same_twice_and_models_alone_in_it_match_their_own_runs() {
     let (alone, _) = run(Some(stream(&t, 0)), None);
     let mut rx = view(&t, "server", 0, 1, 1);
     let mut tx = view(&t, "client", 0, 0, 0);
-    let spec = StreamSpec {
-        msg_bytes: 65536,
-        mtu: 1500,
-        warmup: WARM,
-        window: WIN,
-    };
+    let spec = spec();
     let lanes = vec![(Lane::of(&tx), Lane::of(&rx))];
     let own = host::net::stream::run_lanes(&mut tx, &mut rx, spec, lanes).unwrap();
     assert_eq!(alone.unwrap().throughput_gbps, own.throughput_gbps);
@@ -162,12 +162,7 @@ fn receives(t: &Topology, pf: usize, models: usize, each: usize) -> (f64, f64) {
         .map(|_| {
             let rx = view(t, "server", pf, 1, 1);
             let tx = view(t, "client", 0, 0, 0);
-            let spec = StreamSpec {
-                msg_bytes: 65536,
-                mtu: 1500,
-                warmup: WARM,
-                window: WIN,
-            };
+            let spec = spec();
             let lanes = vec![(Lane::of(&tx), Lane::of(&rx)); each];
             sim.add(Streams::new(tx, rx, spec, lanes).unwrap())
         })
