@@ -82,6 +82,7 @@ fn run(
             .unwrap();
     }
     world.run_through(&mut sim, WARM + WIN);
+    assert_eq!(world.late_reservations(), 0);
     let sr = sid.map(|id| sim.get::<Streams>(id).unwrap().result(&world));
     let mr = mid.map(|id| {
         let m: &Memcached = sim.get(id).unwrap();

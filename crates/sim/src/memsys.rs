@@ -66,12 +66,12 @@
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap;
-
 use crate::pcie;
 use crate::time::Time;
+use lru::Lru;
 
 mod arbitration;
+mod lru;
 mod uncore;
 pub use arbitration::{StreamAgent, StreamRates};
 pub use uncore::{Hop, LinkCount, PcmPort, Uncore, UncoreLink};
@@ -100,6 +100,10 @@ pub struct Fifo {
     /// reservation arriving more than `HORIZON` out of order waits (pessimistic) instead
     /// of overbooking the server.
     forgotten: Time,
+    /// No reservation arrives before this time (`forget_before`).
+    floor: Time,
+    /// Reservations that arrived before `floor` anyway (a caller's promise broken).
+    late: u64,
     /// Bytes served since the last reset of the counters.
     pub bytes: u64,
 }
@@ -121,8 +125,30 @@ impl Fifo {
             ps_per_kib: pcie::ps_per_kib_at(gbps),
             gbps,
             forgotten: Time::ZERO,
+            floor: Time::ZERO,
+            late: 0,
             bytes: 0,
         }
+    }
+
+    /// The caller's promise that no reservation arrives before `t` from now on (its
+    /// simulation's time): the intervals that end a sliver or more before it can no
+    /// longer shape a placement or a merge, so they are dropped. This keeps the list as
+    /// short as the reservations are out of order, not `HORIZON` long.
+    pub fn forget_before(&mut self, t: Time) {
+        self.floor = self.floor.max(t);
+        while let Some(&(_, e)) = self.busy.front() {
+            if e + SLIVER >= t {
+                break;
+            }
+            self.busy.pop_front();
+            self.forgotten = self.forgotten.max(e);
+        }
+    }
+
+    /// Reservations that arrived before a time promised by `forget_before`.
+    pub fn late(&self) -> u64 {
+        self.late
     }
 
     /// The server's full bandwidth, GB/s.
@@ -152,12 +178,13 @@ impl Fifo {
     pub fn reserve(&mut self, at: Time, bytes: u64) -> Time {
         let dur = self.duration(bytes);
         self.bytes += bytes;
-        let t = self.first_gap(at.max(self.forgotten), dur);
+        self.late += u64::from(at < self.floor);
+        let (t, i) = self.first_gap(at.max(self.forgotten), dur);
         let mut start = t;
         let mut end = t + dur;
         // Merge with neighbours closer than SLIVER: a gap too short for any packet would
         // only lengthen every later search. The new interval replaces busy[lo..hi].
-        let mut hi = self.starting_by(start);
+        let mut hi = self.walk_to(i, |&(s, _)| s <= start);
         let mut lo = hi;
         if lo > 0 && self.busy[lo - 1].1 + SLIVER >= start {
             lo -= 1;
@@ -190,13 +217,13 @@ impl Fifo {
     }
 
     /// Where a reservation of `dur` arriving at `t` starts: after the interval under way
-    /// at `t`, in the first gap that holds it.
-    fn first_gap(&self, mut t: Time, dur: Time) -> Time {
+    /// at `t`, in the first gap that holds it; and the index where the search stopped.
+    fn first_gap(&self, mut t: Time, dur: Time) -> (Time, usize) {
         let under_way = self.starting_by(t);
         if under_way > 0 {
             t = t.max(self.busy[under_way - 1].1);
         }
-        let mut i = self.starting_before(t);
+        let mut i = self.walk_to(under_way, |&(s, _)| s < t);
         while let Some(&(s, e)) = self.busy.get(i) {
             if s >= t + dur {
                 break;
@@ -207,17 +234,26 @@ impl Fifo {
                 i += 1;
             }
         }
-        t
+        (t, i)
+    }
+
+    /// How many intervals from the front satisfy `before` (true on a prefix), walking
+    /// from `hint`: the searches of one reservation end a step or two apart, so only the
+    /// first needs the gallop of `count_from_back`.
+    fn walk_to(&self, hint: usize, before: impl Fn(&(Time, Time)) -> bool) -> usize {
+        let mut i = hint.min(self.busy.len());
+        while i > 0 && !before(&self.busy[i - 1]) {
+            i -= 1;
+        }
+        while self.busy.get(i).is_some_and(&before) {
+            i += 1;
+        }
+        i
     }
 
     /// How many intervals start at or before `t`.
     fn starting_by(&self, t: Time) -> usize {
         self.count_from_back(|&(s, _)| s <= t)
-    }
-
-    /// How many intervals start before `t`.
-    fn starting_before(&self, t: Time) -> usize {
-        self.count_from_back(|&(s, _)| s < t)
     }
 
     /// How many intervals from the front satisfy `before` (true on a prefix), searched
@@ -244,81 +280,6 @@ impl Fifo {
             }
         }
         lo
-    }
-}
-
-/// An LRU of buffers with a capacity in lines; evicting adds the dirty lines written
-/// back to their home node's count.
-#[derive(Clone, Debug, Default)]
-struct Lru {
-    cap_lines: u64,
-    used: u64,
-    stamp: u64,
-    /// buffer → (lines, stamp, dirty, home node)
-    map: FxHashMap<u64, (u64, u64, bool, u32)>,
-    /// (stamp, buffer) in stamp order, least recently touched first. An entry is stale
-    /// once its buffer is touched again or removed (the map's stamp differs); stale
-    /// entries are skipped at eviction and dropped when they outnumber the live ones, so
-    /// a touch or removal costs no search.
-    order: VecDeque<(u64, u64)>,
-}
-
-impl Lru {
-    fn contains(&self, buf: u64) -> bool {
-        self.map.contains_key(&buf)
-    }
-
-    fn touch(&mut self, buf: u64) {
-        if let Some(e) = self.map.get_mut(&buf) {
-            self.stamp += 1;
-            e.1 = self.stamp;
-            self.order.push_back((self.stamp, buf));
-            self.compact();
-        }
-    }
-
-    fn remove(&mut self, buf: u64) -> Option<(u64, bool)> {
-        let (lines, _, dirty, _) = self.map.remove(&buf)?;
-        self.used -= lines;
-        Some((lines, dirty))
-    }
-
-    fn is_live(&self, (stamp, buf): (u64, u64)) -> bool {
-        self.map.get(&buf).is_some_and(|e| e.1 == stamp)
-    }
-
-    /// Drops the stale order entries once they are most of the queue (amortized O(1)).
-    fn compact(&mut self) {
-        if self.order.len() > 2 * self.map.len() + 64 {
-            let order = std::mem::take(&mut self.order);
-            self.order = order.into_iter().filter(|&o| self.is_live(o)).collect();
-        }
-    }
-
-    /// Inserts (or refreshes) `buf`, homed on node `home`; adds the dirty lines of the
-    /// evicted buffers to `written_back[their home]`.
-    fn insert(&mut self, buf: u64, lines: u64, dirty: bool, home: u32, written_back: &mut [u64]) {
-        let was_dirty = self.remove(buf).is_some_and(|(_, d)| d);
-        let lines = lines.min(self.cap_lines);
-        while self.used + lines > self.cap_lines {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            let (stamp, old) = oldest;
-            let Some(&(l, _, d, h)) = self.map.get(&old).filter(|e| e.1 == stamp) else {
-                continue; // stale: touched again or removed since
-            };
-            self.remove(old);
-            if d {
-                written_back[h as usize] += l;
-            }
-        }
-        self.stamp += 1;
-        self.map
-            .insert(buf, (lines, self.stamp, dirty || was_dirty, home));
-        self.order.push_back((self.stamp, buf));
-        self.used += lines;
-        self.compact();
     }
 }
 
@@ -420,10 +381,7 @@ impl MemSys {
         let n = p.sockets as usize;
         let llc_lines = p.llc_bytes / LINE;
         let ddio_lines = llc_lines * p.ddio_ways as u64 / p.llc_ways.max(1) as u64;
-        let lru = |cap| Lru {
-            cap_lines: cap,
-            ..Lru::default()
-        };
+        let lru = Lru::new;
         MemSys {
             ddio: (0..n).map(|_| lru(ddio_lines)).collect(),
             cpu: (0..n).map(|_| lru(llc_lines - ddio_lines)).collect(),
@@ -673,6 +631,19 @@ impl MemSys {
         self.dram.iter_mut().for_each(|f| f.bytes = 0);
     }
 
+    /// The caller's promise that none of this memory system's accesses start before `t`
+    /// from now on (`Fifo::forget_before`): a simulation passes its time before each
+    /// event, so its servers keep only the intervals later accesses can meet.
+    pub fn forget_before(&mut self, t: Time) {
+        self.dram.iter_mut().for_each(|f| f.forget_before(t));
+        self.links.iter_mut().for_each(|f| f.forget_before(t));
+    }
+
+    /// Accesses that started before a time promised by `forget_before`.
+    pub fn late(&self) -> u64 {
+        self.dram.iter().chain(&self.links).map(Fifo::late).sum()
+    }
+
     /// Whether `buf` is in `socket`'s LLC (either share).
     pub fn cached(&self, socket: u32, buf: u64) -> bool {
         let s = socket as usize;
@@ -846,16 +817,14 @@ impl MemSys {
     ) -> Time {
         let n = lines(bytes);
         let s = socket as usize;
-        if self.ddio[s].contains(buf) {
-            self.ddio[s].touch(buf);
+        if self.ddio[s].touch(buf) {
             return if dependent {
                 self.p.llc_latency
             } else {
                 Time::ZERO
             };
         }
-        if self.cpu[s].contains(buf) {
-            self.cpu[s].touch(buf);
+        if self.cpu[s].touch(buf) {
             return if dependent {
                 self.p.llc_latency
             } else {
@@ -912,8 +881,7 @@ impl MemSys {
             }
         }
         let s = socket as usize;
-        if self.ddio[s].contains(buf) {
-            self.ddio[s].touch(buf);
+        if self.ddio[s].touch(buf) {
             return Time::ZERO;
         }
         self.cpu[s].insert(buf, lines(bytes), true, node, &mut self.evicted);

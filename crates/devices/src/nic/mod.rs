@@ -15,6 +15,7 @@ pub mod steer;
 pub mod tx;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use fabric::{DeviceId, NodeKind, Topology};
 use sim::memsys::{Fifo, MemSys};
@@ -178,7 +179,8 @@ impl Pf {
 /// A NIC of a host: its PFs (one per function of the device, in order) and its port.
 #[derive(Clone, Debug)]
 pub struct Nic {
-    pub params: NicParams,
+    /// Shared: a model's event handlers copy the handle, not the parameters' provenance.
+    pub params: Arc<NicParams>,
     pub pfs: Vec<Pf>,
     /// The port's transmit direction onto the wire.
     pub tx_port: Fifo,
@@ -197,7 +199,7 @@ impl Nic {
         Ok(Nic {
             tx_port: Fifo::new(params.line_gbps),
             send_requests: SendRequests::default(),
-            params,
+            params: Arc::new(params),
             pfs,
         })
     }

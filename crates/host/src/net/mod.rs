@@ -17,6 +17,8 @@ pub mod stream;
 pub mod udp;
 pub mod world;
 
+use std::sync::Arc;
+
 use fabric::{DeviceId, HostId, NetStackCosts, Platform, Topology};
 use sim::memsys::{MemSys, MemSysParams, Snoop, Uncore};
 use sim::Time;
@@ -84,7 +86,8 @@ pub struct NetHost {
     pub core: Core,
     /// NUMA node of the rings, packet buffers and the process's memory.
     pub node: u32,
-    pub costs: NetStackCosts,
+    /// Shared: a model's event handlers copy the handle, not the costs' provenance.
+    pub costs: Arc<NetStackCosts>,
     /// The NIC coalesces a burst's in-order frames into one receive (hardware LRO): one
     /// completion and one pass through the stack per burst of up to 64 KiB.
     pub lro: bool,
@@ -216,7 +219,7 @@ impl NetHost {
             pf,
             core: Core::new(socket, platform.clock_ghz),
             node,
-            costs,
+            costs: Arc::new(costs),
             lro: false,
         })
     }

@@ -146,6 +146,21 @@ impl<'b> NetWorld<'b> {
                 work.reset_counters();
             }
         }
+        for (m, mem) in self.mems.iter_mut().enumerate() {
+            assert!(!self.lent[m], "a memory system lent out between events");
+            mem.forget_before(t);
+        }
+        for (_, nic) in &mut self.nics {
+            nic.tx_port.forget_before(t);
+        }
+    }
+
+    /// Memory and port reservations that started before the event that made them: each
+    /// is a model's bug, since the servers forget the past before every event.
+    pub fn late_reservations(&self) -> u64 {
+        let mems = self.mems.iter().map(|m| m.late());
+        mems.chain(self.nics.iter().map(|(_, n)| n.tx_port.late()))
+            .sum()
     }
 
     /// Host `at`'s memory system (between events, e.g. for the window's counters).

@@ -170,10 +170,7 @@ fn a_reservation_older_than_the_horizon_waits_behind_the_forgotten_work() {
 
 #[test]
 fn lru_evicts_the_least_recently_touched_and_sends_dirty_lines_home() {
-    let mut l = Lru {
-        cap_lines: 30,
-        ..Lru::default()
-    };
+    let mut l = Lru::new(30);
     let mut wb = [0u64; 2];
     l.insert(1, 10, true, 1, &mut wb); // dirty, homed on node 1
     l.insert(2, 10, true, 0, &mut wb); // dirty, homed on node 0
@@ -198,10 +195,7 @@ fn lru_evicts_the_least_recently_touched_and_sends_dirty_lines_home() {
 
 #[test]
 fn lru_refresh_keeps_a_dirty_buffer_dirty() {
-    let mut l = Lru {
-        cap_lines: 10,
-        ..Lru::default()
-    };
+    let mut l = Lru::new(10);
     let mut wb = [0u64; 1];
     l.insert(1, 5, true, 0, &mut wb);
     l.insert(1, 5, false, 0, &mut wb); // a clean refill of a dirty buffer
@@ -265,10 +259,32 @@ proptest! {
         }
     }
 
+    /// A server told the time before each arrival (`forget_before`) places every
+    /// reservation where one that remembers everything does, with a short list.
+    #[test]
+    fn forgetting_the_past_changes_no_placement(steps in arrivals(), gbps in bandwidths()) {
+        let (mut f, mut all) = (Fifo::new(gbps), Fifo::new(gbps));
+        let (mut now, mut floor) = (0u64, 0u64);
+        for (step, bytes) in steps {
+            now = now.saturating_add_signed(step);
+            // The clock never runs back; an arrival behind it is a later reservation
+            // of work that arrived at the clock's time.
+            floor = floor.max(now.saturating_sub(60_000));
+            f.forget_before(Time::from_ns(floor));
+            let at = Time::from_ns(now.max(floor));
+            prop_assert_eq!(f.reserve(at, bytes), all.reserve(at, bytes));
+            let kept = intervals(&f);
+            let tail = &intervals(&all)[intervals(&all).len() - kept.len()..];
+            prop_assert_eq!(kept.as_slice(), tail);
+            prop_assert!(kept.iter().all(|&(_, e)| e + SLIVER >= Time::from_ns(floor)));
+        }
+        prop_assert_eq!(f.late(), 0);
+    }
+
     /// Same contents, occupancy and write-backs per home as the reference.
     #[test]
     fn lru_matches_the_reference(ops in lru_ops(), cap in 1u64..200) {
-        let mut l = Lru { cap_lines: cap, ..Lru::default() };
+        let mut l = Lru::new(cap);
         let mut r = RefLru { cap_lines: cap, ..RefLru::default() };
         let (mut wl, mut wr) = ([0u64; 3], [0u64; 3]);
         for op in ops {
