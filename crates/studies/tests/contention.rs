@@ -238,3 +238,51 @@ fn workloads_run_together_cannot_take_more_cores_than_their_socket_has() {
         "{e}"
     );
 }
+
+#[test]
+fn remote_rdma_writes_into_a_tcp_receivers_node_slow_it_in_one_simulation_and_local_ones_do_not() {
+    let (src, alone) = (
+        source("contention/tcp_rx_rdma", None),
+        source("contention/tcp_rx_rdma", Some("writes")),
+    );
+    let point = run::sweep(&[]).pop().unwrap();
+    let r = run::run_point(&src, &point, 1).unwrap();
+    let net = &r.counters["network"];
+    assert_eq!(net["rx"]["run_with"], serde_json::json!(["writes"]));
+    assert_eq!(net["writes"]["run_with"], serde_json::json!(["rx"]));
+    let rx = |s: &Source, sets: &[&str], m: &str| metric(s, sets, "rx", m);
+    let local = ["workload.writes.server_placement=local"];
+    let (beside, by_itself) = (
+        rx(&src, &[], "throughput_gbit_s"),
+        rx(&alone, &[], "throughput_gbit_s"),
+    );
+    // The WRITEs cross QPI 0 → 1 and land in node 1's DRAM beside the frames, and the
+    // receiver copies out of node 1 behind them.
+    assert!(
+        beside < 0.85 * by_itself,
+        "{beside} Gb/s beside the WRITEs, {by_itself} alone"
+    );
+    // Into node 0 through DDIO they touch nothing the receive uses, to the bit.
+    assert_eq!(rx(&src, &local, "throughput_gbit_s"), by_itself);
+    // One memory system: the receive's DRAM counter carries the WRITEs' bytes too, beyond
+    // its own traffic (scaled to its throughput beside them).
+    let own = rx(&alone, &[], "mem_bw_gbit_s") * beside / by_itself;
+    let writes = metric(&src, &[], "writes", "throughput_gbyte_s") * 8.0;
+    let mem = rx(&src, &[], "mem_bw_gbit_s");
+    assert!(
+        mem - own > writes,
+        "{mem} Gb/s of DRAM, {own} the receive's, {writes} the WRITEs'"
+    );
+}
+
+#[test]
+fn an_rdma_benchmark_in_a_world_names_itself_when_its_host_lacks_the_rnic() {
+    let mut src = source("contention/tcp_rx_rdma", None);
+    src.text = src.text.replace("rnic = \"rnic\"", "rnic = \"nic\"");
+    let point = run::sweep(&[]).pop().unwrap();
+    let e = run::run_point(&src, &point, 1).unwrap_err().to_string();
+    assert!(
+        e.contains("workload `writes`") && e.contains("is not an RNIC"),
+        "{e}"
+    );
+}

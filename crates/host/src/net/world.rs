@@ -18,11 +18,21 @@ use super::migration::Migrating;
 use super::NetHost;
 use crate::victim::Background;
 
+/// Where a host's memory system is in the world (a model with no NIC in it: RDMA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedMem(usize);
+
 /// Where a view's shared parts are in the world.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Shared {
     mem: usize,
     nic: usize,
+}
+
+impl From<Shared> for SharedMem {
+    fn from(s: Shared) -> SharedMem {
+        SharedMem(s.mem)
+    }
 }
 
 /// What the models of one simulation share (see the module's documentation).
@@ -41,11 +51,14 @@ pub struct NetWorld<'b> {
     models: u64,
     /// The measurement window every model shares: warm-up and length.
     window: Option<(Time, Time)>,
+    /// Whether the window has started (every memory system's counters restarted).
+    warmed: bool,
 }
 
 /// The first bit of a model's buffer namespace: below it, a model's connections or
-/// instances (bits 32–39), its kinds of buffer (`net::buf`, bits 40–43) and offsets.
-const MODEL_SHIFT: u32 = 44;
+/// instances (bits 32–39), its kinds of buffer (`net::buf`, bits 40–43; the RDMA
+/// benchmark's regions and queues, bits 40–46) and offsets.
+const MODEL_SHIFT: u32 = 48;
 
 impl HasNet for NetWorld<'_> {
     fn net(&mut self) -> &mut Net {
@@ -65,6 +78,7 @@ impl<'b> NetWorld<'b> {
             flows: Vec::new(),
             models: 0,
             window: None,
+            warmed: false,
         }
     }
 
@@ -77,7 +91,7 @@ impl<'b> NetWorld<'b> {
     /// rings, socket buffers and items, disjoint from every other model's in the world
     /// (the memory systems track lines by buffer). Every model measures the same window,
     /// since the hosts' counters restart when it starts.
-    pub(crate) fn start_model(&mut self, warmup: Time, window: Time) -> Result<u64, String> {
+    pub fn start_model(&mut self, warmup: Time, window: Time) -> Result<u64, String> {
         match self.window {
             Some(w) if w != (warmup, window) => {
                 return Err(format!(
@@ -97,15 +111,7 @@ impl<'b> NetWorld<'b> {
     /// the world its memory system, the first of a NIC that NIC's state; later views share
     /// them (their own are stand-ins from then on).
     pub fn join(&mut self, view: &NetHost) -> Shared {
-        let mem = match self.hosts.iter().position(|&h| h == view.host) {
-            Some(i) => i,
-            None => {
-                self.hosts.push(view.host);
-                self.mems.push(view.mem.clone());
-                self.lent.push(false);
-                self.hosts.len() - 1
-            }
-        };
+        let SharedMem(mem) = self.join_memory(view.host, &view.mem);
         let nic = match self.nics.iter().position(|(d, _)| *d == view.device) {
             Some(i) => i,
             None => {
@@ -116,10 +122,31 @@ impl<'b> NetWorld<'b> {
         Shared { mem, nic }
     }
 
+    /// Joins a model's view of host `host`'s memory system, `mem`: the first view of a
+    /// host gives the world its memory system; later ones share it.
+    pub fn join_memory(&mut self, host: HostId, mem: &MemSys) -> SharedMem {
+        match self.hosts.iter().position(|&h| h == host) {
+            Some(i) => SharedMem(i),
+            None => {
+                self.hosts.push(host);
+                self.mems.push(Box::new(mem.clone()));
+                self.lent.push(false);
+                SharedMem(self.hosts.len() - 1)
+            }
+        }
+    }
+
+    /// Swaps `mem` with the world's memory system `at`: once to lend it to a model for
+    /// an event, once more to take it back.
+    pub fn lend_memory(&mut self, at: SharedMem, mem: &mut Box<MemSys>) {
+        self.lent[at.0] = !self.lent[at.0];
+        std::mem::swap(&mut self.mems[at.0], mem);
+    }
+
     /// `work` runs beside on the memory system of `at`'s host: brought up to every
     /// event's time before the event is handled, its counters restarted with a window's.
-    pub fn beside(&mut self, at: Shared, work: &'b mut dyn Background) {
-        self.beside.push((at.mem, work));
+    pub fn beside(&mut self, at: impl Into<SharedMem>, work: &'b mut dyn Background) {
+        self.beside.push((at.into().0, work));
     }
 
     /// Swaps `view`'s memory system and NIC with the world's: once to lend them for an
@@ -130,8 +157,9 @@ impl<'b> NetWorld<'b> {
         std::mem::swap(&mut self.nics[at.nic].1, &mut view.nic);
     }
 
-    /// Brings the workloads beside up to `t` (at the run's end, so they have run as long
-    /// as the models).
+    /// Brings the workloads beside up to `t`, and the memory systems' past with them:
+    /// before a model stepped outside the kernel (RDMA) handles an event at `t`, and at
+    /// the run's end (so the workloads beside have run as long as the models).
     pub fn advance_beside(&mut self, t: Time) {
         self.before_event(t, false);
     }
@@ -139,6 +167,14 @@ impl<'b> NetWorld<'b> {
     /// Brings the workloads beside up to `t`, the time of the event about to be handled
     /// (their counters restarted when it starts the window, `warm`).
     pub(crate) fn before_event(&mut self, t: Time, warm: bool) {
+        if !self.warmed && self.window.is_some_and(|(w, _)| t >= w) {
+            // The window starts for every memory system at once, whichever models use it.
+            self.warmed = true;
+            for (m, mem) in self.mems.iter_mut().enumerate() {
+                assert!(!self.lent[m], "a memory system lent out between events");
+                mem.reset_counters();
+            }
+        }
         for (m, work) in &mut self.beside {
             assert!(!self.lent[*m], "a memory system lent out between events");
             work.advance(&mut self.mems[*m], t);
@@ -163,13 +199,15 @@ impl<'b> NetWorld<'b> {
             .sum()
     }
 
+    /// The memory system `at` (between events).
+    pub fn memory(&self, at: SharedMem) -> &MemSys {
+        assert!(!self.lent[at.0], "a memory system lent out between events");
+        &self.mems[at.0]
+    }
+
     /// Host `at`'s memory system (between events, e.g. for the window's counters).
     pub fn mem(&self, at: Shared) -> &MemSys {
-        assert!(
-            !self.lent[at.mem],
-            "a memory system lent out between events"
-        );
-        &self.mems[at.mem]
+        self.memory(at.into())
     }
 
     /// Runs `sim`'s models in this world through `end`: events at `end` are still

@@ -43,6 +43,9 @@ use sim::timers::Timers;
 use sim::{dist, Time};
 use wire::Packet;
 
+mod driver;
+pub use driver::{run, run_with, run_with_agents, BenchRun};
+
 use super::agents::ServerAgents;
 use super::stats::{Samples, Throughput};
 use super::{RdmaHost, Region, BENCH_MAX_INLINE, CQE_BYTES, POLL_CYCLES, POST_CYCLES};
@@ -208,6 +211,8 @@ struct Conn {
 
 /// Two hosts' RNICs, regions and posting threads, run as events.
 pub struct Rdma<'a> {
+    /// The buffer namespace of this run's queues (its hosts' `RdmaHost::ns`).
+    ns: u64,
     /// The kernel's clock and queue; each event is a timer of this run's one component.
     net: Net,
     timers: Timers<(u32, Ev)>,
@@ -454,6 +459,7 @@ impl<'a> Rdma<'a> {
         server.rnic.send = SendArbiter::default();
         let opts = RunOptions::default();
         Ok(Rdma {
+            ns: client.ns,
             net: Net::new(opts.seed),
             timers: Timers::new(),
             rng: dist::seeded(opts.seed),
@@ -617,7 +623,7 @@ impl<'a> Rdma<'a> {
         core.finish(start, end);
         conn.posted.push_back((w.wr_id, start));
         let wqe_bytes = wqe_bytes(&w);
-        let sq_line = SQ_BUF + ((c as u64) << 16) + conn.sq_slot % SQ_RING;
+        let sq_line = self.ns + SQ_BUF + ((c as u64) << 16) + conn.sq_slot % SQ_RING;
         conn.sq_slot += 1;
         let node = core.socket;
         let h = host_of(self.client, self.server, conn.requester);
@@ -667,7 +673,7 @@ impl<'a> Rdma<'a> {
         let slot = conn.sq_slot - 1 - ahead as u64;
         let sq_line = Place {
             node: self.cores[conn.core].socket,
-            buf: SQ_BUF + ((c as u64) << 16) + slot % SQ_RING,
+            buf: self.ns + SQ_BUF + ((c as u64) << 16) + slot % SQ_RING,
         };
         let h = host_of(self.client, self.server, conn.requester);
         h.rnic
@@ -870,7 +876,7 @@ impl<'a> Rdma<'a> {
     ) -> Result<(), String> {
         let conn = &mut self.conns[c as usize];
         let (qpn, side) = (conn.qp.qpn, conn.requester);
-        let cqe = CQ_BUF + ((c as u64) << 16) + conn.cq_slot % CQ_DEPTH;
+        let cqe = self.ns + CQ_BUF + ((c as u64) << 16) + conn.cq_slot % CQ_DEPTH;
         conn.cq_slot += 1;
         let (h, own, _, _) = ends(
             self.client,
@@ -924,7 +930,7 @@ impl<'a> Rdma<'a> {
     /// The thread spinning on its CQ reads the CQE and takes the completion.
     fn seen(&mut self, c: u32, t: Time, w: Wqe, data: Vec<u8>) -> Result<(), String> {
         let conn = &mut self.conns[c as usize];
-        let cqe = CQ_BUF + ((c as u64) << 16) + (conn.seen % CQ_DEPTH);
+        let cqe = self.ns + CQ_BUF + ((c as u64) << 16) + (conn.seen % CQ_DEPTH);
         let core = &mut self.cores[conn.core];
         // The thread spins on ibv_poll_cq unsynchronised with the RNIC, so it notices the
         // CQE a uniformly random part of one poll call (POLL_CYCLES) after it lands. (Too
@@ -1037,129 +1043,4 @@ impl<'a> Rdma<'a> {
         let free = self.cores[conn.core].busy_until();
         self.at(free, c, Ev::Post)
     }
-}
-
-/// Runs the benchmark `spec` from `client` to `server`: regions of one slot per
-/// connection (adjacent, cache-aligned), the server's on its RNIC's node or the other.
-pub fn run(
-    client: &mut RdmaHost,
-    server: &mut RdmaHost,
-    spec: BenchSpec,
-) -> Result<BenchResult, String> {
-    run_with_agents(client, server, spec, RunOptions::default(), None)
-}
-
-/// `run` with the variance drawn as `opts` says.
-pub fn run_with(
-    client: &mut RdmaHost,
-    server: &mut RdmaHost,
-    spec: BenchSpec,
-    opts: RunOptions,
-) -> Result<BenchResult, String> {
-    run_with_agents(client, server, spec, opts, None)
-}
-
-/// `run` with the variance drawn as `opts` says and `agents` on the server sharing the
-/// region's lines and its memory system (their counters reset with the hosts' after the
-/// warm-up).
-pub fn run_with_agents<'a>(
-    client: &'a mut RdmaHost,
-    server: &'a mut RdmaHost,
-    spec: BenchSpec,
-    opts: RunOptions,
-    agents: Option<&'a mut dyn ServerAgents>,
-) -> Result<BenchResult, String> {
-    if spec.bytes == 0 || spec.bytes > 1 << 30 {
-        return Err(format!("bytes {} must be in 1..=1073741824", spec.bytes));
-    }
-    if spec.verb.is_atomic() && spec.bytes != ATOMIC_BYTES {
-        return Err(format!(
-            "an atomic benchmark moves 8 bytes, not {}",
-            spec.bytes
-        ));
-    }
-    let len = spec.bytes * spec.connections as u64;
-    let slot = spec.bytes.div_ceil(64) * 64;
-    let local = client.register(1, client.rnic_node(), len, slot, |i| i as u8)?;
-    let node = server.node(spec.server_remote);
-    let remote = server.register(2, node, len, slot, |i| (i as u8).wrapping_mul(3))?;
-    let mut r = Rdma::new(
-        client,
-        server,
-        local,
-        remote,
-        spec.connections,
-        spec.max_rd_atomic,
-        spec.mtu,
-    )?;
-    r.set_options(opts);
-    r.work = Some(spec);
-    r.agents = agents;
-    let end = match spec.mode {
-        Mode::Closed { ops, .. } => {
-            if ops == 0 {
-                return Err("a closed loop needs ops > 0".into());
-            }
-            for c in 0..spec.connections {
-                r.post_next(c, Time::ZERO)?;
-            }
-            Time::MAX
-        }
-        Mode::Open {
-            warmup,
-            window,
-            windows,
-            depth,
-        } => {
-            if windows == 0 || window == Time::ZERO || depth == 0 {
-                return Err("an open loop needs windows, a window length and a depth".into());
-            }
-            r.samples = Some(Samples::new(
-                spec.connections as usize,
-                windows as usize,
-                window.as_secs_f64(),
-            ));
-            for c in 0..spec.connections {
-                r.at(Time::ZERO, c, Ev::Post)?;
-            }
-            warmup + Time::from_ps(window.as_ps() * windows as u64)
-        }
-    };
-    let mut reset = false;
-    let warm_until = match spec.mode {
-        Mode::Open { warmup, .. } => warmup,
-        Mode::Closed { .. } => Time::ZERO,
-    };
-    let mut last = Time::ZERO;
-    while let Some((t, c, ev)) = r.next(end) {
-        if !reset && t >= warm_until {
-            r.client.reset_counters();
-            r.server.reset_counters();
-            if let Some(a) = r.agents.as_deref_mut() {
-                a.reset_counters();
-            }
-            reset = true;
-        }
-        last = t;
-        r.handle(t, c, ev)?;
-    }
-    let mut out = BenchResult {
-        operations: r.completed,
-        simulated: last,
-        events: r.handled,
-        qpc_misses: r.client.rnic.qpc.misses + r.server.rnic.qpc.misses,
-        mtt_misses: r.client.rnic.mtt.misses + r.server.rnic.mtt.misses,
-        ..BenchResult::default()
-    };
-    if let Mode::Closed { .. } = spec.mode {
-        let means: Vec<f64> = r
-            .conns
-            .iter()
-            .filter(|c| c.lat_n > 0)
-            .map(|c| c.lat_sum / c.lat_n as f64)
-            .collect();
-        out.latency_ns = means.iter().sum::<f64>() / means.len().max(1) as f64;
-    }
-    out.throughput = r.samples.as_ref().map(Samples::throughput);
-    Ok(out)
 }

@@ -161,7 +161,7 @@ impl IndependentLoad {
                     host.mem.cpu_write(
                         Time::ZERO,
                         s32,
-                        LOAD_BUF + ((s as u64) << 32) + k as u64,
+                        host.ns + LOAD_BUF + ((s as u64) << 32) + k as u64,
                         len,
                     );
                 }

@@ -24,8 +24,20 @@ use devices::rnic::Rnic;
 use crate::net::{mem_sys, Core};
 
 /// Line misses a Haswell core keeps in flight (assumption: 10 L1D line-fill buffers, as
-/// Broadwell's; only CPU streams use it here).
+/// Broadwell's; only CPU streams use it here), where the platform has no network-stack
+/// table to say.
 pub const LINE_FILL_BUFFERS: u32 = 10;
+
+/// The line-fill buffers of host `h`'s cores: the platform's (its network-stack table,
+/// as the TCP models read it, so a host's memory system is the same under every model)
+/// or `LINE_FILL_BUFFERS`.
+fn line_fill_buffers(topo: &Topology, h: HostId) -> u32 {
+    let platform = topo.platform_of(h);
+    platform
+        .netstack
+        .as_ref()
+        .map_or(LINE_FILL_BUFFERS, |n| n.line_fill_buffers)
+}
 
 /// Cycles of `ibv_post_send` building one WQE in the send queue (assumption: libmlx4's
 /// post path for one work request — lock, ownership bits, a 64-byte WQE, the BlueFlame
@@ -79,7 +91,8 @@ impl Region {
 #[derive(Clone, Debug)]
 pub struct RdmaHost {
     pub name: String,
-    pub mem: MemSys,
+    /// Boxed, so a world that shares the host with other models lends its own by a swap.
+    pub mem: Box<MemSys>,
     pub rnic: Rnic,
     /// Hardware threads per node.
     pub threads_per_node: u32,
@@ -87,6 +100,9 @@ pub struct RdmaHost {
     pub cores_per_node: u32,
     pub clock_ghz: f64,
     pub cpu_mmio_write: Time,
+    /// Added to every buffer this host's model tracks in the memory system, so that
+    /// models sharing a world's memory keep theirs apart (`NetWorld::start_model`).
+    pub ns: u64,
 }
 
 fn ns(x: f64) -> Time {
@@ -130,12 +146,13 @@ impl RdmaHost {
             .ok_or_else(|| format!("platform `{}` has no timing table", platform.name))?;
         Ok(RdmaHost {
             name: name.to_string(),
-            mem: mem_sys(platform, LINE_FILL_BUFFERS)?,
+            mem: Box::new(mem_sys(platform, line_fill_buffers(topo, h))?),
             rnic: Rnic::from_topology(topo, dev)?,
             threads_per_node: platform.cores_per_package * platform.threads_per_core,
             cores_per_node: platform.cores_per_package,
             clock_ghz: platform.clock_ghz,
             cpu_mmio_write: ns(t.cpu_mmio_write_ns),
+            ns: 0,
         })
     }
 
@@ -175,7 +192,7 @@ impl RdmaHost {
         let r = Region {
             key,
             node,
-            buf: (0x60 + key as u64) << 40,
+            buf: self.ns + ((0x60 + key as u64) << 40),
             slot: slot.max(1),
             bytes: (0..len).map(fill).collect(),
         };

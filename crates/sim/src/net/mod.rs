@@ -144,6 +144,12 @@ impl Net {
         self.engine.now()
     }
 
+    /// The time of the next queued event, if any (a model stepped beside another
+    /// kernel's says when it next needs the clock).
+    pub fn peek_time(&mut self) -> Option<Time> {
+        self.engine.peek_time()
+    }
+
     pub fn set_completion_timeout(&mut self, t: Time) {
         self.completion_timeout = t;
     }

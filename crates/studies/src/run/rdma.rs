@@ -11,18 +11,19 @@
 
 use fabric::Topology;
 use host::rdma::agents::ServerAgents;
-use host::rdma::bench::{self, BenchSpec, Mode};
+use host::rdma::bench::{self, BenchResult, BenchRun, BenchSpec, Mode};
 use host::rdma::load::{self, IndependentLoad, LoadSpec, LOAD_THREADS};
 use host::rdma::memcached::{self, McSpec, KEYS};
 use host::rdma::workers::MrWorkers;
 use host::rdma::RdmaHost;
 use serde_json::{json, Map, Value};
+use sim::memsys::MemSys;
 use sim::Time;
 
 use super::beside::Beside;
-use super::packet::NetOutcome;
+use super::packet::{Group, NetOutcome};
 use super::spec::rdma::{RdmaBench, MAX_RD_ATOMIC, MTU};
-use super::spec::{Kind, Measure};
+use super::spec::{Kind, Measure, Workload};
 
 fn metrics(fields: &[(&str, f64)]) -> Map<String, Value> {
     fields
@@ -91,15 +92,15 @@ impl Agents {
     }
 
     /// Counters of the threads, read after the run.
-    fn counters(&self, server: &RdmaHost, region_node: u32) -> Value {
+    fn counters(&self, server_mem: &MemSys, region_node: u32) -> Value {
         match self {
             Agents::None => json!({}),
             Agents::Load(l) => json!({
                 "load_residence": l.residence.iter().map(|r| format!("{r:?}")).collect::<Vec<_>>(),
                 "llc_sweep_us": l.sweep.iter().map(|s| s.map(|t| t.as_us_f64())).collect::<Vec<_>>(),
                 "region_pushed_out": l.pushed_out,
-                "stream_share_gbyte_s": server.mem.stream_rates().share_gbps,
-                "region_dram_read_bytes": server.mem.dram(region_node).read,
+                "stream_share_gbyte_s": server_mem.stream_rates().share_gbps,
+                "region_dram_read_bytes": server_mem.dram(region_node).read,
             }),
             Agents::Workers(w) => {
                 let c = w.counters;
@@ -117,6 +118,127 @@ impl Agents {
     }
 }
 
+/// An `rdma_bench` workload set up on its two hosts: what `BenchRun::start` takes and
+/// what its row needs afterwards.
+pub(super) struct BenchParts {
+    pub client: RdmaHost,
+    pub server: RdmaHost,
+    agents: Agents,
+    region_node: u32,
+    spec: BenchSpec,
+    opts: bench::RunOptions,
+    open: bool,
+    bytes: u64,
+}
+
+impl BenchParts {
+    /// The hosts (their memory systems loaded with the run's CPU streams) and the
+    /// server's threads beside the benchmark, if any.
+    pub(super) fn new(
+        topo: &Topology,
+        b: &RdmaBench,
+        m: Measure,
+        seed: u64,
+        beside: &mut Beside,
+    ) -> Result<BenchParts, String> {
+        let mut client = RdmaHost::new(topo, &b.client, &b.rnic)?;
+        let mut server = RdmaHost::new(topo, &b.server, &b.rnic)?;
+        beside.load(topo, &b.client, &mut client.mem)?;
+        beside.load(topo, &b.server, &mut server.mem)?;
+        let region_node = server.node(b.server_remote);
+        Ok(BenchParts {
+            client,
+            server,
+            agents: Agents::None,
+            region_node,
+            spec: BenchSpec {
+                verb: b.verb,
+                bytes: b.bytes,
+                connections: b.connections,
+                mtu: b.mtu,
+                max_rd_atomic: MAX_RD_ATOMIC,
+                server_remote: b.server_remote,
+                mode: mode(b, m),
+            },
+            opts: bench::RunOptions {
+                seed,
+                poll_phase: true,
+            },
+            open: b.open,
+            bytes: b.bytes,
+        })
+    }
+
+    /// Starts the server's threads on its memory system (the world's, when it lends it)
+    /// and the benchmark itself.
+    pub(super) fn start(&mut self, b: &RdmaBench, seed: u64) -> Result<BenchRun<'_>, String> {
+        self.agents = if b.workers > 0 {
+            let w = MrWorkers::new(
+                &self.server,
+                self.region_node,
+                b.workers,
+                b.worker_mix,
+                seed,
+            )?;
+            Agents::Workers(w)
+        } else if b.load != load::Placement::None {
+            Agents::Load(start_load(&mut self.server, b.load, b.load_elems)?)
+        } else {
+            Agents::None
+        };
+        BenchRun::start(
+            &mut self.client,
+            &mut self.server,
+            self.spec,
+            self.opts,
+            self.agents.as_dyn(),
+        )
+    }
+
+    /// The row of a finished run; `server_mem` is the server's memory system as the run
+    /// left it (the world's, when it shared it).
+    pub(super) fn outcome(
+        &self,
+        r: &BenchResult,
+        server_mem: &MemSys,
+    ) -> Result<NetOutcome, String> {
+        let mut out = Vec::new();
+        match (&r.throughput, self.open) {
+            (Some(t), true) => {
+                out.push(("ops_per_sec", t.ops_per_s));
+                out.push(("mops", t.ops_per_s / 1e6));
+                out.push(("std_mops", t.std_ops_per_s / 1e6));
+                out.push(("throughput_gbyte_s", t.ops_per_s * self.bytes as f64 / 1e9));
+            }
+            (None, true) => return Err("an open loop gave no samples".into()),
+            (_, false) => {
+                // Closed loop: each connection completes one operation per latency.
+                let ops = self.spec.connections as f64 / (r.latency_ns * 1e-9);
+                out.push(("ops_per_sec", ops));
+                out.push(("throughput_gbyte_s", ops * self.bytes as f64 / 1e9));
+                out.push(("latency_ns", r.latency_ns));
+            }
+        }
+        let mut counters = json!({
+            "operations": r.operations,
+            "simulated_s": r.simulated.as_secs_f64(),
+            "events": r.events,
+            "qpc_misses": r.qpc_misses,
+            "mtt_misses": r.mtt_misses,
+        });
+        if let (Some(o), Value::Object(e)) = (
+            counters.as_object_mut(),
+            self.agents.counters(server_mem, self.region_node),
+        ) {
+            o.extend(e);
+        }
+        Ok(NetOutcome {
+            metrics: metrics(&out),
+            counters,
+        })
+    }
+}
+
 fn run_bench(
     topo: &Topology,
     b: &RdmaBench,
@@ -124,67 +246,29 @@ fn run_bench(
     seed: u64,
     beside: &mut Beside,
 ) -> Result<NetOutcome, String> {
-    let mut client = RdmaHost::new(topo, &b.client, &b.rnic)?;
-    let mut server = RdmaHost::new(topo, &b.server, &b.rnic)?;
-    beside.load(topo, &b.client, &mut client.mem)?;
-    beside.load(topo, &b.server, &mut server.mem)?;
-    let region_node = server.node(b.server_remote);
-    let mut agents = if b.workers > 0 {
-        let w = MrWorkers::new(&server, region_node, b.workers, b.worker_mix, seed)?;
-        Agents::Workers(w)
-    } else if b.load != load::Placement::None {
-        Agents::Load(start_load(&mut server, b.load, b.load_elems)?)
-    } else {
-        Agents::None
-    };
-    let spec = BenchSpec {
-        verb: b.verb,
-        bytes: b.bytes,
-        connections: b.connections,
-        mtu: b.mtu,
-        max_rd_atomic: MAX_RD_ATOMIC,
-        server_remote: b.server_remote,
-        mode: mode(b, m),
-    };
-    let opts = bench::RunOptions {
-        seed,
-        poll_phase: true,
-    };
-    let r = bench::run_with_agents(&mut client, &mut server, spec, opts, agents.as_dyn())?;
-    let mut out = Vec::new();
-    match (&r.throughput, b.open) {
-        (Some(t), true) => {
-            out.push(("ops_per_sec", t.ops_per_s));
-            out.push(("mops", t.ops_per_s / 1e6));
-            out.push(("std_mops", t.std_ops_per_s / 1e6));
-            out.push(("throughput_gbyte_s", t.ops_per_s * b.bytes as f64 / 1e9));
-        }
-        (None, true) => return Err("an open loop gave no samples".into()),
-        (_, false) => {
-            // Closed loop: each connection completes one operation per latency.
-            let ops = b.connections as f64 / (r.latency_ns * 1e-9);
-            out.push(("ops_per_sec", ops));
-            out.push(("throughput_gbyte_s", ops * b.bytes as f64 / 1e9));
-            out.push(("latency_ns", r.latency_ns));
-        }
-    }
-    let mut counters = json!({
-        "operations": r.operations,
-        "simulated_s": r.simulated.as_secs_f64(),
-        "events": r.events,
-        "qpc_misses": r.qpc_misses,
-        "mtt_misses": r.mtt_misses,
-    });
-    if let (Some(o), Value::Object(e)) = (
-        counters.as_object_mut(),
-        agents.counters(&server, region_node),
-    ) {
-        o.extend(e);
-    }
-    Ok(NetOutcome {
-        metrics: metrics(&out),
-        counters,
-    })
+    let mut parts = BenchParts::new(topo, b, m, seed, beside)?;
+    let mut run = parts.start(b, seed)?;
+    while run.step()? {}
+    let r = run.finish();
+    parts.outcome(&r, &parts.server.mem)
+}
+
+/// The open-loop `rdma_bench` workloads between two hosts, each a group of its own: one
+/// that shares a host with another model runs in that model's world. A closed loop
+/// (counted in operations, not a window) and RDMA memcached still run alone.
+pub(super) fn groups(ws: &[Workload]) -> Vec<Group<'_>> {
+    ws.iter()
+        .enumerate()
+        .filter_map(|(i, w)| match &w.kind {
+            Kind::RdmaBench(b) if b.open && b.client != b.server => Some(Group {
+                members: vec![i],
+                server: &b.server,
+                client: &b.client,
+                together: false,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Runs an RDMA workload over `m`'s window.

@@ -7,6 +7,10 @@
 //!   TCP_STREAM — are components of one world: each host's memory system and each NIC
 //!   is the world's, so they take DRAM, LLC, interconnect, PCIe links and port in time
 //!   order, and their rows' `mem_bw_gbit_s` is the host's, which they share;
+//! * an open-loop `rdma_bench` that shares a host with another of them runs in its world
+//!   too, stepped beside the kernel in time order (`run_stepped`) with the world's memory
+//!   systems of its hosts lent to it for each event; its RNIC is its own (a closed loop
+//!   and RDMA memcached still run alone);
 //! * a `pagerank` victim on the server of such a model runs beside it in the world;
 //! * a workload with nothing to run (0 connections or instances) is idle: its row gives
 //!   zero throughput, so a sweep can leave it out.
@@ -19,15 +23,19 @@ use std::collections::BTreeMap;
 use fabric::{ScenarioError, Topology};
 use host::net::memcached::Memcached;
 use host::net::stream::Streams;
-use host::net::world::{NetWorld, Shared};
+use host::net::world::{NetWorld, SharedMem};
+use host::rdma::bench::{BenchResult, BenchRun, Side};
 use serde_json::{json, Map, Value};
 use sim::component::Sim;
+use sim::Time;
 
 use super::beside::{Beside, CpuStreams};
 use super::packet::{Group, NetOutcome};
+use super::rdma::BenchParts;
+use super::spec::rdma::RdmaBench;
 use super::spec::{Kind, Measure, RunSpec, Workload};
 use super::victim::{self, Victim};
-use super::{located, memcached, tcp_stream, RunError};
+use super::{located, memcached, rdma, tcp_stream, RunError};
 
 /// The outcomes of the workloads that run together (or idle), by workload index; the
 /// others are left to run alone.
@@ -46,10 +54,15 @@ pub(super) fn run_together(
         }
     }
     let mut victims = victims(topo, ws, window, seed)?;
-    let groups: Vec<(Group, bool)> = tcp_stream::groups(ws)
+    let groups: Vec<(Group, Model)> = tcp_stream::groups(ws)
         .into_iter()
-        .map(|g| (g, true))
-        .chain(memcached::groups(ws).into_iter().map(|g| (g, false)))
+        .map(|g| (g, Model::Tcp))
+        .chain(
+            memcached::groups(ws)
+                .into_iter()
+                .map(|g| (g, Model::Memcached)),
+        )
+        .chain(rdma::groups(ws).into_iter().map(|g| (g, Model::Rdma)))
         .collect();
     let victim_hosts: Vec<&str> = victims.keys().copied().collect();
     for cluster in clusters(&groups, &victim_hosts) {
@@ -65,7 +78,7 @@ pub(super) fn run_together(
             }
         }
         let clustered: Vec<&Group> = cluster.iter().map(|&g| &groups[g].0).collect();
-        let kinds: Vec<bool> = cluster.iter().map(|&g| groups[g].1).collect();
+        let kinds: Vec<Model> = cluster.iter().map(|&g| groups[g].1).collect();
         let outs = run_world(
             topo, ws, &clustered, &kinds, window, streams, seed, &mut mine,
         )?;
@@ -80,7 +93,11 @@ pub(super) fn run_together(
             if members.len() > 1 {
                 o.counters["run_with"] = Value::from(names(i));
             }
-            let server = server_of(&ws[i].kind).expect("a grouped workload has a server");
+            let server = clustered
+                .iter()
+                .find(|g| g.members.contains(&i))
+                .expect("a member")
+                .server;
             if let Some((vi, _)) = mine.iter().find(|(vi, _)| victim_host(&ws[*vi]) == server) {
                 o.counters["victim"] = Value::from(ws[*vi].name.as_str());
             }
@@ -114,9 +131,18 @@ pub(super) fn run_together(
     Ok(out)
 }
 
+/// What a group runs as: a component of the world's kernel (TCP_STREAM, memcached), or
+/// an RDMA benchmark stepped beside it in time order (`run_world`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Model {
+    Tcp,
+    Memcached,
+    Rdma,
+}
+
 /// The groups (indices into `groups`) that run in one world: those that must, or whose
 /// server has a victim, and with them every group that shares a host with one of them.
-fn clusters(groups: &[(Group, bool)], victim_hosts: &[&str]) -> Vec<Vec<usize>> {
+fn clusters(groups: &[(Group, Model)], victim_hosts: &[&str]) -> Vec<Vec<usize>> {
     let meets = |a: &Group, b: &Group| {
         [a.server, a.client]
             .iter()
@@ -163,7 +189,7 @@ fn run_world(
     topo: &Topology,
     ws: &[Workload],
     groups: &[&Group],
-    is_tcp: &[bool],
+    models: &[Model],
     window: Measure,
     streams: &CpuStreams,
     seed: u64,
@@ -172,12 +198,14 @@ fn run_world(
     enum Rows {
         Tcp(tcp_stream::Rows),
         Mc(memcached::Rows),
+        Rdma(usize),
     }
     let mut world = NetWorld::new(seed);
     let mut sim = Sim::new();
     let mut built = Vec::new();
-    let mut shared_servers: Vec<(&str, Shared)> = Vec::new();
-    for (g, &tcp) in groups.iter().zip(is_tcp) {
+    let mut rdmas: Vec<(BenchParts, &RdmaBench, usize)> = Vec::new();
+    let mut shared_servers: Vec<(&str, SharedMem)> = Vec::new();
+    for (g, &model) in groups.iter().zip(models) {
         let members: Vec<&Workload> = g.members.iter().map(|&i| &ws[i]).collect();
         let victim = victims
             .iter()
@@ -185,34 +213,56 @@ fn run_world(
             .map(|(_, v)| v);
         let mut beside = Beside::new(streams);
         let at = &members[0].at;
-        let (id, rows, server) = if tcp {
-            let (s, rows) = tcp_stream::build_group(topo, &members, window, &mut beside, victim)
-                .map_err(|e| named(members[0], at, e))?;
-            let id = sim.add(s);
-            let side = rows.server();
-            let server = sim
-                .with(&mut world, id, |s: &mut Streams, w| {
-                    s.start(w, id).map(|()| s.at(side))
-                })
-                .expect("a component")
-                .map_err(|e| located(at, e))?;
-            (id, Rows::Tcp(rows), server)
-        } else {
-            let mseed = seed ^ g.members[0] as u64;
-            let (m, rows) =
-                memcached::build_group(topo, &members, window, mseed, &mut beside, victim)
+        let (rows, server) = match model {
+            Model::Tcp => {
+                let (s, rows) =
+                    tcp_stream::build_group(topo, &members, window, &mut beside, victim)
+                        .map_err(|e| named(members[0], at, e))?;
+                let id = sim.add(s);
+                let side = rows.server();
+                let server = sim
+                    .with(&mut world, id, |s: &mut Streams, w| {
+                        s.start(w, id).map(|()| s.at(side))
+                    })
+                    .expect("a component")
+                    .map_err(|e| located(at, e))?;
+                ((id, Rows::Tcp(rows)), server.into())
+            }
+            Model::Memcached => {
+                let mseed = seed ^ g.members[0] as u64;
+                let (m, rows) =
+                    memcached::build_group(topo, &members, window, mseed, &mut beside, victim)
+                        .map_err(|e| named(members[0], at, e))?;
+                let id = sim.add(m);
+                let server = sim
+                    .with(&mut world, id, |m: &mut Memcached, w| {
+                        m.start(w, id).map(|()| m.server())
+                    })
+                    .expect("a component")
+                    .map_err(|e| located(at, e))?;
+                ((id, Rows::Mc(rows)), server.into())
+            }
+            Model::Rdma => {
+                let Kind::RdmaBench(b) = &members[0].kind else {
+                    unreachable!("RDMA groups are rdma_bench workloads")
+                };
+                let rseed = seed ^ g.members[0] as u64;
+                let mut parts = BenchParts::new(topo, b, window, rseed, &mut beside)
                     .map_err(|e| named(members[0], at, e))?;
-            let id = sim.add(m);
-            let server = sim
-                .with(&mut world, id, |m: &mut Memcached, w| {
-                    m.start(w, id).map(|()| m.server())
-                })
-                .expect("a component")
-                .map_err(|e| located(at, e))?;
-            (id, Rows::Mc(rows), server)
+                let ns = world
+                    .start_model(window.warmup, window.duration)
+                    .map_err(|e| named(members[0], at, e))?;
+                parts.client.ns = ns;
+                parts.server.ns = ns;
+                let host = |name: &str| topo.host_by_name(name).expect("a checked host");
+                world.join_memory(host(&b.client), &parts.client.mem);
+                let server = world.join_memory(host(&b.server), &parts.server.mem);
+                rdmas.push((parts, b, g.members[0]));
+                ((0, Rows::Rdma(rdmas.len() - 1)), server)
+            }
         };
         shared_servers.push((g.server, server));
-        built.push((g, id, rows, beside.report()));
+        built.push((g, rows, beside.report()));
     }
     // Each model checked its own cores as it was built; together they must fit too.
     if groups.len() > 1 {
@@ -227,9 +277,11 @@ fn run_world(
         v.v.start_at(window.warmup - v.warmup);
         world.beside(*at, &mut v.v);
     }
-    world.run_through(&mut sim, window.warmup + window.duration);
+    let end = window.warmup + window.duration;
+    let results = run_stepped(topo, &mut world, &mut sim, &mut rdmas, seed, end)
+        .map_err(|(i, e)| named(&ws[i], &ws[i].at, e))?;
     let mut out = Vec::new();
-    for (g, id, rows, met) in built {
+    for (g, (id, rows), met) in built {
         let outs = match rows {
             Rows::Tcp(rows) => {
                 let s: &Streams = sim.get(id).expect("a component");
@@ -240,6 +292,11 @@ fn run_world(
                 rows.outcomes(&m.result(&world), window)
                     .map_err(|e| located(&ws[g.members[0]].at, e))?
             }
+            Rows::Rdma(k) => {
+                let (r, server) = &results[k];
+                let o = rdmas[k].0.outcome(r, world.memory(*server));
+                vec![o.map_err(|e| located(&ws[g.members[0]].at, e))?]
+            }
         };
         for (&i, mut o) in g.members.iter().zip(outs) {
             if let Some(m) = &met {
@@ -249,6 +306,62 @@ fn run_world(
         }
     }
     Ok(out)
+}
+
+/// Runs the world's models through `end` with the RDMA benchmarks stepped beside its
+/// kernel: before each benchmark event, the kernel's events until then, and the
+/// benchmark is lent the world's memory systems of its hosts for the event. Each run's
+/// result and its server's place in the world; an error names the workload (index) whose
+/// run failed.
+fn run_stepped<'b>(
+    topo: &Topology,
+    world: &mut NetWorld<'b>,
+    sim: &mut Sim<NetWorld<'b>>,
+    rdmas: &mut [(BenchParts, &RdmaBench, usize)],
+    seed: u64,
+    end: Time,
+) -> Result<Vec<(BenchResult, SharedMem)>, (usize, String)> {
+    let host = |name: &str| topo.host_by_name(name).expect("a checked host");
+    let mut runs = Vec::new();
+    for (parts, b, i) in rdmas.iter_mut() {
+        let at = [
+            world.join_memory(host(&b.client), &parts.client.mem),
+            world.join_memory(host(&b.server), &parts.server.mem),
+        ];
+        // The regions and the server's threads start on the world's memory systems.
+        world.lend_memory(at[0], &mut parts.client.mem);
+        world.lend_memory(at[1], &mut parts.server.mem);
+        let mut run = parts.start(b, seed ^ *i as u64).map_err(|e| (*i, e))?;
+        run.share_memory();
+        lend(world, &mut run, at);
+        runs.push((run, at, *i));
+    }
+    loop {
+        let next = runs
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(k, (run, ..))| run.next_time().map(|t| (t, k)))
+            .min();
+        let Some((t, k)) = next else { break };
+        sim.run_until(world, t);
+        world.advance_beside(t);
+        let (run, at, i) = &mut runs[k];
+        lend(world, run, *at);
+        let stepped = run.step();
+        lend(world, run, *at);
+        stepped.map_err(|e| (*i, e))?;
+    }
+    world.run_through(sim, end);
+    Ok(runs
+        .into_iter()
+        .map(|(run, at, _)| (run.finish(), at[1]))
+        .collect())
+}
+
+/// Swaps the world's memory systems of `run`'s client and server (`at`) with the run's.
+fn lend(world: &mut NetWorld<'_>, run: &mut BenchRun<'_>, at: [SharedMem; 2]) {
+    world.lend_memory(at[0], &mut run.host_mut(Side::Client).mem);
+    world.lend_memory(at[1], &mut run.host_mut(Side::Server).mem);
 }
 
 /// One connection or instance per core across the models of one world: on each socket
@@ -390,14 +503,14 @@ fn idle(kind: &Kind) -> Option<NetOutcome> {
 mod tests {
     use super::*;
 
-    fn group<'a>(server: &'a str, client: &'a str, together: bool) -> (Group<'a>, bool) {
+    fn group<'a>(server: &'a str, client: &'a str, together: bool) -> (Group<'a>, Model) {
         let g = Group {
             members: Vec::new(),
             server,
             client,
             together,
         };
-        (g, true)
+        (g, Model::Tcp)
     }
 
     #[test]
