@@ -165,7 +165,7 @@ fn fresh(toml: &str, name: &str) -> Fabric {
 }
 
 /// A device's function and its link's bandwidth per direction (GB/s).
-fn function_of(f: &Fabric, host: &str, dev: &str) -> (fabric::NodeId, f64) {
+fn function_of(f: &Fabric, host: &str, dev: &str) -> (fabric::PcieNodeId, f64) {
     let n = match f.resolve(&format!("{host}.{dev}")).unwrap() {
         fabric::Endpoint::Node(n) => n,
         e => panic!("{e:?}"),

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use fabric::{Fault, NodeId, NodeKind, Requester};
+use fabric::{Fault, NodeKind, PcieNodeId, Requester};
 use sim::timed::{ns, TimedFabric};
 use sim::Time;
 
@@ -15,7 +15,7 @@ use crate::dma::{timed_read, timed_write, DmaSpec};
 /// A GPU as the timing layer sees it, from its device `timing` table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gpu {
-    pub node: NodeId,
+    pub node: PcieNodeId,
     /// Copy-engine tags and request size (`dma_max_reads`, `dma_mrrs_bytes`).
     pub max_reads: u32,
     pub mrrs: u32,
@@ -51,13 +51,13 @@ fn param(t: &BTreeMap<String, f64>, key: &str, who: &str) -> Result<f64, GpuErro
 }
 
 impl Gpu {
-    pub fn from_node(tf: &TimedFabric, node: NodeId) -> Result<Gpu, GpuError> {
+    pub fn from_node(tf: &TimedFabric, node: PcieNodeId) -> Result<Gpu, GpuError> {
         let topo = &tf.fabric.topo;
         let who = topo.node_label(node);
         let NodeKind::Function { device, .. } = topo.node(node).kind else {
             return Err(GpuError::Setup(format!("{who} is not a device function")));
         };
-        let t = &topo.devices[device as usize].timing;
+        let t = &topo.devices[device.index()].timing;
         let memory_bar = topo
             .node(node)
             .bars

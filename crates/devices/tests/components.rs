@@ -6,7 +6,7 @@
 //! landed. A DMA job's bytes land where the fabric says, when their TLPs land.
 
 use devices::{pattern_byte, DmaJob, DmaSpec, Op, Ops};
-use fabric::{builtin, Access, Fabric, NodeId, Request, Requester, Target};
+use fabric::{builtin, Access, Fabric, HostId, PcieNodeId, Request, Requester, Target};
 use sim::component::{Component, Sim};
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::timed::{bar_register, TimedFabric};
@@ -18,7 +18,7 @@ fn r730(iommu: bool) -> TimedFabric {
     TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
 }
 
-fn node(tf: &TimedFabric, name: &str) -> NodeId {
+fn node(tf: &TimedFabric, name: &str) -> PcieNodeId {
     match tf.fabric.resolve(name).unwrap() {
         fabric::Endpoint::Node(n) => n,
         e => panic!("{e:?}"),
@@ -36,7 +36,7 @@ const LEN: u32 = 256;
 /// On a doorbell, reads `LEN` bytes at SRC, writes them to DST, then raises its MSI.
 #[derive(Default)]
 struct Echo {
-    node: NodeId,
+    node: PcieNodeId,
     regs: [u64; 6],
     doorbells: Vec<(u64, Time)>,
     config_writes: Vec<(u64, u64)>,
@@ -156,7 +156,7 @@ impl Component<TimedFabric> for Driver {
             return;
         }
         // Command register: memory space and bus master enable, by ID.
-        let (route, _) = tf.config_route(0, 0, self.rid, true).unwrap();
+        let (route, _) = tf.config_route(HostId(0), 0, self.rid, true).unwrap();
         tf.net.send_write(Issue {
             data: 0x6,
             ..Issue::new(route, me, 0, 2, 0x04)
@@ -164,7 +164,7 @@ impl Component<TimedFabric> for Driver {
         for &(reg, value) in &self.program {
             let req = Request {
                 requester: Requester::Cpu {
-                    host: 0,
+                    host: HostId(0),
                     package: 0,
                 },
                 addr: self.bar0 + reg,
@@ -195,7 +195,7 @@ fn doorbells_config_writes_and_msi_reach_the_models_that_own_them() {
         .resolve_address("server.ram.node0", 0x20_0000)
         .unwrap();
     let payload: Vec<u8> = (0..LEN as u64).map(|i| pattern_byte(7, i)).collect();
-    tf.fabric.cpu_store(0, 0, src, &payload).unwrap();
+    tf.fabric.cpu_store(HostId(0), 0, src, &payload).unwrap();
     let msi_addr = fabric::MSI_WINDOW.start | (3 << 12); // APIC 3
     let mut sim = Sim::new();
     let echo = sim.add(Echo {
@@ -218,7 +218,7 @@ fn doorbells_config_writes_and_msi_reach_the_models_that_own_them() {
     tf.net.set_sink_owner(bar_sink, echo);
     let config_sink = tf.config_sink(echo_node);
     tf.net.set_sink_owner(config_sink, echo);
-    let irq = tf.interrupt_sink(0);
+    let irq = tf.interrupt_sink(HostId(0));
     tf.net.set_sink_owner(irq, apic);
     tf.net.wake_at(Time::ZERO, driver);
     sim.run_until_idle(&mut tf);
@@ -232,7 +232,7 @@ fn doorbells_config_writes_and_msi_reach_the_models_that_own_them() {
         "command register, by ID"
     );
     let mut got = vec![0; LEN as usize];
-    tf.fabric.peek_ram(0, 0, 0x20_0000, &mut got);
+    tf.fabric.peek_ram(HostId(0), 0, 0x20_0000, &mut got);
     assert_eq!(got, payload, "the echoed bytes landed at DST");
     let a = sim.get::<Apic>(apic).unwrap();
     assert_eq!(a.seen.len(), 1);
@@ -242,14 +242,16 @@ fn doorbells_config_writes_and_msi_reach_the_models_that_own_them() {
     assert_eq!(
         tf.fabric.interrupts(),
         &[fabric::Msi {
-            host: 0,
+            host: HostId(0),
             apic: 3,
             data: 0x41
         }]
     );
     // A CPU reads the BAR register by configuration read: what enumeration assigned.
     let mut reg = [0u8; 4];
-    tf.fabric.config_read(0, 0, rid, 0x10, &mut reg).unwrap();
+    tf.fabric
+        .config_read(HostId(0), 0, rid, 0x10, &mut reg)
+        .unwrap();
     assert_eq!(u32::from_le_bytes(reg) as u64 & !0xf, bar0 & 0xffff_fff0);
 }
 
@@ -257,14 +259,14 @@ fn doorbells_config_writes_and_msi_reach_the_models_that_own_them() {
 fn config_requests_to_a_missing_requester_id_fault() {
     let mut tf = r730(false);
     let e = tf
-        .config_route(0, 0, fabric::Rid(0xfff0), false)
+        .config_route(HostId(0), 0, fabric::Rid(0xfff0), false)
         .unwrap_err();
     assert_eq!(e.kind, fabric::FaultKind::NoWindow);
     // The functional side routes the same way, and logs the fault.
     let mut reg = [0u8; 4];
     let e = tf
         .fabric
-        .config_read(0, 0, fabric::Rid(0xfff0), 0, &mut reg)
+        .config_read(HostId(0), 0, fabric::Rid(0xfff0), 0, &mut reg)
         .unwrap_err();
     assert_eq!(e.kind, fabric::FaultKind::NoWindow);
     assert_eq!(tf.fabric.faults().last(), Some(&e));
@@ -301,13 +303,14 @@ fn a_dma_jobs_bytes_land_where_the_fabric_says_when_their_tlps_land() {
     // Part-way through, the first bytes are there and the last are not yet.
     sim.run_until(&mut tf, Time::from_ns(4_000));
     let (mut first, mut last) = ([0u8; 64], [0u8; 64]);
-    tf.fabric.peek_ram(0, 0, 0x40_0000, &mut first);
-    tf.fabric.peek_ram(0, 0, 0x40_0000 + bytes - 64, &mut last);
+    tf.fabric.peek_ram(HostId(0), 0, 0x40_0000, &mut first);
+    tf.fabric
+        .peek_ram(HostId(0), 0, 0x40_0000 + bytes - 64, &mut last);
     assert_eq!(first[0], pattern_byte(0, 0));
     assert!(last.iter().all(|&b| b == 0), "not landed yet");
     sim.run_until_finished(&mut tf);
     let mut all = vec![0u8; bytes as usize];
-    tf.fabric.peek_ram(0, 0, 0x40_0000, &mut all);
+    tf.fabric.peek_ram(HostId(0), 0, 0x40_0000, &mut all);
     let want: Vec<u8> = (0..bytes).map(|i| pattern_byte(0, i)).collect();
     assert!(all == want, "every byte at its place");
     // The PF on the other socket wrote across QPI: counted on the interconnect.

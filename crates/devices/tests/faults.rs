@@ -5,7 +5,7 @@
 
 use devices::{pattern_byte, DmaJob, DmaSpec, Op, Ops, Payload};
 use fabric::faults::{FaultAction, FaultSpec, FaultTarget};
-use fabric::{builtin, Fabric, FaultKind, Requester};
+use fabric::{builtin, CableId, Fabric, FaultKind, HostId, Requester};
 use sim::component::Sim;
 use sim::faults::FaultInjector;
 use sim::timed::TimedFabric;
@@ -22,7 +22,7 @@ fn b2b() -> TimedFabric {
 }
 
 /// Host a's NTB DMA engine, and the bus address it uses for BYTES of host b's RAM.
-fn engine_to_b(tf: &mut TimedFabric) -> (Requester, u64, u32, u64) {
+fn engine_to_b(tf: &mut TimedFabric) -> (Requester, u64, HostId, u64) {
     let n = match tf.fabric.resolve("a.ntb").unwrap() {
         fabric::Endpoint::Node(n) => n,
         e => panic!("{e:?}"),
@@ -57,7 +57,7 @@ fn cable_flap(at_us: u64, for_us: u64) -> Vec<FaultSpec> {
         at_ps: at_us * 1_000_000,
         action: FaultAction::LinkDown,
         target_name: "a.ntb".into(),
-        target: FaultTarget::Cables(vec![0]),
+        target: FaultTarget::Cables(vec![CableId(0)]),
         duration_ps: Some(for_us * 1_000_000),
     }]
 }
@@ -298,7 +298,7 @@ fn a_cpu_load_over_a_dead_link_gets_all_ones_and_the_fault_names_the_cable() {
     let mut tf = b2b();
     let (_, _, host_b, phys) = engine_to_b(&mut tf);
     let cpu = Requester::Cpu {
-        host: 0,
+        host: HostId(0),
         package: 0,
     };
     let m = host::Hosts::with(&mut tf.fabric, |h, f| {
@@ -314,11 +314,11 @@ fn a_cpu_load_over_a_dead_link_gets_all_ones_and_the_fault_names_the_cable() {
         )
     })
     .unwrap();
-    tf.set_cable_up(0, false);
+    tf.set_cable_up(CableId(0), false);
     let mut buf = [0u8; 8];
     let e = tf.fabric.load(cpu, m.addr.0, &mut buf).unwrap_err();
     assert_eq!(buf, [0xFF; 8]);
-    assert_eq!(e.kind, FaultKind::LinkDown { cable: 0 });
+    assert_eq!(e.kind, FaultKind::LinkDown { cable: CableId(0) });
     assert_eq!(
         fabric::describe::fault_kind_text(&tf.fabric.topo, e.kind),
         "link down: cable a.ntb — b.ntb"

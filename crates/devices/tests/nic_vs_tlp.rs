@@ -4,7 +4,7 @@
 //! a saturated stream's bandwidth, local and remote.
 
 use devices::nic::Nic;
-use fabric::{builtin, Access, Fabric, Request, Requester};
+use fabric::{builtin, Access, Fabric, HostId, Request, Requester};
 use sim::memsys::{MemSys, MemSysParams, Snoop};
 use sim::timed::TimedFabric;
 use sim::Time;
@@ -15,8 +15,8 @@ fn tf() -> TimedFabric {
 }
 
 fn memsys(tf: &TimedFabric) -> MemSys {
-    let t = tf.timing_of(0).clone();
-    let p = tf.fabric.topo.platform_of(0);
+    let t = tf.timing_of(HostId(0)).clone();
+    let p = tf.fabric.topo.platform_of(HostId(0));
     let ns = |x: f64| Time::from_ps((x * 1000.0) as u64);
     MemSys::new(MemSysParams {
         sockets: p.packages,
@@ -48,7 +48,7 @@ fn packet_dma_pricing_agrees_with_the_timed_routes() {
     let dev = tf.fabric.topo.device_by_name(server, "nic").unwrap();
     for pf in 0..2usize {
         for write in [true, false] {
-            let f = tf.fabric.topo.devices[dev as usize].functions[pf];
+            let f = tf.fabric.topo.devices[dev.index()].functions[pf];
             let addr = tf.fabric.topo.host(server).ram_addr(0, 1 << 30).unwrap();
             let access = if write { Access::Write } else { Access::Read };
             let (route, _) = tf

@@ -11,7 +11,7 @@ use devices::nvme::{NvmeController, NvmeDriver, NvmeDriverConfig, NvmeParams};
 use devices::pattern_byte;
 use fabric::builtin::BuiltinResolver;
 use fabric::scenario::{load, Source};
-use fabric::{Fabric, NodeId, Requester};
+use fabric::{Fabric, HostId, PcieNodeId, Requester};
 use host::{Hosts, NumaNode, PhysAddr};
 use sim::component::Sim;
 use sim::net::ComponentId;
@@ -66,9 +66,9 @@ struct Rig {
     sim: Sim<TimedFabric>,
     ctrl: ComponentId,
     driver: Option<ComponentId>,
-    nvme: NodeId,
+    nvme: PcieNodeId,
     cpu: Requester,
-    cpu_host: u32,
+    cpu_host: HostId,
     cfg: NvmeDriverConfig,
 }
 
@@ -84,7 +84,7 @@ fn timed(text: &str) -> TimedFabric {
     TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
 }
 
-fn node(tf: &TimedFabric, name: &str) -> NodeId {
+fn node(tf: &TimedFabric, name: &str) -> PcieNodeId {
     match tf.fabric.resolve(name).unwrap() {
         fabric::Endpoint::Node(n) => n,
         e => panic!("{e:?}"),
@@ -92,7 +92,7 @@ fn node(tf: &TimedFabric, name: &str) -> NodeId {
 }
 
 /// `bytes` of RAM on `host` node 0, mapped for the controller: (CPU address, bus address).
-fn alloc(tf: &mut TimedFabric, nvme: NodeId, host: u32, bytes: u64) -> Buffer {
+fn alloc(tf: &mut TimedFabric, nvme: PcieNodeId, host: HostId, bytes: u64) -> Buffer {
     let c = Hosts::with(&mut tf.fabric, |h, f| {
         h.dma_alloc_coherent(
             f,
@@ -109,7 +109,7 @@ fn alloc(tf: &mut TimedFabric, nvme: NodeId, host: u32, bytes: u64) -> Buffer {
     }
 }
 
-fn queue_memory(tf: &mut TimedFabric, nvme: NodeId, host: u32) -> QueueMemory {
+fn queue_memory(tf: &mut TimedFabric, nvme: PcieNodeId, host: HostId) -> QueueMemory {
     let sq = alloc(tf, nvme, host, 4096);
     let cq = alloc(tf, nvme, host, 4096);
     QueueMemory {

@@ -22,7 +22,7 @@ fn node_kind_label(t: &Topology, n: &Node) -> String {
             adapter: Some(a),
         } => format!(
             "{} NTB adapter ({})",
-            t.ntbs[a as usize].adapter.name.to_uppercase(),
+            t.ntbs[a.index()].adapter.name.to_uppercase(),
             t.chip(chip).name.to_uppercase()
         ),
         NodeKind::Switch {
@@ -30,7 +30,7 @@ fn node_kind_label(t: &Topology, n: &Node) -> String {
             adapter: None,
         } => format!("switch {}", t.chip(chip).name.to_uppercase()),
         NodeKind::Function { device, pf } => {
-            let d = &t.devices[device as usize];
+            let d = &t.devices[device.index()];
             let kind = format!("{:?}", d.kind).to_lowercase();
             if d.functions.len() > 1 {
                 format!("{kind} PF{pf} {}", d.model)
@@ -39,7 +39,7 @@ fn node_kind_label(t: &Topology, n: &Node) -> String {
             }
         }
         NodeKind::NtbFunction { ntb } => {
-            let n = &t.ntbs[ntb as usize];
+            let n = &t.ntbs[ntb.index()];
             format!(
                 "NTB function, {} LUT windows of {}",
                 n.lut_windows,
@@ -116,7 +116,7 @@ pub fn step_name(t: &Topology, s: &Step) -> String {
             t.cable_end_label(CableEnd::Ntb(ntb))
         ),
         Step::Cable { cable } => {
-            let c = &t.cables[cable as usize];
+            let c = &t.cables[cable.index()];
             format!(
                 "cable {} ↔ {} ({})",
                 t.cable_end_label(c.ends[0]),
@@ -125,7 +125,7 @@ pub fn step_name(t: &Topology, s: &Step) -> String {
             )
         }
         Step::ClusterSwitch { switch } => {
-            let s = &t.cluster_switches[switch as usize];
+            let s = &t.cluster_switches[switch.index()];
             format!(
                 "{} ({}, {} ns)",
                 s.name,
@@ -148,7 +148,7 @@ pub fn step_json(t: &Topology, s: &Step) -> Value {
             let NodeKind::Switch { chip, adapter } = t.node(node).kind else {
                 unreachable!()
             };
-            json!({ "chip": t.chip(chip).name, "latency_ns": t.chip(chip).latency_ns, "adapter": adapter.map(|a| t.ntbs[a as usize].adapter.name.clone()) })
+            json!({ "chip": t.chip(chip).name, "latency_ns": t.chip(chip).latency_ns, "adapter": adapter.map(|a| t.ntbs[a.index()].adapter.name.clone()) })
         }
         Step::Root { node } => json!({ "host": t.host(t.node(node).host).name }),
         Step::Interconnect { host, hop } => {
@@ -169,11 +169,11 @@ pub fn step_json(t: &Topology, s: &Step) -> Value {
             index, from, to, ..
         } => json!({ "index": index, "from": from.to_string(), "to": to.to_string() }),
         Step::Cable { cable } => {
-            let l = t.cables[cable as usize].link;
+            let l = t.cables[cable.index()].link;
             json!({ "gen": l.gen, "width": l.width })
         }
         Step::ClusterSwitch { switch } => {
-            let c = t.chip(t.cluster_switches[switch as usize].chip);
+            let c = t.chip(t.cluster_switches[switch.index()].chip);
             json!({ "chip": c.name, "latency_ns": c.latency_ns })
         }
     };
@@ -255,7 +255,7 @@ pub fn fault_kind_text(t: &Topology, k: FaultKind) -> String {
 
 /// A cable by its two ends: "cable borrower.ntb — lender.ntb".
 pub fn cable_text(t: &Topology, cable: CableId) -> String {
-    let c = &t.cables[cable as usize];
+    let c = &t.cables[cable.index()];
     format!(
         "cable {} — {}",
         t.cable_end_label(c.ends[0]),
@@ -333,7 +333,7 @@ pub fn topology_text(f: &Fabric) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "scenario {} — {}", t.name, t.description);
     for (hi, h) in t.hosts.iter().enumerate() {
-        let p = t.platform_of(hi as HostId);
+        let p = t.platform_of(HostId::from_index(hi));
         let _ = writeln!(
             out,
             "\nhost {} (IOMMU {})\n  platform {}",
@@ -427,7 +427,7 @@ fn lending_text(t: &Topology, out: &mut String) {
     }
 }
 
-fn tree(t: &Topology, id: NodeId, prefix: &str, last: bool, top: bool, out: &mut String) {
+fn tree(t: &Topology, id: PcieNodeId, prefix: &str, last: bool, top: bool, out: &mut String) {
     let n = t.node(id);
     let branch = if top {
         ""
@@ -465,7 +465,7 @@ fn tree(t: &Topology, id: NodeId, prefix: &str, last: bool, top: bool, out: &mut
     }
 }
 
-fn dot_id(t: &Topology, id: NodeId) -> String {
+fn dot_id(t: &Topology, id: PcieNodeId) -> String {
     format!("\"{}\"", t.node_label(id))
 }
 
@@ -492,7 +492,7 @@ pub fn topology_dot(f: &Fabric) -> String {
         });
         if big && only_ntbs {
             for &n in &h.ntbs {
-                let ntb = &t.ntbs[n as usize];
+                let ntb = &t.ntbs[n.index()];
                 let _ = writeln!(o, "  {} [shape=box, style=\"rounded,filled\", fillcolor=gold, fontsize=8, height=0.2, label=\"{} ({})\"];", dot_id(t, ntb.chip_node), h.name, ntb.adapter.name.to_uppercase());
             }
             continue;
@@ -504,7 +504,7 @@ pub fn topology_dot(f: &Fabric) -> String {
             h.name,
             if h.iommu { " (IOMMU on)" } else { "" }
         );
-        let p = t.platform_of(hi as HostId);
+        let p = t.platform_of(HostId::from_index(hi));
         for v in 0..p.uncore_vertices() {
             let _ = writeln!(
                 o,
@@ -578,8 +578,8 @@ pub fn topology_dot(f: &Fabric) -> String {
     }
     for c in &t.cables {
         let end = |e: CableEnd| match e {
-            CableEnd::Ntb(n) => dot_id(t, t.ntbs[n as usize].chip_node),
-            CableEnd::ClusterSwitch(s) => format!("\"{}\"", t.cluster_switches[s as usize].name),
+            CableEnd::Ntb(n) => dot_id(t, t.ntbs[n.index()].chip_node),
+            CableEnd::ClusterSwitch(s) => format!("\"{}\"", t.cluster_switches[s.index()].name),
         };
         let _ = writeln!(
             o,
@@ -597,7 +597,7 @@ pub fn topology_dot(f: &Fabric) -> String {
 pub fn topology_json(f: &Fabric) -> Value {
     let t = &f.topo;
     let hosts: Vec<Value> = t.hosts.iter().enumerate().map(|(hi, h)| {
-        let p = t.platform_of(hi as HostId);
+        let p = t.platform_of(HostId::from_index(hi));
         let nodes: Vec<Value> = h.nodes.iter().map(|&id| {
             let n = t.node(id);
             let kind = match n.kind {

@@ -10,9 +10,9 @@ use crate::topology::*;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Endpoint {
     /// A PCI function (or a switch, as a place: not a requester).
-    Node(NodeId),
+    Node(PcieNodeId),
     Bar {
-        node: NodeId,
+        node: PcieNodeId,
         bar: u8,
     },
     Ram {
@@ -92,7 +92,7 @@ impl Fabric {
                         .host(host)
                         .devices
                         .iter()
-                        .map(|&d| topo.devices[d as usize].name.as_str())
+                        .map(|&d| topo.devices[d.index()].name.as_str())
                         .collect();
                     names.extend(
                         topo.host(host)
@@ -106,7 +106,7 @@ impl Fabric {
                         name_list_at_most(&names, 12)
                     ))
                 })?;
-                let fs = &topo.devices[d as usize].functions;
+                let fs = &topo.devices[d.index()].functions;
                 *fs.get(pf).ok_or_else(|| {
                     bad(format!(
                         "device `{dev}` has functions pf0..pf{}",
@@ -119,7 +119,7 @@ impl Fabric {
             // The NTB by its adapter's name means its NTB function.
             NodeKind::Switch {
                 adapter: Some(n), ..
-            } => topo.ntbs[n as usize].fn_node,
+            } => topo.ntbs[n.index()].fn_node,
             _ => node,
         };
         match bar {

@@ -165,11 +165,11 @@ impl Fabric {
     }
 
     pub fn ntb_state(&self, ntb: NtbId) -> &NtbState {
-        &self.ntb[ntb as usize]
+        &self.ntb[ntb.index()]
     }
 
     pub fn iommu(&self, host: HostId) -> &Iommu {
-        &self.iommu[host as usize]
+        &self.iommu[host.index()]
     }
 
     /// The cables and cluster switches of way `way` (a `LutEntry::way`).
@@ -224,18 +224,18 @@ impl Fabric {
 
     /// The adapter of `dst_host` that `ntb` reaches (by cable or cluster switch).
     fn far_adapter(&self, ntb: NtbId, dst_host: HostId) -> Result<NtbId, FabricError> {
-        let src_host = self.topo.ntbs[ntb as usize].host;
+        let src_host = self.topo.ntbs[ntb.index()].host;
         self.topo
             .hosts
-            .get(dst_host as usize)
+            .get(dst_host.index())
             .ok_or_else(|| FabricError::Invalid(format!("no host {dst_host}")))?
             .ntbs
             .iter()
             .copied()
             .find(|&d| self.topo.ntb_reaches(ntb, d))
             .ok_or_else(|| FabricError::Unreachable {
-                from: self.topo.hosts[src_host as usize].name.clone(),
-                to: self.topo.hosts[dst_host as usize].name.clone(),
+                from: self.topo.hosts[src_host.index()].name.clone(),
+                to: self.topo.hosts[dst_host.index()].name.clone(),
             })
     }
 
@@ -252,7 +252,7 @@ impl Fabric {
         if size == 0 {
             return Err(FabricError::Invalid("window size must be > 0".into()));
         }
-        let n = &self.topo.ntbs[ntb as usize];
+        let n = &self.topo.ntbs[ntb.index()];
         let ws = n.window_size;
         let base = far_addr - far_addr % ws;
         let count = (far_addr - base + size).div_ceil(ws);
@@ -277,7 +277,7 @@ impl Fabric {
         let way = self
             .take_way(ntb, dst, count as u32)
             .expect("a reachable adapter has a way");
-        let first = self.ntb[ntb as usize]
+        let first = self.ntb[ntb.index()]
             .alloc_windows(count as u32, |k| LutEntry {
                 dst,
                 dst_host,
@@ -302,8 +302,8 @@ impl Fabric {
         self.routing_epoch += 1;
         let bar = self
             .topo
-            .node(self.topo.ntbs[ntb as usize].fn_node)
-            .bar(self.topo.ntbs[ntb as usize].window_bar)
+            .node(self.topo.ntbs[ntb.index()].fn_node)
+            .bar(self.topo.ntbs[ntb.index()].window_bar)
             .expect("NTB window BAR exists");
         Ok(WindowMapping {
             ntb,
@@ -314,7 +314,7 @@ impl Fabric {
     }
 
     pub fn ntb_unmap_window(&mut self, m: &WindowMapping) -> Result<(), FabricError> {
-        let st = &mut self.ntb[m.ntb as usize];
+        let st = &mut self.ntb[m.ntb.index()];
         let range = m.first as usize..(m.first + m.count) as usize;
         if range.end > st.lut.len()
             || st.lut[range.clone()]
@@ -326,7 +326,7 @@ impl Fabric {
             ));
         }
         for i in range {
-            let e = self.ntb[m.ntb as usize].lut[i]
+            let e = self.ntb[m.ntb.index()].lut[i]
                 .take()
                 .expect("checked above");
             self.put_way(e.way);
@@ -339,47 +339,47 @@ impl Fabric {
     pub fn ntb_add_requester(&mut self, ntb: NtbId, rid: Rid) -> Result<u8, FabricError> {
         let label = self.topo.cable_end_label(CableEnd::Ntb(ntb));
         self.routing_epoch += 1;
-        self.ntb[ntb as usize].add_requester(rid, &label)
+        self.ntb[ntb.index()].add_requester(rid, &label)
     }
 
     pub fn ntb_remove_requester(&mut self, ntb: NtbId, rid: Rid) -> Result<(), FabricError> {
         self.routing_epoch += 1;
-        self.ntb[ntb as usize].remove_requester(rid)
+        self.ntb[ntb.index()].remove_requester(rid)
     }
 
     /// Takes a cable down or up (link failure).
     pub fn set_cable_up(&mut self, cable: CableId, up: bool) {
         self.routing_epoch += 1;
-        self.cable_up[cable as usize] = up;
+        self.cable_up[cable.index()] = up;
     }
 
     /// Whether the cable itself is up (as last set; its end hosts aside).
     pub fn cable_up(&self, cable: CableId) -> bool {
-        self.cable_up[cable as usize]
+        self.cable_up[cable.index()]
     }
 
     /// Why a TLP cannot cross `cable` now: the cable is down, or a host at one of its
     /// ends has crashed (its adapter's link is down with it). `None`: it is live.
     pub fn cable_fault(&self, cable: CableId) -> Option<FaultKind> {
-        let down_end = self.topo.cables[cable as usize]
+        let down_end = self.topo.cables[cable.index()]
             .ends
             .iter()
             .find_map(|e| match *e {
                 CableEnd::Ntb(n) => {
-                    let h = self.topo.ntbs[n as usize].host;
-                    (!self.host_up[h as usize]).then_some(h)
+                    let h = self.topo.ntbs[n.index()].host;
+                    (!self.host_up[h.index()]).then_some(h)
                 }
                 CableEnd::ClusterSwitch(_) => None,
             });
         match down_end {
             Some(host) => Some(FaultKind::HostDown { host }),
-            None if !self.cable_up[cable as usize] => Some(FaultKind::LinkDown { cable }),
+            None if !self.cable_up[cable.index()] => Some(FaultKind::LinkDown { cable }),
             None => None,
         }
     }
 
     pub fn host_up(&self, host: HostId) -> bool {
-        self.host_up[host as usize]
+        self.host_up[host.index()]
     }
 
     /// A host crashes: from now on every route into or out of it faults with
@@ -387,7 +387,7 @@ impl Fabric {
     /// devices issue nothing, and its adapters' links are down.
     pub fn crash_host(&mut self, host: HostId) {
         self.routing_epoch += 1;
-        self.host_up[host as usize] = false;
+        self.host_up[host.index()] = false;
     }
 
     /// A crashed host comes back, cold: what its RAM and its functions' BARs and config
@@ -396,24 +396,24 @@ impl Fabric {
     /// OS programs again is its business, not the hardware's.
     pub fn restart_host(&mut self, host: HostId) {
         self.routing_epoch += 1;
-        if !self.host_up[host as usize] {
+        if !self.host_up[host.index()] {
             self.mem.clear_host(host, &self.topo.host(host).nodes);
         }
-        self.host_up[host as usize] = true;
+        self.host_up[host.index()] = true;
     }
 
     // ---- IOMMU ----------------------------------------------------------------------
 
     pub fn iommu_create_domain(&mut self, host: HostId) -> DomainId {
-        self.iommu[host as usize].create_domain()
+        self.iommu[host.index()].create_domain()
     }
     pub fn iommu_attach(&mut self, host: HostId, rid: Rid, d: DomainId) -> Result<(), FabricError> {
         self.routing_epoch += 1;
-        self.iommu[host as usize].attach(rid, d)
+        self.iommu[host.index()].attach(rid, d)
     }
     pub fn iommu_detach(&mut self, host: HostId, rid: Rid) {
         self.routing_epoch += 1;
-        self.iommu[host as usize].detach(rid)
+        self.iommu[host.index()].detach(rid)
     }
     pub fn iommu_map(
         &mut self,
@@ -425,7 +425,7 @@ impl Fabric {
         perm: Perm,
     ) -> Result<(), FabricError> {
         self.routing_epoch += 1;
-        self.iommu[host as usize].map(d, iova, phys, len, perm)
+        self.iommu[host.index()].map(d, iova, phys, len, perm)
     }
     pub fn iommu_unmap(
         &mut self,
@@ -435,7 +435,7 @@ impl Fabric {
         len: u64,
     ) -> Result<(), FabricError> {
         self.routing_epoch += 1;
-        self.iommu[host as usize].unmap(d, iova, len)
+        self.iommu[host.index()].unmap(d, iova, len)
     }
 
     // ---- routing --------------------------------------------------------------------
@@ -479,7 +479,7 @@ impl Fabric {
         if addr % PAGE + len > PAGE {
             return Err(fault(FaultKind::CrossesPage, host, rid, addr));
         }
-        if !self.host_up[host as usize] {
+        if !self.host_up[host.index()] {
             return Err(fault(FaultKind::HostDown { host }, host, rid, addr));
         }
         // Where the request currently is: a PCI function, or a CPU at an uncore vertex.
@@ -586,7 +586,7 @@ impl Fabric {
         self.reach_bar_node(req, at, at_root, tnode, tbar, path)?;
         let tn = topo.node(tnode);
         match tn.kind {
-            NodeKind::NtbFunction { ntb } if tbar == topo.ntbs[ntb as usize].window_bar => {
+            NodeKind::NtbFunction { ntb } if tbar == topo.ntbs[ntb.index()].window_bar => {
                 self.cross_ntb(req, at, ntb, tnode, tbar, path)
             }
             _ => {
@@ -608,7 +608,7 @@ impl Fabric {
         req: &Request,
         at: &mut At,
         path: &mut Path,
-    ) -> Result<Option<NodeId>, Fault> {
+    ) -> Result<Option<PcieNodeId>, Fault> {
         let Origin::Node(n) = at.origin else {
             return Ok(None);
         };
@@ -619,7 +619,7 @@ impl Fabric {
         let rc = self.topo.node(n).root;
         self.climb(n, rc, path);
         path.steps.push(Step::Root { node: rc });
-        let phys = self.iommu[at.host as usize]
+        let phys = self.iommu[at.host.index()]
             .translate(at.rid, at.addr, write)
             .map_err(|m| {
                 let k = match m {
@@ -645,8 +645,8 @@ impl Fabric {
         &self,
         req: &Request,
         at: &mut At,
-        at_root: Option<NodeId>,
-        tnode: NodeId,
+        at_root: Option<PcieNodeId>,
+        tnode: PcieNodeId,
         tbar: u8,
         path: &mut Path,
     ) -> Result<(), Fault> {
@@ -668,7 +668,7 @@ impl Fabric {
             // function's DMA engine feeding its own window goes on (through the NTB).
             (Origin::Node(n), None) if n == tnode => {
                 let through_ntb = matches!(topo.node(n).kind,
-                    NodeKind::NtbFunction { ntb } if topo.ntbs[ntb as usize].window_bar == tbar);
+                    NodeKind::NtbFunction { ntb } if topo.ntbs[ntb.index()].window_bar == tbar);
                 if !through_ntb {
                     return Err(at.fault(req, FaultKind::OwnBar));
                 }
@@ -698,15 +698,15 @@ impl Fabric {
         req: &Request,
         at: &mut At,
         ntb: NtbId,
-        tnode: NodeId,
+        tnode: PcieNodeId,
         tbar: u8,
         path: &mut Path,
     ) -> Result<Option<Target>, Fault> {
         let topo = &self.topo;
         let write = req.access == Access::Write;
         let tn = topo.node(tnode);
-        let spec = &topo.ntbs[ntb as usize];
-        let st = &self.ntb[ntb as usize];
+        let spec = &topo.ntbs[ntb.index()];
+        let st = &self.ntb[ntb.index()];
         let off = at.addr - tn.bar(tbar).expect("window BAR").addr;
         let window = (off / spec.window_size) as u32;
         let entry = st
@@ -732,7 +732,7 @@ impl Fabric {
             }));
         }
         let far = entry.far_base + off % spec.window_size;
-        let dst = &topo.ntbs[entry.dst as usize];
+        let dst = &topo.ntbs[entry.dst.index()];
         let far_rid = proxy_rid(topo.node(dst.fn_node).rid, index);
         path.steps.push(Step::NtbWindow {
             ntb,
@@ -787,13 +787,13 @@ impl Fabric {
         let Target::Multicast { group, offset } = t else {
             return Ok(t);
         };
-        let g = self.mcast[group as usize]
+        let g = self.mcast[group.index()]
             .as_ref()
             .expect("a multicast LUT entry names a live group");
         out.group = Some(group);
         out.shared = out.prefix.steps.len();
         out.reset(g.members.len());
-        let spec = &self.topo.ntbs[g.ntb as usize];
+        let spec = &self.topo.ntbs[g.ntb.index()];
         let sender = spec.host;
         // The requester as it reaches the adapter (after any earlier NTB crossing).
         let rid = out
@@ -806,7 +806,7 @@ impl Fabric {
                 _ => None,
             })
             .unwrap_or_else(|| self.requester_rid(req.requester));
-        let index = self.ntb[g.ntb as usize]
+        let index = self.ntb[g.ntb.index()]
             .rid_index(rid)
             .expect("route checked the requester-ID LUT");
         let from = g.local_addr + offset;
@@ -819,7 +819,7 @@ impl Fabric {
             path.steps.clear();
             path.steps.extend_from_slice(&prefix.steps[..base]);
             let far = m.far_addr + offset;
-            let dst = &self.topo.ntbs[m.dst as usize];
+            let dst = &self.topo.ntbs[m.dst.index()];
             let far_rid = proxy_rid(self.topo.node(dst.fn_node).rid, index);
             let fault = |kind, host, rid, addr| Fault {
                 kind,
@@ -903,7 +903,7 @@ impl Fabric {
 
     /// A group as programmed.
     pub fn multicast_group(&self, group: GroupId) -> Option<&McGroup> {
-        self.mcast.get(group as usize)?.as_ref()
+        self.mcast.get(group.index())?.as_ref()
     }
 
     /// Groups in use.
@@ -918,7 +918,7 @@ impl Fabric {
         let spec = self
             .topo
             .ntbs
-            .get(ntb as usize)
+            .get(ntb.index())
             .ok_or_else(|| FabricError::Invalid(format!("no NTB adapter {ntb}")))?;
         if size == 0 {
             return Err(FabricError::Invalid("a multicast group of 0 bytes".into()));
@@ -926,15 +926,13 @@ impl Fabric {
         if self.mcast.is_empty() {
             self.mcast = vec![None; crate::catalog::MULTICAST_GROUPS];
         }
-        let id = self
-            .mcast
-            .iter()
-            .position(|g| g.is_none())
-            .ok_or(FabricError::Exhausted {
+        let id = GroupId::from_index(self.mcast.iter().position(|g| g.is_none()).ok_or(
+            FabricError::Exhausted {
                 what: "multicast group table",
                 on: "the fabric".into(),
                 capacity: crate::catalog::MULTICAST_GROUPS,
-            })? as GroupId;
+            },
+        )?);
         let ws = spec.window_size;
         let count = size.div_ceil(ws);
         let label = self.topo.cable_end_label(CableEnd::Ntb(ntb));
@@ -945,7 +943,7 @@ impl Fabric {
             )));
         }
         let (host, cap) = (spec.host, spec.lut_windows as usize);
-        let first = self.ntb[ntb as usize]
+        let first = self.ntb[ntb.index()]
             .alloc_windows(count as u32, |k| LutEntry {
                 dst: ntb,
                 dst_host: host,
@@ -963,7 +961,7 @@ impl Fabric {
             .node(spec.fn_node)
             .bar(spec.window_bar)
             .expect("NTB window BAR exists");
-        self.mcast[id as usize] = Some(McGroup {
+        self.mcast[id.index()] = Some(McGroup {
             id,
             ntb,
             size,
@@ -999,7 +997,7 @@ impl Fabric {
         let way = self
             .take_way(ntb, dst, 1)
             .expect("a reachable adapter has a way");
-        self.mcast[group as usize]
+        self.mcast[group.index()]
             .as_mut()
             .expect("checked above")
             .members
@@ -1017,7 +1015,7 @@ impl Fabric {
     pub fn multicast_leave(&mut self, group: GroupId, host: HostId) -> Result<(), FabricError> {
         let g = self
             .mcast
-            .get_mut(group as usize)
+            .get_mut(group.index())
             .and_then(|g| g.as_mut())
             .ok_or_else(|| FabricError::Invalid(format!("no multicast group {group}")))?;
         let i = g
@@ -1037,14 +1035,14 @@ impl Fabric {
     pub fn multicast_destroy(&mut self, group: GroupId) -> Result<(), FabricError> {
         let g = self
             .mcast
-            .get_mut(group as usize)
+            .get_mut(group.index())
             .and_then(|g| g.take())
             .ok_or_else(|| FabricError::Invalid(format!("no multicast group {group}")))?;
         for m in &g.members {
             self.put_way(m.way);
         }
         for i in g.first..g.first + g.count {
-            self.ntb[g.ntb as usize].lut[i as usize] = None;
+            self.ntb[g.ntb.index()].lut[i as usize] = None;
         }
         self.routing_epoch += 1;
         Ok(())
@@ -1056,9 +1054,9 @@ impl Fabric {
         &self,
         platform: &Platform,
         host: HostId,
-        rc: NodeId,
-        troot: NodeId,
-        t: NodeId,
+        rc: PcieNodeId,
+        troot: PcieNodeId,
+        t: PcieNodeId,
         path: &mut Path,
     ) -> Result<(), FaultKind> {
         if !platform.root_p2p {
@@ -1080,7 +1078,7 @@ impl Fabric {
 
     /// Upstream from `n` to its ancestor `a`: each link, each switch reached (a included).
     #[inline]
-    fn climb(&self, n: NodeId, a: NodeId, path: &mut Path) {
+    fn climb(&self, n: PcieNodeId, a: PcieNodeId, path: &mut Path) {
         let mut cur = n;
         while cur != a {
             let node = self.topo.node(cur);
@@ -1111,10 +1109,10 @@ impl Fabric {
         rid: Rid,
         write: bool,
         path: &mut Path,
-    ) -> Result<NodeId, Fault> {
+    ) -> Result<PcieNodeId, Fault> {
         path.steps.clear();
         let topo = &self.topo;
-        if !self.host_up[host as usize] {
+        if !self.host_up[host.index()] {
             return Err(Fault {
                 kind: FaultKind::HostDown { host },
                 host,
@@ -1195,7 +1193,7 @@ impl Fabric {
         package: u32,
         rid: Rid,
         write: bool,
-    ) -> Result<NodeId, Fault> {
+    ) -> Result<PcieNodeId, Fault> {
         let mut path = std::mem::take(&mut self.scratch);
         let r = self.config_route(host, package, rid, write, &mut path);
         self.scratch = path;
@@ -1207,7 +1205,7 @@ impl Fabric {
 
     /// Fills a function's header the first time it is touched: BAR registers hold what
     /// enumeration assigned (memory BARs, 64-bit ones over two registers).
-    fn init_config(&mut self, node: NodeId) {
+    fn init_config(&mut self, node: PcieNodeId) {
         let n = self.topo.node(node);
         let store = self.mem.bar(node, CONFIG_SPACE);
         if store.resident_pages() > 0 {
@@ -1231,7 +1229,7 @@ impl Fabric {
 
     /// Downstream from ancestor `a` (not included) to `t`.
     #[inline]
-    fn descend(&self, a: NodeId, t: NodeId, path: &mut Path) {
+    fn descend(&self, a: PcieNodeId, t: PcieNodeId, path: &mut Path) {
         let start = path.steps.len();
         let mut cur = t;
         while cur != a {
@@ -1305,7 +1303,7 @@ impl Fabric {
                     }
                 }
                 self.mc_scratch = mc;
-                if let Some(g) = self.mcast[group as usize].as_mut() {
+                if let Some(g) = self.mcast[group.index()].as_mut() {
                     g.delivered += ok;
                     g.skipped += skipped;
                 }
@@ -1318,13 +1316,23 @@ impl Fabric {
     }
 
     /// A device (or NTB function) writes `data` at bus address `addr`.
-    pub fn dma_write(&mut self, requester: NodeId, addr: u64, data: &[u8]) -> Result<(), Fault> {
+    pub fn dma_write(
+        &mut self,
+        requester: PcieNodeId,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), Fault> {
         self.write(Requester::Function(requester), addr, data)
     }
 
     /// A device reads `buf.len()` bytes at bus address `addr`. A fault fills the rest of
     /// `buf` with all-ones, as an Unsupported Request completion returns.
-    pub fn dma_read(&mut self, requester: NodeId, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+    pub fn dma_read(
+        &mut self,
+        requester: PcieNodeId,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), Fault> {
         self.read(Requester::Function(requester), addr, buf)
     }
 
@@ -1415,7 +1423,7 @@ impl Fabric {
         self.mem.peek_ram(host, node, offset, buf)
     }
 
-    pub fn peek_bar(&self, node: NodeId, bar: u8, offset: u64, buf: &mut [u8]) {
+    pub fn peek_bar(&self, node: PcieNodeId, bar: u8, offset: u64, buf: &mut [u8]) {
         self.mem.peek_bar(node, bar, offset, buf)
     }
 
@@ -1423,7 +1431,7 @@ impl Fabric {
     /// bit, a queue's state, a table it keeps). Not an access: nothing is routed, timed or
     /// logged, and only the model that owns the function's BAR sink may call it for its
     /// own function. Every access by anyone else goes through `store`/`load`.
-    pub fn poke_bar(&mut self, node: NodeId, bar: u8, offset: u64, data: &[u8]) {
+    pub fn poke_bar(&mut self, node: PcieNodeId, bar: u8, offset: u64, data: &[u8]) {
         self.mem.bar(node, bar).write(offset, data)
     }
 }
@@ -1438,7 +1446,7 @@ struct Way {
 
 #[derive(Clone, Copy)]
 enum Origin {
-    Node(NodeId),
+    Node(PcieNodeId),
     Vertex(u32),
 }
 
@@ -1465,7 +1473,7 @@ impl At {
     }
 }
 
-fn rc_vertex(topo: &Topology, rc: NodeId) -> u32 {
+fn rc_vertex(topo: &Topology, rc: PcieNodeId) -> u32 {
     match topo.node(rc).kind {
         NodeKind::RootComplex { vertex } => vertex,
         _ => unreachable!("root of a tree is a root complex"),
@@ -1481,7 +1489,7 @@ fn push_uncore(p: &Platform, host: HostId, from: u32, to: u32, path: &mut Path) 
 }
 
 /// Lowest common ancestor in one host's tree; `None` when under different roots.
-fn lca(topo: &Topology, mut a: NodeId, mut b: NodeId) -> Option<NodeId> {
+fn lca(topo: &Topology, mut a: PcieNodeId, mut b: PcieNodeId) -> Option<PcieNodeId> {
     if topo.node(a).root != topo.node(b).root {
         return None;
     }

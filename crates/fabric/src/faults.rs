@@ -140,7 +140,7 @@ pub fn cables_at(t: &Topology, label: &str) -> Option<Vec<CableId>> {
             .iter()
             .enumerate()
             .filter(|(_, c)| c.ends.contains(&CableEnd::Ntb(ntb)))
-            .map(|(i, _)| i as CableId)
+            .map(|(i, _)| CableId::from_index(i))
             .collect(),
     )
 }

@@ -8,7 +8,7 @@ use crate::topology::Rid;
 
 pub const PAGE: u64 = 4096;
 
-pub type DomainId = u32;
+pub use crate::ids::DomainId;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Perm {
@@ -60,12 +60,12 @@ pub struct Iommu {
 impl Iommu {
     pub fn create_domain(&mut self) -> DomainId {
         self.domains.push(Domain::default());
-        self.domains.len() as DomainId - 1
+        DomainId::from_index(self.domains.len() - 1)
     }
 
     fn domain_mut(&mut self, d: DomainId) -> Result<&mut Domain, FabricError> {
         self.domains
-            .get_mut(d as usize)
+            .get_mut(d.index())
             .ok_or_else(|| FabricError::Invalid(format!("no IOMMU domain {d}")))
     }
 
@@ -140,7 +140,7 @@ impl Iommu {
     #[inline]
     pub fn translate(&self, rid: Rid, iova: u64, write: bool) -> Result<u64, IommuMiss> {
         let d = *self.attached.get(&rid).ok_or(IommuMiss::NoDomain)?;
-        let pte = self.domains[d as usize]
+        let pte = self.domains[d.index()]
             .pages
             .get(&(iova / PAGE))
             .ok_or(IommuMiss::NotMapped(d))?;
@@ -151,6 +151,6 @@ impl Iommu {
     }
 
     pub fn mapped_pages(&self, d: DomainId) -> usize {
-        self.domains.get(d as usize).map_or(0, |x| x.pages.len())
+        self.domains.get(d.index()).map_or(0, |x| x.pages.len())
     }
 }

@@ -11,6 +11,7 @@ pub mod describe;
 pub mod endpoint;
 pub mod error;
 pub mod faults;
+pub mod ids;
 pub mod keypath;
 pub mod raw;
 pub mod scenario;

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::topology::{HostId, NodeId};
+use crate::topology::{HostId, PcieNodeId};
 
 const PAGE: usize = 4096;
 
@@ -53,12 +53,12 @@ impl ByteStore {
 #[derive(Clone, Debug, Default)]
 pub struct Memory {
     ram: FxHashMap<(HostId, u32), ByteStore>,
-    bars: FxHashMap<(NodeId, u8), ByteStore>,
+    bars: FxHashMap<(PcieNodeId, u8), ByteStore>,
 }
 
 impl Memory {
     /// Forgets every byte of `host`'s RAM and of the BARs of `nodes` (a cold restart).
-    pub fn clear_host(&mut self, host: HostId, nodes: &[NodeId]) {
+    pub fn clear_host(&mut self, host: HostId, nodes: &[PcieNodeId]) {
         self.ram.retain(|&(h, _), _| h != host);
         self.bars.retain(|&(n, _), _| !nodes.contains(&n));
     }
@@ -66,7 +66,7 @@ impl Memory {
     pub fn ram(&mut self, host: HostId, node: u32) -> &mut ByteStore {
         self.ram.entry((host, node)).or_default()
     }
-    pub fn bar(&mut self, node: NodeId, bar: u8) -> &mut ByteStore {
+    pub fn bar(&mut self, node: PcieNodeId, bar: u8) -> &mut ByteStore {
         self.bars.entry((node, bar)).or_default()
     }
     pub fn peek_ram(&self, host: HostId, node: u32, offset: u64, buf: &mut [u8]) {
@@ -75,7 +75,7 @@ impl Memory {
             None => buf.fill(0),
         }
     }
-    pub fn peek_bar(&self, node: NodeId, bar: u8, offset: u64, buf: &mut [u8]) {
+    pub fn peek_bar(&self, node: PcieNodeId, bar: u8, offset: u64, buf: &mut [u8]) {
         match self.bars.get(&(node, bar)) {
             Some(s) => s.read(offset, buf),
             None => buf.fill(0),

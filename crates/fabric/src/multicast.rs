@@ -13,7 +13,7 @@
 
 use crate::topology::{HostId, NtbId};
 
-pub type GroupId = u32;
+pub use crate::ids::GroupId;
 
 /// One member: its host, the far address of its segment, the adapter it is reached by
 /// and the way there (an index into the fabric's ways).
@@ -76,7 +76,7 @@ impl McRoutes {
                 (
                     Err(crate::path::Fault {
                         kind: crate::path::FaultKind::NoWindow,
-                        host: 0,
+                        host: HostId(0),
                         requester: crate::topology::Rid(0),
                         addr: 0,
                         access: crate::path::Access::Write,

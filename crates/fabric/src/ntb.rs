@@ -4,6 +4,7 @@
 //! requester ID on the far side, so completions find their way back).
 
 use crate::error::FabricError;
+use crate::multicast::GroupId;
 use crate::topology::{HostId, Ntb, NtbId, Rid};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,7 +19,7 @@ pub struct LutEntry {
     pub way: u32,
     /// A multicast window's entry: the group it replicates to (`dst`, `dst_host`, `way`
     /// then name the sending adapter itself and `far_base` the offset in the group).
-    pub group: Option<u32>,
+    pub group: Option<GroupId>,
 }
 
 /// A mapping made through `Fabric::ntb_map_window`: `count` windows from `first`.

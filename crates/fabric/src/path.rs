@@ -3,6 +3,7 @@
 //! substitutions, cables, cluster switches), the target, or the fault. Steps hold ids
 //! only (Copy, no strings) so routing never allocates once a `Path` has grown.
 
+use crate::multicast::GroupId;
 use crate::topology::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,7 +16,7 @@ pub enum Access {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Requester {
     /// A PCI function (a device's PF, or an NTB function issuing on behalf of the far side).
-    Function(NodeId),
+    Function(PcieNodeId),
     /// A CPU core of a package.
     Cpu { host: HostId, package: u32 },
 }
@@ -32,16 +33,16 @@ pub struct Request {
 pub enum Step {
     /// The link above `node`, crossed upstream (`down == false`) or downstream.
     Link {
-        node: NodeId,
+        node: PcieNodeId,
         down: bool,
     },
     /// A switch chip (including an NTB or transparent adapter's chip).
     Switch {
-        node: NodeId,
+        node: PcieNodeId,
     },
     /// A CPU root complex.
     Root {
-        node: NodeId,
+        node: PcieNodeId,
     },
     /// A CPU interconnect link between uncore vertices.
     Interconnect {
@@ -116,23 +117,16 @@ pub enum Target {
         offset: u64,
     },
     Bar {
-        node: NodeId,
+        node: PcieNodeId,
         bar: u8,
         offset: u64,
     },
     /// An MSI/MSI-X write reaching a host's interrupt delivery (`addr` in `MSI_WINDOW`).
-    Interrupt {
-        host: HostId,
-        apic: u32,
-        addr: u64,
-    },
+    Interrupt { host: HostId, apic: u32, addr: u64 },
     /// A posted write into a multicast window: it reached the sending adapter, where the
     /// group's members' routes start (`Fabric::route_multicast` gives each). `offset` is
     /// the byte offset in the group.
-    Multicast {
-        group: u32,
-        offset: u64,
-    },
+    Multicast { group: GroupId, offset: u64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +164,7 @@ pub enum FaultKind {
     OwnBar,
     /// A read (or any non-posted request) of a multicast address: switches replicate
     /// posted writes only.
-    MulticastRead { group: u32 },
+    MulticastRead { group: GroupId },
 }
 
 impl FaultKind {

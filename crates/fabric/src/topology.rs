@@ -10,12 +10,7 @@ use std::sync::Arc;
 use crate::catalog::{AdapterSpec, ChipSpec};
 use crate::raw::DeviceKind;
 
-pub type HostId = u32;
-pub type NodeId = u32;
-pub type NtbId = u32;
-pub type ClusterSwitchId = u32;
-pub type CableId = u32;
-pub type DeviceId = u32;
+pub use crate::ids::{CableId, ClusterSwitchId, DeviceId, HostId, NtbId, PcieNodeId};
 
 /// A PCIe requester ID: bus, device, function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -366,17 +361,17 @@ pub struct Node {
     pub host: HostId,
     pub name: String,
     pub kind: NodeKind,
-    pub parent: Option<NodeId>,
+    pub parent: Option<PcieNodeId>,
     /// The link to the parent; `None` for root complexes and for an NTB function (it is
     /// inside its adapter's chip).
     pub link: Option<Link>,
     pub depth: u16,
     /// The root complex this node hangs under (itself for a root complex).
-    pub root: NodeId,
+    pub root: PcieNodeId,
     pub rid: Rid,
     /// The root port or switch downstream port above this node, if any.
     pub port_rid: Option<Rid>,
-    pub children: Vec<NodeId>,
+    pub children: Vec<PcieNodeId>,
     pub bars: Vec<Bar>,
     /// Bridge windows of the port above this node: 32-bit and 64-bit, [start, end).
     pub window32: Option<(u64, u64)>,
@@ -400,7 +395,7 @@ pub struct Device {
     pub name: String,
     pub kind: DeviceKind,
     pub model: String,
-    pub functions: Vec<NodeId>,
+    pub functions: Vec<PcieNodeId>,
     /// BDFs as imported from a real machine, when the scenario gives them.
     pub labels: Vec<Option<String>>,
     /// Timing parameters for the device model, validated (its device model's merged
@@ -421,7 +416,7 @@ pub enum Owner {
         node_offset: u64,
     },
     Bar {
-        node: NodeId,
+        node: PcieNodeId,
         bar: u8,
     },
 }
@@ -449,7 +444,7 @@ pub struct Host {
     /// IOTLB entries cover 2 MiB pages (IOMMU super pages) rather than 4 KiB ones.
     pub iommu_superpages: bool,
     /// Root complexes, by uncore vertex order.
-    pub roots: Vec<NodeId>,
+    pub roots: Vec<PcieNodeId>,
     pub mmio32: (u64, u64),
     pub mmio64_base: u64,
     /// Max payload size of this host's hierarchy.
@@ -457,7 +452,7 @@ pub struct Host {
     pub top_of_ram: u64,
     /// Sorted, non-overlapping address map (RAM ranges and BARs).
     pub regions: Vec<Region>,
-    pub nodes: Vec<NodeId>,
+    pub nodes: Vec<PcieNodeId>,
     pub devices: Vec<DeviceId>,
     pub ntbs: Vec<NtbId>,
 }
@@ -497,8 +492,8 @@ pub struct Ntb {
     pub name: String,
     /// The adapter's catalog entry, shared by every adapter of that kind.
     pub adapter: Arc<AdapterSpec>,
-    pub chip_node: NodeId,
-    pub fn_node: NodeId,
+    pub chip_node: PcieNodeId,
+    pub fn_node: PcieNodeId,
     pub lut_windows: u32,
     pub window_size: u64,
     /// BAR index of the window aperture on `fn_node`.
@@ -566,7 +561,7 @@ pub struct Topology {
 pub struct LendDecl {
     pub host: HostId,
     /// The lent PCI function.
-    pub function: NodeId,
+    pub function: PcieNodeId,
     /// As written (`gpu`, `nvme.pf1`).
     pub device: String,
 }
@@ -576,7 +571,7 @@ pub struct LendDecl {
 pub struct BorrowDecl {
     pub name: String,
     pub host: HostId,
-    pub function: NodeId,
+    pub function: PcieNodeId,
     /// As written (`lender.gpu`).
     pub device: String,
     pub exclusive: bool,
@@ -586,35 +581,35 @@ impl Topology {
     pub fn host_by_name(&self, name: &str) -> Option<HostId> {
         self.host_ids.get(name).copied()
     }
-    pub fn node(&self, id: NodeId) -> &Node {
-        &self.nodes[id as usize]
+    pub fn node(&self, id: PcieNodeId) -> &Node {
+        &self.nodes[id.index()]
     }
     pub fn host(&self, id: HostId) -> &Host {
-        &self.hosts[id as usize]
+        &self.hosts[id.index()]
     }
     pub fn platform_of(&self, host: HostId) -> &Platform {
-        &self.platforms[self.hosts[host as usize].platform as usize]
+        &self.platforms[self.hosts[host.index()].platform as usize]
     }
-    pub fn node_by_name(&self, host: HostId, name: &str) -> Option<NodeId> {
-        self.hosts[host as usize]
+    pub fn node_by_name(&self, host: HostId, name: &str) -> Option<PcieNodeId> {
+        self.hosts[host.index()]
             .nodes
             .iter()
             .copied()
-            .find(|&n| self.nodes[n as usize].name == name)
+            .find(|&n| self.nodes[n.index()].name == name)
     }
     pub fn device_by_name(&self, host: HostId, name: &str) -> Option<DeviceId> {
-        self.hosts[host as usize]
+        self.hosts[host.index()]
             .devices
             .iter()
             .copied()
-            .find(|&d| self.devices[d as usize].name == name)
+            .find(|&d| self.devices[d.index()].name == name)
     }
     pub fn ntb_by_name(&self, host: HostId, name: &str) -> Option<NtbId> {
-        self.hosts[host as usize]
+        self.hosts[host.index()]
             .ntbs
             .iter()
             .copied()
-            .find(|&n| self.ntbs[n as usize].name == name)
+            .find(|&n| self.ntbs[n.index()].name == name)
     }
     /// The interconnect hops of `host` from uncore vertex `from` to `to`.
     pub fn uncore_path(&self, host: HostId, from: u32, to: u32) -> &[UncoreHop] {
@@ -627,10 +622,10 @@ impl Topology {
             return false;
         }
         let switches = |n: NtbId| {
-            self.ntbs[n as usize]
+            self.ntbs[n.index()]
                 .cables
                 .iter()
-                .map(|&c| self.cables[c as usize].ends)
+                .map(|&c| self.cables[c.index()].ends)
                 .filter_map(move |e| {
                     let other = if e[0] == CableEnd::Ntb(n) { e[1] } else { e[0] };
                     match other {
@@ -639,14 +634,13 @@ impl Topology {
                     }
                 })
         };
-        let direct = self.ntbs[src as usize].cables.iter().any(|&c| {
-            let e = self.cables[c as usize].ends;
+        let direct = self.ntbs[src.index()].cables.iter().any(|&c| {
+            let e = self.cables[c.index()].ends;
             e.contains(&CableEnd::Ntb(dst))
         });
         direct
             || switches(src).any(|a| {
-                switches(dst)
-                    .any(|b| self.switch_group[a as usize] == self.switch_group[b as usize])
+                switches(dst).any(|b| self.switch_group[a.index()] == self.switch_group[b.index()])
             })
     }
     /// The way from adapter `src` to adapter `dst` through cables and cluster switches
@@ -662,8 +656,8 @@ impl Topology {
         // reached v, plus one (0: not reached).
         let n = self.ntbs.len();
         let vertex = |e: CableEnd| match e {
-            CableEnd::Ntb(x) => x as usize,
-            CableEnd::ClusterSwitch(s) => n + s as usize,
+            CableEnd::Ntb(x) => x.index(),
+            CableEnd::ClusterSwitch(s) => n + s.index(),
         };
         let mut via = vec![0u32; n + self.cluster_switches.len()];
         let start = CableEnd::Ntb(src);
@@ -671,16 +665,16 @@ impl Topology {
         let mut queue = VecDeque::from([start]);
         'search: while let Some(cur) = queue.pop_front() {
             let cables = match cur {
-                CableEnd::Ntb(x) if cur == start => &self.ntbs[x as usize].cables,
+                CableEnd::Ntb(x) if cur == start => &self.ntbs[x.index()].cables,
                 // Another host's adapter is an end, not a way through.
                 CableEnd::Ntb(_) => continue,
-                CableEnd::ClusterSwitch(s) => &self.cluster_switches[s as usize].cables,
+                CableEnd::ClusterSwitch(s) => &self.cluster_switches[s.index()].cables,
             };
             for &c in cables {
-                let e = self.cables[c as usize].ends;
+                let e = self.cables[c.index()].ends;
                 let next = if e[0] == cur { e[1] } else { e[0] };
                 if next != start && via[vertex(next)] == 0 {
-                    via[vertex(next)] = c + 1;
+                    via[vertex(next)] = c.0 + 1;
                     if next == goal {
                         break 'search;
                     }
@@ -691,8 +685,8 @@ impl Topology {
         let mut hops = Vec::new();
         let mut cur = goal;
         while cur != start {
-            let c = via[vertex(cur)].checked_sub(1)?;
-            let e = self.cables[c as usize].ends;
+            let c = CableId(via[vertex(cur)].checked_sub(1)?);
+            let e = self.cables[c.index()].ends;
             let prev = if e[0] == cur { e[1] } else { e[0] };
             hops.push(NtbHop::Cable(c));
             if let CableEnd::ClusterSwitch(s) = prev {
@@ -704,9 +698,9 @@ impl Topology {
         Some(hops)
     }
     /// `host.name` of a node, for humans.
-    pub fn node_label(&self, id: NodeId) -> String {
+    pub fn node_label(&self, id: PcieNodeId) -> String {
         let n = self.node(id);
-        format!("{}.{}", self.hosts[n.host as usize].name, n.name)
+        format!("{}.{}", self.hosts[n.host.index()].name, n.name)
     }
     pub fn chip(&self, id: u32) -> &ChipSpec {
         &self.chips[id as usize]
@@ -714,10 +708,10 @@ impl Topology {
     pub fn cable_end_label(&self, end: CableEnd) -> String {
         match end {
             CableEnd::Ntb(n) => {
-                let ntb = &self.ntbs[n as usize];
-                format!("{}.{}", self.hosts[ntb.host as usize].name, ntb.name)
+                let ntb = &self.ntbs[n.index()];
+                format!("{}.{}", self.hosts[ntb.host.index()].name, ntb.name)
             }
-            CableEnd::ClusterSwitch(c) => self.cluster_switches[c as usize].name.clone(),
+            CableEnd::ClusterSwitch(c) => self.cluster_switches[c.index()].name.clone(),
         }
     }
 }

@@ -6,7 +6,7 @@
 use fabric::builtin::{self, BuiltinResolver};
 use fabric::describe;
 use fabric::scenario::{load, Scenario, Source};
-use fabric::{CableEnd, Fabric, FabricError, NtbHop, Topology};
+use fabric::{CableEnd, CableId, ClusterSwitchId, Fabric, FabricError, NtbHop, NtbId, Topology};
 
 const EXPLICIT60: &str = include_str!("fixtures/smartio_cluster60_explicit.toml");
 
@@ -84,6 +84,7 @@ fn the_generated_cluster60_is_the_explicit_one() {
     // The same ways between adapters (and so the same `topo path` hops; tested with the
     // host layer in crates/cli/tests/topo_cli.rs).
     for (s, d) in [(0, 59), (0, 5), (33, 0), (17, 42), (59, 50)] {
+        let (s, d) = (NtbId(s), NtbId(d));
         assert_eq!(
             g.topo.ntb_way(s, d),
             e.topo.ntb_way(s, d),
@@ -147,17 +148,17 @@ fn a_tree_has_the_hosts_switches_and_cables_it_describes() {
     assert_eq!(end(&t.cables[9]), ("h000.ntb".into(), "s4".into()));
     assert_eq!(end(&t.cables[32]), ("h023.ntb".into(), "s9".into()));
     // From one end of the tree to the other: up to the top and down again.
-    let way = t.ntb_way(0, 23).unwrap();
+    let way = t.ntb_way(NtbId(0), NtbId(23)).unwrap();
     let switches: Vec<String> = way
         .iter()
         .filter_map(|h| match h {
-            NtbHop::ClusterSwitch(s) => Some(t.cluster_switches[*s as usize].name.clone()),
+            NtbHop::ClusterSwitch(s) => Some(t.cluster_switches[s.index()].name.clone()),
             NtbHop::Cable(_) => None,
         })
         .collect();
     assert_eq!(switches, ["s4", "s1", "s0", "s3", "s9"]);
     assert_eq!(
-        t.ntb_way(0, 3).unwrap().len(),
+        t.ntb_way(NtbId(0), NtbId(3)).unwrap().len(),
         3,
         "same leaf: cable, s4, cable"
     );
@@ -206,10 +207,10 @@ link = { gen = 3, width = 8 }
         t.hosts[2].iommu && !t.hosts[1].iommu,
         "h002 is the written one"
     );
-    assert_eq!(t.ntbs[t.hosts[2].ntbs[0] as usize].adapter.name, "pxh810");
+    assert_eq!(t.ntbs[t.hosts[2].ntbs[0].index()].adapter.name, "pxh810");
     // The written cable comes after the tree's, and reaches every host.
     let last = t.cables.last().unwrap();
-    assert_eq!(last.ends[1], CableEnd::ClusterSwitch(0));
+    assert_eq!(last.ends[1], CableEnd::ClusterSwitch(ClusterSwitchId(0)));
     assert!(t.ntb_way(t.hosts[6].ntbs[0], t.hosts[5].ntbs[0]).is_some());
 }
 
@@ -502,7 +503,7 @@ link = { gen = 3, width = 8 }
         ntb("c", "ntb2"),
         ntb("d", "ntb"),
     );
-    assert_eq!(t.ntb_way(a, b), Some(vec![NtbHop::Cable(0)]));
+    assert_eq!(t.ntb_way(a, b), Some(vec![NtbHop::Cable(CableId(0))]));
     assert!(
         !t.ntb_reaches(a, c) && t.ntb_way(a, c).is_none(),
         "not through b"
@@ -511,11 +512,11 @@ link = { gen = 3, width = 8 }
     assert_eq!(
         t.ntb_way(c2, d),
         Some(vec![
-            NtbHop::Cable(5),
-            NtbHop::ClusterSwitch(0),
-            NtbHop::Cable(4),
-            NtbHop::ClusterSwitch(2),
-            NtbHop::Cable(6),
+            NtbHop::Cable(CableId(5)),
+            NtbHop::ClusterSwitch(ClusterSwitchId(0)),
+            NtbHop::Cable(CableId(4)),
+            NtbHop::ClusterSwitch(ClusterSwitchId(2)),
+            NtbHop::Cable(CableId(6)),
         ])
     );
     assert!(t.ntb_way(c, d).is_none(), "c.ntb is cabled to b only");
@@ -540,7 +541,7 @@ link = { gen = 3, width = 8 }
     assert_eq!(f.ntb_ways_kept(), 1, "w2 still uses it");
     // A mapping the LUT cannot take gives its way back.
     let lut = f.ntb_state(d).lut_windows as u64;
-    let ws = f.topo.ntbs[d as usize].window_size;
+    let ws = f.topo.ntbs[d.index()].window_size;
     let e = f.ntb_map_window(c2, hd(&f), 0, (lut - 1) * ws);
     assert!(e.is_ok());
     let e = f.ntb_map_window(c2, hd(&f), 0, 2 * ws).unwrap_err();
@@ -607,11 +608,11 @@ fn the_10k_cluster_is_the_tree_its_file_describes() {
         let lanes: u32 = s
             .cables
             .iter()
-            .map(|&c| t.cables[c as usize].link.width as u32)
+            .map(|&c| t.cables[c.index()].link.width as u32)
             .sum();
         assert!(s.cables.len() <= 11 && lanes <= 88, "{}", s.name);
     }
-    let way = t.ntb_way(0, 9999).unwrap();
+    let way = t.ntb_way(NtbId(0), NtbId(9999)).unwrap();
     assert_eq!(
         way.iter()
             .filter(|h| matches!(h, NtbHop::ClusterSwitch(_)))

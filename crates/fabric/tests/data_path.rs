@@ -4,7 +4,7 @@
 
 use fabric::iommu::Perm;
 use fabric::scenario::{load, Source};
-use fabric::{builtin, Fabric, FabricError, FaultKind, Owner};
+use fabric::{builtin, CableId, Fabric, FabricError, FaultKind, NtbId, Owner};
 
 fn from_text(text: &str) -> Fabric {
     let s = load(
@@ -64,7 +64,7 @@ fn bytes_cross_an_iommu_and_two_ntbs_intact() {
     // the proxy requester that lender1's GPU will appear as.
     let buf_phys = f.topo.host(user).ram_addr(0, 1 << 20).unwrap();
     let index = f.ntb_add_requester(lntb, gpu_rid).unwrap();
-    let proxy = fabric::ntb::proxy_rid(f.topo.node(f.topo.ntbs[untb as usize].fn_node).rid, index);
+    let proxy = fabric::ntb::proxy_rid(f.topo.node(f.topo.ntbs[untb.index()].fn_node).rid, index);
     let ud = f.iommu_create_domain(user);
     f.iommu_attach(user, proxy, ud).unwrap();
     let iova_user = 0x10_0000_0000;
@@ -150,7 +150,7 @@ fn ntb_windows_requesters_and_dead_links_fault() {
     let a = f.topo.host_by_name("a").unwrap();
     let b = f.topo.host_by_name("b").unwrap();
     let ntb = f.topo.ntb_by_name(a, "ntb").unwrap();
-    let fnode = f.topo.ntbs[ntb as usize].fn_node;
+    let fnode = f.topo.ntbs[ntb.index()].fn_node;
     let aperture = f.topo.node(fnode).bar(2).unwrap().addr;
     // Unprogrammed window.
     let e = f.cpu_store(a, 0, aperture, &[1]).unwrap_err();
@@ -170,11 +170,11 @@ fn ntb_windows_requesters_and_dead_links_fault() {
     );
     // A dead cable: writes are refused, reads return all-ones.
     let w = f.ntb_map_window(ntb, b, target, 4096).unwrap();
-    f.set_cable_up(0, false);
+    f.set_cable_up(CableId(0), false);
     let mut r = [0u8; 4];
     assert_eq!(
         f.cpu_load(a, 0, w.local_addr, &mut r).unwrap_err().kind,
-        FaultKind::LinkDown { cable: 0 }
+        FaultKind::LinkDown { cable: CableId(0) }
     );
     assert_eq!(r, [0xFF; 4]);
     // Nothing at an address no window claims.
@@ -213,7 +213,7 @@ fn requester_lut_holds_thirty_devices_then_says_so() {
             .unwrap(),
     )
     .unwrap();
-    let ntb = 0;
+    let ntb = NtbId(0);
     for i in 0..30u16 {
         f.ntb_add_requester(ntb, fabric::Rid(0x4000 + i)).unwrap();
     }
@@ -246,9 +246,9 @@ fn address_lut_runs_out_of_windows_with_a_clear_error() {
     let ws = f.topo.ntbs[0].window_size;
     let n = f.topo.ntbs[0].lut_windows;
     for i in 0..n as u64 {
-        f.ntb_map_window(0, b, i * ws, ws).unwrap();
+        f.ntb_map_window(NtbId(0), b, i * ws, ws).unwrap();
     }
-    let e = f.ntb_map_window(0, b, 0, 1).unwrap_err();
+    let e = f.ntb_map_window(NtbId(0), b, 0, 1).unwrap_err();
     assert!(
         e.to_string()
             .contains("NTB address LUT exhausted on a.ntb: all 256 entries in use"),
@@ -262,7 +262,7 @@ fn address_lut_runs_out_of_windows_with_a_clear_error() {
     )
     .unwrap();
     let bar = ws * n as u64;
-    let e = g0.ntb_map_window(0, b, 0, bar + ws).unwrap_err();
+    let e = g0.ntb_map_window(NtbId(0), b, 0, bar + ws).unwrap_err();
     let text = e.to_string();
     assert!(
         text.contains("exceeds the BAR by") && !text.contains("exhausted"),
@@ -279,7 +279,7 @@ fn address_lut_runs_out_of_windows_with_a_clear_error() {
             .unwrap(),
     )
     .unwrap();
-    let m = g.ntb_map_window(0, b, ws - 4096, 8192).unwrap();
+    let m = g.ntb_map_window(NtbId(0), b, ws - 4096, 8192).unwrap();
     assert_eq!(m.count, 2);
 }
 

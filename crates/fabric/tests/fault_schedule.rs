@@ -4,6 +4,7 @@
 use fabric::builtin::BuiltinResolver;
 use fabric::faults::{FaultAction, FaultTarget};
 use fabric::scenario::{load, Scenario, Source};
+use fabric::{CableId, HostId};
 
 const BASE: &str = r#"include = ["platforms/smartio.toml"]
 
@@ -58,9 +59,9 @@ fn faults_are_kept_as_plain_data() {
     assert_eq!(f.name.as_deref(), Some("flap"));
     assert_eq!(f.at_ps, 1_000_000_000);
     assert_eq!(f.action, FaultAction::LinkDown);
-    assert_eq!(f.target, FaultTarget::Cables(vec![0]));
+    assert_eq!(f.target, FaultTarget::Cables(vec![CableId(0)]));
     assert_eq!(f.duration_ps, Some(50_000_000));
-    assert_eq!(s.faults[1].target, FaultTarget::Host(1));
+    assert_eq!(s.faults[1].target, FaultTarget::Host(HostId(1)));
     // A link_up of a link that is up is allowed (it changes nothing; the injector says so).
     assert_eq!(s.faults[2].action, FaultAction::LinkUp);
 }

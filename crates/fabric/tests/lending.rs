@@ -144,7 +144,7 @@ fn an_msi_write_through_an_ntb_window_is_an_interrupt_of_the_far_host() {
     for far_iommu in [false, true] {
         let mut s = try_load("").unwrap();
         let b = s.topology.host_by_name("borrower").unwrap();
-        s.topology.hosts[b as usize].iommu = far_iommu;
+        s.topology.hosts[b.index()].iommu = far_iommu;
         let mut f = Fabric::from_scenario(s).unwrap();
         let l = f.topo.host_by_name("lender").unwrap();
         let ntb = f.topo.ntb_by_name(l, "ntb").unwrap();

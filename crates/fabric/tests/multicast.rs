@@ -5,7 +5,8 @@
 use fabric::builtin;
 use fabric::catalog::MULTICAST_GROUPS;
 use fabric::{
-    Access, CableEnd, Fabric, FabricError, FaultKind, McRoutes, Request, Requester, Target,
+    Access, CableEnd, CableId, Fabric, FabricError, FaultKind, GroupId, HostId, McRoutes, Request,
+    Requester, Target,
 };
 
 const SEG: u64 = 0x1000_0000;
@@ -14,13 +15,13 @@ fn cluster60() -> Fabric {
     Fabric::from_scenario(builtin::load_builtin("smartio_cluster60").unwrap().unwrap()).unwrap()
 }
 
-fn host(f: &Fabric, name: &str) -> u32 {
+fn host(f: &Fabric, name: &str) -> HostId {
     f.topo.host_by_name(name).unwrap()
 }
 
 /// A group sent from h00's adapter with members h01, h15 and h42 (a 4 KiB segment at
 /// `SEG` in each).
-fn group(f: &mut Fabric) -> (u32, u64) {
+fn group(f: &mut Fabric) -> (GroupId, u64) {
     let h00 = host(f, "h00");
     let ntb = f.topo.host(h00).ntbs[0];
     let g = f.multicast_create(ntb, 4096).unwrap();
@@ -35,7 +36,7 @@ fn pattern() -> Vec<u8> {
     (0..4096u32).map(|i| (i * 7 + 3) as u8).collect()
 }
 
-fn ram(f: &Fabric, h: u32, addr: u64) -> Vec<u8> {
+fn ram(f: &Fabric, h: HostId, addr: u64) -> Vec<u8> {
     let mut b = vec![0u8; 4096];
     f.peek_ram(h, 0, addr, &mut b);
     b
@@ -130,7 +131,7 @@ fn the_group_table_is_finite_and_says_so() {
     let mut f = cluster60();
     let h00 = host(&f, "h00");
     let ntb = f.topo.host(h00).ntbs[0];
-    let ids: Vec<u32> = (0..MULTICAST_GROUPS)
+    let ids: Vec<GroupId> = (0..MULTICAST_GROUPS)
         .map(|_| f.multicast_create(ntb, 4096).unwrap())
         .collect();
     assert_eq!(f.multicast_groups(), 64);
@@ -166,7 +167,8 @@ fn a_dead_member_is_skipped_and_counted() {
         .cables
         .iter()
         .position(|c| c.ends.contains(&CableEnd::Ntb(ntb15)))
-        .unwrap() as u32;
+        .map(CableId::from_index)
+        .unwrap();
     f.set_cable_up(cable, false);
     let data = pattern();
     // The write is posted: it reaches the replication point, so the sender sees no error.

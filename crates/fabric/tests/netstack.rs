@@ -3,7 +3,7 @@
 
 use fabric::builtin::{self, BuiltinResolver};
 use fabric::scenario::{load, Resolver, Source};
-use fabric::{Basis, ScenarioError};
+use fabric::{Basis, HostId, ScenarioError};
 
 /// The built-in includes with one of them (`path`) replaced.
 struct Edited(&'static str, String);
@@ -66,7 +66,7 @@ fn assert_located(e: &ScenarioError, file: &str, key: &str, msg: &str) {
 fn the_r730_netstack_table_loads_typed_with_its_bases() {
     let s = load_edited("platforms/r730.toml", |t| t.to_string()).unwrap();
     let f = fabric::Fabric::from_scenario(s).unwrap();
-    let n = f.topo.platform_of(0).netstack.clone().unwrap();
+    let n = f.topo.platform_of(HostId(0)).netstack.clone().unwrap();
     assert_eq!(n.line_fill_buffers, 10);
     assert_eq!(n.napi_budget, 64);
     assert_eq!((n.wakeup_cycles, n.tsq_bytes), (3000, 262_144));

@@ -4,7 +4,7 @@
 
 use fabric::builtin::{self, BuiltinResolver};
 use fabric::scenario::{load, Resolver, Source};
-use fabric::{Basis, ScenarioError};
+use fabric::{Basis, HostId, ScenarioError};
 use proptest::prelude::*;
 
 /// One timed host with a switch, a GPU from a device model, a device with its own
@@ -137,7 +137,7 @@ fn assert_located(e: &ScenarioError, file: &str, key: &str, msg: &str) {
 fn the_base_scenario_loads_with_models_merged_and_bases_kept() {
     let s = try_load(BASE).unwrap();
     let t = &s.topology;
-    let gpu = &t.devices[t.device_by_name(0, "gpu").unwrap() as usize];
+    let gpu = &t.devices[t.device_by_name(HostId(0), "gpu").unwrap().index()];
     assert_eq!(gpu.model, "NVIDIA Quadro P4000");
     assert_eq!(gpu.device_model.as_deref(), Some("p4000"));
     assert_eq!(gpu.timed.dma.unwrap().max_reads, 26);
@@ -156,7 +156,7 @@ fn the_base_scenario_loads_with_models_merged_and_bases_kept() {
         "bars from the model"
     );
     // A device's own key wins over its model's, the rest is the model's.
-    let nic = &t.devices[t.device_by_name(0, "nic").unwrap() as usize];
+    let nic = &t.devices[t.device_by_name(HostId(0), "nic").unwrap().index()];
     assert_eq!(nic.timed.dma.unwrap().max_reads, 8);
     assert_eq!(nic.timed.dma.unwrap().mrrs_bytes, 512);
     assert_eq!(nic.timed.basis["dma_max_reads"], Basis::Unstated);
@@ -373,7 +373,8 @@ fn a_platform_without_its_snoop_mode_is_refused_at_load() {
 fn the_snoop_mode_is_read_as_stated() {
     let home = with_platform_value("home_snoop", "1").unwrap();
     let source = with_platform_value("home_snoop", "0").unwrap();
-    let timing = |s: &fabric::scenario::Scenario| s.topology.platform_of(0).timing.clone().unwrap();
+    let timing =
+        |s: &fabric::scenario::Scenario| s.topology.platform_of(HostId(0)).timing.clone().unwrap();
     assert!(timing(&home).home_snoop);
     assert!(!timing(&source).home_snoop);
 }
@@ -537,7 +538,7 @@ fn the_basis_syntax_is_checked() {
     ))
     .unwrap();
     let t = &s.topology;
-    let nic = &t.devices[t.device_by_name(0, "nic").unwrap() as usize];
+    let nic = &t.devices[t.device_by_name(HostId(0), "nic").unwrap().index()];
     assert_eq!(
         nic.timed.basis["dma_max_reads"],
         Basis::Reference("REFERENCE.md §5".into())

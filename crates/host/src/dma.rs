@@ -125,8 +125,8 @@ impl Hosts {
             })
             .collect();
         Hosts {
-            iommu: (0..topo.hosts.len() as HostId)
-                .map(IommuDriver::new)
+            iommu: (0..topo.hosts.len())
+                .map(|h| IommuDriver::new(HostId::from_index(h)))
                 .collect(),
             ntb: vec![NtbDriver::default(); topo.ntbs.len()],
             ram,
@@ -149,12 +149,12 @@ impl Hosts {
 
     /// The IOMMU driver of a host.
     pub fn iommu(&self, host: HostId) -> Option<&IommuDriver> {
-        self.iommu.get(host as usize)
+        self.iommu.get(host.index())
     }
 
     /// The NTB driver of an adapter.
     pub fn ntb(&self, ntb: NtbId) -> Option<&NtbDriver> {
-        self.ntb.get(ntb as usize)
+        self.ntb.get(ntb.index())
     }
 
     /// Sets a host's IOMMU policy and IOVA range (refused while it has live mappings).
@@ -165,7 +165,7 @@ impl Hosts {
         iova_range: (u64, u64),
     ) -> Result<(), HostError> {
         self.iommu
-            .get_mut(host as usize)
+            .get_mut(host.index())
             .ok_or_else(|| HostError::Invalid(format!("no host {host}")))?
             .configure(policy, iova_range.0, iova_range.1)
     }
@@ -224,10 +224,10 @@ impl Hosts {
         let name = f
             .topo
             .hosts
-            .get(node.host as usize)
+            .get(node.host.index())
             .map(|h| h.name.clone())
             .ok_or_else(|| HostError::Invalid(format!("no host {}", node.host)))?;
-        let allocs = self.ram[node.host as usize]
+        let allocs = self.ram[node.host.index()]
             .get_mut(node.node as usize)
             .ok_or_else(|| {
                 HostError::Invalid(format!("host `{name}` has no NUMA node {}", node.node))
@@ -289,12 +289,12 @@ impl Hosts {
         for h in holds.into_iter().rev() {
             match h {
                 Hold::Requester { ntb, rid } => {
-                    self.ntb[ntb as usize].release_requester(f, ntb, rid)?
+                    self.ntb[ntb.index()].release_requester(f, ntb, rid)?
                 }
-                Hold::Window { ntb, first } => self.ntb[ntb as usize].release_window(f, first)?,
-                Hold::Iommu { host, hold } => self.iommu[host as usize].release(f, &hold)?,
+                Hold::Window { ntb, first } => self.ntb[ntb.index()].release_window(f, first)?,
+                Hold::Iommu { host, hold } => self.iommu[host.index()].release(f, &hold)?,
                 Hold::Ram { node, at, bytes } => {
-                    let allocs = &mut self.ram[node.host as usize][node.node as usize];
+                    let allocs = &mut self.ram[node.host.index()][node.node as usize];
                     if let Some(a) = allocs.iter_mut().find(|a| {
                         let (s, e) = a.range();
                         s <= at && at + bytes <= e
@@ -355,7 +355,7 @@ impl Hosts {
         let through_iommu = matches!(dev, Requester::Function(_)) && f.topo.host(src).iommu;
         let dma: Vec<u64> = if through_iommu {
             let (dma, hold) =
-                self.iommu[src as usize].map(f, rid, &bus, dir.perm(), limit, &mut self.log)?;
+                self.iommu[src.index()].map(f, rid, &bus, dir.perm(), limit, &mut self.log)?;
             holds.push(Hold::Iommu { host: src, hold });
             dma
         } else {
@@ -425,17 +425,14 @@ impl Hosts {
                 from: f.topo.host(src).name.clone(),
                 to: f.topo.host(buf.host).name.clone(),
             })?;
-        let (index, held) = self.ntb[ntb as usize].acquire_requester(f, ntb, rid, &mut self.log)?;
+        let (index, held) = self.ntb[ntb.index()].acquire_requester(f, ntb, rid, &mut self.log)?;
         if held {
             holds.push(Hold::Requester { ntb, rid });
         }
         // TLPs come out of the far adapter under the proxy ID of the entry they used.
-        let far_rid = proxy_rid(
-            f.topo.node(f.topo.ntbs[far_ntb as usize].fn_node).rid,
-            index,
-        );
+        let far_rid = proxy_rid(f.topo.node(f.topo.ntbs[far_ntb.index()].fn_node).rid, index);
         let far = if f.topo.host(buf.host).iommu {
-            let (dma, hold) = self.iommu[buf.host as usize].map(
+            let (dma, hold) = self.iommu[buf.host.index()].map(
                 f,
                 far_rid,
                 &[(buf.addr, len)],
@@ -452,7 +449,7 @@ impl Hosts {
             buf.addr
         };
         let (local, first) =
-            self.ntb[ntb as usize].acquire_window(f, ntb, buf.host, far, len, &mut self.log)?;
+            self.ntb[ntb.index()].acquire_window(f, ntb, buf.host, far, len, &mut self.log)?;
         holds.push(Hold::Window { ntb, first });
         Ok(local)
     }
@@ -465,7 +462,7 @@ fn check_requester(f: &Fabric, dev: Requester) -> Result<u8, HostError> {
             let node = f
                 .topo
                 .nodes
-                .get(n as usize)
+                .get(n.index())
                 .ok_or_else(|| HostError::Invalid(format!("no PCI node {n}")))?;
             match node.kind {
                 NodeKind::Function { .. } | NodeKind::NtbFunction { .. } => {
@@ -481,7 +478,7 @@ fn check_requester(f: &Fabric, dev: Requester) -> Result<u8, HostError> {
             let h = f
                 .topo
                 .hosts
-                .get(host as usize)
+                .get(host.index())
                 .ok_or_else(|| HostError::Invalid(format!("no host {host}")))?;
             let packages = f.topo.platforms[h.platform as usize].packages;
             if package >= packages {
@@ -501,7 +498,7 @@ fn check_buffer(f: &Fabric, buf: PhysAddr, len: u64) -> Result<(), HostError> {
     let h = f
         .topo
         .hosts
-        .get(buf.host as usize)
+        .get(buf.host.index())
         .ok_or_else(|| HostError::Invalid(format!("no host {}", buf.host)))?;
     if len == 0 {
         return Err(HostError::Invalid(

@@ -32,7 +32,7 @@ impl Hosts {
         let h = f
             .topo
             .hosts
-            .get(sender as usize)
+            .get(sender.index())
             .ok_or_else(|| HostError::Invalid(format!("no host {sender}")))?;
         let ntb = *h.ntbs.first().ok_or_else(|| {
             HostError::Invalid(format!(
@@ -66,7 +66,7 @@ impl Hosts {
         let host = f
             .topo
             .hosts
-            .get(seg.host as usize)
+            .get(seg.host.index())
             .ok_or_else(|| HostError::Invalid(format!("no host {}", seg.host)))?;
         let ram = host
             .decode(seg.addr)

@@ -105,7 +105,7 @@ impl NtbDriver {
             w.refs += 1;
             return Ok((local(w, far), w.m.first));
         }
-        let ws = f.topo.ntbs[ntb as usize].window_size;
+        let ws = f.topo.ntbs[ntb.index()].window_size;
         let page = far - far % fabric::iommu::PAGE;
         let m = f.ntb_map_window(ntb, dst_host, page, end - page)?;
         log.push(format!(

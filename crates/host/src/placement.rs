@@ -28,7 +28,7 @@ impl Placement {
     pub fn of_host(topo: &Topology, host: HostId) -> Result<Placement, HostError> {
         let h = topo
             .hosts
-            .get(host as usize)
+            .get(host.index())
             .ok_or_else(|| HostError::Invalid(format!("no host {host}")))?;
         let p = &topo.platforms[h.platform as usize];
         let per_node = p

@@ -42,7 +42,7 @@ impl RequesterEntry {
     /// The requester ID under which TLPs through this entry appear behind `far_ntb`.
     pub fn proxy_on(&self, f: &Fabric, far_ntb: NtbId) -> Rid {
         proxy_rid(
-            f.topo.node(f.topo.ntbs[far_ntb as usize].fn_node).rid,
+            f.topo.node(f.topo.ntbs[far_ntb.index()].fn_node).rid,
             self.index,
         )
     }
@@ -87,13 +87,13 @@ impl Hosts {
         limit: u64,
         align: u64,
     ) -> Result<IovaRange, HostError> {
-        if !f.topo.hosts.get(host as usize).is_some_and(|h| h.iommu) {
+        if !f.topo.hosts.get(host.index()).is_some_and(|h| h.iommu) {
             return Err(HostError::Invalid(format!(
                 "host {host} has no IOMMU to reserve IOVA space in"
             )));
         }
         let len = len.max(1).div_ceil(PAGE) * PAGE;
-        let start = self.iommu[host as usize].reserve(f, rid, len, limit, align.max(PAGE))?;
+        let start = self.iommu[host.index()].reserve(f, rid, len, limit, align.max(PAGE))?;
         self.log.push(format!(
             "reserved IOVA {start:#x}..{:#x} in {}'s IOMMU for requester {rid}",
             start + len,
@@ -118,7 +118,7 @@ impl Hosts {
         start: u64,
         len: u64,
     ) -> Result<IovaRange, HostError> {
-        if !f.topo.hosts.get(host as usize).is_some_and(|h| h.iommu) {
+        if !f.topo.hosts.get(host.index()).is_some_and(|h| h.iommu) {
             return Err(HostError::Invalid(format!(
                 "host {host} has no IOMMU to reserve IOVA space in"
             )));
@@ -128,7 +128,7 @@ impl Hosts {
                 "a fixed IOVA range needs page-aligned start and length (got {start:#x} + {len:#x})"
             )));
         }
-        self.iommu[host as usize].reserve_at(f, rid, start, len)?;
+        self.iommu[host.index()].reserve_at(f, rid, start, len)?;
         self.log.push(format!(
             "reserved IOVA {start:#x}..{:#x} in {}'s IOMMU for requester {rid}",
             start + len,
@@ -155,10 +155,10 @@ impl Hosts {
         let name = f
             .topo
             .hosts
-            .get(node.host as usize)
+            .get(node.host.index())
             .map(|h| h.name.clone())
             .ok_or_else(|| HostError::Invalid(format!("no host {}", node.host)))?;
-        let allocs = self.ram[node.host as usize]
+        let allocs = self.ram[node.host.index()]
             .get_mut(node.node as usize)
             .ok_or_else(|| {
                 HostError::Invalid(format!("host `{name}` has no NUMA node {}", node.node))
@@ -188,7 +188,7 @@ impl Hosts {
         let bytes = len.div_ceil(PAGE) * PAGE;
         let a = self
             .ram
-            .get_mut(at.host as usize)
+            .get_mut(at.host.index())
             .into_iter()
             .flatten()
             .flatten()
@@ -225,7 +225,7 @@ impl Hosts {
         }
         let (i0, p0) = (iova - iova % PAGE, phys - phys % PAGE);
         let bytes = (iova % PAGE + len).div_ceil(PAGE) * PAGE;
-        self.iommu[r.host as usize].map_at(f, r.rid, i0, p0, bytes, perm)?;
+        self.iommu[r.host.index()].map_at(f, r.rid, i0, p0, bytes, perm)?;
         Ok(i0)
     }
 
@@ -236,12 +236,12 @@ impl Hosts {
         r: &IovaRange,
         iova: u64,
     ) -> Result<(), HostError> {
-        self.iommu[r.host as usize].unmap_at(f, r.rid, iova)
+        self.iommu[r.host.index()].unmap_at(f, r.rid, iova)
     }
 
     /// Gives a reserved range back, unmapping whatever is still mapped inside it.
     pub fn iommu_unreserve(&mut self, f: &mut Fabric, r: &IovaRange) -> Result<(), HostError> {
-        self.iommu[r.host as usize].unreserve(f, r.rid, r.start)
+        self.iommu[r.host.index()].unreserve(f, r.rid, r.start)
     }
 
     /// Lets `rid` send through `ntb` (an entry of its requester-ID LUT, shared and
@@ -252,7 +252,7 @@ impl Hosts {
         ntb: NtbId,
         rid: Rid,
     ) -> Result<RequesterEntry, HostError> {
-        let (index, held) = self.ntb[ntb as usize].acquire_requester(f, ntb, rid, &mut self.log)?;
+        let (index, held) = self.ntb[ntb.index()].acquire_requester(f, ntb, rid, &mut self.log)?;
         Ok(RequesterEntry {
             ntb,
             rid,
@@ -267,7 +267,7 @@ impl Hosts {
         e: &RequesterEntry,
     ) -> Result<(), HostError> {
         if e.held {
-            self.ntb[e.ntb as usize].release_requester(f, e.ntb, e.rid)?;
+            self.ntb[e.ntb.index()].release_requester(f, e.ntb, e.rid)?;
         }
         Ok(())
     }
@@ -288,7 +288,7 @@ impl Hosts {
             ));
         }
         let (local, first) =
-            self.ntb[ntb as usize].acquire_window(f, ntb, dst_host, far, len, &mut self.log)?;
+            self.ntb[ntb.index()].acquire_window(f, ntb, dst_host, far, len, &mut self.log)?;
         Ok(NtbWindow {
             ntb,
             dst_host,
@@ -300,7 +300,7 @@ impl Hosts {
     }
 
     pub fn ntb_release_window(&mut self, f: &mut Fabric, w: &NtbWindow) -> Result<(), HostError> {
-        self.ntb[w.ntb as usize].release_window(f, w.first)
+        self.ntb[w.ntb.index()].release_window(f, w.first)
     }
 
     /// Requester-ID LUT entries of `ntb` in use (the CPUs' reserved ones included) and

@@ -3,7 +3,7 @@
 //! functional path and in the timed one; translated IOVAs, DMA masks, the IOVA allocator,
 //! shared NTB windows and requester entries, scatter-gather and coherent buffers.
 
-use fabric::{builtin, Fabric, FaultKind, HostId, NodeId, Requester};
+use fabric::{builtin, Fabric, FaultKind, HostId, PcieNodeId, Requester};
 use host::{
     DmaDirection, HostError, Hosts, IommuPolicy, NumaNode, PhysAddr, Placement, DEFAULT_IOVA_RANGE,
 };
@@ -13,12 +13,12 @@ fn fabric(name: &str, iommu_on: &[&str]) -> Fabric {
     let mut s = builtin::load_builtin(name).unwrap().unwrap();
     for h in iommu_on {
         let id = s.topology.host_by_name(h).unwrap();
-        s.topology.hosts[id as usize].iommu = true;
+        s.topology.hosts[id.index()].iommu = true;
     }
     Fabric::from_scenario(s).unwrap()
 }
 
-fn function(f: &Fabric, name: &str) -> NodeId {
+fn function(f: &Fabric, name: &str) -> PcieNodeId {
     match f.resolve(name).unwrap() {
         fabric::Endpoint::Node(n) => n,
         e => panic!("{name}: {e:?}"),
@@ -109,7 +109,7 @@ fn without_an_iommu_the_dma_address_is_the_bus_address() {
 fn translated_iovas_differ_from_physical_and_respect_a_32_bit_mask() {
     let mut f = fabric("ioctopus_r730", &["server"]);
     let nic = function(&f, "server.nic.pf0");
-    f.topo.nodes[nic as usize].dma_mask_bits = 32;
+    f.topo.nodes[nic.index()].dma_mask_bits = 32;
     let dev = Requester::Function(nic);
     let buf = ram(&f, "server.ram.node1", 5 << 20);
     assert!(buf.addr > 1 << 32, "node 1 lies above 4 GiB");
@@ -122,13 +122,13 @@ fn translated_iovas_differ_from_physical_and_respect_a_32_bit_mask() {
     assert!(matches!(e, HostError::DmaMask { bits: 32, .. }), "{e}");
     assert!(e.to_string().contains("identity mode"), "{e}");
     assert_eq!(
-        f.iommu(0)
-            .mapped_pages(f.iommu(0).domain_of(f.topo.node(nic).rid).unwrap()),
+        f.iommu(HostId(0))
+            .mapped_pages(f.iommu(HostId(0)).domain_of(f.topo.node(nic).rid).unwrap()),
         0,
         "the failed mapping left no page behind"
     );
 
-    translated(&mut f, 0, DEFAULT_IOVA_RANGE);
+    translated(&mut f, HostId(0), DEFAULT_IOVA_RANGE);
     let m = Hosts::with(&mut f, |h, f| {
         h.dma_map_single(f, dev, buf, 6000, DmaDirection::FromDevice)
     })
@@ -160,7 +160,7 @@ fn translated_iovas_differ_from_physical_and_respect_a_32_bit_mask() {
 
     // Without an IOMMU nothing remaps: the mask refuses it.
     let mut g = fabric("ioctopus_r730", &[]);
-    g.topo.nodes[nic as usize].dma_mask_bits = 32;
+    g.topo.nodes[nic.index()].dma_mask_bits = 32;
     let e = Hosts::with(&mut g, |h, f| {
         h.dma_map_single(f, dev, buf, 64, DmaDirection::FromDevice)
     })
@@ -176,7 +176,7 @@ fn the_iova_allocator_reuses_freed_space_and_reports_exhaustion() {
     let mut f = fabric("ioctopus_r730", &["server"]);
     let nic = Requester::Function(function(&f, "server.nic.pf0"));
     // Four pages of IOVA space.
-    translated(&mut f, 0, (0x10_0000, 0x10_4000));
+    translated(&mut f, HostId(0), (0x10_0000, 0x10_4000));
     let buf = ram(&f, "server.ram.node0", 16 << 20);
     let map = |f: &mut Fabric, off: u64, len: u64| {
         let b = PhysAddr {
@@ -199,7 +199,7 @@ fn the_iova_allocator_reuses_freed_space_and_reports_exhaustion() {
     assert_eq!(Hosts::with(&mut f, |h, _| h.live_mappings()), 2);
     // Changing the policy under live mappings is refused.
     let e = Hosts::with(&mut f, |h, _| {
-        h.set_iommu_policy(0, IommuPolicy::Identity, DEFAULT_IOVA_RANGE)
+        h.set_iommu_policy(HostId(0), IommuPolicy::Identity, DEFAULT_IOVA_RANGE)
     })
     .unwrap_err();
     assert!(e.to_string().contains("live mapping"), "{e}");
@@ -299,7 +299,7 @@ fn cross_host_mappings_share_one_window_and_one_requester_entry() {
     let proxies = (0..8u8).filter_map(|i| {
         let far_fn = f
             .topo
-            .node(f.topo.ntbs[f.topo.ntb_by_name(borrower, "ntb").unwrap() as usize].fn_node)
+            .node(f.topo.ntbs[f.topo.ntb_by_name(borrower, "ntb").unwrap().index()].fn_node)
             .rid;
         iommu.domain_of(fabric::ntb::proxy_rid(far_fn, i))
     });
@@ -329,7 +329,7 @@ fn a_scatter_gather_list_of_scattered_pages_becomes_one_iova_range() {
     assert_eq!(m.segments.len(), 3);
     Hosts::with(&mut f, |h, f| h.dma_unmap_sg(f, &m)).unwrap();
 
-    translated(&mut f, 0, DEFAULT_IOVA_RANGE);
+    translated(&mut f, HostId(0), DEFAULT_IOVA_RANGE);
     let m = Hosts::with(&mut f, |h, f| {
         h.dma_map_sg(f, dev, &sg, DmaDirection::FromDevice)
     })
@@ -358,9 +358,12 @@ fn coherent_buffers_come_from_the_node_and_go_back_to_it() {
     let mut f = fabric("ioctopus_r730", &["server"]);
     let nic = function(&f, "server.nic.pf1");
     let dev = Requester::Function(nic);
-    let node = NumaNode { host: 0, node: 1 };
+    let node = NumaNode {
+        host: HostId(0),
+        node: 1,
+    };
     let c = Hosts::with(&mut f, |h, f| h.dma_alloc_coherent(f, dev, node, 10_000)).unwrap();
-    let region = f.topo.host(0).decode(c.phys.addr).unwrap();
+    let region = f.topo.host(HostId(0)).decode(c.phys.addr).unwrap();
     assert!(
         matches!(region.owner, fabric::Owner::Ram { node: 1, .. }),
         "on node 1"
@@ -379,7 +382,15 @@ fn coherent_buffers_come_from_the_node_and_go_back_to_it() {
         FaultKind::IommuNotMapped
     );
     let e = Hosts::with(&mut f, |h, f| {
-        h.dma_alloc_coherent(f, dev, NumaNode { host: 0, node: 7 }, 64)
+        h.dma_alloc_coherent(
+            f,
+            dev,
+            NumaNode {
+                host: HostId(0),
+                node: 7,
+            },
+            64,
+        )
     })
     .unwrap_err();
     assert!(e.to_string().contains("no NUMA node 7"), "{e}");
@@ -397,7 +408,7 @@ fn bad_arguments_are_errors() {
     })
     .unwrap_err();
     assert!(e.to_string().contains("at least one byte"), "{e}");
-    let root = f.topo.host(0).roots[0];
+    let root = f.topo.host(HostId(0)).roots[0];
     let e = Hosts::with(&mut f, |h, f| {
         h.dma_map_single(
             f,
@@ -413,7 +424,10 @@ fn bad_arguments_are_errors() {
         h.dma_map_single(
             f,
             nvme,
-            PhysAddr { host: 9, addr: 0 },
+            PhysAddr {
+                host: HostId(9),
+                addr: 0,
+            },
             64,
             DmaDirection::ToDevice,
         )
@@ -458,8 +472,8 @@ fn an_unmapped_buffer_faults_in_the_timed_path_too() {
 #[test]
 fn placement_puts_each_cpu_on_its_packages_node() {
     let f = fabric("ioctopus_r730", &[]);
-    let p = Placement::of_host(&f.topo, 0).unwrap();
-    let plat = f.topo.platform_of(0);
+    let p = Placement::of_host(&f.topo, HostId(0)).unwrap();
+    let plat = f.topo.platform_of(HostId(0));
     let n = plat.packages * plat.cores_per_package * plat.threads_per_core;
     assert_eq!(p.cpus().len() as u32, n);
     assert_eq!(p.node_of(0).unwrap(), 0);
@@ -477,5 +491,5 @@ fn placement_puts_each_cpu_on_its_packages_node() {
         .unwrap_err()
         .to_string()
         .contains("NUMA nodes 0..1"));
-    assert!(Placement::of_host(&f.topo, 5).is_err());
+    assert!(Placement::of_host(&f.topo, HostId(5)).is_err());
 }

@@ -54,9 +54,7 @@ fn nvme_fetching_sq_in_borrower_ram_crosses_four_chips() {
         "chassis switch, lender PXH830, MXS824, borrower PXH830"
     );
     assert_eq!(roots, 1, "ends in the borrower's root complex");
-    assert!(
-        matches!(t, Target::Ram { host, .. } if f.topo.hosts[host as usize].name == "borrower")
-    );
+    assert!(matches!(t, Target::Ram { host, .. } if f.topo.hosts[host.index()].name == "borrower"));
 }
 
 #[test]
@@ -64,7 +62,7 @@ fn nvme_fetching_sq_in_lender_ram_crosses_three_chips() {
     let mut f = fabric("smartio_chassis_mxs824");
     let (hops, _, t, _) = route(&mut f, "lender.nvme", "lender.ram", Access::Read);
     assert_eq!(hops, 3, "chassis switch and the two HIB68 chips");
-    assert!(matches!(t, Target::Ram { host, .. } if f.topo.hosts[host as usize].name == "lender"));
+    assert!(matches!(t, Target::Ram { host, .. } if f.topo.hosts[host.index()].name == "lender"));
 }
 
 #[test]

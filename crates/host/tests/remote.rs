@@ -4,7 +4,7 @@
 //! API's, and a reservation given back unmapping what it still held.
 
 use fabric::iommu::{Perm, PAGE};
-use fabric::{builtin, Fabric, FaultKind, Requester};
+use fabric::{builtin, Fabric, FaultKind, HostId, Requester};
 use host::{ntb_pair, DmaDirection, HostError, Hosts, PhysAddr};
 
 fn b2b(iommu_b: bool) -> Fabric {
@@ -18,7 +18,7 @@ fn b2b(iommu_b: bool) -> Fabric {
 #[test]
 fn pages_mapped_inside_a_reserved_range_carry_bytes_until_it_is_given_back() {
     let mut f = b2b(true);
-    let (a, b) = (0, 1);
+    let (a, b) = (HostId(0), HostId(1));
     let (na, nb) = ntb_pair(&f, a, b).unwrap();
     let cpu = Requester::Cpu {
         host: a,
@@ -32,7 +32,7 @@ fn pages_mapped_inside_a_reserved_range_carry_bytes_until_it_is_given_back() {
             .unwrap();
         assert_eq!(e.index, 0);
         let proxy = e.proxy_on(f, nb);
-        let ws = f.topo.ntbs[na as usize].window_size;
+        let ws = f.topo.ntbs[na.index()].window_size;
         let range = h
             .iommu_reserve(f, b, proxy, 3 * PAGE, u64::MAX, ws)
             .unwrap();
@@ -83,24 +83,26 @@ fn pages_mapped_inside_a_reserved_range_carry_bytes_until_it_is_given_back() {
 #[test]
 fn windows_and_requester_entries_are_shared_with_the_dma_api() {
     let mut f = b2b(false);
-    let (na, _) = ntb_pair(&f, 0, 1).unwrap();
+    let (na, _) = ntb_pair(&f, HostId(0), HostId(1)).unwrap();
     let nic_rid = fabric::Rid::new(9, 0, 0);
     let buf = PhysAddr {
-        host: 1,
-        addr: f.topo.host(1).ram_addr(0, 0).unwrap(),
+        host: HostId(1),
+        addr: f.topo.host(HostId(1)).ram_addr(0, 0).unwrap(),
     };
     Hosts::with(&mut f, |h, f| {
         let e1 = h.ntb_acquire_requester(f, na, nic_rid).unwrap();
         let e2 = h.ntb_acquire_requester(f, na, nic_rid).unwrap();
         assert_eq!(e1.index, e2.index);
         assert_eq!(h.ntb(na).unwrap().requesters_held(), 1);
-        let w1 = h.ntb_acquire_window(f, na, 1, buf.addr, 4096).unwrap();
+        let w1 = h
+            .ntb_acquire_window(f, na, HostId(1), buf.addr, 4096)
+            .unwrap();
         // A DMA API mapping inside the same window shares it.
         let m = h
             .dma_map_single(
                 f,
                 Requester::Cpu {
-                    host: 0,
+                    host: HostId(0),
                     package: 0,
                 },
                 buf,

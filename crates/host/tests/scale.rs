@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use fabric::builtin::BuiltinResolver;
 use fabric::scenario::{load, Source};
-use fabric::{Access, Fabric, Path, Request, Requester};
+use fabric::{Access, Fabric, HostId, Path, Request, Requester};
 use host::{DmaDirection, Hosts, PhysAddr};
 
 struct Counting;
@@ -102,10 +102,10 @@ fn measure(fanouts: &[u32]) -> Bytes {
     let hosts = f.topo.hosts.len();
     let loaded = start() - base;
     let before = LIVE.load(Relaxed);
-    let last = (hosts - 1) as u32;
-    let ram = f.topo.hosts[last as usize].regions[0].start;
+    let last = HostId::from_index(hosts - 1);
+    let ram = f.topo.hosts[last.index()].regions[0].start;
     let requester = Requester::Cpu {
-        host: 0,
+        host: HostId(0),
         package: 0,
     };
     let m = Hosts::with(&mut f, |h, f| {

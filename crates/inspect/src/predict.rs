@@ -7,7 +7,7 @@
 //! when not).
 
 use fabric::scenario::{load, Source};
-use fabric::{Access, Fabric, NodeId, Request, Requester};
+use fabric::{Access, Fabric, PcieNodeId, Request, Requester};
 use sim::timed::TimedFabric;
 use sim::Time;
 
@@ -31,7 +31,7 @@ pub const PREDICTED: &str = "from nudma's timing model of this machine (exported
     cost of a 4 KiB DMA plus the CPU reading its first line, served from another node ÷ from the device's node";
 
 /// One device's I/O cost with the buffer on `node`.
-fn io_cost(scenario: &str, device: NodeId, node: u32) -> Option<Time> {
+fn io_cost(scenario: &str, device: PcieNodeId, node: u32) -> Option<Time> {
     let s = load(
         Source {
             name: "imported".into(),
@@ -55,7 +55,7 @@ fn io_cost(scenario: &str, device: NodeId, node: u32) -> Option<Time> {
     let fabric::NodeKind::Function { device: d, .. } = tf.fabric.topo.node(device).kind else {
         return None;
     };
-    let dma = tf.fabric.topo.devices[d as usize].timed.dma?;
+    let dma = tf.fabric.topo.devices[d.index()].timed.dma?;
     let spec = devices::DmaSpec {
         mps: tf.fabric.topo.host(host).mps,
         mrrs: dma.mrrs_bytes,

@@ -15,8 +15,8 @@
 //! sink has the node's own `gbps` when given, and no DDIO share.
 
 use fabric::{
-    Access, CableEnd, Fabric, Fault, FaultKind, Host, McRoutes, NodeKind, Path, Platform, Request,
-    Requester, Step, Target, Topology, UncoreHop,
+    Access, CableEnd, CableId, Fabric, Fault, FaultKind, Host, HostId, McRoutes, NodeKind, NtbId,
+    Path, PcieNodeId, Platform, Request, Requester, Step, Target, Topology, UncoreHop,
 };
 use rustc_hash::FxHashMap;
 
@@ -52,8 +52,8 @@ const NONE: u32 = u32::MAX;
 struct RouteCache {
     epoch: u64,
     map: FxHashMap<(u32, u64, bool), (u32, Target)>,
-    interrupt_sinks: FxHashMap<u32, u32>,
-    config_sinks: FxHashMap<u32, u32>,
+    interrupt_sinks: FxHashMap<HostId, u32>,
+    config_sinks: FxHashMap<PcieNodeId, u32>,
 }
 
 /// Where a buffer's lines are when a workload starts.
@@ -166,25 +166,26 @@ impl TimedFabric {
     /// A host crashes now: its routes fault with `HostDown` and its adapters' cables
     /// go dead (in flight toward it, writes are dropped, reads answered UR; completions
     /// coming out of it are lost and their reads time out).
-    pub fn crash_host(&mut self, host: u32) {
+    pub fn crash_host(&mut self, host: HostId) {
         self.fabric.crash_host(host);
         self.sync_host_cables(host);
     }
 
     /// A crashed host comes back now, cold (its memory is cleared).
-    pub fn restart_host(&mut self, host: u32) {
+    pub fn restart_host(&mut self, host: HostId) {
         self.fabric.restart_host(host);
         self.sync_host_cables(host);
     }
 
-    fn sync_host_cables(&mut self, host: u32) {
+    fn sync_host_cables(&mut self, host: HostId) {
         let topo = &self.fabric.topo;
-        let cables: Vec<u32> = (0..topo.cables.len() as u32)
+        let cables: Vec<CableId> = (0..topo.cables.len())
+            .map(CableId::from_index)
             .filter(|&c| {
-                topo.cables[c as usize]
+                topo.cables[c.index()]
                     .ends
                     .iter()
-                    .any(|e| matches!(*e, CableEnd::Ntb(n) if topo.ntbs[n as usize].host == host))
+                    .any(|e| matches!(*e, CableEnd::Ntb(n) if topo.ntbs[n.index()].host == host))
             })
             .collect();
         for c in cables {
@@ -195,7 +196,7 @@ impl TimedFabric {
     /// A cable's wires are dead while the fabric says it cannot be crossed.
     fn sync_cable(&mut self, cable: fabric::CableId) {
         let down = self.fabric.cable_fault(cable).is_some();
-        for w in self.cable_wires[cable as usize] {
+        for w in self.cable_wires[cable.index()] {
             self.net.set_wire_down(w, down);
         }
     }
@@ -204,11 +205,11 @@ impl TimedFabric {
     /// `node`'s RAM: an LLC hit when a local DMA (DDIO) or earlier access left the line in
     /// the node's LLC, otherwise DRAM — the platform's latency matrix when it has one, else
     /// local DRAM plus the interconnect hops between the package and the memory's.
-    pub fn cpu_line_read(&self, host: u32, package: u32, node: u32, offset: u64) -> Time {
+    pub fn cpu_line_read(&self, host: HostId, package: u32, node: u32, offset: u64) -> Time {
         let topo = &self.fabric.topo;
         let p = topo.platform_of(host);
         let pt = self.timing_of(host);
-        let sink = self.ram_sinks[host as usize][node as usize];
+        let sink = self.ram_sinks[host.index()][node as usize];
         let home = p.package_of_node(node);
         let cached = self
             .net
@@ -232,13 +233,13 @@ impl TimedFabric {
     /// larger than the cache that took it keeps its last lines there.
     pub fn prepare_cache(
         &mut self,
-        host: u32,
+        host: HostId,
         node: u32,
         offset: u64,
         bytes: u64,
         state: CacheState,
     ) {
-        let sink = self.ram_sinks[host as usize][node as usize];
+        let sink = self.ram_sinks[host.index()][node as usize];
         let platform = self.fabric.topo.platform_of(host);
         let home = platform.package_of_node(node);
         let llc_lines = platform.llc_bytes / 64;
@@ -268,7 +269,7 @@ impl TimedFabric {
     }
 
     /// One crossing from package `a` to `b` at zero load: the interconnect hops' latency.
-    fn uncore_crossing(&self, host: u32, a: u32, b: u32) -> Time {
+    fn uncore_crossing(&self, host: HostId, a: u32, b: u32) -> Time {
         let p = self.fabric.topo.platform_of(host);
         let pt = self.timing_of(host);
         let ns_sum: f64 = self
@@ -291,7 +292,7 @@ impl TimedFabric {
     /// on the DDIO lines of the cores' package LLC. See `sim::cpu_stream`.
     pub fn cpu_stream(
         &mut self,
-        host: u32,
+        host: HostId,
         cpu_node: u32,
         mem_node: u32,
         op: StreamOp,
@@ -315,7 +316,7 @@ impl TimedFabric {
         }
         let (from, to) = (p.package_of_node(cpu_node), p.package_of_node(mem_node));
         let (i, j) = (cpu_node as usize, mem_node as usize);
-        let mut hops: Vec<Hop> = self.mem_pacers[host as usize]
+        let mut hops: Vec<Hop> = self.mem_pacers[host.index()]
             .as_ref()
             .map(|pacers| Hop::Pace(pacers[i][j]))
             .into_iter()
@@ -325,12 +326,12 @@ impl TimedFabric {
                 .iter()
                 .map(|u| Hop::Wire(self.ic_wire(host, u))),
         );
-        if let Some(d) = self.mem_delay[host as usize].as_ref().map(|d| d[i][j]) {
+        if let Some(d) = self.mem_delay[host.index()].as_ref().map(|d| d[i][j]) {
             if d > Time::ZERO {
                 hops.push(Hop::MemoryDelay(d));
             }
         }
-        let sink = self.ram_sinks[host as usize][mem_node as usize];
+        let sink = self.ram_sinks[host.index()][mem_node as usize];
         hops.push(Hop::Sink(sink, false));
         let route = self.net.add_route(hops);
         // A fill lands in any way; one in llc_ways / ddio_ways lands in a DDIO way.
@@ -354,7 +355,7 @@ impl TimedFabric {
             outstanding,
             base: (1u64 << 40) + n * span,
             span,
-            fill_llc: Some(self.ram_sinks[host as usize][cpu_node as usize]),
+            fill_llc: Some(self.ram_sinks[host.index()][cpu_node as usize]),
             fills_per_eviction,
         }))
     }
@@ -364,8 +365,8 @@ impl TimedFabric {
     /// is the package where the request joins the host's coherent fabric — the root's
     /// for DMA (for a root on an I/O hub, the first package it reaches), the cores' for a
     /// CPU access — taken as that package's first node.
-    fn memory_delay(&self, steps: &[Step], host: u32, node: u32) -> Option<Time> {
-        let delay = self.mem_delay[host as usize].as_ref()?;
+    fn memory_delay(&self, steps: &[Step], host: HostId, node: u32) -> Option<Time> {
+        let delay = self.mem_delay[host.index()].as_ref()?;
         let p = self.fabric.topo.platform_of(host);
         let entry = steps
             .iter()
@@ -381,21 +382,21 @@ impl TimedFabric {
     }
 
     /// The wire of one interconnect hop of `host`, in its direction of travel.
-    fn ic_wire(&self, host: u32, hop: &UncoreHop) -> u32 {
+    fn ic_wire(&self, host: HostId, hop: &UncoreHop) -> u32 {
         let l = &self.fabric.topo.platform_of(host).interconnect[hop.link as usize];
         let dir = if l.a == hop.from { 0 } else { 1 };
-        self.ic_wires[host as usize][hop.link as usize][dir]
+        self.ic_wires[host.index()][hop.link as usize][dir]
     }
 
     /// Timing of the platform of `host`.
-    pub fn timing_of(&self, host: u32) -> &PlatformTiming {
-        &self.platform[self.fabric.topo.hosts[host as usize].platform as usize]
+    pub fn timing_of(&self, host: HostId) -> &PlatformTiming {
+        &self.platform[self.fabric.topo.hosts[host.index()].platform as usize]
     }
 
     fn requester_key(r: Requester) -> u32 {
         match r {
-            Requester::Function(n) => n,
-            Requester::Cpu { host, package } => 0x8000_0000 | (host << 8) | package,
+            Requester::Function(n) => n.0,
+            Requester::Cpu { host, package } => 0x8000_0000 | (host.0 << 8) | package,
         }
     }
 
@@ -544,9 +545,9 @@ impl TimedFabric {
         }
         hops.push(match *target {
             Target::Ram { host, node, .. } => {
-                Hop::Sink(self.ram_sinks[host as usize][node as usize], local)
+                Hop::Sink(self.ram_sinks[host.index()][node as usize], local)
             }
-            Target::Bar { node, .. } => Hop::Sink(self.bar_sinks[node as usize], false),
+            Target::Bar { node, .. } => Hop::Sink(self.bar_sinks[node.index()], false),
             Target::Interrupt { host, .. } => Hop::Sink(self.interrupt_sink(host), false),
             // `route` times a multicast write by its slowest copy's own target.
             Target::Multicast { .. } => unreachable!("a multicast write is timed per member"),
@@ -596,14 +597,14 @@ impl TimedFabric {
         mut step_of: Option<&mut Vec<usize>>,
     ) {
         let topo = &self.fabric.topo;
-        let mut cable_from = CableEnd::Ntb(0);
+        let mut cable_from = CableEnd::Ntb(NtbId(0));
         for (i, s) in path.steps.iter().enumerate() {
             if let Some(v) = step_of.as_deref_mut() {
                 v.resize(hops.len(), i.saturating_sub(1));
             }
             match *s {
                 Step::Link { node, down } => {
-                    hops.push(Hop::Wire(self.link_wires[node as usize][down as usize]))
+                    hops.push(Hop::Wire(self.link_wires[node.index()][down as usize]))
                 }
                 Step::Switch { node } => {
                     let NodeKind::Switch { chip, .. } = topo.node(node).kind else {
@@ -623,7 +624,7 @@ impl TimedFabric {
                         // CPU's (`cpu_mmio_write_ns`), charged by the driver.
                     } else if forwards {
                         hops.push(Hop::Delay(ns(pt.rc_p2p_latency_ns)));
-                        let sp = self.splitters[node as usize];
+                        let sp = self.splitters[node.index()];
                         if access == Access::Read && sp != NONE {
                             hops.push(Hop::RootSplit(sp));
                         }
@@ -632,21 +633,21 @@ impl TimedFabric {
                     }
                 }
                 Step::Interconnect { host, hop } => hops.push(Hop::Wire(self.ic_wire(host, &hop))),
-                Step::Iommu { host, .. } => hops.push(Hop::Iommu(self.iotlbs[host as usize])),
+                Step::Iommu { host, .. } => hops.push(Hop::Iommu(self.iotlbs[host.index()])),
                 Step::NtbWindow { ntb, .. } => {
                     cable_from = CableEnd::Ntb(ntb);
-                    hops.push(Hop::Delay(self.ntb_translate[ntb as usize]));
+                    hops.push(Hop::Delay(self.ntb_translate[ntb.index()]));
                 }
                 Step::RidLut { .. } => {}
                 Step::Cable { cable } => {
-                    let c = &topo.cables[cable as usize];
+                    let c = &topo.cables[cable.index()];
                     let dir = if c.ends[0] == cable_from { 0 } else { 1 };
                     cable_from = c.ends[1 - dir];
-                    hops.push(Hop::Wire(self.cable_wires[cable as usize][dir]));
+                    hops.push(Hop::Wire(self.cable_wires[cable.index()][dir]));
                 }
                 Step::ClusterSwitch { switch } => {
                     cable_from = CableEnd::ClusterSwitch(switch);
-                    let chip = topo.cluster_switches[switch as usize].chip;
+                    let chip = topo.cluster_switches[switch.index()].chip;
                     hops.push(Hop::Delay(ns(topo.chip(chip).latency_ns)));
                 }
             }
@@ -658,7 +659,7 @@ impl TimedFabric {
 
     /// The sink of `host`'s interrupt delivery (made on first use). The root's handling is
     /// on the route; what the CPU does next is the host model's, so the sink adds nothing.
-    pub fn interrupt_sink(&mut self, host: u32) -> u32 {
+    pub fn interrupt_sink(&mut self, host: HostId) -> u32 {
         if let Some(&s) = self.cache.interrupt_sinks.get(&host) {
             return s;
         }
@@ -672,15 +673,15 @@ impl TimedFabric {
 
     /// The sink of a function's memory BARs (registers and memory behind them), where
     /// writes reach the model that owns it (`Net::set_sink_owner`).
-    pub fn bar_sink(&self, node: fabric::NodeId) -> Option<u32> {
+    pub fn bar_sink(&self, node: PcieNodeId) -> Option<u32> {
         self.bar_sinks
-            .get(node as usize)
+            .get(node.index())
             .copied()
             .filter(|&s| s != NONE)
     }
 
     /// The sink of a function's configuration space (made on first use).
-    pub fn config_sink(&mut self, node: fabric::NodeId) -> u32 {
+    pub fn config_sink(&mut self, node: PcieNodeId) -> u32 {
         if let Some(&s) = self.cache.config_sinks.get(&node) {
             return s;
         }
@@ -697,11 +698,11 @@ impl TimedFabric {
     /// function. Register offsets travel as the sink address.
     pub fn config_route(
         &mut self,
-        host: u32,
+        host: HostId,
         package: u32,
         rid: fabric::Rid,
         write: bool,
-    ) -> Result<(u32, fabric::NodeId), Fault> {
+    ) -> Result<(u32, PcieNodeId), Fault> {
         let mut path = std::mem::take(&mut self.path);
         let res = self
             .fabric
@@ -780,7 +781,7 @@ fn platform_timings(topo: &Topology, net: &mut Net) -> Result<Vec<PlatformTiming
 }
 
 /// Credits a wire's receiver advertises: a switch chip's port buffers.
-fn credits_of(topo: &Topology, n: u32) -> [u16; 3] {
+fn credits_of(topo: &Topology, n: PcieNodeId) -> [u16; 3] {
     match topo.node(n).kind {
         NodeKind::Switch { chip, .. } => topo.chip(chip).credits,
         _ => [0; 3],
@@ -790,14 +791,14 @@ fn credits_of(topo: &Topology, n: u32) -> [u16; 3] {
 /// The (up, down) wires of each node's link to its parent (`NONE` for a node without
 /// one), with the credits each direction's receiver advertises.
 fn link_wires(topo: &Topology, net: &mut Net, platform: &[PlatformTiming]) -> Vec<[u32; 2]> {
-    let timing_of_host = |h: u32| &platform[topo.host(h).platform as usize];
+    let timing_of_host = |h: HostId| &platform[topo.host(h).platform as usize];
     let mut link_wires = vec![[NONE; 2]; topo.nodes.len()];
     for (i, n) in topo.nodes.iter().enumerate() {
         if let Some(l) = n.link {
             let pt = timing_of_host(n.host);
             let lat = pt.pcie_link_ns + if l.cable { pt.cable_ns } else { 0.0 };
             let (up, down) = net.add_link(
-                &format!("link {}", topo.node_label(i as u32)),
+                &format!("link {}", topo.node_label(PcieNodeId::from_index(i))),
                 pcie::ps_per_kib(l.gen, l.width),
                 ns(lat),
                 [0; 3],
@@ -810,7 +811,7 @@ fn link_wires(topo: &Topology, net: &mut Net, platform: &[PlatformTiming]) -> Ve
         if let (Some(p), [up, down]) = (n.parent, link_wires[i]) {
             if up != NONE {
                 net.set_credits(up, credits_of(topo, p));
-                net.set_credits(down, credits_of(topo, i as u32));
+                net.set_credits(down, credits_of(topo, PcieNodeId::from_index(i)));
             }
         }
     }
@@ -820,10 +821,10 @@ fn link_wires(topo: &Topology, net: &mut Net, platform: &[PlatformTiming]) -> Ve
 /// The two wires of each cable (end 0 to end 1, end 1 to end 0), with the credits of
 /// the chip at each receiving end.
 fn cable_wires(topo: &Topology, net: &mut Net, platform: &[PlatformTiming]) -> Vec<[u32; 2]> {
-    let timing_of_host = |h: u32| &platform[topo.host(h).platform as usize];
+    let timing_of_host = |h: HostId| &platform[topo.host(h).platform as usize];
     let end_credits = |e: CableEnd| match e {
-        CableEnd::Ntb(x) => credits_of(topo, topo.ntbs[x as usize].chip_node),
-        CableEnd::ClusterSwitch(c) => topo.chip(topo.cluster_switches[c as usize].chip).credits,
+        CableEnd::Ntb(x) => credits_of(topo, topo.ntbs[x.index()].chip_node),
+        CableEnd::ClusterSwitch(c) => topo.chip(topo.cluster_switches[c.index()].chip).credits,
     };
     let mut cable_wires = Vec::new();
     for c in &topo.cables {
@@ -834,10 +835,10 @@ fn cable_wires(topo: &Topology, net: &mut Net, platform: &[PlatformTiming]) -> V
         );
         // A cable's own propagation, else the platform's at its first NTB end.
         let host_end = c.ends.iter().find_map(|e| match *e {
-            CableEnd::Ntb(x) => Some(topo.ntbs[x as usize].host),
+            CableEnd::Ntb(x) => Some(topo.ntbs[x.index()].host),
             CableEnd::ClusterSwitch(_) => None,
         });
-        let pt = timing_of_host(host_end.unwrap_or(0));
+        let pt = timing_of_host(host_end.unwrap_or(HostId(0)));
         let (a, b) = net.add_link(
             &name,
             pcie::ps_per_kib(c.link.gen, c.link.width),
@@ -895,7 +896,7 @@ fn host_resources(
         r.ram_sinks.push(ram_sinks(net, h, p, pt, &dram));
         for &rc in &h.roots {
             if let Some(split) = p.root_read_split_bytes {
-                r.splitters[rc as usize] = net.add_splitter(
+                r.splitters[rc.index()] = net.add_splitter(
                     &topo.node_label(rc),
                     split,
                     pt.rc_p2p_read_tags,
@@ -1003,7 +1004,7 @@ fn ntb_translate(topo: &Topology) -> Result<Vec<Time>, TimingError> {
                     TimingError(format!(
                         "adapter `{}` (on {}) has no timing parameter `ntb_translate_ns`",
                         n.adapter.name,
-                        topo.cable_end_label(CableEnd::Ntb(id as u32))
+                        topo.cable_end_label(CableEnd::Ntb(NtbId::from_index(id)))
                     ))
                 })
         })
@@ -1019,10 +1020,10 @@ fn bar_sinks(topo: &Topology, net: &mut Net) -> Result<Vec<u32>, TimingError> {
             continue;
         }
         let bar = match n.kind {
-            NodeKind::Function { device, .. } => topo.devices[device as usize].timed.bar,
+            NodeKind::Function { device, .. } => topo.devices[device.index()].timed.bar,
             // An NTB function's own registers (its window BAR leads elsewhere).
             NodeKind::NtbFunction { ntb } => {
-                let a = &topo.ntbs[ntb as usize].adapter;
+                let a = &topo.ntbs[ntb.index()].adapter;
                 match (
                     a.timing_value("bar_gbps"),
                     a.timing_value("bar_latency_ns"),
@@ -1041,11 +1042,11 @@ fn bar_sinks(topo: &Topology, net: &mut Net) -> Result<Vec<u32>, TimingError> {
         let bar = bar.ok_or_else(|| {
             TimingError(format!(
                 "{} has BARs but no timing parameters `bar_gbps`, `bar_latency_ns`, `bar_rcb_bytes`",
-                topo.node_label(i as u32)
+                topo.node_label(PcieNodeId::from_index(i))
             ))
         })?;
         bar_sinks[i] = net.add_sink(
-            &format!("{} memory", topo.node_label(i as u32)),
+            &format!("{} memory", topo.node_label(PcieNodeId::from_index(i))),
             bar.gbps,
             ns(bar.latency_ns),
             ns(bar.latency_ns.min(50.0)),

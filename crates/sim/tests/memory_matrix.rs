@@ -9,7 +9,7 @@
 mod common;
 
 use common::{dma_route, one_dma, timed, try_load, try_timed, two_packages, DRAM_NS};
-use fabric::Access;
+use fabric::{Access, HostId};
 use sim::component::Sim;
 use sim::cpu_stream::{CpuStream, StreamOp};
 use sim::timed::TimedFabric;
@@ -111,7 +111,9 @@ fn raising_one_entry_raises_exactly_that_pairs_dma_latency_once() {
 /// the only component on `tf`'s network.
 fn idle_stream_ns(tf: &mut TimedFabric, cpu: u32, mem: u32) -> f64 {
     let mut sim = Sim::new();
-    let s = tf.cpu_stream(0, cpu, mem, StreamOp::Read, 1).unwrap();
+    let s = tf
+        .cpu_stream(HostId(0), cpu, mem, StreamOp::Read, 1)
+        .unwrap();
     let id = sim.add(s);
     let now = tf.net.now();
     tf.net.wake_at(now, id);
@@ -128,7 +130,7 @@ fn cpu_line_reads_and_idle_stream_misses_take_the_matrix_entry() {
         for j in 0..2u32 {
             let want = LAT[i as usize][j as usize];
             let mut tf = timed(&text);
-            let line = tf.cpu_line_read(0, i, j, 1 << 24).as_ns_f64();
+            let line = tf.cpu_line_read(HostId(0), i, j, 1 << 24).as_ns_f64();
             let stream = idle_stream_ns(&mut tf, i, j);
             assert!(
                 (line - want).abs() < 1e-6 && (stream - want).abs() < 1e-6,
@@ -143,7 +145,9 @@ fn streams_gbps(tf: &mut TimedFabric, n: u32, cpu: u32, mem: u32) -> f64 {
     let mut sim = Sim::new();
     let ids: Vec<_> = (0..n)
         .map(|_| {
-            let s = tf.cpu_stream(0, cpu, mem, StreamOp::Read, 16).unwrap();
+            let s = tf
+                .cpu_stream(HostId(0), cpu, mem, StreamOp::Read, 16)
+                .unwrap();
             let id = sim.add(s);
             let now = tf.net.now();
             tf.net.wake_at(now, id);

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{dma_route, one_dma, two_packages, LLC_NS, OFFSET};
-use fabric::Access;
+use fabric::{Access, HostId};
 use sim::cpu_stream::StreamOp;
 use sim::timed::TimedFabric;
 use sim::Time;
@@ -88,17 +88,23 @@ fn writes_into_a_memory_node_are_not_kept_in_the_llc() {
     let mut tf = timed();
     // d1 under pkg1 writes into pkg1's CPU node: DDIO keeps the line, the cores hit it.
     dma_ns(&mut tf, 1, 1, Access::Write);
-    assert_eq!(tf.cpu_line_read(0, 1, 1, OFFSET).as_ns_f64(), LLC_NS);
+    assert_eq!(
+        tf.cpu_line_read(HostId(0), 1, 1, OFFSET).as_ns_f64(),
+        LLC_NS
+    );
     // Into the HBM node pkg1 serves: the line is in memory, at the matrix's price.
     dma_ns(&mut tf, 1, 2, Access::Write);
-    assert_eq!(tf.cpu_line_read(0, 1, 2, OFFSET).as_ns_f64(), LAT[1][2]);
+    assert_eq!(
+        tf.cpu_line_read(HostId(0), 1, 2, OFFSET).as_ns_f64(),
+        LAT[1][2]
+    );
 }
 
 #[test]
 fn cpu_streams_target_memory_nodes_but_do_not_run_on_them() {
     let mut tf = timed();
-    assert!(tf.cpu_stream(0, 0, 2, StreamOp::Read, 4).is_ok());
-    let e = match tf.cpu_stream(0, 2, 0, StreamOp::Read, 4) {
+    assert!(tf.cpu_stream(HostId(0), 0, 2, StreamOp::Read, 4).is_ok());
+    let e = match tf.cpu_stream(HostId(0), 2, 0, StreamOp::Read, 4) {
         Err(e) => e.0,
         Ok(_) => panic!("a stream ran on a memory-only node"),
     };

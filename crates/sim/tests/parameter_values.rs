@@ -5,7 +5,7 @@
 
 use fabric::builtin::BuiltinResolver;
 use fabric::scenario::{load, Source};
-use fabric::{Access, Fabric, Request, Requester};
+use fabric::{Access, Fabric, HostId, Request, Requester};
 use proptest::prelude::*;
 use sim::timed::TimedFabric;
 
@@ -121,7 +121,7 @@ fn timed(main: &str, platform: &str) -> TimedFabric {
 fn device_read_ns(tf: &mut TimedFabric) -> f64 {
     let topo = &tf.fabric.topo;
     let dev = topo.devices[0].functions[0];
-    let addr = topo.host(0).ram_addr(0, 1 << 20).unwrap();
+    let addr = topo.host(HostId(0)).ram_addr(0, 1 << 20).unwrap();
     let (route, _) = tf
         .route(&Request {
             requester: Requester::Function(dev),
@@ -186,7 +186,7 @@ fn the_device_bar_latency_is_its_own() {
     let (route, _) = tf
         .route(&Request {
             requester: Requester::Cpu {
-                host: 0,
+                host: HostId(0),
                 package: 1,
             },
             addr: bar,
@@ -205,7 +205,7 @@ fn the_device_bar_latency_is_its_own() {
     let (route, _) = tf
         .route(&Request {
             requester: Requester::Cpu {
-                host: 0,
+                host: HostId(0),
                 package: 1,
             },
             addr: bar,
@@ -349,12 +349,12 @@ proptest! {
         let read = device_read_ns(&mut tf);
         prop_assert!(read.is_finite() && read > 0.0);
         let dev = tf.fabric.topo.devices[0].functions[0];
-        let addr = tf.fabric.topo.host(0).ram_addr(1, 0).unwrap();
+        let addr = tf.fabric.topo.host(HostId(0)).ram_addr(1, 0).unwrap();
         let (route, _) = tf.route(&Request { requester: Requester::Function(dev), addr, len: 64, access: Access::Write }).unwrap();
         let w = tf.net.flow_write(route, 256, true);
         prop_assert!(w.gbps >= 0.0);
         let r = tf.net.flow_read(route, 512, 16, true);
         prop_assert!(r.gbps >= 0.0);
-        let _ = tf.cpu_line_read(0, 0, 1, 0);
+        let _ = tf.cpu_line_read(HostId(0), 0, 1, 0);
     }
 }

@@ -6,7 +6,7 @@
 //! transfers.
 
 use devices::{DmaJob, DmaOutcome, DmaSpec, Op};
-use fabric::{builtin, Endpoint, Fabric, Requester};
+use fabric::{builtin, Endpoint, Fabric, HostId, Requester};
 use host::{DmaDirection, Hosts, PhysAddr};
 use sim::timed::{ns, TimedFabric};
 use sim::{pcie, Time};
@@ -36,7 +36,7 @@ pub fn load(name: &str, iommu: &[(&str, bool)]) -> Result<TimedFabric, RunError>
             .topology
             .host_by_name(h)
             .ok_or_else(|| RunError(format!("{name}: no host `{h}`")))?;
-        s.topology.hosts[id as usize].iommu = *on;
+        s.topology.hosts[id.index()].iommu = *on;
     }
     let f = Fabric::from_scenario(s).map_err(RunError::from(name))?;
     TimedFabric::new(f, 1).map_err(RunError::from(name))
@@ -167,9 +167,9 @@ pub fn device_param(tf: &TimedFabric, who: Requester, key: &str) -> Result<f64, 
     let topo = &tf.fabric.topo;
     match topo.node(n).kind {
         fabric::NodeKind::Function { device, .. } => {
-            topo.devices[device as usize].timing.get(key).copied()
+            topo.devices[device.index()].timing.get(key).copied()
         }
-        fabric::NodeKind::NtbFunction { ntb } => topo.ntbs[ntb as usize]
+        fabric::NodeKind::NtbFunction { ntb } => topo.ntbs[ntb.index()]
             .adapter
             .timing
             .iter()
@@ -186,7 +186,7 @@ pub fn device_param(tf: &TimedFabric, who: Requester, key: &str) -> Result<f64, 
 }
 
 /// The MPS in force between two hosts (the smaller one).
-pub fn mps_between(tf: &TimedFabric, a: u32, b: u32) -> u32 {
+pub fn mps_between(tf: &TimedFabric, a: HostId, b: HostId) -> u32 {
     tf.fabric.topo.host(a).mps.min(tf.fabric.topo.host(b).mps)
 }
 

@@ -80,9 +80,9 @@ const STORE_BYTES: u32 = 4;
 /// The steps of a route's first NTB crossing that belong to its two adapters and lie
 /// between them (see `cpu_store_ntb_span`), or `None` when the route crosses no NTB.
 pub fn ntb_span(topo: &fabric::Topology, steps: &[fabric::Step]) -> Option<std::ops::Range<usize>> {
-    use fabric::{NodeKind, Step};
-    let belongs = |s: &Step, ntb: u32| {
-        let chip = topo.ntbs[ntb as usize].chip_node;
+    use fabric::{NodeKind, NtbId, Step};
+    let belongs = |s: &Step, ntb: NtbId| {
+        let chip = topo.ntbs[ntb.index()].chip_node;
         match *s {
             Step::Link { node, .. } | Step::Switch { node } => node == chip,
             Step::NtbWindow { ntb: x, .. } | Step::RidLut { ntb: x, .. } => x == ntb,

@@ -4,6 +4,7 @@
 //! memory; line fills in the device's package evict the lines DDIO left in the LLC.
 
 use devices::{DmaJob, DmaOutcome, DmaSpec, Op};
+use fabric::HostId;
 use sim::component::Sim;
 use sim::cpu_stream::{CpuStream, StreamOp};
 use sim::net::ComponentId;
@@ -16,7 +17,7 @@ struct Rig {
     tf: TimedFabric,
     sim: Sim<TimedFabric>,
     streams: Vec<ComponentId>,
-    host: u32,
+    host: HostId,
 }
 
 impl Rig {

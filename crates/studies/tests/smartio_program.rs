@@ -2,7 +2,7 @@
 //! borrowed (visible in the pool) while the DMA runs, its bytes land in the borrower's
 //! segment, and returning it tears every window down so its old address faults.
 
-use fabric::Requester;
+use fabric::{NtbId, Requester};
 use host::Hosts;
 use studies::harness;
 use studies::smartio::program::Program;
@@ -11,9 +11,10 @@ use systems::smartio::Lease;
 
 /// Address-LUT windows held through every adapter's driver.
 fn windows_held(tf: &mut sim::timed::TimedFabric) -> usize {
-    let ntbs = tf.fabric.topo.ntbs.len() as u32;
+    let ntbs = tf.fabric.topo.ntbs.len();
     Hosts::with(&mut tf.fabric, |h, _| {
         (0..ntbs)
+            .map(NtbId::from_index)
             .filter_map(|n| h.ntb(n).map(|d| d.windows_held()))
             .sum()
     })

@@ -3,7 +3,7 @@
 //! description gets against the hardware.
 
 use devices::nvme::{NvmeController, NvmeDriver};
-use fabric::{builtin, Fabric, Requester};
+use fabric::{builtin, Fabric, HostId, Requester};
 use sim::component::Sim;
 use sim::timed::TimedFabric;
 use sim::Time;
@@ -31,7 +31,7 @@ fn spec() -> FioSpec {
 
 fn cpu() -> Requester {
     Requester::Cpu {
-        host: 0,
+        host: HostId(0),
         package: 1,
     }
 }

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use fabric::faults::{FaultAction, FaultSpec};
-use fabric::{Fabric, HostId, Requester};
+use fabric::{CableId, Fabric, HostId, NtbId, Requester};
 use host::Hosts;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -176,9 +176,9 @@ impl Rig {
             return;
         };
         // A window of the BAR of its own per borrower, so shared borrowers do not meet.
-        let off = 0x1000 + host as u64 * 0x100;
+        let off = 0x1000 + host.index() as u64 * 0x100;
         let data: Vec<u8> = (0..64u64)
-            .map(|k| (step.wrapping_mul(31) + k * 7 + host as u64) as u8)
+            .map(|k| (step.wrapping_mul(31) + k * 7 + host.index() as u64) as u8)
             .collect();
         let cpu = Requester::Cpu { host, package: 0 };
         let faulted = self.fault_on_way(host);
@@ -251,7 +251,7 @@ impl Rig {
                 "the cluster's borrows {cl:?} are not the handles held {model:?}"
             ));
         }
-        for h in 0..self.f.topo.hosts.len() as HostId {
+        for h in (0..self.f.topo.hosts.len()).map(HostId::from_index) {
             let peers = self.c.agent(h).peers().len();
             if !self.f.host_up(h) {
                 let lender_down = h == self.lender && !live.is_empty();
@@ -268,7 +268,7 @@ impl Rig {
         }
         if live.is_empty() {
             self.t.quiescent_checks += 1;
-            let ntbs: Vec<_> = (0..self.f.topo.ntbs.len() as u32).collect();
+            let ntbs: Vec<_> = (0..self.f.topo.ntbs.len()).map(NtbId::from_index).collect();
             let held = Hosts::with(&mut self.f, |hs, _| {
                 ntbs.iter()
                     .map(|&n| {
@@ -290,7 +290,7 @@ impl Rig {
     }
 }
 
-fn cable_between(f: &Fabric, a: HostId, b: HostId) -> u32 {
+fn cable_between(f: &Fabric, a: HostId, b: HostId) -> CableId {
     let name = |h: HostId| format!("{}.ntb", f.topo.host(h).name);
     let at_a = fabric::faults::cables_at(&f.topo, &name(a)).unwrap();
     let at_b = fabric::faults::cables_at(&f.topo, &name(b)).unwrap();
@@ -398,7 +398,7 @@ fn run(seed: u64) -> Totals {
         r.apply(plan[next].change);
         next += 1;
     }
-    for h in 0..r.f.topo.hosts.len() as HostId {
+    for h in (0..r.f.topo.hosts.len()).map(HostId::from_index) {
         if !r.f.host_up(h) {
             r.apply(Change::HostRestart(h));
         }

@@ -110,7 +110,7 @@ fn per_mapping_windows_run_the_address_lut_out_with_its_named_error() {
         .borrow(&mut f, borrower, gpu, BorrowOptions::exclusive())
         .unwrap();
     let free = f.ntb_state(lntb).free_windows();
-    let ws = f.topo.ntbs[lntb as usize].window_size;
+    let ws = f.topo.ntbs[lntb.index()].window_size;
     let mut ok = 0;
     let err = loop {
         // One buffer per 32 MiB window of the borrower's RAM.
@@ -147,8 +147,8 @@ fn a_40_bit_device_behind_a_high_ntb_bar_needs_the_lender_iommu() {
         let lntb = ntb(&f, "lender");
         let bar = f
             .topo
-            .node(f.topo.ntbs[lntb as usize].fn_node)
-            .bar(f.topo.ntbs[lntb as usize].window_bar)
+            .node(f.topo.ntbs[lntb.index()].fn_node)
+            .bar(f.topo.ntbs[lntb.index()].window_bar)
             .unwrap()
             .addr;
         assert!(

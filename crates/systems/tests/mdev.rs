@@ -24,7 +24,7 @@ fn k40c(lender_iommu: bool) -> Fabric {
         .expect("built in")
         .unwrap();
     let id = s.topology.host_by_name("lender").unwrap();
-    s.topology.hosts[id as usize].iommu = lender_iommu;
+    s.topology.hosts[id.index()].iommu = lender_iommu;
     Fabric::from_scenario(s).unwrap()
 }
 

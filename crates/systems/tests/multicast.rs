@@ -2,7 +2,7 @@
 //! multicast group of 2, 16 and 59 hosts of smartio_cluster60 in one operation; a crashed
 //! member is skipped (and counted), the others still get identical bytes.
 
-use fabric::{builtin, Fabric};
+use fabric::{builtin, Fabric, GroupId};
 use sim::timed::TimedFabric;
 use systems::smartio::multicast::multicast_identify;
 
@@ -37,7 +37,7 @@ fn identify_lands_in_every_member_of_2_16_and_59() {
                 .host_by_name(&format!("h{:02}", hosts + 1))
                 .unwrap();
             let first = tf.fabric.topo.host_by_name("h01").unwrap();
-            let g = tf.fabric.multicast_group(0).unwrap();
+            let g = tf.fabric.multicast_group(GroupId(0)).unwrap();
             let seg = g.members.iter().find(|m| m.host == first).unwrap().far_addr;
             let mut b = vec![0u8; 4096];
             tf.fabric.peek_ram(other, 0, seg, &mut b);

@@ -10,7 +10,7 @@ fn load(name: &str, iommu: &[&str]) -> TimedFabric {
     let mut s = builtin::load_builtin(name).unwrap().unwrap();
     for h in iommu {
         let id = s.topology.host_by_name(h).unwrap();
-        s.topology.hosts[id as usize].iommu = true;
+        s.topology.hosts[id.index()].iommu = true;
     }
     TimedFabric::new(Fabric::from_scenario(s).unwrap(), 1).unwrap()
 }

@@ -20,7 +20,7 @@ fn rig(name: &str, borrower_iommu: Option<&str>) -> (TimedFabric, Sim<TimedFabri
     let mut s = builtin::load_builtin(name).unwrap().unwrap();
     if let Some(h) = borrower_iommu {
         let id = s.topology.host_by_name(h).unwrap();
-        s.topology.hosts[id as usize].iommu = true;
+        s.topology.hosts[id.index()].iommu = true;
     }
     let mut f = Fabric::from_scenario(s).unwrap();
     let mut cl = Cluster::new(&f);

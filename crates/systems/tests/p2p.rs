@@ -4,7 +4,7 @@
 //! through the fabric: the switch chips (hops) and root complexes (roots) it crosses, and
 //! the cables between adapters against the borrower's cached way.
 
-use fabric::{builtin, Access, Fabric, NtbHop, Path, Request, Requester, Step};
+use fabric::{builtin, Access, Fabric, NtbHop, Path, PcieNodeId, Request, Requester, Step};
 use systems::smartio::{Cluster, ControlKind, P2pCase, PeerTarget};
 
 const DECLS: &str = r#"
@@ -41,13 +41,13 @@ fn three_way(iommu_on: &[&str]) -> Fabric {
     assert_eq!(s.topology.borrows.len(), 3);
     for h in iommu_on {
         let id = s.topology.host_by_name(h).unwrap();
-        s.topology.hosts[id as usize].iommu = true;
+        s.topology.hosts[id.index()].iommu = true;
     }
     Fabric::from_scenario(s).unwrap()
 }
 
 /// Routes a 64-byte write by `dev` at `addr`: (hops, roots, cables crossed).
-fn route(f: &Fabric, dev: u32, addr: u64) -> (usize, usize, Vec<NtbHop>) {
+fn route(f: &Fabric, dev: PcieNodeId, addr: u64) -> (usize, usize, Vec<NtbHop>) {
     let mut p = Path::default();
     f.route(
         &Request {

@@ -193,7 +193,7 @@ impl Nic {
     /// The NIC `device` of `topo`: each function's attach point from its root, its link's rate
     /// and the host's MPS, the platform's RCB and link timing.
     pub fn from_topology(topo: &Topology, device: DeviceId) -> Result<Nic, String> {
-        let dev = &topo.devices[device as usize];
+        let dev = &topo.devices[device.index()];
         let params = NicParams::from_timing(&dev.name, &dev.timing)?;
         let pfs = pfs(topo, device, params.max_reads, params.mrrs_bytes)?;
         Ok(Nic {
@@ -216,7 +216,7 @@ pub fn pfs(
     max_reads: u32,
     mrrs: u32,
 ) -> Result<Vec<Pf>, String> {
-    let dev = &topo.devices[device as usize];
+    let dev = &topo.devices[device.index()];
     let host = topo.host(dev.host);
     let platform = topo.platform_of(dev.host);
     let timing = platform

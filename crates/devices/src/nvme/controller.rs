@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use fabric::{Access, NodeId, NodeKind, Request, Requester};
+use fabric::{Access, NodeKind, PcieNodeId, Request, Requester};
 use sim::component::Component;
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::timed::{bar_register, ns, sink_address, TimedFabric};
@@ -85,7 +85,7 @@ impl NvmeParams {
     /// `lba_bytes`.
     pub fn from_node(
         tf: &TimedFabric,
-        node: NodeId,
+        node: PcieNodeId,
         lba_bytes: u64,
         blocks: u64,
     ) -> Result<NvmeParams, NvmeError> {
@@ -94,7 +94,7 @@ impl NvmeParams {
         let NodeKind::Function { device, .. } = topo.node(node).kind else {
             return Err(NvmeError(format!("{who} is not a device function")));
         };
-        let d = &topo.devices[device as usize];
+        let d = &topo.devices[device.index()];
         let t = &d.timing;
         let p = |k: &str| {
             t.get(k)
@@ -323,7 +323,7 @@ impl<T> Slab<T> {
 
 /// The NVMe controller component.
 pub struct NvmeController {
-    node: NodeId,
+    node: PcieNodeId,
     params: NvmeParams,
     cap: Cap,
     cc: Cc,
@@ -358,7 +358,7 @@ impl NvmeController {
     /// A controller on function `node`, its registers written into BAR0 (reset state).
     pub fn new(
         tf: &mut TimedFabric,
-        node: NodeId,
+        node: PcieNodeId,
         params: NvmeParams,
     ) -> Result<NvmeController, NvmeError> {
         let topo = &tf.fabric.topo;
@@ -450,7 +450,7 @@ impl NvmeController {
         Ok(())
     }
 
-    pub fn node(&self) -> NodeId {
+    pub fn node(&self) -> PcieNodeId {
         self.node
     }
 

@@ -166,7 +166,7 @@ impl Rnic {
     /// The RNIC `device` of `topo`: its first function's link and socket (as the NIC
     /// model builds them) and its `rnic_*` timing.
     pub fn from_topology(topo: &Topology, device: DeviceId) -> Result<Rnic, String> {
-        let dev = &topo.devices[device as usize];
+        let dev = &topo.devices[device.index()];
         let params = RnicParams::from_timing(&dev.name, &dev.timing)?;
         let dma = |k: &str| {
             dev.timing.get(k).map(|v| *v as u32).ok_or_else(|| {

@@ -280,7 +280,10 @@ impl Builder {
                 ),
             ));
         }
-        switch_ids.insert(name.clone(), topo.cluster_switches.len() as ClusterSwitchId);
+        switch_ids.insert(
+            name.clone(),
+            ClusterSwitchId::from_index(topo.cluster_switches.len()),
+        );
         topo.cluster_switches.push(ClusterSwitch {
             name,
             chip,
@@ -311,8 +314,8 @@ impl Builder {
             let start = first + p.sizes[l] as u32;
             for j in 0..size {
                 let ends = [
-                    CableEnd::ClusterSwitch(start + j),
-                    CableEnd::ClusterSwitch(first + j / fanout),
+                    CableEnd::ClusterSwitch(ClusterSwitchId(start + j)),
+                    CableEnd::ClusterSwitch(ClusterSwitchId(first + j / fanout)),
                 ];
                 self.add_cable(file, topo, cabled, ends, p.links[l], None, &at)?;
             }
@@ -320,7 +323,7 @@ impl Builder {
         }
         let at = CableAt::all(r.host_link.span(), "cluster.host_link".into());
         for i in 0..p.hosts {
-            let host = i as HostId;
+            let host = HostId(i);
             let ntb = topo.ntb_by_name(host, &p.host_ntb).ok_or_else(|| {
                 let name = &topo.hosts[i as usize].name;
                 // Only a written host in a generated host's place can lack it.
@@ -344,7 +347,10 @@ impl Builder {
                 )
             })?;
             let leaf = first + i / p.per_leaf;
-            let ends = [CableEnd::Ntb(ntb), CableEnd::ClusterSwitch(leaf)];
+            let ends = [
+                CableEnd::Ntb(ntb),
+                CableEnd::ClusterSwitch(ClusterSwitchId(leaf)),
+            ];
             self.add_cable(file, topo, cabled, ends, p.host_link, None, &at)?;
         }
         Ok(())
@@ -372,7 +378,7 @@ impl Builder {
                 ));
             }
             let link = self.link(file, &r.link, &format!("{key}.link"))?;
-            let mut out = [CableEnd::Ntb(0); 2];
+            let mut out = [CableEnd::Ntb(NtbId(0)); 2];
             for (j, e) in ends.iter().enumerate() {
                 let s = e.get_ref();
                 let bad = |m: String| self.err(file, e.span(), Some(format!("{key}.ends")), &m);
@@ -426,8 +432,8 @@ impl Builder {
             return Err(ends_err("a cable cannot loop back to the same port group"));
         }
         let order = |e: CableEnd| match e {
-            CableEnd::Ntb(x) => (0, x),
-            CableEnd::ClusterSwitch(x) => (1, x),
+            CableEnd::Ntb(x) => (0, x.0),
+            CableEnd::ClusterSwitch(x) => (1, x.0),
         };
         let pair = if order(ends[0]) <= order(ends[1]) {
             (ends[0], ends[1])
@@ -437,11 +443,11 @@ impl Builder {
         if !cabled.insert(pair) {
             return Err(ends_err("these two ends are already cabled together"));
         }
-        let id = topo.cables.len() as CableId;
+        let id = CableId::from_index(topo.cables.len());
         for end in ends {
             match end {
                 CableEnd::Ntb(n) => {
-                    let ntb = &mut topo.ntbs[n as usize];
+                    let ntb = &mut topo.ntbs[n.index()];
                     ntb.cables.push(id);
                     if ntb.cables.len() as u32 > ntb.adapter.ports || link.width > ntb.adapter.width
                     {
@@ -453,13 +459,13 @@ impl Builder {
                     }
                 }
                 CableEnd::ClusterSwitch(s) => {
-                    let cs = &mut topo.cluster_switches[s as usize];
+                    let cs = &mut topo.cluster_switches[s.index()];
                     cs.cables.push(id);
                     let chip = &self.chips[cs.chip as usize];
                     let lanes: u32 = link.width as u32
                         + cs.cables[..cs.cables.len() - 1]
                             .iter()
-                            .map(|&c| topo.cables[c as usize].link.width as u32)
+                            .map(|&c| topo.cables[c.index()].link.width as u32)
                             .sum::<u32>();
                     if cs.cables.len() as u32 > chip.ports || lanes > chip.lanes {
                         let msg = format!(
@@ -577,13 +583,13 @@ fn switch_groups(topo: &Topology) -> Vec<u32> {
             continue;
         }
         group[s] = s as u32;
-        stack.push(s as u32);
+        stack.push(ClusterSwitchId::from_index(s));
         while let Some(cur) = stack.pop() {
-            for &c in &topo.cluster_switches[cur as usize].cables {
-                for e in topo.cables[c as usize].ends {
+            for &c in &topo.cluster_switches[cur.index()].cables {
+                for e in topo.cables[c.index()].ends {
                     if let CableEnd::ClusterSwitch(o) = e {
-                        if group[o as usize] == u32::MAX {
-                            group[o as usize] = s as u32;
+                        if group[o.index()] == u32::MAX {
+                            group[o.index()] = s as u32;
                             stack.push(o);
                         }
                     }

@@ -13,18 +13,18 @@ use crate::units::fmt_size;
 
 /// Bus numbers and requester IDs for every node below `roots`, in tree order: each root
 /// complex takes the next bus, its root ports are devices 1..=31 on it.
-pub(super) fn number_buses(topo: &mut Topology, roots: &[NodeId]) -> Result<(), String> {
+pub(super) fn number_buses(topo: &mut Topology, roots: &[PcieNodeId]) -> Result<(), String> {
     let mut bus: u32 = 0;
     for &rc in roots.iter() {
         let root_bus = bus;
         bus += 1;
-        topo.nodes[rc as usize].rid = Rid::new(root_bus as u8, 0, 0);
-        let kids = topo.nodes[rc as usize].children.clone();
+        topo.nodes[rc.index()].rid = Rid::new(root_bus as u8, 0, 0);
+        let kids = topo.nodes[rc.index()].children.clone();
         for (port, &c) in kids.iter().enumerate() {
             if port >= 31 {
                 return Err(format!(
                     "root complex {} has more than 31 root ports",
-                    topo.nodes[rc as usize].name
+                    topo.nodes[rc.index()].name
                 ));
             }
             let port_rid = Rid::new(root_bus as u8, port as u8 + 1, 0);
@@ -37,8 +37,8 @@ pub(super) fn number_buses(topo: &mut Topology, roots: &[NodeId]) -> Result<(), 
 /// Assigns buses and requester IDs below a root port, depth-first.
 fn enumerate(
     topo: &mut Topology,
-    id: NodeId,
-    rc: NodeId,
+    id: PcieNodeId,
+    rc: PcieNodeId,
     depth: u16,
     port_rid: Rid,
     bus: &mut u32,
@@ -49,23 +49,23 @@ fn enumerate(
     let b = *bus as u8;
     *bus += 1;
     {
-        let n = &mut topo.nodes[id as usize];
+        let n = &mut topo.nodes[id.index()];
         n.depth = depth;
         n.root = rc;
         n.port_rid = Some(port_rid);
         n.rid = Rid::new(b, 0, 0);
     }
-    if topo.nodes[id as usize].is_switch() {
+    if topo.nodes[id.index()].is_switch() {
         // The switch's internal bus carries its downstream ports.
         if *bus > 255 {
             return Err("PCI bus numbers exhausted (256 per segment)".into());
         }
         let internal = *bus as u8;
         *bus += 1;
-        let kids = topo.nodes[id as usize].children.clone();
+        let kids = topo.nodes[id.index()].children.clone();
         for (port, &c) in kids.iter().enumerate() {
-            if matches!(topo.nodes[c as usize].kind, NodeKind::NtbFunction { .. }) {
-                let n = &mut topo.nodes[c as usize];
+            if matches!(topo.nodes[c.index()].kind, NodeKind::NtbFunction { .. }) {
+                let n = &mut topo.nodes[c.index()];
                 n.depth = depth + 1;
                 n.root = rc;
                 n.rid = Rid::new(internal, 0, 0);
@@ -96,7 +96,12 @@ fn is_high(b: &Bar) -> bool {
 
 /// Bottom-up sizing of one pool (false = below 4 GiB, true = above) for `id`'s subtree:
 /// items (sorted by `items_of`) packed; a bridge window is 1 MiB granular.
-fn size_pool(topo: &Topology, id: NodeId, high: bool, fixed: &HashSet<(NodeId, u8)>) -> Need {
+fn size_pool(
+    topo: &Topology,
+    id: PcieNodeId,
+    high: bool,
+    fixed: &HashSet<(PcieNodeId, u8)>,
+) -> Need {
     let items = items_of(topo, id, high, fixed);
     let mut off = 0u64;
     let mut align = 1;
@@ -112,16 +117,16 @@ fn size_pool(topo: &Topology, id: NodeId, high: bool, fixed: &HashSet<(NodeId, u
 
 enum Item {
     Bar(u8),
-    Child(NodeId),
+    Child(PcieNodeId),
 }
 
 fn items_of(
     topo: &Topology,
-    id: NodeId,
+    id: PcieNodeId,
     high: bool,
-    fixed: &HashSet<(NodeId, u8)>,
+    fixed: &HashSet<(PcieNodeId, u8)>,
 ) -> Vec<(Item, Need)> {
-    let n = &topo.nodes[id as usize];
+    let n = &topo.nodes[id.index()];
     let mut items = Vec::new();
     for b in &n.bars {
         if is_high(b) == high && !fixed.contains(&(id, b.index)) {
@@ -145,8 +150,13 @@ fn items_of(
     items
 }
 
-fn subtree_has(topo: &Topology, id: NodeId, high: bool, fixed: &HashSet<(NodeId, u8)>) -> bool {
-    let n = &topo.nodes[id as usize];
+fn subtree_has(
+    topo: &Topology,
+    id: PcieNodeId,
+    high: bool,
+    fixed: &HashSet<(PcieNodeId, u8)>,
+) -> bool {
+    let n = &topo.nodes[id.index()];
     n.bars
         .iter()
         .any(|b| is_high(b) == high && !fixed.contains(&(id, b.index)))
@@ -155,13 +165,19 @@ fn subtree_has(topo: &Topology, id: NodeId, high: bool, fixed: &HashSet<(NodeId,
             .any(|&c| subtree_has(topo, c, high, fixed))
 }
 
-fn place(topo: &mut Topology, id: NodeId, high: bool, base: u64, fixed: &HashSet<(NodeId, u8)>) {
+fn place(
+    topo: &mut Topology,
+    id: PcieNodeId,
+    high: bool,
+    base: u64,
+    fixed: &HashSet<(PcieNodeId, u8)>,
+) {
     let need = size_pool(topo, id, high, fixed);
     let window = Some((base, base + need.size));
     if high {
-        topo.nodes[id as usize].window64 = window;
+        topo.nodes[id.index()].window64 = window;
     } else {
-        topo.nodes[id as usize].window32 = window;
+        topo.nodes[id.index()].window32 = window;
     }
     let items = items_of(topo, id, high, fixed);
     let mut off = base;
@@ -169,7 +185,7 @@ fn place(topo: &mut Topology, id: NodeId, high: bool, base: u64, fixed: &HashSet
         off = off.next_multiple_of(need.align);
         match item {
             Item::Bar(i) => {
-                let bar = topo.nodes[id as usize]
+                let bar = topo.nodes[id.index()]
                     .bars
                     .iter_mut()
                     .find(|b| b.index == i)
@@ -186,9 +202,9 @@ fn place(topo: &mut Topology, id: NodeId, high: bool, base: u64, fixed: &HashSet
 pub(super) fn place_host(
     topo: &mut Topology,
     host: &mut Host,
-    fixed_list: &[(NodeId, u8, Range<usize>)],
+    fixed_list: &[(PcieNodeId, u8, Range<usize>)],
 ) -> Result<(), (String, Option<Range<usize>>)> {
-    let fixed: HashSet<(NodeId, u8)> = fixed_list.iter().map(|f| (f.0, f.1)).collect();
+    let fixed: HashSet<(PcieNodeId, u8)> = fixed_list.iter().map(|f| (f.0, f.1)).collect();
     for high in [false, true] {
         let (mut cursor, limit) = if high {
             (host.mmio64_base, u64::MAX)
@@ -196,7 +212,7 @@ pub(super) fn place_host(
             host.mmio32
         };
         for &rc in &host.roots.clone() {
-            for c in topo.nodes[rc as usize].children.clone() {
+            for c in topo.nodes[rc.index()].children.clone() {
                 if !subtree_has(topo, c, high, &fixed) {
                     continue;
                 }
@@ -212,7 +228,7 @@ pub(super) fn place_host(
                         format!(
                             "{what} MMIO window of host `{}` exhausted: `{}` needs {} more",
                             host.name,
-                            topo.nodes[c as usize].name,
+                            topo.nodes[c.index()].name,
                             fmt_size(need.size)
                         ),
                         None,
@@ -225,7 +241,7 @@ pub(super) fn place_host(
     }
     let mut regions = host.regions.clone();
     for &id in &host.nodes {
-        for b in &topo.nodes[id as usize].bars {
+        for b in &topo.nodes[id.index()].bars {
             regions.push(Region {
                 start: b.addr,
                 end: b.end(),
@@ -242,7 +258,7 @@ pub(super) fn place_host(
             let label = |r: &Region| match r.owner {
                 Owner::Ram { node, .. } => format!("RAM of node {node}"),
                 Owner::Bar { node, bar } => {
-                    format!("BAR{bar} of `{}`", topo.nodes[node as usize].name)
+                    format!("BAR{bar} of `{}`", topo.nodes[node.index()].name)
                 }
             };
             let span = [w[0], w[1]].iter().find_map(|r| match r.owner {

@@ -199,7 +199,7 @@ impl Builder {
         dev: &str,
         s: &Spanned<String>,
         key: String,
-    ) -> Result<NodeId, ScenarioError> {
+    ) -> Result<PcieNodeId, ScenarioError> {
         let (d, pf) = match dev.rsplit_once(".pf") {
             Some((d, p)) => (d, p.parse::<usize>().ok()),
             None => (dev, Some(0)),
@@ -207,12 +207,12 @@ impl Builder {
         let h = topo.host(host);
         let found = topo
             .device_by_name(host, d)
-            .and_then(|id| pf.and_then(|pf| topo.devices[id as usize].functions.get(pf)));
+            .and_then(|id| pf.and_then(|pf| topo.devices[id.index()].functions.get(pf)));
         found.copied().ok_or_else(|| {
             let names: Vec<&String> = h
                 .devices
                 .iter()
-                .map(|&d| &topo.devices[d as usize].name)
+                .map(|&d| &topo.devices[d.index()].name)
                 .collect();
             self.err(
                 root,

@@ -184,7 +184,7 @@ impl Builder {
             };
             let pid = self.platform_id(root, &hkey, hr, &mut platform_ids, &mut topo)?;
             self.host(root, &hkey, &name, hr, pid, &mut topo)?;
-            let id = topo.hosts.len() as HostId - 1;
+            let id = HostId::from_index(topo.hosts.len() - 1);
             topo.host_ids.insert(name, id);
         }
         self.cluster(root, &raw, cluster.as_ref(), &mut topo)?;

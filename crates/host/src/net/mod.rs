@@ -199,7 +199,7 @@ impl NetHost {
         if pf >= nic.pfs.len() {
             return Err(format!(
                 "device `{hname}.{}` has {} PF(s), no pf{pf}",
-                topo.devices[dev as usize].name,
+                topo.devices[dev.index()].name,
                 nic.pfs.len()
             ));
         }

@@ -120,7 +120,7 @@ impl RdmaHost {
                 .host(h)
                 .devices
                 .iter()
-                .map(|&d| &topo.devices[d as usize])
+                .map(|&d| &topo.devices[d.index()])
                 .filter(|d| matches!(d.kind, fabric::raw::DeviceKind::Rnic))
                 .map(|d| format!("`{}`", d.name))
                 .collect();
@@ -134,7 +134,7 @@ impl RdmaHost {
             )
         })?;
         if !matches!(
-            topo.devices[dev as usize].kind,
+            topo.devices[dev.index()].kind,
             fabric::raw::DeviceKind::Rnic
         ) {
             return Err(format!("device `{name}.{rnic}` is not an RNIC"));

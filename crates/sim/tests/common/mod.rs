@@ -5,7 +5,7 @@
 
 use fabric::builtin::BuiltinResolver;
 use fabric::scenario::{load, Scenario, Source};
-use fabric::{Access, Fabric, Request, Requester, ScenarioError};
+use fabric::{Access, Fabric, HostId, Request, Requester, ScenarioError};
 use sim::component::{Component, Sim};
 use sim::net::{ComponentId, Delivery, Event, Issue};
 use sim::timed::{TimedFabric, TimingError};
@@ -128,7 +128,7 @@ pub const OFFSET: u64 = 1 << 20;
 pub fn dma_route(tf: &mut TimedFabric, dev: usize, node: u32, access: Access) -> u32 {
     let topo = &tf.fabric.topo;
     let f = topo.devices[dev].functions[0];
-    let addr = topo.host(0).ram_addr(node, OFFSET).unwrap();
+    let addr = topo.host(HostId(0)).ram_addr(node, OFFSET).unwrap();
     tf.route(&Request {
         requester: Requester::Function(f),
         addr,

@@ -51,7 +51,7 @@ pub fn host(
             .host(h)
             .devices
             .iter()
-            .map(|&d| &topo.devices[d as usize])
+            .map(|&d| &topo.devices[d.index()])
             .filter(|d| matches!(d.kind, fabric::raw::DeviceKind::Nic))
             .map(|d| format!("`{}`", d.name))
             .collect();

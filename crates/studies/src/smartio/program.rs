@@ -6,7 +6,7 @@
 //! what it borrowed (`SCIReturnDevice`: Function Level Reset, every window torn down).
 //! Its host's own devices go through the host's DMA API, as a local program's do.
 
-use fabric::{HostId, NodeId, Requester};
+use fabric::{HostId, PcieNodeId, Requester};
 use host::{DmaDirection, DmaMapping, Hosts, NumaNode, PhysAddr};
 use sim::timed::TimedFabric;
 use systems::smartio::{
@@ -18,7 +18,7 @@ use crate::harness::RunError;
 /// A device as the program holds it: its own host's, or borrowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dev {
-    pub function: NodeId,
+    pub function: PcieNodeId,
     pub borrow: Option<Borrowed>,
 }
 

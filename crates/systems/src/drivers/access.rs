@@ -33,7 +33,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use fabric::{Fabric, HostId, NodeId, Requester, MSI_WINDOW};
+use fabric::{Fabric, HostId, PcieNodeId, Requester, MSI_WINDOW};
 use host::{Coherent, DmaDirection, DmaMapping, HostError, Hosts, NumaNode, PhysAddr};
 
 use crate::smartio::{self, Cluster, DeviceMapping, LendError};
@@ -80,7 +80,7 @@ pub trait DeviceAccess {
     /// The CPU the driver runs on (its loads, stores and MMIO go out as this requester).
     fn cpu(&self) -> Requester;
     /// The PCI function (the controller model's node: where its BARs and DMA come from).
-    fn function(&self) -> NodeId;
+    fn function(&self) -> PcieNodeId;
     /// BAR `index` as the driver's CPU addresses it.
     fn bar(&self, f: &Fabric, index: u8) -> Result<u64, AccessError>;
     fn config_read(&mut self, f: &mut Fabric, reg: u64, buf: &mut [u8]) -> Result<(), AccessError>;
@@ -172,14 +172,14 @@ impl<T> Live<T> {
 /// A device in the driver's own host.
 pub struct Local {
     cpu: Requester,
-    function: NodeId,
+    function: PcieNodeId,
     coherent: Live<Coherent>,
     maps: Live<DmaMapping>,
 }
 
 impl Local {
     /// `function` driven by `cpu` (a CPU of the function's host).
-    pub fn new(f: &Fabric, cpu: Requester, function: NodeId) -> Result<Local, AccessError> {
+    pub fn new(f: &Fabric, cpu: Requester, function: PcieNodeId) -> Result<Local, AccessError> {
         if f.requester_host(cpu) != f.topo.node(function).host {
             return Err(AccessError::Other(format!(
                 "{} is not in the driving CPU's host `{}` (borrow it)",
@@ -204,7 +204,7 @@ impl DeviceAccess for Local {
     fn cpu(&self) -> Requester {
         self.cpu
     }
-    fn function(&self) -> NodeId {
+    fn function(&self) -> PcieNodeId {
         self.function
     }
     fn bar(&self, f: &Fabric, index: u8) -> Result<u64, AccessError> {
@@ -289,7 +289,7 @@ pub struct Borrowed {
     cluster: Rc<RefCell<Cluster>>,
     borrow: smartio::Borrowed,
     cpu: Requester,
-    function: NodeId,
+    function: PcieNodeId,
     coherent: Live<(Coherent, DeviceMapping)>,
     maps: Live<DeviceMapping>,
 }
@@ -329,7 +329,7 @@ impl DeviceAccess for Borrowed {
     fn cpu(&self) -> Requester {
         self.cpu
     }
-    fn function(&self) -> NodeId {
+    fn function(&self) -> PcieNodeId {
         self.function
     }
     fn bar(&self, f: &Fabric, index: u8) -> Result<u64, AccessError> {

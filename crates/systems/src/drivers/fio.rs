@@ -26,7 +26,7 @@
 use devices::nvme::queue::{Buffer, DriverStep, IoCmd, IoJob, QueueMemory};
 use devices::nvme::{NvmeController, NvmeDriver, NvmeDriverConfig, NvmeParams};
 use fabric::raw::DeviceKind;
-use fabric::{Endpoint, HostId, NodeId, NodeKind, Requester};
+use fabric::{Endpoint, HostId, NodeKind, PcieNodeId, Requester};
 use host::DmaDirection;
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -87,7 +87,7 @@ pub struct FioStats {
 #[derive(Clone, Debug)]
 pub struct Fio {
     pub spec: FioSpec,
-    pub function: NodeId,
+    pub function: PcieNodeId,
     pub ctrl: ComponentId,
     pub blk: ComponentId,
     pub threads: Vec<ComponentId>,
@@ -101,7 +101,7 @@ pub struct Fio {
 
 /// The NUMA node a device hangs under: its root complex's package's first node (a root
 /// in an I/O hub: node 0, an assumption — ACPI gives such a hub's node, nudma does not).
-pub fn device_node(tf: &TimedFabric, function: NodeId) -> u32 {
+pub fn device_node(tf: &TimedFabric, function: PcieNodeId) -> u32 {
     let topo = &tf.fabric.topo;
     let n = topo.node(function);
     let p = topo.platform_of(n.host);
@@ -118,7 +118,7 @@ fn err(msg: impl Into<String>) -> FioError {
 /// What `check` found: the NVMe function, its host, the package running the threads,
 /// the controller's parameters and the entries of each I/O queue.
 struct Checked {
-    function: NodeId,
+    function: PcieNodeId,
     host: HostId,
     package: u32,
     params: NvmeParams,
@@ -134,7 +134,7 @@ fn check(tf: &TimedFabric, spec: &FioSpec) -> Result<Checked, FioError> {
     };
     let topo = &tf.fabric.topo;
     let is_nvme = match topo.node(function).kind {
-        NodeKind::Function { device, .. } => topo.devices[device as usize].kind == DeviceKind::Nvme,
+        NodeKind::Function { device, .. } => topo.devices[device.index()].kind == DeviceKind::Nvme,
         _ => false,
     };
     if !is_nvme {

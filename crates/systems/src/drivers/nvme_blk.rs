@@ -28,7 +28,7 @@ use devices::nvme::command::{IdentifyNamespace, Status};
 use devices::nvme::queue::{Buffer, DriverStep, IoCmd, IoJob, QueueMemory};
 use devices::nvme::regs;
 use devices::nvme::{Command, NvmeController, NvmeDriver, NvmeDriverConfig, NvmeParams};
-use fabric::{Endpoint, NodeId, Requester};
+use fabric::{Endpoint, PcieNodeId, Requester};
 use host::{DmaDirection, Hosts};
 use rand_xoshiro::rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -579,7 +579,7 @@ pub struct BlkRun {
     pub sim: Sim<TimedFabric>,
     pub ctrl: ComponentId,
     pub blk: ComponentId,
-    pub function: NodeId,
+    pub function: PcieNodeId,
     /// The cluster and borrow when borrowed.
     pub cluster: Option<Rc<RefCell<Cluster>>>,
     pub borrow: Option<crate::smartio::Borrowed>,

@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use fabric::{Fabric, NodeId, Requester};
+use fabric::{Fabric, PcieNodeId, Requester};
 use host::DmaDirection;
 
 use super::access::{AccessError, CoherentBuf, DevMapping, DeviceAccess, MsiMessage};
@@ -32,7 +32,7 @@ pub struct VmAccess {
     cluster: Rc<RefCell<Cluster>>,
     vm: VmId,
     mdev: MdevId,
-    function: NodeId,
+    function: PcieNodeId,
     cpu: Requester,
     /// Bump allocator over guest-physical `[next, end)` (reserved by the caller).
     next: u64,
@@ -127,7 +127,7 @@ impl DeviceAccess for VmAccess {
     fn cpu(&self) -> Requester {
         self.cpu
     }
-    fn function(&self) -> NodeId {
+    fn function(&self) -> PcieNodeId {
         self.function
     }
     fn bar(&self, f: &Fabric, index: u8) -> Result<u64, AccessError> {

@@ -24,7 +24,7 @@
 //! lender's RAM on the device's node; `DEVICE_WRITE | HOST_READ` (a completion queue) →
 //! memory near the CPU, the borrower's RAM; anything else → the borrower's RAM.
 
-use fabric::{Fabric, HostId, NodeId, NodeKind, Requester};
+use fabric::{Fabric, GroupId, HostId, NodeKind, PcieNodeId, Requester};
 use host::{
     Coherent, DmaDirection, DmaMapping, HostError, Hosts, IovaRange, McHandle, NumaNode, PhysAddr,
     RequesterEntry,
@@ -116,7 +116,7 @@ pub struct DeviceInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegisteredRequester {
     pub host: HostId,
-    pub function: NodeId,
+    pub function: PcieNodeId,
     entry: RequesterEntry,
 }
 
@@ -132,7 +132,7 @@ impl RegisteredRequester {
 /// the host layer); a value made otherwise (`Default`) programs nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MulticastGroup {
-    pub id: u32,
+    pub id: GroupId,
     pub members: Vec<Fdid>,
     pub segment: Option<SegmentId>,
     /// The programmed group: its window on the sending host's adapter.
@@ -145,7 +145,7 @@ pub struct MulticastGroup {
 /// device at `addr + offset` lands at `offset` in every member's segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MulticastMapping {
-    pub function: NodeId,
+    pub function: PcieNodeId,
     pub addr: u64,
     pub requester: RegisteredRequester,
     /// The IOVA range mapping the window when the sending host's IOMMU is on.
@@ -248,7 +248,7 @@ impl Cluster {
         &mut self,
         f: &mut Fabric,
         g: &MulticastGroup,
-        function: NodeId,
+        function: PcieNodeId,
     ) -> Result<MulticastMapping, LendError> {
         let h = g
             .handle
@@ -256,7 +256,7 @@ impl Cluster {
         let node = f
             .topo
             .nodes
-            .get(function as usize)
+            .get(function.index())
             .ok_or_else(|| LendError::Invalid(format!("no PCI node {function}")))?;
         if node.host != h.sender {
             return Err(LendError::Invalid(format!(
@@ -416,7 +416,7 @@ impl Cluster {
         size: u64,
         hints: AccessHints,
     ) -> Result<Segment, HostError> {
-        if f.topo.hosts.get(node.host as usize).is_none() {
+        if f.topo.hosts.get(node.host.index()).is_none() {
             return Err(HostError::Invalid(format!("no host #{}", node.host)));
         }
         let pkg = f.topo.platform_of(node.host).package_of_node(node.node);
@@ -560,12 +560,12 @@ impl Cluster {
     pub fn register_pcie_requester(
         &mut self,
         f: &mut Fabric,
-        function: NodeId,
+        function: PcieNodeId,
     ) -> Result<RegisteredRequester, LendError> {
         let node = f
             .topo
             .nodes
-            .get(function as usize)
+            .get(function.index())
             .ok_or_else(|| LendError::Invalid(format!("no PCI node {function}")))?;
         if !matches!(node.kind, NodeKind::Function { .. }) {
             return Err(LendError::Invalid(format!(
@@ -614,7 +614,7 @@ impl Cluster {
 
 /// The NUMA node a function's root complex is on (its package's first node).
 /// The NUMA node of the root a function hangs off (its "device node").
-pub(crate) fn node_of(f: &Fabric, function: NodeId) -> u32 {
+pub(crate) fn node_of(f: &Fabric, function: PcieNodeId) -> u32 {
     let rc = f.topo.node(f.topo.node(function).root);
     let p = f.topo.platform_of(rc.host);
     match rc.kind {

@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 
 use fabric::iommu::{Perm, PAGE};
-use fabric::{Fabric, FabricError, HostId, NodeId, NtbId, Requester, MSI_WINDOW};
+use fabric::{Fabric, FabricError, HostId, NtbId, PcieNodeId, Requester, MSI_WINDOW};
 use host::alloc::RangeAllocator;
 use host::{
     ntb_pair, DmaAddr, DmaDirection, DmaMapping, HostError, Hosts, IovaRange, NtbWindow, PhysAddr,
@@ -183,7 +183,7 @@ pub(crate) struct Borrow {
     pub(crate) fdid: Fdid,
     pub(crate) borrower: HostId,
     pub(crate) lender: HostId,
-    pub(crate) function: NodeId,
+    pub(crate) function: PcieNodeId,
     pub(crate) exclusive: bool,
     pub(crate) lender_ntb: NtbId,
     pub(crate) borrower_ntb: NtbId,
@@ -215,12 +215,15 @@ impl Cluster {
     /// device, function order). Nothing is lent yet.
     pub fn new(f: &Fabric) -> Cluster {
         let mut pool = Pool::default();
-        for h in 0..f.topo.hosts.len() as HostId {
+        for h in (0..f.topo.hosts.len()).map(HostId::from_index) {
             pool.add_host_devices(f, h);
         }
         Cluster {
             pool,
-            agents: (0..f.topo.hosts.len() as HostId).map(Agent::new).collect(),
+            agents: (0..f.topo.hosts.len())
+                .map(HostId::from_index)
+                .map(Agent::new)
+                .collect(),
             borrows: BTreeMap::new(),
             next_borrow: 1,
             next_map: 1,
@@ -236,7 +239,7 @@ impl Cluster {
     /// file order; each borrow is kept under its name (`borrow_named`).
     pub fn from_fabric(f: &mut Fabric) -> Result<Cluster, LendError> {
         let mut c = Cluster::new(f);
-        let lends: Vec<NodeId> = f.topo.lends.iter().map(|l| l.function).collect();
+        let lends: Vec<PcieNodeId> = f.topo.lends.iter().map(|l| l.function).collect();
         for function in lends {
             let fdid = c
                 .pool
@@ -244,7 +247,7 @@ impl Cluster {
                 .expect("every function is registered");
             c.lend(fdid)?;
         }
-        let borrows: Vec<(String, HostId, NodeId, bool)> = f
+        let borrows: Vec<(String, HostId, PcieNodeId, bool)> = f
             .topo
             .borrows
             .iter()
@@ -292,7 +295,7 @@ impl Cluster {
     }
 
     pub fn agent(&self, host: HostId) -> &Agent {
-        &self.agents[host as usize]
+        &self.agents[host.index()]
     }
 
     /// Live borrows.
@@ -318,7 +321,7 @@ impl Cluster {
     /// Its host's agent offers `fdid` to the pool.
     pub fn lend(&mut self, fdid: Fdid) -> Result<(), LendError> {
         let d = self.pool.get(fdid)?;
-        if self.agents[d.host as usize].vanished {
+        if self.agents[d.host.index()].vanished {
             // Pool names start with the lender's name.
             let lender = d.name.split('.').next().unwrap_or_default();
             return Err(LendError::HostVanished(lender.to_string()));
@@ -332,7 +335,7 @@ impl Cluster {
 
     /// Registers one more function with the pool (what an agent does for a hot-added
     /// device); its fdid follows the others.
-    pub fn add_device(&mut self, f: &Fabric, function: NodeId) -> Fdid {
+    pub fn add_device(&mut self, f: &Fabric, function: PcieNodeId) -> Fdid {
         let n = f.topo.node(function);
         let name = f.topo.node_label(function);
         self.pool.add_device(n.host, function, name)
@@ -351,7 +354,7 @@ impl Cluster {
                 host: f
                     .topo
                     .hosts
-                    .get(b.host as usize)
+                    .get(b.host.index())
                     .map_or_else(|| format!("#{}", b.host), |h| h.name.clone()),
                 id: b.id,
             }),
@@ -379,7 +382,7 @@ impl Cluster {
                     .position(|n| format!("{}.{}", f.topo.host(n.host).name, n.name) == *on);
                 let (used, cap, reserved) = match ntb {
                     Some(i) => {
-                        let (u, c, r, _) = Hosts::ntb_requester_use(f, i as NtbId);
+                        let (u, c, r, _) = Hosts::ntb_requester_use(f, NtbId::from_index(i));
                         (u - r, c, r)
                     }
                     None => (*capacity, *capacity, 0),
@@ -417,10 +420,10 @@ impl Cluster {
         let hname = f
             .topo
             .hosts
-            .get(host as usize)
+            .get(host.index())
             .map(|h| h.name.clone())
             .ok_or_else(|| LendError::Invalid(format!("no host #{host}")))?;
-        if self.agents[host as usize].vanished {
+        if self.agents[host.index()].vanished {
             return Err(LendError::HostVanished(hname));
         }
         let d = self.pool.get(fdid)?.clone();
@@ -484,7 +487,7 @@ impl Cluster {
         self.next_borrow += 1;
         self.pool.take(fdid, id, opts.exclusive);
         let way = f.topo.ntb_way(lender_ntb, borrower_ntb).unwrap_or_default();
-        self.agents[host as usize].add_peer(PeerEntry {
+        self.agents[host.index()].add_peer(PeerEntry {
             fdid,
             borrow: id,
             lender: d.host,
@@ -538,7 +541,7 @@ impl Cluster {
         Hosts::with(f, |hs, f| tear_down(hs, f, &mut b, reset))
             .map_err(|e| self.host_err(f, fdid, host, e))?;
         self.pool.give_back(fdid, id);
-        self.agents[host as usize].drop_peer(id);
+        self.agents[host.index()].drop_peer(id);
         Ok(())
     }
 
@@ -547,10 +550,10 @@ impl Cluster {
     /// requester entry and IOMMU mapping torn down) and the devices it lent are gone,
     /// their borrowers' shadows torn down.
     pub fn host_vanished(&mut self, f: &mut Fabric, host: HostId) -> Result<(), LendError> {
-        if self.agents[host as usize].vanished {
+        if self.agents[host.index()].vanished {
             return Ok(());
         }
-        self.agents[host as usize].vanished = true;
+        self.agents[host.index()].vanished = true;
         let ids: Vec<(BorrowId, bool, bool)> = self
             .borrows
             .iter()
@@ -600,7 +603,7 @@ impl Cluster {
     pub fn host_rejoined(&mut self, host: HostId) -> Result<(), LendError> {
         let agent = self
             .agents
-            .get_mut(host as usize)
+            .get_mut(host.index())
             .ok_or_else(|| LendError::Invalid(format!("no host #{host}")))?;
         if !agent.vanished {
             return Ok(());
@@ -657,7 +660,7 @@ impl Cluster {
     }
 
     /// The PCI function a borrow lends (the requester the device's DMA comes from).
-    pub fn function(&self, f: &Fabric, b: Borrowed) -> Result<NodeId, LendError> {
+    pub fn function(&self, f: &Fabric, b: Borrowed) -> Result<PcieNodeId, LendError> {
         Ok(self.live(f, b)?.function)
     }
 
@@ -903,7 +906,7 @@ fn set_up(
         })?;
     if f.topo.host(b.borrower).iommu {
         let proxied = e.proxy_on(f, b.borrower_ntb);
-        let ws = f.topo.ntbs[b.lender_ntb as usize].window_size;
+        let ws = f.topo.ntbs[b.lender_ntb.index()].window_size;
         let range = hs.iommu_reserve(f, b.borrower, proxied, window, u64::MAX, ws)?;
         let w = match hs.ntb_acquire_window(f, b.lender_ntb, b.borrower, range.start, range.len) {
             Ok(w) => w,
@@ -975,7 +978,7 @@ pub(crate) fn lender_reach(
     hs: &mut Hosts,
     f: &mut Fabric,
     lender: HostId,
-    dev: NodeId,
+    dev: PcieNodeId,
     local: u64,
     len: u64,
 ) -> Result<(u64, Option<IovaRange>), HostError> {

@@ -392,7 +392,7 @@ impl Hypervisor {
         name: &str,
         config: VmConfig,
     ) -> Result<VmId, MdevError> {
-        if f.topo.hosts.get(host as usize).is_none() {
+        if f.topo.hosts.get(host.index()).is_none() {
             return Err(MdevError::Invalid(format!("no host #{host}")));
         }
         let pages = alloc_guest(f, host, name, config)?;
@@ -665,7 +665,7 @@ impl Hypervisor {
             let e = hs.ntb_acquire_requester(f, lender_ntb, rid)?;
             dma.requester = Some(e);
             let proxied = e.proxy_on(f, borrower_ntb);
-            let ws = f.topo.ntbs[lender_ntb as usize].window_size;
+            let ws = f.topo.ntbs[lender_ntb.index()].window_size;
             for (base, len, ext) in &sides {
                 dma.sides.push(DmaSide {
                     gpa: *base,
@@ -883,7 +883,7 @@ impl Hypervisor {
         node: u32,
     ) -> Result<(), MdevError> {
         let v = self.vm(vm)?;
-        if f.topo.hosts.get(to as usize).is_none() {
+        if f.topo.hosts.get(to.index()).is_none() {
             return Err(MdevError::Invalid(format!("no host #{to}")));
         }
         if v.host == to {

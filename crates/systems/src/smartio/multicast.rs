@@ -63,7 +63,8 @@ pub fn multicast_identify(
 ) -> Result<MulticastResult, DistError> {
     let node = function_of(&tf.fabric, device)?;
     let lender = tf.fabric.topo.node(node).host;
-    let members: Vec<HostId> = (0..tf.fabric.topo.hosts.len() as HostId)
+    let members: Vec<HostId> = (0..tf.fabric.topo.hosts.len())
+        .map(HostId::from_index)
         .filter(|&h| h != lender)
         .take(hosts)
         .collect();

@@ -4,7 +4,7 @@
 //! likewise (`smartio.nvme_sharing`). Each runs a warm-up, then a measured window of
 //! simulated time; nothing here knows an experiment.
 
-use fabric::Fabric;
+use fabric::{Fabric, HostId};
 use sim::component::Sim;
 use sim::timed::TimedFabric;
 use sim::Time;
@@ -99,7 +99,7 @@ pub fn qd1_reads(
     })
 }
 
-fn node_host(f: &Fabric, device: &str) -> Result<u32, DistError> {
+fn node_host(f: &Fabric, device: &str) -> Result<HostId, DistError> {
     match f.resolve(device) {
         Ok(fabric::Endpoint::Node(n)) => Ok(f.topo.node(n).host),
         _ => Err(DistError::Setup(format!(

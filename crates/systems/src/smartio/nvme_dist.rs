@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use devices::nvme::command::{Command, Completion, Status};
 use devices::nvme::queue::{Buffer, DriverStep, IoJob, QueueMemory};
 use devices::nvme::{NvmeController, NvmeDriver, NvmeDriverConfig, NvmeParams};
-use fabric::{Access, Endpoint, Fabric, HostId, NodeId, Path, Request, Requester};
+use fabric::{Access, Endpoint, Fabric, HostId, Path, PcieNodeId, Request, Requester};
 use host::{DmaDirection, Hosts, NumaNode, PhysAddr};
 use sim::component::Sim;
 use sim::net::ComponentId;
@@ -105,7 +105,7 @@ pub enum CqPlacement {
 /// The manager of one controller.
 pub struct Manager {
     pub host: HostId,
-    pub device: NodeId,
+    pub device: PcieNodeId,
     pub fdid: Fdid,
     pub controller: ComponentId,
     pub driver: ComponentId,
@@ -117,7 +117,7 @@ pub struct Manager {
     used: BTreeSet<u16>,
     /// The next free byte of each (device, BAR) holding SQs, so that every client's SQ in
     /// a device's memory is its own (handed out in pages, not reused after a delete).
-    bar_next: BTreeMap<(NodeId, u8), u64>,
+    bar_next: BTreeMap<(PcieNodeId, u8), u64>,
 }
 
 /// A client's I/O queue pair and the driver that runs it.
@@ -161,7 +161,7 @@ impl QueueRequest {
     }
 }
 
-pub(super) fn function_of(f: &Fabric, name: &str) -> Result<NodeId, DistError> {
+pub(super) fn function_of(f: &Fabric, name: &str) -> Result<PcieNodeId, DistError> {
     match f.resolve(name) {
         Ok(Endpoint::Node(n)) => Ok(n),
         Ok(_) => Err(DistError::Setup(format!(
@@ -224,7 +224,7 @@ pub(super) fn status_text(s: Status) -> String {
 /// client on the lender itself): (CPU address, device address).
 pub(super) fn local_buffer(
     f: &mut Fabric,
-    device: NodeId,
+    device: PcieNodeId,
     node: NumaNode,
     bytes: u64,
 ) -> Result<Buffer, DistError> {
@@ -660,7 +660,7 @@ impl ClientQueue {
     pub fn sq_fetch_path(
         &self,
         f: &Fabric,
-        controller: NodeId,
+        controller: PcieNodeId,
     ) -> Result<(usize, usize), DistError> {
         let mut p = Path::with_capacity(32);
         f.route(

@@ -6,7 +6,7 @@
 //! lives is read from the borrower agent's table, and the way between two lenders'
 //! adapters is the fabric's `ntb_way`, searched once and cached there.
 
-use fabric::{Fabric, NodeId, NtbHop, Requester};
+use fabric::{Fabric, NtbHop, PcieNodeId, Requester};
 use host::{ntb_pair, DmaAddr, DmaDirection, HostError, Hosts, PhysAddr};
 
 use super::agent::ControlKind;
@@ -17,7 +17,7 @@ use super::LendError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerTarget {
     /// A function of the borrower's own (a local GPU).
-    Local(NodeId),
+    Local(PcieNodeId),
     /// A device the same borrower borrowed.
     Borrowed(Borrowed),
 }
@@ -76,7 +76,7 @@ impl Cluster {
                     )));
                 }
                 // Where B lives, from the borrower's table.
-                let lender = self.agents[a.host as usize]
+                let lender = self.agents[a.host.index()]
                     .peer(hb.id)
                     .map_or(y.lender, |p| p.lender);
                 let case = if lender == a_lender {
@@ -125,7 +125,7 @@ impl Cluster {
                             from: f.topo.host(a_lender).name.clone(),
                             to: f.topo.host(target_host).name.clone(),
                         })?;
-                    way = self.agents[a.host as usize]
+                    way = self.agents[a.host.index()]
                         .way_between(f, s, d)
                         .map(|w| w.to_vec())
                         .unwrap_or_default();

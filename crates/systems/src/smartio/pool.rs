@@ -4,7 +4,7 @@
 //! says whether its host lends it, whether it is gone (its lender vanished), and who
 //! holds it: nobody, one exclusive borrower, or shared borrowers counted.
 
-use fabric::{Fabric, HostId, NodeId};
+use fabric::{Fabric, HostId, PcieNodeId};
 use rustc_hash::FxHashMap;
 
 use super::LendError;
@@ -50,7 +50,7 @@ pub struct PoolDevice {
     pub fdid: Fdid,
     /// The lender (the host the function is in).
     pub host: HostId,
-    pub function: NodeId,
+    pub function: PcieNodeId,
     /// `host.device`, or `host.device.pfN` for a function of a multi-function device.
     pub name: String,
     pub availability: Availability,
@@ -76,7 +76,7 @@ impl PoolDevice {
 #[derive(Clone, Debug, Default)]
 pub struct Pool {
     devices: Vec<PoolDevice>,
-    by_function: FxHashMap<NodeId, Fdid>,
+    by_function: FxHashMap<PcieNodeId, Fdid>,
 }
 
 impl Pool {
@@ -84,7 +84,7 @@ impl Pool {
     /// in the host's device order; already registered ones keep their fdid.
     pub fn add_host_devices(&mut self, f: &Fabric, host: HostId) {
         for &d in &f.topo.host(host).devices {
-            let dev = &f.topo.devices[d as usize];
+            let dev = &f.topo.devices[d.index()];
             for (i, &function) in dev.functions.iter().enumerate() {
                 let name = if dev.functions.len() == 1 {
                     format!("{}.{}", f.topo.host(host).name, dev.name)
@@ -97,7 +97,7 @@ impl Pool {
     }
 
     /// Registers one function; returns its fdid (the existing one if registered).
-    pub fn add_device(&mut self, host: HostId, function: NodeId, name: String) -> Fdid {
+    pub fn add_device(&mut self, host: HostId, function: PcieNodeId, name: String) -> Fdid {
         if let Some(&id) = self.by_function.get(&function) {
             return id;
         }
@@ -118,7 +118,7 @@ impl Pool {
         &self.devices
     }
 
-    pub fn fdid_of(&self, function: NodeId) -> Option<Fdid> {
+    pub fn fdid_of(&self, function: PcieNodeId) -> Option<Fdid> {
         self.by_function.get(&function).copied()
     }
 

@@ -4,7 +4,7 @@
 
 use fabric::builtin::{BuiltinResolver, FILES};
 use fabric::scenario::{load, Source};
-use fabric::{Endpoint, Fabric, HostId, NodeId, NtbId, Owner};
+use fabric::{Endpoint, Fabric, HostId, NtbId, Owner, PcieNodeId};
 use host::PhysAddr;
 use sim::timed::TimedFabric;
 
@@ -104,7 +104,7 @@ pub fn host(f: &Fabric, name: &str) -> HostId {
     f.topo.host_by_name(name).unwrap()
 }
 
-pub fn function(f: &Fabric, name: &str) -> NodeId {
+pub fn function(f: &Fabric, name: &str) -> PcieNodeId {
     match f.resolve(name).unwrap() {
         Endpoint::Node(n) => n,
         e => panic!("{name}: {e:?}"),

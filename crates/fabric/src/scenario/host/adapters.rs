@@ -93,7 +93,7 @@ impl HostBuild<'_> {
             let ws = r.lut_windows.as_ref().map_or(n.span(), |w| w.span());
             b.check_lut(file, bs, ws, bar_size, windows, &key)?;
         }
-        let ntb_id = topo.ntbs.len() as NtbId;
+        let ntb_id = NtbId::from_index(topo.ntbs.len());
         let chip_node = self.new_node(
             topo,
             r.name.get_ref().clone(),
@@ -130,8 +130,8 @@ impl HostBuild<'_> {
             64,
             bars,
         );
-        topo.nodes[fn_node as usize].parent = Some(chip_node);
-        topo.nodes[chip_node as usize].children.push(fn_node);
+        topo.nodes[fn_node.index()].parent = Some(chip_node);
+        topo.nodes[chip_node.index()].children.push(fn_node);
         self.pending.push(Pending {
             node: chip_node,
             parent: r.parent.clone(),

@@ -52,9 +52,9 @@ impl<'a> HostBuild<'a> {
             (None, Some(m)) => *m.get_ref(),
             (None, None) => 64,
         };
-        let dev_id = topo.devices.len() as DeviceId;
+        let dev_id = DeviceId::from_index(topo.devices.len());
         let funcs = self.function_specs(&key, d, model)?;
-        self.claim(&r.name, &format!("{key}.name"), u32::MAX)?;
+        self.claim(&r.name, &format!("{key}.name"), PcieNodeId(u32::MAX))?;
         let multi = funcs.len() > 1;
         // Timing: the model's, then the device's own key by key.
         let (mut timing, mut basis) = model.map(|m| m.timing.clone()).unwrap_or_default();
@@ -103,7 +103,8 @@ impl<'a> HostBuild<'a> {
                 key: fkey,
             } = f;
             let link = b.link(link_at.0, &link, &format!("{}.link", link_at.1))?;
-            let out = self.function_bars(topo.nodes.len() as NodeId, &bars, &bars_at)?;
+            let out =
+                self.function_bars(PcieNodeId::from_index(topo.nodes.len()), &bars, &bars_at)?;
             let nname = if multi {
                 format!("{}.pf{pf}", r.name.get_ref())
             } else {
@@ -287,7 +288,7 @@ impl<'a> HostBuild<'a> {
     /// for placement with address `u64::MAX`; one at a fixed address is noted in `fixed`.
     fn function_bars(
         &mut self,
-        node: NodeId,
+        node: PcieNodeId,
         bars: &[Spanned<RawBar>],
         bars_at: &(usize, String),
     ) -> Result<Vec<Bar>, ScenarioError> {

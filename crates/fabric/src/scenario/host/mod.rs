@@ -27,7 +27,7 @@ const FOUR_GIB: u64 = 1 << 32;
 
 /// A part whose parent is named but not yet found.
 struct Pending {
-    node: NodeId,
+    node: PcieNodeId,
     /// The parent as written.
     parent: Spanned<String>,
     /// The key path of `parent`.
@@ -47,10 +47,10 @@ struct HostBuild<'a> {
     timed: bool,
     /// Component names in this host: where each was written and its node (a device's
     /// first function).
-    names: HashMap<String, (Range<usize>, NodeId)>,
+    names: HashMap<String, (Range<usize>, PcieNodeId)>,
     pending: Vec<Pending>,
     /// BARs written at a fixed address: node, BAR index, where the address is written.
-    fixed: Vec<(NodeId, u8, Range<usize>)>,
+    fixed: Vec<(PcieNodeId, u8, Range<usize>)>,
     host: Host,
 }
 
@@ -75,7 +75,7 @@ impl Builder {
             file,
             hkey,
             name,
-            id: topo.hosts.len() as HostId,
+            id: HostId::from_index(topo.hosts.len()),
             timed,
             names: HashMap::new(),
             pending: Vec::new(),
@@ -250,7 +250,7 @@ impl HostBuild<'_> {
                 .collect()
         };
         for (v, name) in rc_vertices {
-            let id = topo.nodes.len() as NodeId;
+            let id = PcieNodeId::from_index(topo.nodes.len());
             topo.nodes.push(Node {
                 host: self.id,
                 name: name.clone(),
@@ -274,7 +274,12 @@ impl HostBuild<'_> {
     }
 
     /// Takes component name `n` (written at key `key`) for node `id` in this host.
-    fn claim(&mut self, n: &Spanned<String>, key: &str, id: NodeId) -> Result<(), ScenarioError> {
+    fn claim(
+        &mut self,
+        n: &Spanned<String>,
+        key: &str,
+        id: PcieNodeId,
+    ) -> Result<(), ScenarioError> {
         let reserved = |n: &str| {
             n == "ram" || n == "cpu" || (n.starts_with("cpu") && n[3..].parse::<u32>().is_ok())
         };
@@ -302,8 +307,8 @@ impl HostBuild<'_> {
         link: Option<Link>,
         mask: u8,
         bars: Vec<Bar>,
-    ) -> NodeId {
-        let id = topo.nodes.len() as NodeId;
+    ) -> PcieNodeId {
+        let id = PcieNodeId::from_index(topo.nodes.len());
         topo.nodes.push(Node {
             host: self.id,
             name,
@@ -311,7 +316,7 @@ impl HostBuild<'_> {
             parent: None,
             link,
             depth: 0,
-            root: 0,
+            root: PcieNodeId(0),
             rid: Rid::default(),
             port_rid: None,
             children: vec![],
@@ -335,7 +340,7 @@ impl HostBuild<'_> {
             let (_, pid) = self.names.get(p).cloned().ok_or_else(|| {
                 let parents = self.names.iter().filter_map(|(n, (_, id))| {
                     matches!(
-                        topo.nodes[*id as usize].kind,
+                        topo.nodes[id.index()].kind,
                         NodeKind::RootComplex { .. } | NodeKind::Switch { adapter: None, .. }
                     )
                     .then_some(n.as_str())
@@ -350,7 +355,7 @@ impl HostBuild<'_> {
                     ),
                 )
             })?;
-            let pn = &topo.nodes[pid as usize];
+            let pn = &topo.nodes[pid.index()];
             let ok = matches!(
                 pn.kind,
                 NodeKind::RootComplex { .. } | NodeKind::Switch { adapter: None, .. }
@@ -358,8 +363,8 @@ impl HostBuild<'_> {
             if !ok {
                 return Err(self.err(parent.span(), key.clone(), &format!("`{p}` cannot be a parent: only root complexes and switches have downstream ports")));
             }
-            topo.nodes[*id as usize].parent = Some(pid);
-            topo.nodes[pid as usize].children.push(*id);
+            topo.nodes[id.index()].parent = Some(pid);
+            topo.nodes[pid.index()].children.push(*id);
         }
         Ok(())
     }
@@ -374,7 +379,7 @@ impl HostBuild<'_> {
         {
             let mut seen = 0;
             let mut cur = *id;
-            while let Some(p) = topo.nodes[cur as usize].parent {
+            while let Some(p) = topo.nodes[cur.index()].parent {
                 cur = p;
                 seen += 1;
                 if seen > topo.nodes.len() {
@@ -383,7 +388,7 @@ impl HostBuild<'_> {
                         key.clone(),
                         &format!(
                             "cycle: `{}` is (indirectly) its own parent",
-                            topo.nodes[*id as usize].name
+                            topo.nodes[id.index()].name
                         ),
                     ));
                 }
@@ -394,21 +399,23 @@ impl HostBuild<'_> {
 
     /// Ports and lanes of every switch; then the host's nodes are all known.
     fn check_switch_sizes(&mut self, topo: &Topology) -> Result<(), ScenarioError> {
-        let all: Vec<NodeId> = (self.host.roots[0]..topo.nodes.len() as NodeId).collect();
+        let all: Vec<PcieNodeId> = (self.host.roots[0].index()..topo.nodes.len())
+            .map(PcieNodeId::from_index)
+            .collect();
         for &id in &all {
-            if let NodeKind::Switch { chip, adapter } = topo.nodes[id as usize].kind {
+            if let NodeKind::Switch { chip, adapter } = topo.nodes[id.index()].kind {
                 let c = &self.b.chips[chip as usize];
-                let n = &topo.nodes[id as usize];
-                let down: Vec<NodeId> = n
+                let n = &topo.nodes[id.index()];
+                let down: Vec<PcieNodeId> = n
                     .children
                     .iter()
                     .copied()
-                    .filter(|&ch| topo.nodes[ch as usize].link.is_some())
+                    .filter(|&ch| topo.nodes[ch.index()].link.is_some())
                     .collect();
                 let used_ports = down.len() as u32 + 1 + if adapter.is_some() { 1 } else { 0 };
                 let lanes: u32 = down
                     .iter()
-                    .map(|&ch| topo.nodes[ch as usize].link.unwrap().width as u32)
+                    .map(|&ch| topo.nodes[ch.index()].link.unwrap().width as u32)
                     .sum::<u32>()
                     + n.link.map(|l| l.width as u32).unwrap_or(0);
                 if used_ports > c.ports || lanes > c.lanes {
@@ -431,7 +438,7 @@ impl HostBuild<'_> {
                         widths.push(format!("upstream x{}", l.width));
                     }
                     for &ch in &down {
-                        let child = &topo.nodes[ch as usize];
+                        let child = &topo.nodes[ch.index()];
                         if let Some(l) = child.link {
                             widths.push(format!("`{}` x{}", child.name, l.width));
                         }
