@@ -70,19 +70,21 @@ impl Timed {
         (self.measure.warmup + self.measure.duration).as_secs_f64()
     }
 
-    /// A metric of the workload's row, as a number (0 when absent).
-    fn metric(&self, key: &str) -> f64 {
+    /// A metric of the workload's row, as a number; an error when the row lacks it (a
+    /// renamed metric must not turn into a figure of 0).
+    fn metric(&self, key: &str) -> anyhow::Result<f64> {
         let r = self.result.rows.first();
         r.and_then(|r| r.metrics.get(key))
             .and_then(Value::as_f64)
-            .unwrap_or(0.0)
+            .with_context(|| format!("workload `{}` gave no metric `{key}`", self.workload))
     }
 
-    /// A counter of a network or RDMA workload (whole run, warm-up included).
-    fn counter(&self, key: &str) -> f64 {
+    /// A counter of a network or RDMA workload (whole run, warm-up included); an error
+    /// when it lacks it.
+    fn counter(&self, key: &str) -> anyhow::Result<f64> {
         self.result.counters["network"][&self.workload][key]
             .as_f64()
-            .unwrap_or(0.0)
+            .with_context(|| format!("workload `{}` gave no counter `{key}`", self.workload))
     }
 }
 
@@ -167,7 +169,7 @@ fn describe(kind: &Kind) -> Map<String, Value> {
 
 /// The metrics of bench `b`, in print order: timing first, then what the workload moved.
 /// Counts are integers.
-fn metrics(b: Bench, t: &Timed) -> Vec<(&'static str, Value)> {
+fn metrics(b: Bench, t: &Timed) -> anyhow::Result<Vec<(&'static str, Value)>> {
     let mut m = Vec::new();
     let mut put = |k: &'static str, v: f64| m.push((k, json!(v)));
     put("warmup_s", t.measure.warmup.as_secs_f64());
@@ -179,39 +181,39 @@ fn metrics(b: Bench, t: &Timed) -> Vec<(&'static str, Value)> {
     let count = |x: f64| json!(x.round() as u64);
     match b {
         Bench::Net => {
-            put("throughput_gbit_s", t.metric("throughput_gbit_s"));
-            put("mem_bw_gbit_s", t.metric("mem_bw_gbit_s"));
-            put("receiver_cpu_util", t.metric("cpu_util"));
+            put("throughput_gbit_s", t.metric("throughput_gbit_s")?);
+            put("mem_bw_gbit_s", t.metric("mem_bw_gbit_s")?);
+            put("receiver_cpu_util", t.metric("cpu_util")?);
             // Whole run, warm-up included.
-            let (frames, events) = (t.counter("frames"), t.counter("events"));
-            m.push(("bytes_delivered", count(t.counter("bytes_delivered"))));
+            let (frames, events) = (t.counter("frames")?, t.counter("events")?);
+            m.push(("bytes_delivered", count(t.counter("bytes_delivered")?)));
             m.push(("frames", count(frames)));
             m.push(("frames_per_wall_s", json!(per_wall_s(frames, t.wall_s))));
             m.push(("events", count(events)));
             m.push(("events_per_wall_s", json!(per_wall_s(events, t.wall_s))));
         }
         Bench::Nvme => {
-            let iops = t.metric("ops_per_sec");
+            let iops = t.metric("ops_per_sec")?;
             // Commands completed in the window (fio counts the window only); the
             // warm-up's and the controller bring-up's wall time is in `wall_s`.
             let cmds = (iops * window_s).round();
             put("iops", iops);
-            put("throughput_gbyte_s", t.metric("throughput_gbyte_s"));
-            put("latency_ns_p50", t.metric("latency_ns_p50"));
-            m.push(("errors", count(t.metric("errors"))));
+            put("throughput_gbyte_s", t.metric("throughput_gbyte_s")?);
+            put("latency_ns_p50", t.metric("latency_ns_p50")?);
+            m.push(("errors", count(t.metric("errors")?)));
             m.push(("nvme_cmds", count(cmds)));
             m.push(("nvme_cmds_per_wall_s", json!(per_wall_s(cmds, t.wall_s))));
         }
         Bench::Rdma => {
             // Whole run, warm-up included.
-            let ops = t.counter("operations");
-            put("ops_per_s", t.metric("ops_per_sec"));
-            put("throughput_gbyte_s", t.metric("throughput_gbyte_s"));
+            let ops = t.counter("operations")?;
+            put("ops_per_s", t.metric("ops_per_sec")?);
+            put("throughput_gbyte_s", t.metric("throughput_gbyte_s")?);
             m.push(("rdma_ops", count(ops)));
             m.push(("rdma_ops_per_wall_s", json!(per_wall_s(ops, t.wall_s))));
         }
     }
-    m
+    Ok(m)
 }
 
 /// A number for the text table.
@@ -235,7 +237,7 @@ pub fn run(b: Bench, a: WorkloadArgs) -> anyhow::Result<ExitCode> {
     params.insert("workload".into(), json!(t.workload));
     params.extend(describe(&t.kind));
     params.insert("seed".into(), json!(a.seed));
-    let m = metrics(b, &t);
+    let m = metrics(b, &t).with_context(|| format!("`nudma bench {}` failed", b.name()))?;
     match a.format {
         Format::Json => {
             let m: Map<String, Value> = m.into_iter().map(|(k, v)| (k.into(), v)).collect();
@@ -252,4 +254,27 @@ pub fn run(b: Bench, a: WorkloadArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_figure_the_workload_no_longer_reports_is_an_error_not_zero() {
+        let a = WorkloadArgs {
+            duration: Some("1 ms".into()),
+            warmup: Some("100 us".into()),
+            seed: 1,
+            format: Format::Text,
+        };
+        let mut t = timed_run(Bench::Rdma, &a).unwrap();
+        let ops = metrics(Bench::Rdma, &t).unwrap();
+        assert!(ops
+            .iter()
+            .any(|(k, v)| *k == "ops_per_s" && v.as_f64() > Some(1e6)));
+        t.result.rows[0].metrics.remove("ops_per_sec");
+        let e = metrics(Bench::Rdma, &t).unwrap_err().to_string();
+        assert_eq!(e, "workload `reads` gave no metric `ops_per_sec`");
+    }
 }
