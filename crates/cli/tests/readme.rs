@@ -1,14 +1,14 @@
-//! README's examples are what the binary prints: every ```text block that opens with a
-//! `$ nudma …` line is run from the repository's root, and its stdout must equal the
-//! rest of the block (trailing spaces aside).
+//! The documentation's examples are what the binary prints: every ```text block of
+//! README.md and docs/*.md that opens with a `$ nudma …` line is run from the repository's
+//! root, and its stdout must equal the rest of the block (trailing spaces aside).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `(command line, expected output)` of each README example.
-fn examples(readme: &str) -> Vec<(String, String)> {
+/// `(command line, expected output)` of each example in one Markdown file.
+fn examples(markdown: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut rest = readme;
+    let mut rest = markdown;
     while let Some(start) = rest.find("```text\n$ nudma ") {
         let body = &rest[start + "```text\n".len()..];
         let end = body.find("```").expect("an unclosed ```text block");
@@ -17,6 +17,20 @@ fn examples(readme: &str) -> Vec<(String, String)> {
         rest = &body[end..];
     }
     out
+}
+
+/// README.md, then every Markdown file of docs/ in name order.
+fn documents(root: &Path) -> Vec<PathBuf> {
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .map(|dir| {
+            dir.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "md"))
+                .collect()
+        })
+        .unwrap_or_default();
+    docs.sort();
+    docs.insert(0, root.join("README.md"));
+    docs
 }
 
 fn normalise(s: &str) -> String {
@@ -28,13 +42,23 @@ fn normalise(s: &str) -> String {
 }
 
 #[test]
-fn every_readme_example_prints_what_the_readme_shows() {
+fn every_documented_example_prints_what_the_documentation_shows() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let examples = examples(&readme);
-    assert!(examples.len() >= 4, "{} examples found", examples.len());
+    // (file, command line, expected output); a block repeated byte for byte in another
+    // place (the README's tour quotes the guides) runs once.
+    let mut all: Vec<(String, String, String)> = Vec::new();
+    for path in documents(&root) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.strip_prefix(&root).unwrap().display().to_string();
+        for (cmd, expected) in examples(&text) {
+            if !all.iter().any(|(_, c, e)| *c == cmd && *e == expected) {
+                all.push((name.clone(), cmd, expected));
+            }
+        }
+    }
+    assert!(all.len() >= 4, "{} examples found", all.len());
     let mut wrong = Vec::new();
-    for (cmd, expected) in &examples {
+    for (file, cmd, expected) in &all {
         // The examples quote nothing: whitespace splits their arguments.
         let args: Vec<&str> = cmd
             .trim_start_matches("$ nudma ")
@@ -48,13 +72,13 @@ fn every_readme_example_prints_what_the_readme_shows() {
         let got = normalise(&String::from_utf8_lossy(&out.stdout));
         if got != normalise(expected) {
             wrong.push(format!(
-                "{cmd}\n--- README:\n{expected}\n--- prints:\n{got}\n"
+                "{file}: {cmd}\n--- documented:\n{expected}\n--- prints:\n{got}\n"
             ));
         }
     }
     assert!(
         wrong.is_empty(),
-        "README examples out of date:\n{}",
+        "documented examples out of date:\n{}",
         wrong.join("\n")
     );
 }
