@@ -737,7 +737,8 @@ impl MemSys {
         if attach == node && self.p.ddio_ways > 0 {
             // DDIO: allocate in the local share; every other cached copy is stale.
             self.invalidate(buf);
-            self.ddio[node as usize].insert(buf, lines(bytes), true, node, &mut self.evicted);
+            let ddio = &mut self.ddio[node as usize];
+            ddio.insert_absent(buf, lines(bytes), true, node, &mut self.evicted);
             self.write_back(at, node);
             return at + self.p.llc_latency;
         }
@@ -840,7 +841,8 @@ impl MemSys {
         // A dependent miss also waits its turns behind background streams on the
         // servers it crosses (none without them).
         let wait = self.dram[node as usize].wait(LINE) + self.route_wait(node, socket);
-        self.cpu[s].insert(buf, n, false, node, &mut self.evicted);
+        // Neither share holds it: both touches missed.
+        self.cpu[s].insert_absent(buf, n, false, node, &mut self.evicted);
         self.write_back(at, socket);
         let stall = if dependent {
             latency + wait

@@ -170,7 +170,7 @@ fn a_flapped_path_resumes_when_the_controller_is_done_not_at_the_timeout() {
 /// cold within 2 ms (it borrows again and gets new queue pairs) — during verified NVMe
 /// I/O through the distributed driver's two queue pairs. Every acknowledged write is read
 /// back and compared, before and after crashes; at the end every acknowledged block is
-/// compared on the media. Totals in README.
+/// compared on the media. Totals in docs/performance.md.
 #[test]
 fn a_seeded_campaign_of_hundreds_of_faults_loses_no_acknowledged_byte() {
     let mut t = tf();

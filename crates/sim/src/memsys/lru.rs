@@ -84,6 +84,20 @@ impl Lru {
         written_back: &mut [u64],
     ) {
         let was_dirty = self.remove(buf).is_some_and(|(_, d)| d);
+        self.insert_absent(buf, lines, dirty || was_dirty, home, written_back);
+    }
+
+    /// `insert` of a buffer the caller knows is not held (it just missed or removed it):
+    /// one hash lookup fewer, which is most of an insertion's cost in a large LLC.
+    pub(super) fn insert_absent(
+        &mut self,
+        buf: u64,
+        lines: u64,
+        dirty: bool,
+        home: u32,
+        written_back: &mut [u64],
+    ) {
+        debug_assert!(!self.contains(buf), "buffer {buf:#x} is held");
         let lines = lines.min(self.cap_lines);
         while self.used + lines > self.cap_lines && self.oldest != NIL {
             let old = &self.slots[self.oldest as usize];
@@ -97,7 +111,7 @@ impl Lru {
             buf,
             lines,
             home,
-            dirty: dirty || was_dirty,
+            dirty,
             older: NIL,
             newer: NIL,
         };

@@ -537,7 +537,7 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
             src,
             0..0,
             None,
-            "no [[workload]] to run (see README: \"Describing your own workloads\")",
+            "no [[workload]] to run (see docs/workloads.md)",
         ));
     }
     let timing = measure(src, &file)?;
