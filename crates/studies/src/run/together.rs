@@ -203,7 +203,7 @@ fn run_world(
     let mut world = NetWorld::new(seed);
     let mut sim = Sim::new();
     let mut built = Vec::new();
-    let mut rdmas: Vec<(BenchParts, &RdmaBench, usize)> = Vec::new();
+    let mut rdmas: Vec<Stepped> = Vec::new();
     let mut shared_servers: Vec<(&str, SharedMem)> = Vec::new();
     for (g, &model) in groups.iter().zip(models) {
         let members: Vec<&Workload> = g.members.iter().map(|&i| &ws[i]).collect();
@@ -255,10 +255,18 @@ fn run_world(
                 parts.client.ns = ns;
                 parts.server.ns = ns;
                 let host = |name: &str| topo.host_by_name(name).expect("a checked host");
-                world.join_memory(host(&b.client), &parts.client.mem);
-                let server = world.join_memory(host(&b.server), &parts.server.mem);
-                rdmas.push((parts, b, g.members[0]));
-                ((0, Rows::Rdma(rdmas.len() - 1)), server)
+                let at = [
+                    world.join_memory(host(&b.client), &parts.client.mem),
+                    world.join_memory(host(&b.server), &parts.server.mem),
+                ];
+                rdmas.push(Stepped {
+                    parts,
+                    b,
+                    workload: g.members[0],
+                    seed: rseed,
+                    at,
+                });
+                ((0, Rows::Rdma(rdmas.len() - 1)), at[1])
             }
         };
         shared_servers.push((g.server, server));
@@ -278,7 +286,7 @@ fn run_world(
         world.beside(*at, &mut v.v);
     }
     let end = window.warmup + window.duration;
-    let results = run_stepped(topo, &mut world, &mut sim, &mut rdmas, seed, end)
+    let results = run_stepped(&mut world, &mut sim, &mut rdmas, end)
         .map_err(|(i, e)| named(&ws[i], &ws[i].at, e))?;
     let mut out = Vec::new();
     for (g, (id, rows), met) in built {
@@ -293,8 +301,9 @@ fn run_world(
                     .map_err(|e| located(&ws[g.members[0]].at, e))?
             }
             Rows::Rdma(k) => {
-                let (r, server) = &results[k];
-                let o = rdmas[k].0.outcome(r, world.memory(*server));
+                let o = rdmas[k]
+                    .parts
+                    .outcome(&results[k], world.memory(rdmas[k].at[1]));
                 vec![o.map_err(|e| located(&ws[g.members[0]].at, e))?]
             }
         };
@@ -311,30 +320,23 @@ fn run_world(
 /// Runs the world's models through `end` with the RDMA benchmarks stepped beside its
 /// kernel: before each benchmark event, the kernel's events until then, and the
 /// benchmark is lent the world's memory systems of its hosts for the event. Each run's
-/// result and its server's place in the world; an error names the workload (index) whose
-/// run failed.
+/// result; an error names the workload (index) whose run failed.
 fn run_stepped<'b>(
-    topo: &Topology,
     world: &mut NetWorld<'b>,
     sim: &mut Sim<NetWorld<'b>>,
-    rdmas: &mut [(BenchParts, &RdmaBench, usize)],
-    seed: u64,
+    rdmas: &mut [Stepped],
     end: Time,
-) -> Result<Vec<(BenchResult, SharedMem)>, (usize, String)> {
-    let host = |name: &str| topo.host_by_name(name).expect("a checked host");
+) -> Result<Vec<BenchResult>, (usize, String)> {
     let mut runs = Vec::new();
-    for (parts, b, i) in rdmas.iter_mut() {
-        let at = [
-            world.join_memory(host(&b.client), &parts.client.mem),
-            world.join_memory(host(&b.server), &parts.server.mem),
-        ];
+    for r in rdmas.iter_mut() {
+        let (at, i) = (r.at, r.workload);
         // The regions and the server's threads start on the world's memory systems.
-        world.lend_memory(at[0], &mut parts.client.mem);
-        world.lend_memory(at[1], &mut parts.server.mem);
-        let mut run = parts.start(b, seed ^ *i as u64).map_err(|e| (*i, e))?;
+        world.lend_memory(at[0], &mut r.parts.client.mem);
+        world.lend_memory(at[1], &mut r.parts.server.mem);
+        let mut run = r.parts.start(r.b, r.seed).map_err(|e| (i, e))?;
         run.share_memory();
         lend(world, &mut run, at);
-        runs.push((run, at, *i));
+        runs.push((run, at, i));
     }
     loop {
         let next = runs
@@ -352,10 +354,17 @@ fn run_stepped<'b>(
         stepped.map_err(|e| (*i, e))?;
     }
     world.run_through(sim, end);
-    Ok(runs
-        .into_iter()
-        .map(|(run, at, _)| (run.finish(), at[1]))
-        .collect())
+    Ok(runs.into_iter().map(|(run, ..)| run.finish()).collect())
+}
+
+/// An RDMA benchmark of a world: its set-up, workload (index and seed) and its client's
+/// and server's memory systems in the world.
+struct Stepped<'w> {
+    parts: BenchParts,
+    b: &'w RdmaBench,
+    workload: usize,
+    seed: u64,
+    at: [SharedMem; 2],
 }
 
 /// Swaps the world's memory systems of `run`'s client and server (`at`) with the run's.
