@@ -4,6 +4,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::error::FabricError;
+use crate::page_table::PageTable;
 use crate::topology::Rid;
 
 pub const PAGE: u64 = 4096;
@@ -39,7 +40,7 @@ struct Pte {
 
 #[derive(Clone, Debug, Default)]
 struct Domain {
-    pages: FxHashMap<u64, Pte>,
+    pages: PageTable<Pte>,
 }
 
 /// Why a translation failed.
@@ -103,37 +104,32 @@ impl Iommu {
             )));
         }
         let dom = self.domain_mut(d)?;
-        let pages = len / PAGE;
-        if let Some(p) = (0..pages).find(|p| dom.pages.contains_key(&(iova / PAGE + p))) {
+        let (first, end) = (iova / PAGE, (iova + len) / PAGE);
+        if let Some(p) = dom.pages.first_present(first, end) {
             return Err(FabricError::Invalid(format!(
                 "IOVA {:#x} is already mapped in domain {d}",
-                iova + p * PAGE
+                p * PAGE
             )));
         }
-        for p in 0..pages {
-            dom.pages.insert(
-                iova / PAGE + p,
-                Pte {
-                    pfn: phys / PAGE + p,
-                    perm,
-                },
-            );
-        }
+        let pfn = phys / PAGE;
+        dom.pages.insert_run(first, end, |p| Pte {
+            pfn: pfn + (p - first),
+            perm,
+        });
         Ok(())
     }
 
     pub fn unmap(&mut self, d: DomainId, iova: u64, len: u64) -> Result<(), FabricError> {
         let dom = self.domain_mut(d)?;
-        let pages = len.div_ceil(PAGE);
-        for p in 0..pages {
-            if dom.pages.remove(&(iova / PAGE + p)).is_none() {
-                return Err(FabricError::Invalid(format!(
+        let first = iova / PAGE;
+        dom.pages
+            .remove_run(first, first + len.div_ceil(PAGE))
+            .map_err(|p| {
+                FabricError::Invalid(format!(
                     "IOVA {:#x} is not mapped in domain {d}",
-                    iova + p * PAGE
-                )));
-            }
-        }
-        Ok(())
+                    iova + (p - first) * PAGE
+                ))
+            })
     }
 
     /// Translates one access that does not cross a page.
@@ -142,7 +138,7 @@ impl Iommu {
         let d = *self.attached.get(&rid).ok_or(IommuMiss::NoDomain)?;
         let pte = self.domains[d.index()]
             .pages
-            .get(&(iova / PAGE))
+            .get(iova / PAGE)
             .ok_or(IommuMiss::NotMapped(d))?;
         if (write && !pte.perm.write) || (!write && !pte.perm.read) {
             return Err(IommuMiss::Permission(d));

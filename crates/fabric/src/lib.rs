@@ -25,6 +25,7 @@ pub mod iommu;
 pub mod memory;
 pub mod multicast;
 pub mod ntb;
+pub mod page_table;
 pub mod path;
 
 pub use endpoint::Endpoint;

@@ -4,6 +4,7 @@
 //! allocated top-down below the device's DMA mask, as Linux's DMA API does).
 
 use fabric::iommu::{DomainId, Perm, PAGE};
+use fabric::page_table::PageTable;
 use fabric::{Fabric, HostId, Rid, MSI_WINDOW};
 use rustc_hash::FxHashMap;
 
@@ -30,7 +31,7 @@ struct Domain {
     id: DomainId,
     iova: RangeAllocator,
     /// Identity-mapped pages (page number → mappings using it).
-    identity: FxHashMap<u64, u32>,
+    identity: PageTable<u32>,
     /// IOVA ranges reserved whole for a caller that maps pages inside them itself (a
     /// borrowed device's DMA window): start → (length, mapped spans start → length).
     reserved: std::collections::BTreeMap<u64, (u64, std::collections::BTreeMap<u64, u64>)>,
@@ -128,7 +129,7 @@ impl IommuDriver {
                 Domain {
                     id,
                     iova: new_space(self.iova_range),
-                    identity: FxHashMap::default(),
+                    identity: PageTable::default(),
                     reserved: Default::default(),
                 },
             );
@@ -399,19 +400,7 @@ impl IommuDriver {
         match hold {
             IommuHold::Identity { spans, .. } => {
                 for &(start, bytes) in spans {
-                    for p in (start / PAGE)..(start + bytes) / PAGE {
-                        let refs = d.identity.get_mut(&p).ok_or_else(|| {
-                            HostError::Invalid(format!(
-                                "page {:#x} is not identity-mapped",
-                                p * PAGE
-                            ))
-                        })?;
-                        *refs -= 1;
-                        if *refs == 0 {
-                            d.identity.remove(&p);
-                            f.iommu_unmap(host, d.id, p * PAGE, PAGE)?;
-                        }
-                    }
+                    release_identity_span(f, host, d, start / PAGE, (start + bytes) / PAGE)?;
                 }
             }
             IommuHold::Translated { iova, bytes, .. } => {
@@ -453,11 +442,11 @@ fn identity_span(
     let (first, end) = (start / PAGE, (start + bytes) / PAGE);
     let mut p = first;
     while p < end {
-        if d.identity.contains_key(&p) {
+        if d.identity.contains(p) {
             p += 1;
             continue;
         }
-        let run = (p..end).take_while(|q| !d.identity.contains_key(q)).count() as u64;
+        let run = d.identity.absent_run(p, end);
         if let Err(e) = f.iommu_map(host, d.id, p * PAGE, p * PAGE, run * PAGE, Perm::RW) {
             // Pages counted so far in this span go back.
             for q in first..p {
@@ -471,13 +460,11 @@ fn identity_span(
             p * PAGE,
             pages_note(run * PAGE)
         ));
-        for q in p..p + run {
-            d.identity.insert(q, 0);
-        }
+        d.identity.insert_run(p, p + run, |_| 0);
         p += run;
     }
     for q in first..end {
-        *d.identity.get_mut(&q).expect("mapped above") += 1;
+        *d.identity.get_mut(q).expect("mapped above") += 1;
     }
     Ok(())
 }
@@ -488,9 +475,43 @@ fn release_identity_page(
     d: &mut Domain,
     q: u64,
 ) -> Result<(), HostError> {
-    if d.identity.get(&q) == Some(&0) {
-        d.identity.remove(&q);
+    if d.identity.get(q) == Some(&0) {
+        d.identity.remove(q);
         f.iommu_unmap(host, d.id, q * PAGE, PAGE)?;
+    }
+    Ok(())
+}
+
+/// Counts one user fewer of each identity page of `[first, end)`; runs of pages whose last
+/// user went are unmapped together.
+fn release_identity_span(
+    f: &mut Fabric,
+    host: HostId,
+    d: &mut Domain,
+    first: u64,
+    end: u64,
+) -> Result<(), HostError> {
+    let mut unused_from = None;
+    for p in first..end {
+        let Some(refs) = d.identity.get_mut(p) else {
+            if let Some(s) = unused_from {
+                f.iommu_unmap(host, d.id, s * PAGE, (p - s) * PAGE)?;
+            }
+            return Err(HostError::Invalid(format!(
+                "page {:#x} is not identity-mapped",
+                p * PAGE
+            )));
+        };
+        *refs -= 1;
+        if *refs == 0 {
+            d.identity.remove(p);
+            unused_from.get_or_insert(p);
+        } else if let Some(s) = unused_from.take() {
+            f.iommu_unmap(host, d.id, s * PAGE, (p - s) * PAGE)?;
+        }
+    }
+    if let Some(s) = unused_from {
+        f.iommu_unmap(host, d.id, s * PAGE, (end - s) * PAGE)?;
     }
     Ok(())
 }
