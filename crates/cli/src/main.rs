@@ -52,6 +52,12 @@ enum Command {
     Calibrate(cmd_calibrate::CalibrateArgs),
 }
 
+/// The simulations allocate and free many small objects per event and build a scenario
+/// per sweep point; mimalloc reuses freed memory without returning it to the kernel
+/// between points (glibc's trimming made each point fault its pages in again).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // Behave like a Unix filter: a closed pipe (`nudma topo show x | head`) ends the
     // process quietly instead of failing a write and panicking in `println!`.

@@ -251,9 +251,17 @@ pub struct Experiment {
     runner: Runner,
 }
 
-/// Runs an experiment's workloads (their resolved TOML) on the hardware of a scenario
-/// with overrides.
-pub(crate) type Runner = fn(&Source, &Point, &str) -> Result<Outcome, RunError>;
+/// Runs an experiment's workloads (their resolved TOML) on a config's hardware.
+pub(crate) type Runner = fn(&Hardware, &str) -> Result<Outcome, RunError>;
+
+/// A config's hardware, loaded once for every run that shares it: the scenario with its
+/// overrides (the config's, the metric's, the user's) and the config's faults, and its
+/// text with the overrides applied, to which each run appends its workloads.
+pub(crate) struct Hardware {
+    pub scenario: fabric::scenario::Scenario,
+    pub src: Source,
+    pub point: Point,
+}
 
 /// A run's values by name (`WORKLOAD.METRIC`, `@COUNTER`).
 pub type Fields = BTreeMap<String, Value>;
@@ -682,11 +690,33 @@ impl Experiment {
                 }
             }
         }
+        // Each distinct hardware is loaded once (a sweep has thousands of points on a
+        // few configs), then every run takes a copy of it.
+        let keys: Vec<String> = jobs
+            .iter()
+            .map(|j| self.hardware_key(&self.configs[j.config], j.metric, &user))
+            .collect();
+        let mut distinct: Vec<(&String, &Job)> = Vec::new();
+        let mut seen_keys = BTreeSet::new();
+        for (k, j) in keys.iter().zip(&jobs) {
+            if seen_keys.insert(k) {
+                distinct.push((k, j));
+            }
+        }
+        let loaded: BTreeMap<&String, Result<Hardware, String>> = distinct
+            .par_iter()
+            .map(|&(k, j)| {
+                let c = &self.configs[j.config];
+                (k, self.hardware(c, j.metric, &user).map_err(|e| e.0))
+            })
+            .collect();
         let outcomes: Vec<Result<Outcome, RunError>> = jobs
             .par_iter()
-            .map(|j| {
+            .zip(&keys)
+            .map(|(j, k)| {
                 let c = &self.configs[j.config];
-                self.measure(c, j.metric, &j.args, &user)
+                let hw = loaded[k].as_ref().map_err(|e| RunError(e.clone()))?;
+                self.measure(c, j.metric, &j.args, hw)
             })
             .collect();
         let mut cache: BTreeMap<(String, RunKey), Outcome> = BTreeMap::new();
@@ -765,9 +795,23 @@ impl Experiment {
         c: &ConfigSpec,
         m: &MetricSpec,
         args: &BTreeMap<String, String>,
-        user: &Point,
+        hw: &Hardware,
     ) -> Result<Outcome, RunError> {
+        (self.runner)(hw, &args[WORKLOADS_ARG]).map_err(|e| self.in_metric(c, m, e))
+    }
+
+    fn in_metric(&self, c: &ConfigSpec, m: &MetricSpec, e: RunError) -> RunError {
         let what = format!("{}, config `{}`: metric `{}`", self.info.id, c.name, m.name);
+        RunError(format!("{what}: {}", e.0))
+    }
+
+    /// The scenario a metric of `c` runs on, and its overrides.
+    fn hardware_of<'a>(
+        &self,
+        c: &'a ConfigSpec,
+        m: &'a MetricSpec,
+        user: &Point,
+    ) -> (&'a str, Point) {
         let (scenario, config_set) = match &m.scenario {
             Some(s) => (s, &[][..]),
             None => (&c.scenario, &c.set[..]),
@@ -778,13 +822,34 @@ impl Experiment {
             .map(|(k, v)| (k.clone(), toml_to_edit(v)))
             .collect();
         hw.extend(user.iter().cloned());
+        (scenario, hw)
+    }
+
+    /// What makes two runs' hardware the same.
+    fn hardware_key(&self, c: &ConfigSpec, m: &MetricSpec, user: &Point) -> String {
+        let (scenario, hw) = self.hardware_of(c, m, user);
+        format!("{scenario}\u{0}{hw:?}\u{0}{}", c.faults)
+    }
+
+    /// Loads the hardware a metric of `c` runs on.
+    fn hardware(&self, c: &ConfigSpec, m: &MetricSpec, user: &Point) -> Result<Hardware, RunError> {
+        let (scenario, hw) = self.hardware_of(c, m, user);
         let file = crate::run::source(scenario)?;
-        // Loaded here for its errors, located in the user's file, before any run; the run
-        // applies the overrides itself (some land in included files, which the main
-        // file's text does not carry).
+        // Loaded alone first for its errors, located in the user's file; then with the
+        // config's faults (some overrides land in included files, which the main file's
+        // text does not carry, so the runs take the scenario loaded here).
         overrides::load(&file, &hw).map_err(RunError)?;
-        let text = format!("{}\n{}", args[WORKLOADS_ARG], c.faults);
-        (self.runner)(&file, &hw, &text).map_err(|e| RunError(format!("{what}: {}", e.0)))
+        let with_faults = Source {
+            name: format!("{} with the experiment's workloads", file.name),
+            text: format!("{}\n{}", file.text, c.faults),
+        };
+        let (scenario, src) =
+            overrides::load(&with_faults, &hw).map_err(|e| self.in_metric(c, m, RunError(e)))?;
+        Ok(Hardware {
+            scenario,
+            src,
+            point: hw,
+        })
     }
 }
 

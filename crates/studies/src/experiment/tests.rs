@@ -5,10 +5,9 @@ use std::cell::Cell;
 
 use serde_json::{json, Value};
 
-use super::{Experiment, Fields, Outcome};
+use super::{Experiment, Fields, Hardware, Outcome};
 use crate::harness::RunError;
 use crate::result::Run;
-use crate::run::overrides::Point;
 
 thread_local! {
     /// Runs on this test's thread.
@@ -16,7 +15,7 @@ thread_local! {
 }
 
 /// Each workload's fields as written (placeholders resolved), as `WORKLOAD.KEY`.
-fn echo(_: &fabric::scenario::Source, _: &Point, text: &str) -> Result<Outcome, RunError> {
+fn echo(_: &Hardware, text: &str) -> Result<Outcome, RunError> {
     CALLS.with(|c| c.set(c.get() + 1));
     let doc: toml::Table = toml::from_str(text).map_err(|e| RunError(e.to_string()))?;
     let mut fields = Fields::new();

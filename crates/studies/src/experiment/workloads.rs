@@ -8,9 +8,8 @@ use fabric::scenario::Source;
 use serde_json::Value;
 use toml::Spanned;
 
-use super::{At, Baseline, Fields, Metric, Outcome, SweepValue};
+use super::{At, Baseline, Fields, Hardware, Metric, Outcome, SweepValue};
 use crate::harness::RunError;
-use crate::run::overrides::Point;
 
 /// The argument of a workload metric's run: every workload and the window, as TOML.
 pub(super) const WORKLOADS_ARG: &str = "workloads";
@@ -290,16 +289,12 @@ pub(super) fn field(fields: &Fields, field: &str) -> Option<Value> {
 /// Runs an experiment's workloads (their resolved TOML) on the hardware of `src` with
 /// the overrides `hw` as `nudma run` runs a scenario's; each row's metric `M` of workload
 /// `W` is field `W.M`.
-pub(super) fn run_workloads(
-    src: &Source,
-    hw: &Point,
-    workloads: &str,
-) -> Result<Outcome, RunError> {
+pub(super) fn run_workloads(hw: &Hardware, workloads: &str) -> Result<Outcome, RunError> {
     let both = Source {
-        name: format!("{} with the experiment's workloads", src.name),
-        text: format!("{}\n{workloads}", src.text),
+        name: hw.src.name.clone(),
+        text: format!("{}\n{workloads}", hw.src.text),
     };
-    let r = crate::run::run_point(&both, hw, 1)?;
+    let r = crate::run::run_loaded(hw.scenario.clone(), &both, &hw.point, 1)?;
     let mut fields = Fields::new();
     for row in r.rows {
         let w = row

@@ -37,7 +37,7 @@ pub mod victim;
 use std::collections::BTreeMap;
 
 use devices::{DmaJob, Gpu, Op, Ops, PingPong};
-use fabric::scenario::Source;
+use fabric::scenario::{Scenario, Source};
 use fabric::{builtin, Fabric, Requester};
 use serde_json::{json, Map, Value};
 use sim::component::Sim;
@@ -157,7 +157,18 @@ enum Handle {
 /// Runs one point: the scenario with the point's overrides, its workloads together.
 pub fn run_point(src: &Source, point: &Point, seed: u64) -> Result<PointResult, RunError> {
     let (scenario, src) = overrides::load(src, point).map_err(RunError)?;
-    let spec = spec::parse(&src).map_err(|e| RunError(e.to_string()))?;
+    run_loaded(scenario, &src, point, seed)
+}
+
+/// Runs the workloads of `src` (the text the point's overrides were applied to) on
+/// `scenario`, loaded from it.
+pub(crate) fn run_loaded(
+    scenario: Scenario,
+    src: &Source,
+    point: &Point,
+    seed: u64,
+) -> Result<PointResult, RunError> {
+    let spec = spec::parse(src).map_err(|e| RunError(e.to_string()))?;
     let Some(window) = spec.window() else {
         return once::run_point(&scenario, &spec, &overrides::params_of(point), seed);
     };
