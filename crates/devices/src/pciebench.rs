@@ -353,6 +353,17 @@ impl PcieBench {
         loop {
             let now = tf.net.now();
             let tags_left = self.reads_outstanding < self.engine.dma.max_reads;
+            // Neither engine free, and a wake-up already due no later than either frees:
+            // nothing issues now, and no slot could ask for an earlier wake-up (each
+            // waits at least for its engine). Most deliveries end here.
+            let engines_free = if tags_left {
+                self.write_free.min(self.read_free)
+            } else {
+                self.write_free
+            };
+            if engines_free > now && self.wake.is_some_and(|w| w <= engines_free) {
+                return;
+            }
             let mut later: Option<Time> = None;
             let mut next = None;
             for (i, t) in self.slots.iter().enumerate() {
