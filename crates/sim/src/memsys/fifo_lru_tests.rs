@@ -290,7 +290,13 @@ proptest! {
         for op in ops {
             match op {
                 LruOp::Insert(b, n, d, h) => {
-                    l.insert(b, n, d, h, &mut wl);
+                    // An absent buffer both ways (eviction leaves stale map entries
+                    // that `insert_absent` must not trip over).
+                    if l.contains(b) {
+                        l.insert(b, n, d, h, &mut wl);
+                    } else {
+                        l.insert_absent(b, n, d, h, &mut wl);
+                    }
                     r.insert(b, n, d, h, &mut wr);
                 }
                 LruOp::Touch(b) => {

@@ -1,9 +1,11 @@
 //! One LLC share as an LRU of buffers with a capacity in lines. Evicting a dirty buffer
 //! adds its lines to the write-backs of its home node.
 //!
-//! The entries sit in a slab linked in recency order, so a touch, an eviction and a
-//! removal each cost one hash lookup and a few pointer writes: the packet models touch
-//! or invalidate a buffer several times per frame.
+//! The entries sit in a slab linked in recency order, so a touch and a removal each cost
+//! one hash lookup and a few pointer writes: the packet models touch or invalidate a
+//! buffer several times per frame. An eviction costs no lookup: the evicted buffer's map
+//! entry stays, stale, until its slot is checked (a lookup of a large LLC's map is a cache
+//! miss, and a PageRank victim evicts a line for every line it reads).
 
 use rustc_hash::FxHashMap;
 
@@ -16,6 +18,8 @@ struct Entry {
     lines: u64,
     home: u32,
     dirty: bool,
+    /// Whether a buffer holds the slot (a free slot keeps its last buffer's fields).
+    held: bool,
     /// The next older and the next newer entry (`NIL` at either end).
     older: u32,
     newer: u32,
@@ -26,7 +30,8 @@ pub(super) struct Lru {
     pub(super) cap_lines: u64,
     /// Lines held.
     pub(super) used: u64,
-    /// Buffer → its slot.
+    /// Buffer → its slot, or a slot it held before it was evicted (stale: the slot is
+    /// free or holds another buffer).
     map: FxHashMap<u64, u32>,
     slots: Vec<Entry>,
     /// Slots no buffer holds.
@@ -49,13 +54,23 @@ impl Lru {
         }
     }
 
+    /// Whether slot `i` holds `buf`.
+    fn holds(&self, i: u32, buf: u64) -> bool {
+        let e = &self.slots[i as usize];
+        e.held && e.buf == buf
+    }
+
+    fn find(&self, buf: u64) -> Option<u32> {
+        self.map.get(&buf).copied().filter(|&i| self.holds(i, buf))
+    }
+
     pub(super) fn contains(&self, buf: u64) -> bool {
-        self.map.contains_key(&buf)
+        self.find(buf).is_some()
     }
 
     /// Makes `buf` the most recently touched; whether it was held.
     pub(super) fn touch(&mut self, buf: u64) -> bool {
-        let Some(&i) = self.map.get(&buf) else {
+        let Some(i) = self.find(buf) else {
             return false;
         };
         self.unlink(i);
@@ -65,12 +80,19 @@ impl Lru {
 
     /// Drops `buf`; its lines and whether it was dirty.
     pub(super) fn remove(&mut self, buf: u64) -> Option<(u64, bool)> {
-        let i = self.map.remove(&buf)?;
+        let i = self.map.remove(&buf).filter(|&i| self.holds(i, buf))?;
+        Some(self.vacate(i))
+    }
+
+    /// Frees slot `i` (its map entry, if any, goes stale); its lines and whether it was
+    /// dirty.
+    fn vacate(&mut self, i: u32) -> (u64, bool) {
         self.unlink(i);
         self.free.push(i);
-        let e = &self.slots[i as usize];
+        let e = &mut self.slots[i as usize];
+        e.held = false;
         self.used -= e.lines;
-        Some((e.lines, e.dirty))
+        (e.lines, e.dirty)
     }
 
     /// Inserts (or refreshes) `buf`, homed on node `home`; adds the dirty lines of the
@@ -100,11 +122,10 @@ impl Lru {
         debug_assert!(!self.contains(buf), "buffer {buf:#x} is held");
         let lines = lines.min(self.cap_lines);
         while self.used + lines > self.cap_lines && self.oldest != NIL {
-            let old = &self.slots[self.oldest as usize];
-            let (old_buf, l, d, h) = (old.buf, old.lines, old.dirty, old.home);
-            self.remove(old_buf);
+            let home = self.slots[self.oldest as usize].home;
+            let (l, d) = self.vacate(self.oldest);
             if d {
-                written_back[h as usize] += l;
+                written_back[home as usize] += l;
             }
         }
         let e = Entry {
@@ -112,6 +133,7 @@ impl Lru {
             lines,
             home,
             dirty,
+            held: true,
             older: NIL,
             newer: NIL,
         };
@@ -128,6 +150,16 @@ impl Lru {
         self.link_newest(i);
         self.map.insert(buf, i);
         self.used += lines;
+        // Stale entries go once they outnumber the live ones, so the map stays within
+        // twice the held buffers (amortised: a pass per as many insertions).
+        let held = self.slots.len() - self.free.len();
+        if self.map.len() > 2 * held + 64 {
+            let slots = &self.slots;
+            self.map.retain(|&b, &mut i| {
+                let e = &slots[i as usize];
+                e.held && e.buf == b
+            });
+        }
     }
 
     fn unlink(&mut self, i: u32) {
