@@ -1,4 +1,4 @@
-//! `nudma reproduce` end to end where it is cheap: every experiment of EXPERIMENTS.md's
+//! `nudma reproduce` end to end where it is cheap: every experiment of the built-in
 //! catalog is implemented, and an ID that is not in the catalog is an error that lists the
 //! studies and the implemented experiments. (The report's and the JSON's not-implemented
 //! sections, for a catalog entry without an implementation, are tested in studies'

@@ -1,4 +1,4 @@
-//! `nudma run` end to end: the JSON contract of DESIGN.md on the README's example, the same
+//! `nudma run` end to end: the JSON contract of docs/cli.md on the README's example, the same
 //! output on one worker or all, `--out` files, and bad input with a located message and
 //! exit status 2.
 

@@ -1,6 +1,6 @@
 //! The NIC's read engine (`devices::nic::tx`): reads go out in MRRS requests and no more
 //! are in flight than the PF has tags, so a read's throughput is ≈ min(link, bytes in
-//! flight / round trip) (REFERENCE.md §5).
+//! flight / round trip) (docs/hardware.md §5).
 
 use std::collections::BTreeMap;
 

@@ -297,7 +297,7 @@ fn registers_read_back_by_cpu_loads_and_identify_gives_real_fields() {
     assert_eq!(u32::from_le_bytes(v.try_into().unwrap()), 0x0046_0001);
     let v = r.bytes(bar0 + regs::AQA, 4);
     assert_eq!(u32::from_le_bytes(v.try_into().unwrap()), regs::aqa(32, 32));
-    // No Controller Memory Buffer on the P4800X (REFERENCE.md §2).
+    // No Controller Memory Buffer on the P4800X (docs/hardware.md §2).
     assert_eq!(r.bytes(bar0 + regs::CMBSZ, 8), vec![0; 8]);
     // A reset clears RDY and deletes the queues; enabling again works.
     let log = r.run(vec![DriverStep::Reset]);

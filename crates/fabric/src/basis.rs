@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 pub enum Basis {
     /// A bare number: accepted in user files, refused in built-in ones.
     Unstated,
-    /// Cites a source, e.g. `REFERENCE.md §2`.
+    /// Cites a source, e.g. `docs/hardware.md §2`.
     Reference(String),
     /// Fitted on a named published point.
     Calibrated(String),

@@ -80,7 +80,7 @@ fn chip(
 /// the chips a multicast TLP crosses (the PXH830's PEX8733, the MXS824's PM8536). A group
 /// index must select the same group in every switch on the way, so the fabric-wide table
 /// is the smallest chip's. Basis: assumption — Broadcom/PLX Gen3 PEX87xx product briefs
-/// give 64 multicast groups; the PM8536's figure is not in REFERENCE.md and is taken to be
+/// give 64 multicast groups; the PM8536's figure is not in docs/hardware.md and is taken to be
 /// no smaller. `FabricError::Exhausted { what: "multicast group table", .. }` past it.
 pub const MULTICAST_GROUPS: usize = 64;
 
@@ -94,7 +94,7 @@ pub fn builtin_chips() -> Vec<ChipSpec> {
             18,
             132.0,
             false,
-            "REFERENCE.md §2: <= 132 ns per crossing (datasheet worst case)",
+            "docs/hardware.md §2: <= 132 ns per crossing (datasheet worst case)",
         ),
         chip(
             "pex8796",
@@ -103,7 +103,7 @@ pub fn builtin_chips() -> Vec<ChipSpec> {
             24,
             150.0,
             false,
-            "REFERENCE.md §2: <= 150 ns",
+            "docs/hardware.md §2: <= 150 ns",
         ),
         chip(
             "pex8747",
@@ -112,7 +112,7 @@ pub fn builtin_chips() -> Vec<ChipSpec> {
             5,
             100.0,
             false,
-            "assumption: PLX Gen3 switches cut through in ~100-150 ns; REFERENCE.md has no figure for motherboard switches",
+            "assumption: PLX Gen3 switches cut through in ~100-150 ns; docs/hardware.md has no figure for motherboard switches",
         ),
         chip(
             "mxs824",
@@ -121,19 +121,19 @@ pub fn builtin_chips() -> Vec<ChipSpec> {
             24,
             170.0,
             true,
-            "REFERENCE.md §2: ~170 ns average",
+            "docs/hardware.md §2: ~170 ns average",
         ),
         ChipSpec {
             credits: [8, 0, 10],
             ..chip(
                 "pxh810_switch",
-                "the PLX Gen3 switch of the Dolphin PXH810 (not named in REFERENCE.md)",
+                "the PLX Gen3 switch of the Dolphin PXH810 (not named in docs/hardware.md)",
                 32,
                 18,
                 132.0,
                 false,
-                "assumption: latency as the PEX8733 (REFERENCE.md §2); 8 posted-header and 10 completion-header credits per port calibrated on the \
-                 PXH810 NTB DMA peaks of ≈ 4.8 GB/s writes and ≈ 3.0 GB/s reads (smartio.ntb_dma, REFERENCE.md §2; the completion credits were 11 while \
+                "assumption: latency as the PEX8733 (docs/hardware.md §2); 8 posted-header and 10 completion-header credits per port calibrated on the \
+                 PXH810 NTB DMA peaks of ≈ 4.8 GB/s writes and ≈ 3.0 GB/s reads (smartio.ntb_dma, docs/hardware.md §2; the completion credits were 11 while \
                  the NTB translation cost 33 ns on top of the chip, which lengthened the completions' credit loop); non-posted credits never throttle",
             )
         },
@@ -144,19 +144,19 @@ pub fn builtin_chips() -> Vec<ChipSpec> {
             24,
             150.0,
             false,
-            "assumption: same as the PEX8796 worst case, REFERENCE.md §2",
+            "assumption: same as the PEX8796 worst case, docs/hardware.md §2",
         ),
     ]
 }
 
 /// The built-in NTB adapters.
 pub fn builtin_adapters() -> Vec<AdapterSpec> {
-    // NTB translation: 0 ns beyond the adapter chip's crossing. REFERENCE.md §2: an
+    // NTB translation: 0 ns beyond the adapter chip's crossing. docs/hardware.md §2: an
     // adapter chip adds the same in transparent mode as in NTB mode, so the address-LUT
     // lookup is part of the chip's crossing latency, not a cost on top of it. (It was
     // 33 ns, an assumption chosen to land the published 350–370 ns NTB crossing; the
     // crossing is now a prediction, `smartio.ram_latency` `ntb_added_ns`.) DMA engine: 64
-    // outstanding reads of 512 B (REFERENCE.md §2, PXH810 measurements); its setup time
+    // outstanding reads of 512 B (docs/hardware.md §2, PXH810 measurements); its setup time
     // is an assumption. The NTB function's registers behave as a register BAR
     // (assumption: 1 GB/s, 200 ns, 64 B completions).
     let timing = || {
@@ -170,7 +170,8 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
             ("bar_rcb_bytes".to_string(), 64.0),
         ]
     };
-    const LUT_SOURCE: &str = "BAR size and LUT windows are assumptions (REFERENCE.md gives none): \
+    const LUT_SOURCE: &str =
+        "BAR size and LUT windows are assumptions (docs/hardware.md gives none): \
         a 64-bit 8 GiB BAR in 256 equal windows of 32 MiB, as PLX Gen3 NTB A-LUTs allow";
     vec![
         AdapterSpec {
@@ -187,7 +188,7 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
             timing: timing(),
             basis: Provenance::new(),
             source: format!(
-                "REFERENCE.md §2: Gen3 x16 on a PEX8733; requester-ID LUT 32 entries, 2 reserved for CPUs; \
+                "docs/hardware.md §2: Gen3 x16 on a PEX8733; requester-ID LUT 32 entries, 2 reserved for CPUs; \
                  two x8 cable ports in the three-way ring; NTB translation inside the chip's crossing (0 ns on top: \
                  transparent and NTB mode add the same). {LUT_SOURCE}"
             ),
@@ -206,9 +207,9 @@ pub fn builtin_adapters() -> Vec<AdapterSpec> {
             timing: timing(),
             basis: Provenance::new(),
             source: format!(
-                "REFERENCE.md §2: Gen3 x8. assumption: a PLX Gen3 switch (`pxh810_switch`) and the PXH830's \
-                 requester-ID LUT (REFERENCE.md names no chip for the PXH810); NTB translation inside the chip's crossing, as the \
-                 PXH830's (REFERENCE.md §2). {LUT_SOURCE}"
+                "docs/hardware.md §2: Gen3 x8. assumption: a PLX Gen3 switch (`pxh810_switch`) and the PXH830's \
+                 requester-ID LUT (docs/hardware.md names no chip for the PXH810); NTB translation inside the chip's crossing, as the \
+                 PXH830's (docs/hardware.md §2). {LUT_SOURCE}"
             ),
         },
     ]

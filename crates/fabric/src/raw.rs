@@ -13,7 +13,7 @@ use crate::units::Size;
 
 /// A parameter value with its basis: a bare value (basis unstated) or an inline table
 /// `{ value = 80.0, basis = "assumption", why = "…" }`, `basis = "calibrated", on = "…"`
-/// or `basis = "reference", source = "REFERENCE.md §2"`.
+/// or `basis = "reference", source = "docs/hardware.md §2"`.
 #[derive(Debug, Clone)]
 pub struct RawParam<T> {
     pub value: T,

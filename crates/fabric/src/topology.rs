@@ -90,7 +90,7 @@ impl InterconnectLink {
 /// Cycle costs are divided by it, so a clock far outside this would print absurd times.
 pub const CLOCK_GHZ: std::ops::RangeInclusive<f64> = 0.1..=10.0;
 
-/// One parameter set for a kind of machine (DESIGN.md rule 5).
+/// One parameter set for a kind of machine (ARCHITECTURE.md, Invariants).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Platform {
     pub name: String,

@@ -141,7 +141,7 @@ fn the_base_scenario_loads_with_models_merged_and_bases_kept() {
     assert_eq!(gpu.model, "NVIDIA Quadro P4000");
     assert_eq!(gpu.device_model.as_deref(), Some("p4000"));
     assert_eq!(gpu.timed.dma.unwrap().max_reads, 26);
-    // The P4000's copy engine is an assumption taken from the K40c (REFERENCE.md §2 has no
+    // The P4000's copy engine is an assumption taken from the K40c (docs/hardware.md §2 has no
     // P4000 figure): the model's basis travels with its value.
     assert_eq!(gpu.timed.basis["dma_max_reads"].word(), "assumption");
     assert!(
@@ -534,14 +534,14 @@ fn the_basis_syntax_is_checked() {
     }
     let s = try_load(&BASE.replace(
         "timing = { dma_max_reads = 8 }",
-        "timing = { dma_max_reads = { value = 8, basis = \"reference\", source = \"REFERENCE.md §5\" } }",
+        "timing = { dma_max_reads = { value = 8, basis = \"reference\", source = \"docs/hardware.md §5\" } }",
     ))
     .unwrap();
     let t = &s.topology;
     let nic = &t.devices[t.device_by_name(HostId(0), "nic").unwrap().index()];
     assert_eq!(
         nic.timed.basis["dma_max_reads"],
-        Basis::Reference("REFERENCE.md §5".into())
+        Basis::Reference("docs/hardware.md §5".into())
     );
 }
 

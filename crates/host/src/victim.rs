@@ -1,4 +1,4 @@
-//! A PageRank-like memory-bound victim (IOctopus's GAP PageRank, REFERENCE.md §1: 16
+//! A PageRank-like memory-bound victim (IOctopus's GAP PageRank, docs/hardware.md §1: 16
 //! threads, 8 pinned to each socket), priced through `sim::memsys` so that it competes
 //! with I/O for the LLC, DRAM and the interconnect of the same host.
 //!
@@ -47,7 +47,7 @@ pub struct PageRankSpec {
     pub seed: u64,
 }
 
-/// GAP PageRank's shape (assumptions; REFERENCE.md §1 names the benchmark and its
+/// GAP PageRank's shape (assumptions; docs/hardware.md §1 names the benchmark and its
 /// threads, not its input):
 /// - a score array of 512 MiB per node (a 2^28-vertex graph's 4-byte scores split over two
 ///   nodes — GAP's Kronecker inputs are of that order), ≈ 15 × the 35 MB LLC, so most

@@ -1,4 +1,4 @@
-//! Co-located workloads on the IOctopus testbed (REFERENCE.md §1): the PageRank victim
+//! Co-located workloads on the IOctopus testbed (docs/hardware.md §1): the PageRank victim
 //! advanced inside the stream model's event loop, a late-starting victim, and memcached
 //! instances that each keep their own items.
 

@@ -1,5 +1,5 @@
 //! The memory system over a dual-I/O-hub platform (Tyche's Nehalem-EP servers,
-//! REFERENCE.md §3): NICs attached at I/O hubs, DMA on every link of the fabric's route,
+//! docs/hardware.md §3): NICs attached at I/O hubs, DMA on every link of the fabric's route,
 //! counters per link and direction, the part Intel PCM sees; and the two-socket memory
 //! system built from a platform unchanged against the shorthand it replaced.
 

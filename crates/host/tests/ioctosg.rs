@@ -1,4 +1,4 @@
-//! pktgen with a packet whose pages span both nodes (REFERENCE.md §1 testbed): read
+//! pktgen with a packet whose pages span both nodes (docs/hardware.md §1 testbed): read
 //! through the queue's PF, the far fragment crosses the CPU interconnect; read through
 //! the PF local to each page (IOctoSG's per-fragment hint), none does.
 
@@ -67,7 +67,7 @@ fn a_far_fragment_crosses_the_interconnect_unless_its_local_pf_reads_it() {
             "{pkt}: {one:?} {queue_pf:?} {hinted:?}"
         );
     }
-    // With 64 B read completions one x8 link binds 1500 B packets (REFERENCE.md §1's
+    // With 64 B read completions one x8 link binds 1500 B packets (docs/hardware.md §1's
     // x8 per PF); split over both PFs' links, the core binds instead. With the R730's
     // MPS-sized completions one link keeps up with the core and the split gains nothing.
     let small = topo(Some(64));

@@ -1,5 +1,5 @@
 //! memcached under memslap and the PageRank victim on the IOctopus testbed
-//! (REFERENCE.md §1).
+//! (docs/hardware.md §1).
 
 use fabric::{builtin, Fabric, Topology};
 use host::net::memcached::{self, check_value, value_bytes, MemcachedSpec};

@@ -1,4 +1,4 @@
-//! The packet-granular network stack on the IOctopus testbed (REFERENCE.md §1).
+//! The packet-granular network stack on the IOctopus testbed (docs/hardware.md §1).
 
 use fabric::{builtin, Fabric, Topology};
 use host::net::{pktgen, stream, NetHost};

@@ -1,6 +1,6 @@
 //! A migrating stream's receive side with a driver of the test's own: frames split over
 //! two rings whose completions become visible out of sequence order, so TCP's
-//! out-of-order queue must put the stream back together (REFERENCE.md §1 testbed).
+//! out-of-order queue must put the stream back together (docs/hardware.md §1 testbed).
 
 use fabric::{builtin, Fabric, Topology};
 use host::net::migration::{self, FlowDriver, MigrationSpec, Move, RxQueue};

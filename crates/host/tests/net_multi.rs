@@ -1,4 +1,4 @@
-//! Many connections at once and TCP_RR on the IOctopus testbed (REFERENCE.md §1).
+//! Many connections at once and TCP_RR on the IOctopus testbed (docs/hardware.md §1).
 
 use fabric::{builtin, Fabric, Topology};
 use host::net::{multicore, rr, stream, NetHost};

@@ -1,4 +1,4 @@
-//! The path examples of REFERENCE.md §2, plus the routing rules they rest on (IOMMU sends
+//! The path examples of docs/hardware.md §2, plus the routing rules they rest on (IOMMU sends
 //! peer-to-peer to the root; roots and hops counted as the field counts them). Each access
 //! is set up through the host layer, as a driver's would be.
 

@@ -1,4 +1,4 @@
-//! One-sided RDMA on the NUMA/RDMA study's testbed (REFERENCE.md §4): bytes, verbs
+//! One-sided RDMA on the NUMA/RDMA study's testbed (docs/hardware.md §4): bytes, verbs
 //! semantics, the outstanding-read limit and the NUMA relations the model must produce.
 
 mod testbed;
@@ -451,7 +451,7 @@ fn a_busy_send_queue_has_its_wqes_fetched_by_dma_and_an_idle_one_takes_the_bluef
 
 #[test]
 fn closed_loop_qps_outrun_the_open_loop_as_blueflame_spares_the_unit_the_wqe_fetch() {
-    // The study's relation (REFERENCE.md §4): 16 closed-loop QPs complete more 64 B
+    // The study's relation (docs/hardware.md §4): 16 closed-loop QPs complete more 64 B
     // WRITEs per second than 8 open-loop ones.
     let closed_rate = 16.0e9 / latency(Verb::Write, 16, false);
     let open_rate = open(Verb::Write, 64, 1);

@@ -1,4 +1,4 @@
-//! Server-side contention beside one-sided RDMA (REFERENCE.md §4 testbed): workers on
+//! Server-side contention beside one-sided RDMA (docs/hardware.md §4 testbed): workers on
 //! the region's lines (`rdma::workers`) and independent load threads (`rdma::load`).
 //! Each test states the relation the mechanism implies, derived before running.
 
@@ -64,7 +64,7 @@ fn with_workers(verb: Verb, workers: u32, mix: Mix) -> (BenchResult, MrWorkers) 
 #[test]
 fn an_rnic_read_of_a_line_a_worker_keeps_modifying_waits_for_the_snoop() {
     // One worker storing to the line: each READ finds it Modified in that worker's core
-    // on the home socket and waits one local snoop (38 ns, the LLC hit of REFERENCE.md
+    // on the home socket and waits one local snoop (38 ns, the LLC hit of docs/hardware.md
     // §4); no other worker queues for the line. Loads leave a shared copy: no wait.
     let (quiet, _) = with_workers(Verb::Read, 0, Mix::Write);
     let (stored, _) = with_workers(Verb::Read, 1, Mix::Write);

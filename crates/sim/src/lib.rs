@@ -6,7 +6,7 @@
 //! * [`engine`] — [`Engine`], clock + queue + seeded generator + counters, the API
 //!   hardware models build on;
 //! * [`dist`] — platform-independent random variates (uniform index, exponential);
-//! * [`phold`] — the PHOLD benchmark (EXPERIMENTS.md `engine.phold`) on the engine and
+//! * [`phold`] — the PHOLD benchmark (the catalog's `engine.phold`) on the engine and
 //!   on a binary-heap baseline.
 //!
 //! Models never read the wall clock: same inputs and seed, same results, bit for bit.

@@ -21,7 +21,7 @@
 //! servers: the measured workload's accesses get the share a round-robin arbiter leaves
 //! them, so they slow and wait longer as the streams load a link.
 //!
-//! Rules (REFERENCE.md §1): a device write to memory of the package whose root the
+//! Rules (docs/hardware.md §1): a device write to memory of the package whose root the
 //! device hangs under allocates in that package's DDIO share (evicting its oldest buffers
 //! to DRAM as write-backs) and invalidates other packages' copies; any other device
 //! write (another package's memory, or a device behind an I/O hub, which has no LLC)
@@ -46,7 +46,7 @@
 //! agent completes the request only once the directory state has come back from memory),
 //! and a snoop of a line dirty in another LLC starts with that memory read (above). Why:
 //! it is the documented behaviour of Intel's directory-assisted home snoop (Xeon E5 v4
-//! uncore), and it is the one mechanism that explains REFERENCE.md §1's remote memory
+//! uncore), and it is the one mechanism that explains docs/hardware.md §1's remote memory
 //! bandwidth relations (≈ 3 × throughput on receive, ≈ 1 × on transmit) without a
 //! constant of its own. It applies to every request that reaches the home over the
 //! interconnect, an I/O hub's included.

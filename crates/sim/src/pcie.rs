@@ -1,5 +1,5 @@
 //! PCIe link arithmetic: raw rate per generation and width, TLP framing/header overhead,
-//! DLLP size, and serialization time. REFERENCE.md §5 for the overheads, the PCIe base
+//! DLLP size, and serialization time. docs/hardware.md §5 for the overheads, the PCIe base
 //! specifications for rates and encodings.
 
 use crate::time::Time;
@@ -16,7 +16,7 @@ pub fn gen_rate(gen: u8) -> (f64, f64) {
 }
 
 /// Raw bandwidth of a link in bytes per nanosecond (GB/s), per direction.
-/// Gen3 x16 ≈ 15.75 GB/s (REFERENCE.md §2).
+/// Gen3 x16 ≈ 15.75 GB/s (docs/hardware.md §2).
 pub fn link_gbps(gen: u8, width: u8) -> f64 {
     let (gts, enc) = gen_rate(gen);
     gts * enc / 8.0 * width as f64
@@ -28,11 +28,11 @@ pub const TLP_FRAMING: u32 = 8;
 /// A DLLP on the wire (6 bytes + framing), for ACKs and flow-control updates.
 pub const DLLP_BYTES: u32 = 8;
 /// DLLP bytes charged to the reverse direction per TLP: one ACK and one UpdateFC per four
-/// TLPs (assumption: typical ACK coalescing; REFERENCE.md §5 only says "plus DLLPs").
+/// TLPs (assumption: typical ACK coalescing; docs/hardware.md §5 only says "plus DLLPs").
 pub const DLLP_PER_TLP: u32 = DLLP_BYTES * 2 / 4;
 
 /// Header bytes of a memory request (3 DW, or 4 DW with a 64-bit address) or a
-/// completion (3 DW), REFERENCE.md §5.
+/// completion (3 DW), docs/hardware.md §5.
 pub fn header_bytes(is_completion: bool, addr64: bool) -> u32 {
     if !is_completion && addr64 {
         16
@@ -90,7 +90,7 @@ mod tests {
     fn gen3_x16_matches_reference() {
         assert!(
             (link_gbps(3, 16) - 15.75).abs() < 0.01,
-            "REFERENCE.md §2: ≈ 15.75 GB/s raw"
+            "docs/hardware.md §2: ≈ 15.75 GB/s raw"
         );
         assert!((link_gbps(3, 1) - 0.985).abs() < 0.001);
         assert!((link_gbps(1, 8) - 2.0).abs() < 1e-9);

@@ -1,4 +1,4 @@
-//! PHOLD, the standard discrete-event engine benchmark (EXPERIMENTS.md `engine.phold`).
+//! PHOLD, the standard discrete-event engine benchmark (the catalog's `engine.phold`).
 //!
 //! `lps` logical processes each start with one event at `0.1 us + Exp(1 us)` (as if
 //! each had handled an event at time 0). Handling an event at `t` schedules one event
@@ -36,7 +36,7 @@ pub const LOOKAHEAD: Time = Time::from_ps(100_000);
 /// Mean of the exponential part of every delay: 1.0 us.
 pub const MEAN_EXP: Time = Time::from_us(1);
 
-/// Parameters of one PHOLD run (EXPERIMENTS.md names: `lps`, `events`, `seed`).
+/// Parameters of one PHOLD run (the catalog's names: `lps`, `events`, `seed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PholdConfig {
     /// Logical processes, `1..=MAX_LPS`.

@@ -1,4 +1,4 @@
-//! The experiment catalog: every ID of EXPERIMENTS.md by study, and the ones this build
+//! The experiment catalog: every experiment ID by study, and the ones this build
 //! implements with the function that runs each.
 
 use std::borrow::Cow;
@@ -8,13 +8,13 @@ use crate::experiment;
 use crate::harness::RunError;
 use crate::result::{ExperimentInfo, Reference, Run};
 
-/// One experiment of the catalog: its ID and a title (EXPERIMENTS.md's workload column,
+/// One experiment of the catalog: its ID and a title (the workload it runs,
 /// shortened), for the lists of what is not implemented yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub id: &'static str,
     pub title: &'static str,
-    /// Not in EXPERIMENTS.md: an experiment nudma adds to a study (a mechanism an issue
+    /// Not in the paper: an experiment nudma adds to a study (a mechanism an issue
     /// asks for that the paper proposed or lacked), listed and reported as such.
     pub extension: bool,
 }
@@ -35,7 +35,7 @@ const fn extension(id: &'static str, title: &'static str) -> Entry {
     }
 }
 
-/// Every experiment of EXPERIMENTS.md, by study, in its order (`engine.phold` runs by
+/// Every experiment of the four studies, by study, in a fixed order (`engine.phold` runs by
 /// `nudma bench`), then the pcie-bench study (pcie-bench's released measurements, whose
 /// IDs and metrics follow its own tables).
 pub const ALL: &[(&str, &[Entry])] = &[
@@ -367,7 +367,7 @@ mod tests {
                 assert_eq!(study_of(e.id), Some(*study));
             }
         }
-        // EXPERIMENTS.md's smartio study lists eleven experiments, failover among them.
+        // The smartio study has eleven experiments, failover among them.
         assert_eq!(
             entry("smartio.failover").map(|e| e.id),
             Some("smartio.failover")

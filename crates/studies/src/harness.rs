@@ -23,7 +23,7 @@ impl RunError {
 }
 
 /// Transfers larger than this are simulated up to it and extended at the steady-state
-/// rate of its second half (EXPERIMENTS.md allows a converged window).
+/// rate of its second half (a converged window stands in for the whole transfer).
 pub const DMA_WINDOW: u64 = 8 << 20;
 
 /// Loads a built-in scenario, setting the IOMMU of the named hosts.

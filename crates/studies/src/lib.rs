@@ -1,4 +1,4 @@
-//! nudma's studies layer: the experiment catalog of EXPERIMENTS.md, the workloads that
+//! nudma's studies layer: the experiment catalog (docs/studies.md), the workloads that
 //! drive the systems and device models, and reports (tables, JSON, SVG plots).
 
 pub mod catalog;

@@ -1,4 +1,4 @@
-//! Reports of `nudma reproduce`, independent of any model: the JSON results of DESIGN.md's
+//! Reports of `nudma reproduce`, independent of any model: the JSON results of docs/cli.md's
 //! contract, the rows that put simulated values beside published ones, the human table
 //! printed on stdout, and `report.md` / `report.html` (the plots they embed are drawn by
 //! [`crate::plot`]).
@@ -152,7 +152,7 @@ fn within(error: f64) -> bool {
 }
 
 /// `{"results": [{"experiment", "config", "params", "metrics", "published"?}]}` in run
-/// order, exactly as DESIGN.md's `--format json` contract shapes it.
+/// order, exactly as docs/cli.md's `--format json` contract shapes it.
 ///
 /// `published` is present only on rows with a published value among `refs`:
 /// `{METRIC: {"value": V, "basis": "calibration" | "prediction"}}`, where V is the published
@@ -724,7 +724,7 @@ const REPORT_LEGEND: &str = "Basis: \"calibration\" names the parameters fitted 
      published value or range; ✗: outside; —: nothing published, the model's own number. \
      Errors are relative to the nearest end of a published range (0 inside it).";
 const NOT_IMPLEMENTED_TITLE: &str = "Not implemented yet";
-const NOT_IMPLEMENTED_TEXT: &str = "These experiments of the catalog (EXPERIMENTS.md) \
+const NOT_IMPLEMENTED_TEXT: &str = "These experiments of the catalog \
      were asked for but are not implemented in this build, so they have no results here.";
 
 impl<'a> ReportDoc<'a> {

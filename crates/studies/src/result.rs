@@ -1,4 +1,4 @@
-//! What an experiment run produces, exactly as DESIGN.md's JSON contract shapes it, and
+//! What an experiment run produces, exactly as docs/cli.md's JSON contract shapes it, and
 //! the published reference points it is compared with.
 
 use serde_json::{Map, Value};
@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Run {
     pub experiment: String,
-    /// A config name from EXPERIMENTS.md, or "default".
+    /// A config name from the experiment file, or "default".
     pub config: String,
     /// Parameter name → value (numbers as JSON numbers, sizes in bytes).
     pub params: Map<String, Value>,
@@ -15,11 +15,11 @@ pub struct Run {
     pub metrics: Map<String, Value>,
     /// Metric name → the hardware counters of the simulation that produced it (memory
     /// per node, bytes per link and direction, LLC and IOTLB); written by `--out` to
-    /// `counters.json`, kept out of the results JSON whose shape DESIGN.md fixes.
+    /// `counters.json`, kept out of the results JSON whose shape docs/cli.md fixes.
     pub counters: Map<String, Value>,
 }
 
-/// A published value (REFERENCE.md) to print beside the simulated one.
+/// A study's published value, with its source, to print beside the simulated one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reference {
     pub experiment: &'static str,
@@ -36,7 +36,7 @@ pub struct Reference {
     pub value: f64,
     /// The high end of a published range (same as `value` for a point).
     pub value_high: f64,
-    /// Where it comes from, e.g. "REFERENCE.md §2: PXH810 b2b one-way latency ≈ 573 ns".
+    /// Where it comes from, e.g. "docs/hardware.md §2: PXH810 b2b one-way latency ≈ 573 ns".
     pub source: &'static str,
     /// Whether a parameter was fitted on this value or the model predicts it.
     pub basis: Basis,
@@ -49,14 +49,14 @@ pub struct Reference {
 pub enum Basis {
     /// The parameters set from this value, named as the platform, chip or device table
     /// that holds them spells them (e.g. `cpu_mmio_write_ns`); the scenario files mark them
-    /// "calibrated: REFERENCE.md …".
+    /// "calibrated", on the published point.
     Calibration(&'static [&'static str]),
     /// No parameter was set from this value: the model predicts it.
     Prediction,
 }
 
 impl Basis {
-    /// The word of DESIGN.md's JSON contract: "calibration" or "prediction".
+    /// The word of docs/cli.md's JSON contract: "calibration" or "prediction".
     pub fn as_str(self) -> &'static str {
         match self {
             Basis::Calibration(_) => "calibration",
@@ -138,7 +138,7 @@ pub struct ExperimentInfo {
     pub x_log2: bool,
     /// Metrics to plot, one chart each, one line per (config, other params).
     pub plot_metrics: Vec<&'static str>,
-    /// The measurement window used, for the report (EXPERIMENTS.md asks to say it).
+    /// The measurement window used, for the report (it stands in for the papers' repetitions).
     pub window: &'static str,
     /// The mechanism behind its predictions (which link, cache line or table decides).
     pub mechanism: &'static str,

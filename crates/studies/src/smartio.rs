@@ -1,5 +1,5 @@
-//! The single operations of the SmartIO data-path experiments (EXPERIMENTS.md "smartio",
-//! hardware REFERENCE.md §2), which `nudma run`'s once-timed workloads call
+//! The single operations of the SmartIO data-path experiments (docs/studies.md "SmartIO",
+//! hardware docs/hardware.md §2), which `nudma run`'s once-timed workloads call
 //! (`run::once`): RAM-to-RAM latency across NTBs, bandwidthTest on a GPU, GPU
 //! peer-to-peer copies, a counter ping-pong and the shape of a data path. Each takes
 //! hardware and endpoint names; the numbers come from the fabric's routes and the timing
@@ -297,7 +297,7 @@ const P2P_BAR_BYTES: u64 = 128 << 20;
 use sim::timed::TimedFabric;
 
 /// Hops and roots of the A → B data path in the counting convention of the thesis's
-/// table of peer-to-peer scenarios (Paper IV, Table 1; REFERENCE.md §2): a hop is every
+/// table of peer-to-peer scenarios (Paper IV, Table 1; docs/hardware.md §2): a hop is every
 /// switch chip (an adapter's or a cluster switch included) and every root complex the data
 /// passes through, one crossing at a time (a switch crossed up and back down counts
 /// twice); roots are the root complexes crossed, likewise. A write straight into B's

@@ -1,4 +1,4 @@
-//! What the calibration rests on (REFERENCE.md §2, corrected): which published points
+//! What the calibration rests on (docs/hardware.md §2): which published points
 //! parameters are fitted on, that the tables say so, that the P4000 has no published
 //! figure, that `ntb_added_ns` comes from the route and not from a constant, and the
 //! counting convention of the peer-to-peer table.
@@ -324,7 +324,7 @@ fn sink_latency(tf: &mut TimedFabric, req: &fabric::Request) -> f64 {
     }
 }
 
-/// The thesis's table of roots and hops (Paper IV, Table 1; REFERENCE.md §2) beside what
+/// The thesis's table of roots and hops (Paper IV, Table 1; docs/hardware.md §2) beside what
 /// nudma counts under the convention of `smartio.p2p` (crates/studies/src/smartio.rs): the
 /// seventeen numbers it matches, and the five no single convention can.
 #[test]

@@ -186,7 +186,7 @@ fn every_built_in_experiment_says_what_mechanism_its_predictions_rest_on() {
 }
 
 /// A catalog metric keeps the catalog's name, which says nothing sure of its unit
-/// (EXPERIMENTS.md: `*_gbps` is Gb/s in `ioctopus.*`, GB/s elsewhere); the unit it states
+/// (docs/cli.md: `*_gbps` is Gb/s in `ioctopus.*`, GB/s elsewhere); the unit it states
 /// is the one its workload field names. Two `ioctopus.*` metrics of this repository's own
 /// are GB/s against that convention: the antagonists' `stream_gbps` and fio's `fio_gbps`.
 #[test]

@@ -13,7 +13,7 @@ fn metric(runs: &[Run], config: &str, io: &str, name: &str) -> f64 {
         .unwrap()
 }
 
-/// The port's line rate (REFERENCE.md §1: 100 Gb/s) per direction.
+/// The port's line rate (docs/hardware.md §1: 100 Gb/s) per direction.
 const LINE_GBPS: f64 = 100.0;
 
 #[test]

@@ -1,5 +1,5 @@
 //! `ioctopus.migration`'s mechanism: the receiving process moves from socket 0 to
-//! socket 1 mid-stream (REFERENCE.md §1 testbed).
+//! socket 1 mid-stream (docs/hardware.md §1 testbed).
 
 use devices::nic::SteeringMode;
 use fabric::{builtin, Fabric, Topology};

@@ -45,7 +45,7 @@ fn reference(
         metric,
         value: low,
         value_high: high,
-        source: "REFERENCE.md §0: synthetic",
+        source: "a synthetic source",
         basis: Basis::Prediction,
     }
 }

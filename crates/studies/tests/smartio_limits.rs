@@ -1,4 +1,4 @@
-//! smartio.limits (EXPERIMENTS.md) as the built-in experiment file runs it: the limits
+//! smartio.limits (docs/studies.md) as the built-in experiment file runs it: the limits
 //! come out of the lender adapter's catalog entry (requester-ID LUT less the entries
 //! reserved for CPUs; address-LUT windows), and a 40-bit GPU behind a high NTB BAR works
 //! only with the lender's IOMMU.
@@ -32,7 +32,7 @@ fn limits_come_from_the_adapter_catalog() {
     assert!(r.params.is_empty());
     let a = lender_adapter();
     let m = &r.metrics;
-    // REFERENCE.md §2: 32 entries, 2 reserved for CPUs, 30 devices.
+    // docs/hardware.md §2: 32 entries, 2 reserved for CPUs, 30 devices.
     assert_eq!(
         m["max_borrowed"],
         json!(a.rid_lut_entries - a.rid_reserved),

@@ -52,7 +52,7 @@ fn one_client_waits_longer_the_further_its_sq_is_from_the_controller() {
         // At QD 1 on an idle fabric nothing varies: the p99 is the median.
         assert_eq!(f["p99_us"], f["median_us"]);
     }
-    // The lender's IOMMU sends every TLP of its devices up to its root (REFERENCE.md §1),
+    // The lender's IOMMU sends every TLP of its devices up to its root (docs/hardware.md §1),
     // the GPU's memory included: the peer-to-peer fetch loses its short cut and the SQ
     // in the lender's RAM, already at the root, is then the nearest.
     let (lender_on, gpu_on) = (at(true, "lender_ram"), at(true, "h00.gpu.bar1"));

@@ -1,4 +1,4 @@
-//! Multipath failover (EXPERIMENTS.md `smartio.failover`): a borrower with two NTB paths
+//! Multipath failover (`smartio.failover` in docs/studies.md): a borrower with two NTB paths
 //! to a lent P4800X loses its primary cable at 1 ms; no acknowledged write is lost, no
 //! read-back byte differs, every I/O completes or is reported.
 

@@ -13,7 +13,7 @@ use sim::Time;
 use systems::drivers::nvme_blk::{BlkConfig, BlkError, BlkRequest, BlkRun};
 use systems::drivers::{nvme_qd1_latency, LatencyResult};
 
-/// REFERENCE.md §2: the thesis compared local and lent with a RAM-disk NVMe in the
+/// docs/hardware.md §2: the thesis compared local and lent with a RAM-disk NVMe in the
 /// chassis position. The same edits as the experiment's `set` overrides
 /// (`host.user.device.nvme.device_model`, `host.lender.device.nvme.device_model`,
 /// `host.borrower.iommu`).

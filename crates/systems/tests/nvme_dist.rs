@@ -1,7 +1,7 @@
 //! The distributed user-space NVMe driver: a manager on the lender, clients on other hosts
 //! with their own queue pairs, bytes written and read back by each, the controller's queue
 //! limit refusing the client past it, no control message per I/O, and the SQ's place
-//! deciding the fetch path (REFERENCE.md §2's hop counts).
+//! deciding the fetch path (docs/hardware.md §2's hop counts).
 
 use devices::nvme::queue::{DriverLog, IoCmd};
 use devices::nvme::NvmeDriver;
@@ -106,7 +106,7 @@ fn a_client_reads_back_what_it_wrote_through_a_borrowed_controller_with_no_messa
 
 #[test]
 fn the_sq_placement_decides_the_fetch_path() {
-    // REFERENCE.md §2: borrower RAM 4 hops, lender RAM 3, the P4000's memory 1.
+    // docs/hardware.md §2: borrower RAM 4 hops, lender RAM 3, the P4000's memory 1.
     let cases = [
         (SqPlacement::NearCpu, 4),
         (SqPlacement::NearDevice, 3),

@@ -1,4 +1,4 @@
-//! Peer-to-peer between borrowed devices on the built-in three-way testbed (REFERENCE.md
+//! Peer-to-peer between borrowed devices on the built-in three-way testbed (docs/hardware.md
 //! §2), lends and borrows declared in the scenario (`[[lend]]`, `[[borrow]]`) and performed
 //! by `Cluster::from_fabric`. Each mapping is checked by routing the device's access
 //! through the fabric: the switch chips (hops) and root complexes (roots) it crosses, and

@@ -1,4 +1,4 @@
-//! Tyche's mechanisms (REFERENCE.md §3) on two dual-socket hosts with six Myricom NICs,
+//! Tyche's mechanisms (docs/hardware.md §3) on two dual-socket hosts with six Myricom NICs,
 //! three under each package's root: bytes arrive intact, affinity keeps data off the
 //! interconnect, round-robin does not, counters agree with the traffic generated.
 

@@ -1,4 +1,4 @@
-//! `nudma bench phold`: times the discrete-event engine on PHOLD (EXPERIMENTS.md
+//! `nudma bench phold`: times the discrete-event engine on PHOLD (the catalog's
 //! `engine.phold`) and, with `--baseline`, a binary-heap driver on the same random
 //! sequence, side by side on this machine.
 

@@ -1,5 +1,5 @@
 //! Receive steering: RSS (Toeplitz over the 5-tuple), per-PF ARFS tables, the
-//! multi-PF switch (MPFS) of an octoNIC (REFERENCE.md §1), and Linux's multi-PF netdev
+//! multi-PF switch (MPFS) of an octoNIC (docs/hardware.md §1), and Linux's multi-PF netdev
 //! (mlx5 "socket direct", Documentation/networking/multi-pf-netdev.rst): one netdev whose
 //! channels are spread over the PFs round-robin and whose receive steering tables belong
 //! to the primary PF, pointing at any PF's receive queues.

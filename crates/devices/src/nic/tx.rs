@@ -1,6 +1,6 @@
 //! The NIC's read engine as PCIe sees it: every DMA read is cut into requests of at most
 //! the function's read request size (MRRS), and a request goes out only when one of the
-//! function's tags is free — REFERENCE.md §5: "the number of reads in flight is bounded
+//! function's tags is free — docs/hardware.md §5: "the number of reads in flight is bounded
 //! by the requester's tags; throughput of reads ≈ min(link, bytes in flight / RTT)". A
 //! send is its descriptor read (none when the driver posts it by PIO: `SendRequests`),
 //! then its payload's reads (`Nic::fetch_send`).

@@ -45,7 +45,7 @@ pub use qp::{Qp, Verb, Wqe};
 pub use send::SendArbiter;
 
 /// Bytes of one QP context in host memory (assumption: mlx4's QPC entry size,
-/// `dev_cap.qpc_entry_sz` = 256 on ConnectX-3; REFERENCE.md gives none).
+/// `dev_cap.qpc_entry_sz` = 256 on ConnectX-3; docs/hardware.md gives none).
 pub const QPC_BYTES: u64 = 256;
 /// Bytes of one MTT entry, a page's translation (mlx4: 8-byte entries).
 pub const MTT_BYTES: u64 = 8;

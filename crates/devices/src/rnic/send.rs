@@ -58,7 +58,7 @@ impl SendArbiter {
     /// send queue — why the driver also writes it to the queue in memory, and why the
     /// mlx5 driver stops using BlueFlame when the device back-pressures the queue (its
     /// commit "Use BlueFlame for TX"); the study's 16 closed-loop QPs complete 6.4 M
-    /// operations/s (REFERENCE.md §4, 16 × 64 B in 2.5 µs), more than its 8 open-loop
+    /// operations/s (docs/hardware.md §4, 16 × 64 B in 2.5 µs), more than its 8 open-loop
     /// QPs' 6.06 M, which a transmit unit costing the same per WQE in both cannot do.
     pub fn takes_blueflame(&self, q: usize, at: Time, ahead: usize) -> bool {
         let unit_done = self.queues.get(q).map_or(Time::ZERO, |s| s.unit_done);

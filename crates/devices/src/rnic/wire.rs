@@ -5,7 +5,7 @@
 //! layer" and ch. 7 "Link layer"): LRH 8 B, BTH 12 B, RETH 16 B (first packet of a WRITE,
 //! the READ request), AETH 4 B (the ACK; first, last or only packet of a READ response),
 //! AtomicETH 28 B, AtomicAckETH 8 B, ICRC 4 B, VCRC 2 B; the payload is padded to a whole
-//! number of 4-byte words. No GRH: the testbed is one subnet (REFERENCE.md §4 names one
+//! number of 4-byte words. No GRH: the testbed is one subnet (docs/hardware.md §4 names one
 //! HCA per host and no router).
 
 /// Local route header.
@@ -29,7 +29,7 @@ pub const VCRC: u64 = 2;
 pub const MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
 
 /// Data rate of a 4x FDR port after 64b/66b coding: 4 lanes × 14.0625 Gb/s × 64/66,
-/// in GB/s (≈ 6.818). REFERENCE.md §4's "56 Gb/s" is the rounded signalling rate.
+/// in GB/s (≈ 6.818). docs/hardware.md §4's "56 Gb/s" is the rounded signalling rate.
 pub fn fdr_4x_gbps() -> f64 {
     4.0 * 14.0625 * 64.0 / 66.0 / 8.0
 }

@@ -18,7 +18,7 @@
 //! stored bytes, and the client checks each returned value whole (see [`value_bytes`]).
 //!
 //! Simplifications, stated: the client side runs no core model (memslap's 14 threads on
-//! 14 cores are not the bottleneck of one server core: assumption, REFERENCE.md §1 names
+//! 14 cores are not the bottleneck of one server core: assumption, docs/hardware.md §1 names
 //! no client limit), but its port and PCIe link are priced; a SET's value leaves the
 //! client as 64 KiB TSO sends whenever the server's receive ring has room for their frames
 //! (the ring, not TCP's 6 MiB window, is what bounds a slow receiver: more would be dropped
@@ -45,12 +45,12 @@ use crate::victim::Background;
 /// memcached's own work per request — parsing the command, hashing the key, the item
 /// lookup or allocation and LRU update — in cycles. Assumption: ≈ 1 µs at 2 GHz, the
 /// order of memcached's per-request user-space path measured without the network stack;
-/// REFERENCE.md §1 gives no figure.
+/// docs/hardware.md §1 gives no figure.
 pub const REQUEST_CYCLES: u64 = 2000;
 
 /// Keys memslap draws from. Assumption: memaslap's default task window of 10 k keys; what
 /// matters is that `keys × value` (≈ 5 GB at 512 KiB) is far beyond the 35 MB LLC
-/// (REFERENCE.md §1), which any key space of more than ≈ 100 keys gives.
+/// (docs/hardware.md §1), which any key space of more than ≈ 100 keys gives.
 pub const MEMSLAP_KEYS: u64 = 10_000;
 
 /// Items and socket-buffer pages are priced in chunks of this many bytes (one TSO send).

@@ -13,7 +13,7 @@ use crate::victim::Background;
 /// receiving when `server_receives`. Server core c of socket s has its rings and process
 /// memory on node s and its queue on PF `pf_of(s)`; the client side of every connection
 /// runs on a core of its own with `client`'s PF and node (the client is not what is
-/// measured: assumption, REFERENCE.md §1 names no client limit at line rate).
+/// measured: assumption, docs/hardware.md §1 names no client limit at line rate).
 pub fn run(
     server: &mut NetHost,
     client: &mut NetHost,

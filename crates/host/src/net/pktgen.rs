@@ -1,7 +1,7 @@
 //! The in-kernel packet generator on one core: the same packet (one buffer) posted again
 //! and again; per packet the core writes a descriptor and rings the doorbell, the NIC
 //! reads descriptor and packet and writes a completion entry, which the core reads back
-//! (one dependent line, priced where it is: REFERENCE.md §1's ≈ 80 ns miss when the NIC
+//! (one dependent line, priced where it is: docs/hardware.md §1's ≈ 80 ns miss when the NIC
 //! is remote, so its write went to DRAM instead of the LLC).
 //!
 //! A packet may be several fragments (pages) on different nodes; each fragment is read

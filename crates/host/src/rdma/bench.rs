@@ -1,4 +1,4 @@
-//! The benchmark of the NUMA/RDMA study (REFERENCE.md §4) as a discrete-event run of
+//! The benchmark of the NUMA/RDMA study (docs/hardware.md §4) as a discrete-event run of
 //! client threads, two RNICs and the server's memory: one RC QP per connection, one
 //! client thread per connection on the client RNIC's node (hardware threads round robin),
 //! each connection on its own adjacent slot of one server region.

@@ -17,7 +17,7 @@
 //!   the LLC and every READ goes to the (loaded) DRAM; a local region written by DDIO is
 //!   re-allocated by every WRITE.
 //!
-//! Placement (assumptions, REFERENCE.md §4 says only "unbound or bound to either node"):
+//! Placement (assumptions, docs/hardware.md §4 says only "unbound or bound to either node"):
 //! bound threads run on their node's hardware threads (oversubscribed: 128 threads on 24)
 //! with their buffers first-touched there; unbound threads are spread evenly over both
 //! nodes by the scheduler and, oversubscribed and free to migrate, find their buffer on
@@ -33,11 +33,11 @@ use devices::rnic::{Verb, Wqe};
 use super::agents::ServerAgents;
 use super::{RdmaHost, Region};
 
-/// Threads of the study's load (EXPERIMENTS.md `rdma.independent_load`).
+/// Threads of the study's load (`rdma.independent_load` in docs/studies.md).
 pub const LOAD_THREADS: u32 = 128;
 /// Bytes of one element.
 pub const ELEM_BYTES: u64 = 8;
-/// Private L2 per core (assumption: Haswell-EP's 256 KiB L2; REFERENCE.md §4 gives only
+/// Private L2 per core (assumption: Haswell-EP's 256 KiB L2; docs/hardware.md §4 gives only
 /// the LLC). The L1 is left out: it is inside the L2's capacity.
 pub const L2_BYTES: u64 = 256 << 10;
 /// Buffer namespace of the load's LLC-resident working sets.

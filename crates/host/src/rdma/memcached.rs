@@ -1,4 +1,4 @@
-//! memcached over one-sided RDMA (`rdma.memcached`, REFERENCE.md §4): one server worker
+//! memcached over one-sided RDMA (`rdma.memcached`, docs/hardware.md §4): one server worker
 //! thread, `connections` clients each a closed loop on the client host, over the
 //! discrete-event RNICs of `bench` with both hosts posting.
 //!
@@ -21,7 +21,7 @@
 //! Each client connection is one RC QP; the worker posts on the server's end of the same
 //! QP, so the RNICs hold one context per client (the study's limit of 31 holds).
 //!
-//! Placement (`Placement`, EXPERIMENTS.md read literally): "local"/"remote" is relative
+//! Placement (`Placement`, the config names read literally): "local"/"remote" is relative
 //! to each host's own RNIC: `both_local` puts the client threads and region on the
 //! client RNIC's node and the worker and its store on the server RNIC's; `both_remote`
 //! both on the other node of their host; `client_local_server_remote` the client local
@@ -39,7 +39,7 @@ use super::stats::{Samples, Throughput};
 use super::RdmaHost;
 
 /// Cycles the worker spends on one SET besides its memory accesses (assumption:
-/// memcached's request parsing, hash and item bookkeeping ≈ 300 cycles; REFERENCE.md §4
+/// memcached's request parsing, hash and item bookkeeping ≈ 300 cycles; docs/hardware.md §4
 /// gives no figure).
 pub const WORKER_CYCLES: u64 = 300;
 /// Items in the store (assumption: 1,024; the store is a few pages, within the RNIC's

@@ -41,7 +41,7 @@ fn line_fill_buffers(topo: &Topology, h: HostId) -> u32 {
 
 /// Cycles of `ibv_post_send` building one WQE in the send queue (assumption: libmlx4's
 /// post path for one work request — lock, ownership bits, a 64-byte WQE, the BlueFlame
-/// copy loop — is ≈ 150 cycles; REFERENCE.md §4 gives no figure).
+/// copy loop — is ≈ 150 cycles; docs/hardware.md §4 gives no figure).
 pub const POST_CYCLES: u64 = 150;
 /// Cycles of `ibv_poll_cq` taking one completion once its CQE is read (assumption:
 /// ownership check, parsing, consumer-index update ≈ 100 cycles).
@@ -55,7 +55,7 @@ pub const CQE_BYTES: u64 = 64;
 /// through the BlueFlame page unless `MLX4_POST_SEND_PREFER_BF=0` (`prefer_bf` defaults
 /// to 1), while the upstream library would ring the doorbell and let the RNIC fetch a
 /// non-inline WQE by DMA. The published WRITE rates from 8 to 64 B (6.062, 5.988, 5.917,
-/// 5.776 Mops, REFERENCE.md §4) fall as a gathered payload's PCIe completion grows.
+/// 5.776 Mops, docs/hardware.md §4) fall as a gathered payload's PCIe completion grows.
 /// An application that inlines its small WRITEs says so with `bench::Rdma::set_max_inline`.
 pub const BENCH_MAX_INLINE: u64 = 0;
 

@@ -1,4 +1,4 @@
-//! The study's throughput statistics (REFERENCE.md §4): each connection's operations
+//! The study's throughput statistics (docs/hardware.md §4): each connection's operations
 //! counted per sample window; a connection's throughput is the mean of its samples; the
 //! system's is the sum of the connections' means. The spread is the sample standard
 //! deviation (n − 1) of the system's per-sample throughput — the sum over connections

@@ -4,7 +4,7 @@
 //! (`sim::memsys::ownership`):
 //!
 //! - an RNIC READ of a line a worker holds Modified waits for the snoop that fetches it
-//!   (at the line's home socket: an LLC hit's time, REFERENCE.md §4's 38 ns; from a core
+//!   (at the line's home socket: an LLC hit's time, docs/hardware.md §4's 38 ns; from a core
 //!   on the other socket: a remote memory access's, §4's 122 ns — assumptions: a snoop of
 //!   a private cache costs what the same trip costs to the LLC or remote memory);
 //! - an RNIC WRITE invalidates the workers' copies (posted: the ACK does not wait), and

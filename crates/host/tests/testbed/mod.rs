@@ -1,4 +1,4 @@
-//! The RDMA study's testbed (REFERENCE.md §4, built-in scenario `rdma_haswell`) for the
+//! The RDMA study's testbed (docs/hardware.md §4, built-in scenario `rdma_haswell`) for the
 //! RDMA tests: its topology and the client and server hosts with their RNICs.
 
 use fabric::{builtin, Fabric, Topology};

@@ -148,12 +148,12 @@ fn assumed_timing(ic_gbps: &str) -> [(&'static str, &str, &'static str); 21] {
         (
             "rc_p2p_read_tags",
             "48",
-            "as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+            "as calibrated on the SmartIO Xeons (docs/hardware.md §2)",
         ),
         (
             "rc_p2p_read_gap_ns",
             "32.0",
-            "as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+            "as calibrated on the SmartIO Xeons (docs/hardware.md §2)",
         ),
         ("rcb_bytes", "64", "64 B read completion boundary"),
         (
@@ -171,7 +171,7 @@ fn assumed_timing(ic_gbps: &str) -> [(&'static str, &str, &'static str); 21] {
         (
             "cpu_mmio_write_ns",
             "45.0",
-            "as calibrated on the SmartIO Xeons (REFERENCE.md §2)",
+            "as calibrated on the SmartIO Xeons (docs/hardware.md §2)",
         ),
         ("cpu_poll_ns", "80.0", "a miss to local DRAM"),
         (

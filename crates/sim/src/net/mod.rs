@@ -52,7 +52,7 @@ const NONE: u32 = u32::MAX;
 
 /// Bytes a message takes on a CPU interconnect (QPI/UPI), whose rate counts 8 B of
 /// payload per 80-bit flit: a header flit, then the data in whole flits — a read request
-/// is one flit, a 64 B line nine (assumption: QPI's packet format; REFERENCE.md gives the
+/// is one flit, a 64 B line nine (assumption: QPI's packet format; docs/hardware.md gives the
 /// link rate only).
 pub fn coherent_bytes(payload: u32) -> u32 {
     8 + payload.div_ceil(8) * 8

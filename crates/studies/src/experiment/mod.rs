@@ -146,7 +146,7 @@ struct Meta {
     #[serde(default)]
     x_log2: bool,
     plot: Vec<String>,
-    /// Configs EXPERIMENTS.md lists that this file does not run yet (`reproduce` says so).
+    /// Configs of the study that this file does not run yet (`reproduce` says so).
     #[serde(default)]
     not_implemented: Vec<String>,
 }

@@ -17,7 +17,7 @@ pub const FLOW: FiveTuple = FiveTuple {
     proto: 6,
 };
 
-/// IP MTU of every network workload: standard Ethernet (REFERENCE.md §1 names no jumbo
+/// IP MTU of every network workload: standard Ethernet (docs/hardware.md §1 names no jumbo
 /// frames).
 pub const MTU: u32 = 1500;
 
@@ -134,7 +134,7 @@ pub fn nic_socket(topo: &Topology, name: &str, nic: &str, away: bool) -> Result<
 }
 
 /// A bulk-transfer client: its NIC's first PF, a core and memory on that PF's socket,
-/// hardware LRO on (REFERENCE.md §1's client is a stock R730 with a ConnectX-4, whose
+/// hardware LRO on (docs/hardware.md §1's client is a stock R730 with a ConnectX-4, whose
 /// receive is not what the server experiments measure).
 pub fn stream_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, String> {
     let socket = nic_socket(topo, name, nic, false)?;
@@ -143,7 +143,7 @@ pub fn stream_client(topo: &Topology, name: &str, nic: &str) -> Result<NetHost, 
     Ok(h)
 }
 
-/// Interrupt coalescing off, as latency tests run (REFERENCE.md §1).
+/// Interrupt coalescing off, as latency tests run (docs/hardware.md §1).
 pub fn coalescing_off(h: &mut NetHost) {
     h.coalescing.mode = CoalesceMode::Off;
 }

@@ -304,7 +304,7 @@ fn fit(round_trip_ns: f64, m: Measure) -> (u32, u32) {
     (n(m.warmup).max(RR_WARMUP), n(m.duration).max(1))
 }
 
-/// sockperf's UDP ping-pong, coalescing off on both sides (REFERENCE.md §1: off for
+/// sockperf's UDP ping-pong, coalescing off on both sides (docs/hardware.md §1: off for
 /// latency tests), as many round trips as fit in `m` (a pilot gives the round trip). The
 /// model has no variance source, so it reports the mean alone (its p99 would equal it).
 fn udp_pingpong(
@@ -422,7 +422,7 @@ fn migrate(
 }
 
 /// TCP_RR with `coalescing` on both sides (off unless the workload says otherwise:
-/// REFERENCE.md §1 runs latency tests without it): a pilot run gives the steady-state
+/// docs/hardware.md §1 runs latency tests without it): a pilot run gives the steady-state
 /// round trip, then the warm-up (at least the rings' wrap, `RR_WARMUP`) and the window
 /// are as many transactions as fit in `m`.
 fn tcp_rr(

@@ -1,5 +1,5 @@
 //! A SmartIO user program on one host, as `smartio.gpu_dma` and `smartio.p2p` run one
-//! (REFERENCE.md §6): it borrows every device that is not its host's own from the pool
+//! (docs/hardware.md §6): it borrows every device that is not its host's own from the pool
 //! (`SCIBorrowDevice`), creates its RAM as segments of its host (`SCICreateSegment`),
 //! maps them and peers' BARs for each device (`SCIMap*SegmentForDevice`, peer-to-peer
 //! through `map_device_for_device`) and BARs for its CPU (the shadow BAR), then returns

@@ -1,4 +1,4 @@
-//! The Tyche study's workloads (EXPERIMENTS.md `tyche.*`, REFERENCE.md §3): the protocol
+//! The Tyche study's workloads (`tyche.*` in docs/studies.md, docs/hardware.md §3): the protocol
 //! of `systems::tyche` between two hosts of the scenario, as `nudma run`'s `tyche_fio` and
 //! `zmio` kinds (`run.rs`), and the words their fields take: where each side keeps its
 //! channels (the NIC's node or one node), the initiator's scheduler, the application's
@@ -15,7 +15,7 @@ use systems::tyche::{
     TycheSpec,
 };
 
-/// Data bytes of a jumbo frame (REFERENCE.md §3: 4 or 8 KB; the larger for every
+/// Data bytes of a jumbo frame (docs/hardware.md §3: 4 or 8 KB; the larger for every
 /// request of 8 KiB and more).
 pub const FRAME_BYTES: u64 = 8192;
 

@@ -1,7 +1,7 @@
 //! Device drivers written once against "the device as this host sees it"
 //! (`access::DeviceAccess`), so the same driver code runs on a local device, a device
 //! borrowed through SmartIO Device Lending and (later) one passed to a VM through MDEV
-//! (DESIGN.md rule 6). Only the `DeviceAccess` implementation differs.
+//! (ARCHITECTURE.md, `crates/systems`). Only the `DeviceAccess` implementation differs.
 //!
 //! # Why here and not in `smartio/`
 //!

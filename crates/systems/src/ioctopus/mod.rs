@@ -1,4 +1,4 @@
-//! The IOctopus driver side (REFERENCE.md §1): which PF of a multi-PF NIC a workload's
+//! The IOctopus driver side (docs/hardware.md §1): which PF of a multi-PF NIC a workload's
 //! traffic uses. A standard NIC shows each PF as its own netdev, so a socket bound to a
 //! netdev receives and transmits through that PF wherever its thread runs. The octoNIC
 //! (the team driver's IOctopus mode) transmits through the PF local to the current CPU

@@ -1,4 +1,4 @@
-//! The driver of one flow under thread migration (REFERENCE.md §1): a standard NIC's
+//! The driver of one flow under thread migration (docs/hardware.md §1): a standard NIC's
 //! per-netdev ARFS, or the IOctopus team driver over an octoNIC. Both learn where the
 //! flow is consumed from the stack's ARFS callback and change their rules from a worker
 //! (Linux runs `ndo_rx_flow_steer`'s table update in a work item, not in the callback);

@@ -1,4 +1,4 @@
-//! The device-oriented API of SISCI SmartIO (REFERENCE.md §6), in Rust's words. Calls are
+//! The device-oriented API of SISCI SmartIO (docs/hardware.md §6), in Rust's words. Calls are
 //! methods of `Cluster` taking the fabric; handles are plain values.
 //!
 //! | SISCI call | here |

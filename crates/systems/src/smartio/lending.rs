@@ -44,7 +44,7 @@ use super::pool::{Availability, BorrowId, Fdid, Lease, Pool, PoolDevice};
 use super::LendError;
 
 /// Default DMA window of a borrow: two 32 MiB windows of a PXH830's address LUT.
-/// (REFERENCE.md §2's K40c set-up used 512 MB; `BorrowOptions::dma_window` sets it.)
+/// (docs/hardware.md §2's K40c set-up used 512 MB; `BorrowOptions::dma_window` sets it.)
 pub const DEFAULT_DMA_WINDOW: u64 = 64 << 20;
 /// Command register (0x04) bit 10: Interrupt Disable (legacy INTx masked).
 pub const CMD_INTX_DISABLE: u16 = 1 << 10;

@@ -1,4 +1,4 @@
-//! SmartIO (Markussen's thesis, Papers I–V; REFERENCE.md §2 and §6): a cluster-wide device
+//! SmartIO (Markussen's thesis, Papers I–V; docs/hardware.md §2 and §6): a cluster-wide device
 //! pool, Device Lending on bare metal (shadow devices, DMA windows, MSI redirection),
 //! peer-to-peer between borrowed devices, and the device-oriented API of SISCI SmartIO.
 //!

@@ -1,4 +1,4 @@
-//! The distributed user-space NVMe driver (libnvm in its SmartIO mode, REFERENCE.md §6):
+//! The distributed user-space NVMe driver (libnvm in its SmartIO mode, docs/hardware.md §6):
 //! one NVMe controller shared by many hosts.
 //!
 //! A **manager** (`nvm_dis_ctrl_init` + `nvm_ctrl_reset` + `nvm_aq_create` +

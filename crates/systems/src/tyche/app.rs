@@ -1,4 +1,4 @@
-//! The applications that drive Tyche's block device (REFERENCE.md §3): FIO with direct
+//! The applications that drive Tyche's block device (docs/hardware.md §3): FIO with direct
 //! I/O and zmIO with asynchronous direct I/O, each as threads keeping a number of
 //! requests in flight, each request with its own buffer on some node.
 
@@ -6,18 +6,18 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AppKind {
     /// FIO, direct I/O, one request in flight per thread (assumption: FIO's default
-    /// `psync` engine; REFERENCE.md §3 says direct I/O and names no engine).
+    /// `psync` engine; docs/hardware.md §3 says direct I/O and names no engine).
     Fio,
     /// zmIO, asynchronous direct I/O with `ZMIO_DEPTH` requests in flight per thread.
     Zmio,
 }
 
-/// Requests a zmIO thread keeps in flight (assumption: REFERENCE.md §3 gives none; a
+/// Requests a zmIO thread keeps in flight (assumption: docs/hardware.md §3 gives none; a
 /// depth of 8 keeps six 10 Gb/s channels busy with a few threads, as an asynchronous
 /// benchmark means to).
 pub const ZMIO_DEPTH: u32 = 8;
 
-/// zmIO's buffer skew (REFERENCE.md §3): shares of its write and read buffers on node 0.
+/// zmIO's buffer skew (docs/hardware.md §3): shares of its write and read buffers on node 0.
 pub const ZMIO_WRITE_NODE0: f64 = 0.99;
 pub const ZMIO_READ_NODE0: f64 = 0.75;
 

@@ -1,5 +1,5 @@
 //! Tyche, a network-storage protocol over raw Ethernet, with its NUMA extension
-//! (REFERENCE.md §3), on top of the host layer's cores and the devices layer's NIC.
+//! (docs/hardware.md §3), on top of the host layer's cores and the devices layer's NIC.
 //!
 //! An initiator exposes a block device whose requests travel to a target's ramdisk over
 //! one or more NICs ("multi-NIC bundling"). A request is one small frame; its data

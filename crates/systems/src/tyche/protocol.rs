@@ -39,14 +39,14 @@ const MSG_BYTES: u64 = 64;
 /// sequence number in 32 B).
 const HEADER_BYTES: u64 = 32;
 /// Pre-allocated slots per channel on each side (assumption: 16 slots of the largest
-/// request, 8 MiB per channel; REFERENCE.md §3 gives no count). They bound a channel's
+/// request, 8 MiB per channel; docs/hardware.md §3 gives no count). They bound a channel's
 /// requests in flight.
 const SLOTS: u32 = 16;
 /// Cycles of a block request through Tyche's submit path: bio to request, slot
-/// allocation, message build (assumption: ≈ 1.8 µs at 2.26 GHz; REFERENCE.md §3 gives
+/// allocation, message build (assumption: ≈ 1.8 µs at 2.26 GHz; docs/hardware.md §3 gives
 /// no figure).
 const REQUEST_CYCLES: u64 = 4000;
-/// Each application thread's file (REFERENCE.md §3's FIO: 256 MB per thread; zmIO uses
+/// Each application thread's file (docs/hardware.md §3's FIO: 256 MB per thread; zmIO uses
 /// the same span).
 const FILE_BYTES: u64 = 256 << 20;
 /// Bytes of a request's structure the submitting thread writes and the completing

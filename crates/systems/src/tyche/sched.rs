@@ -1,4 +1,4 @@
-//! How the initiator picks a channel for a request (REFERENCE.md §3), and the spill
+//! How the initiator picks a channel for a request (docs/hardware.md §3), and the spill
 //! policy this model adds.
 
 use sim::Time;

@@ -1,5 +1,5 @@
 //! Interrupt delivery and thread wake-ups, the control path between Tyche's threads
-//! (Linux 2.6.32 on Nehalem-EP, REFERENCE.md §3), on the interrupt receive paths
+//! (Linux 2.6.32 on Nehalem-EP, docs/hardware.md §3), on the interrupt receive paths
 //! (`rx::RxPath`; when interrupts fire is `rx`'s).
 //!
 //! A NIC's MSI-X interrupt runs on the core its IRQ is bound to, on the NIC's node: the

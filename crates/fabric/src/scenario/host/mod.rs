@@ -147,7 +147,7 @@ impl Builder {
                 ));
             }
             Some(m) => *m.get_ref(),
-            // assumption: 256 B, what server firmware commonly programs (REFERENCE.md §2's PXH830 testbeds)
+            // assumption: 256 B, what server firmware commonly programs (docs/hardware.md §2's PXH830 testbeds)
             None => 256,
         };
         if let Some(t) = platform

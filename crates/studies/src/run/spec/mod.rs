@@ -1,4 +1,4 @@
-//! The `[[workload]]` and `[measure]` sections of a scenario file, as DESIGN.md shapes
+//! The `[[workload]]` and `[measure]` sections of a scenario file, as docs/workloads.md gives
 //! them, read with their positions so that every error names file, line, column and key.
 //! Which hardware a workload names is checked later, against the loaded fabric.
 //!
@@ -323,7 +323,7 @@ pub enum NetTest {
     TcpRr,
 }
 
-/// How the server's NIC presents its PFs (REFERENCE.md §1): each PF its own netdev, or
+/// How the server's NIC presents its PFs (docs/hardware.md §1): each PF its own netdev, or
 /// the octoNIC's one netdev steered to the PF local to the thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

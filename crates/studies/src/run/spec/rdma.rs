@@ -16,7 +16,7 @@ use serde::Deserialize;
 use super::located::{field_error, read_workload};
 use super::Kind;
 
-/// Path MTU unless the file says (the NUMA/RDMA study's, REFERENCE.md §4).
+/// Path MTU unless the file says (the NUMA/RDMA study's, docs/hardware.md §4).
 pub const MTU: u32 = 256;
 /// `max_rd_atomic` of every QP (the study's: one READ outstanding per QP).
 pub const MAX_RD_ATOMIC: u32 = 1;
@@ -137,7 +137,7 @@ struct RawMemcached {
     load_elems: u64,
 }
 
-// The study's settings (REFERENCE.md §4, EXPERIMENTS.md), as the experiments use them.
+// The study's settings (docs/hardware.md §4, docs/studies.md), as the experiments use them.
 fn rnic() -> String {
     "rnic".into()
 }

@@ -503,7 +503,7 @@ fn tyche_kinds_parse_with_their_applications_placement_and_errors_are_located() 
         panic!("{:?}", spec.workloads[0].kind)
     };
     assert_eq!(spec.workloads[0].kind.name(), "zmio");
-    // zmIO's own skew for writes (REFERENCE.md §3), Tyche's NUMA defaults.
+    // zmIO's own skew for writes (docs/hardware.md §3), Tyche's NUMA defaults.
     assert_eq!(
         app.placement,
         tyche::BufferPlacement::Skewed {
