@@ -104,6 +104,43 @@ fn ownership_counters_add_up_to_the_rnics_accesses() {
     assert_eq!(w.lines.counters.store_hits, 0);
 }
 
+#[test]
+fn a_run_alone_never_reserves_memory_before_the_time_it_promised() {
+    // The run tells its hosts' memory systems its time before each event, so they may
+    // forget the past; a reservation before that time would be placed differently than
+    // with the past kept, and is counted. Workers' snoops and loads' streams included.
+    let t = topo();
+    let (mut c, mut s) = hosts(&t);
+    let node = s.node(false);
+    let mut w = MrWorkers::new(&s, node, 4, Mix::Write, 3).unwrap();
+    let r = bench::run_with_agents(
+        &mut c,
+        &mut s,
+        open(Verb::Write, false),
+        bench::RunOptions::default(),
+        Some(&mut w as &mut dyn ServerAgents),
+    )
+    .unwrap();
+    assert!(r.operations > 1000, "{} operations", r.operations);
+    assert_eq!((c.mem.late(), s.mem.late()), (0, 0));
+    let (mut c, mut s) = hosts(&t);
+    let spec = LoadSpec {
+        threads: LOAD_THREADS,
+        elems: 100_000_000,
+        placement: Placement::BoundRemote,
+    };
+    let mut load = IndependentLoad::start(&mut s, spec).unwrap();
+    bench::run_with_agents(
+        &mut c,
+        &mut s,
+        open(Verb::Read, true),
+        bench::RunOptions::default(),
+        Some(&mut load as &mut dyn ServerAgents),
+    )
+    .unwrap();
+    assert_eq!((c.mem.late(), s.mem.late()), (0, 0));
+}
+
 fn with_load(verb: Verb, remote: bool, placement: Placement, elems: u64) -> (f64, IndependentLoad) {
     let t = topo();
     let (mut c, mut s) = hosts(&t);
