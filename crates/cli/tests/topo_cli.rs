@@ -799,3 +799,39 @@ fn a_borrowed_device_is_an_endpoint_by_its_borrow_name() {
     ]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn a_set_reaches_a_host_its_cluster_makes_and_names_them_when_it_misses() {
+    let iommu = |sets: &[&str]| -> Vec<(String, bool)> {
+        let mut args = vec!["topo", "show", "smartio_cluster60", "--format", "json"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        json(&args)["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["name"].as_str().unwrap().to_string(), h["iommu"] == true))
+            .collect()
+    };
+    let (before, after) = (iommu(&[]), iommu(&["host.h05.iommu=true"]));
+    // h05 takes its own place in the tree, with its IOMMU on; no other host changes.
+    assert_eq!(after.len(), before.len());
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(a.0, b.0);
+        assert_eq!(a.1, b.1 || a.0 == "h05", "{a:?}");
+    }
+    assert!(after.iter().any(|h| h == &("h05".to_string(), true)));
+    let (code, _, err) = nudma(&[
+        "topo",
+        "show",
+        "smartio_cluster60",
+        "--set",
+        "host.h60.iommu=true",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no `host` entry named `h60` (there are: h00); its [cluster] makes h00 … h59"),
+        "{err}"
+    );
+}

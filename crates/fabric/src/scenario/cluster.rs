@@ -570,6 +570,29 @@ impl NamePattern {
     pub(super) fn name(&self, n: u32) -> String {
         format!("{}{n:0w$}{}", self.prefix, self.suffix, w = self.width)
     }
+
+    /// The number `name` has under this pattern, if it is one the pattern makes.
+    fn number_of(&self, name: &str) -> Option<u32> {
+        let digits = name
+            .strip_prefix(&self.prefix)?
+            .strip_suffix(&self.suffix)?;
+        let n = digits.parse::<u32>().ok()?;
+        (self.name(n) == name).then_some(n)
+    }
+}
+
+/// Whether a `[cluster]` whose hosts are named by `host_names` and number `hosts` makes
+/// a host named `name` (so a written `[[host]]` of that name takes its place).
+pub fn cluster_makes_host(host_names: &str, hosts: u64, name: &str) -> bool {
+    NamePattern::parse(host_names)
+        .ok()
+        .and_then(|p| p.number_of(name))
+        .is_some_and(|n| u64::from(n) < hosts)
+}
+
+/// The name of host `n` of a `[cluster]` whose hosts are named by `host_names`.
+pub fn cluster_host_name(host_names: &str, n: u32) -> Option<String> {
+    NamePattern::parse(host_names).ok().map(|p| p.name(n))
 }
 
 /// Which cluster switches are joined by switch-to-switch cables: per switch, the lowest

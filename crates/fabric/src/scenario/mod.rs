@@ -42,6 +42,7 @@ mod parts;
 mod platform;
 mod rules;
 
+pub use cluster::{cluster_host_name, cluster_makes_host};
 pub use load::{load, load_path, read_text, FsResolver, Resolver, Source, MAX_FILE_BYTES};
 pub use rules::{
     ADAPTER_TIMING_KEYS, DEVICE_TIMING_KEYS, DMA_ENGINE_KEYS, NETSTACK_KEYS, NIC_TIMING_KEYS,

@@ -137,13 +137,17 @@ fn apply_where_present(
     if point.is_empty() {
         return Ok((src.clone(), Vec::new()));
     }
-    let mut doc: DocumentMut = src.text.parse().map_err(|e| format!("{}: {e}", src.name))?;
+    let text = with_cluster_hosts_written(&src.text, point);
+    let mut doc: DocumentMut = text.parse().map_err(|e| format!("{}: {e}", src.name))?;
     let mut missing = Vec::new();
     for (i, (key, value)) in point.iter().enumerate() {
         let segs: Vec<&str> = key.split('.').collect();
         match set_item(doc.as_item_mut(), &segs, value.clone(), "") {
             Ok(()) => {}
-            Err(Miss::Absent(m)) => missing.push((i, format!("--set {key}: {m}"))),
+            Err(Miss::Absent(m)) => missing.push((
+                i,
+                format!("--set {key}: {m}{}", cluster_hosts_note(&text, key)),
+            )),
             Err(Miss::Bad(m)) => return Err(format!("--set {key}: {m}")),
         }
     }
@@ -153,6 +157,97 @@ fn apply_where_present(
             text: doc.to_string(),
         },
         missing,
+    ))
+}
+
+/// A key `host.NAME.…` on a host the file's `[cluster]` makes, with no `[[host]]` of that
+/// name: the host is written out, a copy of the cluster's host template named NAME, so the
+/// key has a table to land in (a written host takes its generated namesake's place).
+fn with_cluster_hosts_written(text: &str, point: &Point) -> String {
+    let named: Vec<&str> = point
+        .iter()
+        .filter_map(|(k, _)| k.strip_prefix("host.")?.split('.').next())
+        .collect();
+    if named.is_empty() {
+        return text.to_string();
+    }
+    // A file that does not parse is reported by the caller, at its own error.
+    let Ok(doc) = toml::from_str::<toml::Table>(text) else {
+        return text.to_string();
+    };
+    let Some((host_names, hosts, template)) = cluster_template(&doc) else {
+        return text.to_string();
+    };
+    let written: Vec<&str> = doc
+        .get("host")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.get("name")?.as_str())
+        .collect();
+    let mut out = text.to_string();
+    let mut done: Vec<&str> = Vec::new();
+    for name in named {
+        if written.contains(&name)
+            || done.contains(&name)
+            || !fabric::scenario::cluster_makes_host(host_names, hosts, name)
+        {
+            continue;
+        }
+        done.push(name);
+        let mut host = toml::Table::new();
+        host.insert("name".into(), name.into());
+        host.extend(template.clone());
+        let mut file = toml::Table::new();
+        file.insert("host".into(), vec![toml::Value::Table(host)].into());
+        if let Ok(t) = toml::to_string(&file) {
+            out.push('\n');
+            out.push_str(&t);
+        }
+    }
+    out
+}
+
+/// For a key on a host no file names: the hosts the file's `[cluster]` makes.
+fn cluster_hosts_note(text: &str, key: &str) -> String {
+    let Some(doc) = key
+        .starts_with("host.")
+        .then(|| toml::from_str::<toml::Table>(text).ok())
+        .flatten()
+    else {
+        return String::new();
+    };
+    let Some((names, hosts, _)) = cluster_template(&doc) else {
+        return String::new();
+    };
+    let last = u32::try_from(hosts.saturating_sub(1)).unwrap_or(u32::MAX);
+    match (
+        fabric::scenario::cluster_host_name(names, 0),
+        fabric::scenario::cluster_host_name(names, last),
+    ) {
+        (Some(first), Some(last)) => format!("; its [cluster] makes {first} … {last}"),
+        _ => String::new(),
+    }
+}
+
+/// A `[cluster]`'s host name pattern, its number of hosts and its host template.
+fn cluster_template(doc: &toml::Table) -> Option<(&str, u64, &toml::Table)> {
+    let c = doc.get("cluster")?.as_table()?;
+    let per_leaf = u64::try_from(c.get("hosts_per_leaf")?.as_integer()?).ok()?;
+    let mut hosts = per_leaf;
+    for l in c
+        .get("level")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let fanout = u64::try_from(l.get("fanout")?.as_integer()?).ok()?;
+        hosts = hosts.saturating_mul(fanout);
+    }
+    Some((
+        c.get("host_names")?.as_str()?,
+        hosts,
+        c.get("host")?.as_table()?,
     ))
 }
 
