@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::{Fifo, Lru, HORIZON, SLIVER};
+use super::fifo::{HORIZON, SLIVER};
+use super::{Fifo, Lru};
 use crate::time::Time;
 
 /// The reference server: busy intervals in a `BTreeMap`, searched, merged and pruned
