@@ -292,7 +292,7 @@ fn ram_sinks(
                 pt.read_completion_bytes.min(h.mps),
             );
             // Writes that bypass DDIO land in DRAM; DDIO writes and read hits
-            // are the LLC's (REFERENCE.md §1, DDIO). The package's DDIO ways
+            // are the LLC's (docs/hardware.md §1, DDIO). The package's DDIO ways
             // are shared by its CPU nodes; memory-only nodes get none, so
             // their writes land in their memory (assumption: nothing documents
             // DDIO into HBM, CXL or GPU memory).

@@ -1,4 +1,4 @@
-//! Multipath failover of a distributed-driver client (EXPERIMENTS.md `smartio.failover`).
+//! Multipath failover of a distributed-driver client (`smartio.failover` in docs/studies.md).
 //!
 //! A borrower with two NTB adapter pairs to the lender borrows the NVMe controller twice,
 //! once through each pair (`BorrowOptions::through`), and gets one I/O queue pair per
@@ -10,7 +10,7 @@
 //!   through the NTB; a dead link drops them silently. After a batch of stores the client
 //!   reads CSTS through the same path (a read does not pass posted writes), the way
 //!   SISCI's `SCICheckSequence` checks PIO stores: all-ones (Unsupported Request,
-//!   REFERENCE.md §2) means the path is dead; otherwise every entry is in place and the
+//!   docs/hardware.md §2) means the path is dead; otherwise every entry is in place and the
 //!   doorbell goes. So the controller never fetches a stale entry from a slot whose store
 //!   was dropped.
 //! * **Detection.** A fence answered with all-ones, or a command with no completion

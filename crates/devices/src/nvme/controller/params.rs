@@ -41,7 +41,7 @@ pub struct NvmeParams {
     pub lba_bytes: u64,
     pub blocks: u64,
     /// A Controller Memory Buffer: the function's first memory BAR after BAR0, if its
-    /// device (model) gives it one (the P4800X has none, REFERENCE.md §2).
+    /// device (model) gives it one (the P4800X has none, docs/hardware.md §2).
     pub cmb: Option<Cmb>,
 }
 

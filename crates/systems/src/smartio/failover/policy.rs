@@ -3,7 +3,7 @@
 
 use sim::Time;
 
-/// Queue depth of the client (EXPERIMENTS.md: QD 8).
+/// Queue depth of the client (docs/workloads.md: QD 8).
 pub const DEPTH: usize = 8;
 
 pub(super) const BLOCK: u64 = 4096;
