@@ -59,8 +59,10 @@ use crate::format::{is_size_param, unit_of};
 use crate::harness::RunError;
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
 use crate::run::overrides::{self, Override, Point};
+pub(crate) use hardware::Hardware;
 use workloads::{counter_metric, run_workloads, workload_metric, WORKLOADS_ARG};
 
+mod hardware;
 mod workloads;
 
 #[derive(Deserialize)]
@@ -253,15 +255,6 @@ pub struct Experiment {
 
 /// Runs an experiment's workloads (their resolved TOML) on a config's hardware.
 pub(crate) type Runner = fn(&Hardware, &str) -> Result<Outcome, RunError>;
-
-/// A config's hardware, loaded once for every run that shares it: the scenario with its
-/// overrides (the config's, the metric's, the user's) and the config's faults, and its
-/// text with the overrides applied, to which each run appends its workloads.
-pub(crate) struct Hardware {
-    pub scenario: fabric::scenario::Scenario,
-    pub src: Source,
-    pub point: Point,
-}
 
 /// A run's values by name (`WORKLOAD.METRIC`, `@COUNTER`).
 pub type Fields = BTreeMap<String, Value>;
@@ -690,26 +683,7 @@ impl Experiment {
                 }
             }
         }
-        // Each distinct hardware is loaded once (a sweep has thousands of points on a
-        // few configs), then every run takes a copy of it.
-        let keys: Vec<String> = jobs
-            .iter()
-            .map(|j| self.hardware_key(&self.configs[j.config], j.metric, &user))
-            .collect();
-        let mut distinct: Vec<(&String, &Job)> = Vec::new();
-        let mut seen_keys = BTreeSet::new();
-        for (k, j) in keys.iter().zip(&jobs) {
-            if seen_keys.insert(k) {
-                distinct.push((k, j));
-            }
-        }
-        let loaded: BTreeMap<&String, Result<Hardware, String>> = distinct
-            .par_iter()
-            .map(|&(k, j)| {
-                let c = &self.configs[j.config];
-                (k, self.hardware(c, j.metric, &user).map_err(|e| e.0))
-            })
-            .collect();
+        let (keys, loaded) = hardware::load_each(self, &jobs, &user);
         let outcomes: Vec<Result<Outcome, RunError>> = jobs
             .par_iter()
             .zip(&keys)
@@ -800,56 +774,10 @@ impl Experiment {
         (self.runner)(hw, &args[WORKLOADS_ARG]).map_err(|e| self.in_metric(c, m, e))
     }
 
+    /// An error of a metric's run, naming the experiment, config and metric.
     fn in_metric(&self, c: &ConfigSpec, m: &MetricSpec, e: RunError) -> RunError {
         let what = format!("{}, config `{}`: metric `{}`", self.info.id, c.name, m.name);
         RunError(format!("{what}: {}", e.0))
-    }
-
-    /// The scenario a metric of `c` runs on, and its overrides.
-    fn hardware_of<'a>(
-        &self,
-        c: &'a ConfigSpec,
-        m: &'a MetricSpec,
-        user: &Point,
-    ) -> (&'a str, Point) {
-        let (scenario, config_set) = match &m.scenario {
-            Some(s) => (s, &[][..]),
-            None => (&c.scenario, &c.set[..]),
-        };
-        let mut hw: Point = config_set
-            .iter()
-            .chain(&m.set)
-            .map(|(k, v)| (k.clone(), toml_to_edit(v)))
-            .collect();
-        hw.extend(user.iter().cloned());
-        (scenario, hw)
-    }
-
-    /// What makes two runs' hardware the same.
-    fn hardware_key(&self, c: &ConfigSpec, m: &MetricSpec, user: &Point) -> String {
-        let (scenario, hw) = self.hardware_of(c, m, user);
-        format!("{scenario}\u{0}{hw:?}\u{0}{}", c.faults)
-    }
-
-    /// Loads the hardware a metric of `c` runs on.
-    fn hardware(&self, c: &ConfigSpec, m: &MetricSpec, user: &Point) -> Result<Hardware, RunError> {
-        let (scenario, hw) = self.hardware_of(c, m, user);
-        let file = crate::run::source(scenario)?;
-        // Loaded alone first for its errors, located in the user's file; then with the
-        // config's faults (some overrides land in included files, which the main file's
-        // text does not carry, so the runs take the scenario loaded here).
-        overrides::load(&file, &hw).map_err(RunError)?;
-        let with_faults = Source {
-            name: format!("{} with the experiment's workloads", file.name),
-            text: format!("{}\n{}", file.text, c.faults),
-        };
-        let (scenario, src) =
-            overrides::load(&with_faults, &hw).map_err(|e| self.in_metric(c, m, RunError(e)))?;
-        Ok(Hardware {
-            scenario,
-            src,
-            point: hw,
-        })
     }
 }
 
