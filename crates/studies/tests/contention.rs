@@ -286,3 +286,50 @@ fn an_rdma_benchmark_in_a_world_names_itself_when_its_host_lacks_the_rnic() {
         "{e}"
     );
 }
+
+#[test]
+fn a_tcp_rr_and_a_tcp_receive_on_one_server_run_in_one_simulation_and_the_rr_waits() {
+    let src = source("contention/tcp_rr_stream", None);
+    let point = run::sweep(&[]).pop().unwrap();
+    let r = run::run_point(&src, &point, 1).unwrap();
+    assert_eq!(
+        r.counters["network"]["rr"]["run_with"],
+        serde_json::json!(["rx"])
+    );
+    let rr = |sets: &[&str]| metric(&src, sets, "rr", "latency_us");
+    // From another client, the RR meets the receive on the server's PCIe link and memory:
+    // a little slower beside 13 connections than alone (the receive idle).
+    let alone = rr(&["workload.rx.connections=0"]);
+    let beside = rr(&["workload.rx.connections=13"]);
+    assert!(beside > alone, "{beside} beside, {alone} alone");
+    assert!(beside < 1.2 * alone, "{beside} beside, {alone} alone");
+    // From the stream's own client, its requests also queue behind the stream's frames
+    // on that client's port.
+    let same_port = rr(&["workload.rr.client=client", "workload.rx.connections=13"]);
+    assert!(
+        same_port > 5.0 * beside,
+        "{same_port} through the stream's port"
+    );
+}
+
+#[test]
+fn apart_runs_each_workload_as_it_runs_without_the_others() {
+    let src = source("contention/tcp_rr_stream", None);
+    let sets = ["measure.apart=true", "workload.rx.connections=13"];
+    let apart = metric(&src, &sets, "rr", "latency_us");
+    let alone = metric(
+        &source("contention/tcp_rr_stream", Some("rx")),
+        &[],
+        "rr",
+        "latency_us",
+    );
+    assert_eq!(apart, alone);
+    assert!(metric(&src, &sets[1..], "rr", "latency_us") > apart);
+    // Each run's counters under its workload's name; the network rows' merged as together.
+    let sets: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let r = run::run_point(&src, &run::sweep(&sets).pop().unwrap(), 1).unwrap();
+    for w in ["rr", "rx"] {
+        assert!(r.counters["apart"][w].is_object(), "{w}: {}", r.counters);
+        assert!(r.counters["network"][w].is_object(), "{w}");
+    }
+}

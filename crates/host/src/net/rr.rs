@@ -18,9 +18,13 @@
 //! the same time and the 99th percentile equals the mean.
 
 use devices::nic::{frame, Coalescer};
+use sim::component::Component;
 use sim::memsys::LINE;
+use sim::net::{ComponentId, Event};
+use sim::timers::Timers;
 use sim::Time;
 
+use super::world::{NetWorld, Shared};
 use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
 
 #[derive(Clone, Copy, Debug)]
@@ -63,25 +67,31 @@ struct Side {
 struct Rr {
     mss: u64,
     misses: u64,
+    /// The buffer namespace of the model in its world (0 alone).
+    ns: u64,
+}
+
+/// The message size and MTU a TCP_RR can run with.
+fn check(msg_bytes: u64, mtu: u32) -> Result<(), String> {
+    if msg_bytes == 0 || msg_bytes > 1 << 20 {
+        return Err(format!("msg_bytes {msg_bytes} must be in 1..=1048576"));
+    }
+    if !(576..=9000).contains(&mtu) {
+        return Err(format!("mtu {mtu} must be in 576..=9000"));
+    }
+    Ok(())
 }
 
 /// Runs TCP_RR between `client` and `server` (each with its NIC, PF, core and node).
 pub fn run(client: &mut NetHost, server: &mut NetHost, spec: RrSpec) -> Result<RrResult, String> {
-    if spec.msg_bytes == 0 || spec.msg_bytes > 1 << 20 {
-        return Err(format!(
-            "msg_bytes {} must be in 1..=1048576",
-            spec.msg_bytes
-        ));
-    }
-    if spec.mtu < 576 || spec.mtu > 9000 {
-        return Err(format!("mtu {} must be in 576..=9000", spec.mtu));
-    }
+    check(spec.msg_bytes, spec.mtu)?;
     if spec.transactions == 0 {
         return Err("transactions must be > 0".into());
     }
     let mut m = Rr {
         mss: frame::mss(spec.mtu) as u64,
         misses: 0,
+        ns: 0,
     };
     let (mut cs, mut ss) = (Side::default(), Side::default());
     let mut t = Time::ZERO;
@@ -102,19 +112,24 @@ pub fn run(client: &mut NetHost, server: &mut NetHost, spec: RrSpec) -> Result<R
         frames = f;
         t = done;
     }
+    Ok(result(lat, &m, &ss, frames))
+}
+
+/// The result of the measured transactions' round trips `lat` (at least one).
+fn result(mut lat: Vec<Time>, m: &Rr, server: &Side, frames: u64) -> RrResult {
     let n = lat.len() as f64;
     let mean = lat.iter().map(|d| d.as_secs_f64()).sum::<f64>() / n;
     lat.sort();
     let p99 = lat[((lat.len() * 99).div_ceil(100)).saturating_sub(1)];
     let measured: f64 = lat.iter().map(|d| d.as_secs_f64()).sum();
-    Ok(RrResult {
-        server_interrupts_per_s: ss.coalesce.interrupts() as f64 / measured,
+    RrResult {
+        server_interrupts_per_s: server.coalesce.interrupts() as f64 / measured,
         latency_us: mean * 1e6,
         p99_us: p99.as_secs_f64() * 1e6,
         transactions_per_s: 1.0 / mean,
         cqe_misses: m.misses as f64 / n,
         frames_per_message: frames,
-    })
+    }
 }
 
 impl Rr {
@@ -134,23 +149,25 @@ impl Rr {
         let mut cur = start
             + h.core
                 .cycles(c.syscall_cycles + n.div_ceil(LINE) * c.copy_line_cycles);
-        cur = cur + h.mem.cpu_read(cur, sock, h.node, buf::USER, n, false);
+        cur = cur
+            + h.mem
+                .cpu_read(cur, sock, h.node, self.ns + buf::USER, n, false);
         let skbs = (c.rcvbuf_bytes / TSO_BYTES).max(1);
         let mut arrivals = Vec::new();
         let mut frames = 0;
         let mut sent = 0;
         while sent < n {
             let len = (n - sent).min(TSO_BYTES);
-            let skb = buf::SKB + side.tx_slot % skbs;
+            let skb = self.ns + buf::SKB + side.tx_slot % skbs;
             h.mem.cpu_write_home(cur, sock, h.node, skb, len);
             cur += h.core.cycles(c.tx_send_cycles);
             let slot = side.tx_slot % RING;
             side.tx_slot += 1;
             h.mem
-                .cpu_write_home(cur, sock, h.node, buf::TX_DESC + slot, DESC_BYTES);
+                .cpu_write_home(cur, sock, h.node, self.ns + buf::TX_DESC + slot, DESC_BYTES);
             let p = h.nic.params.clone();
             let headers = (frame::ETH_HEADER + frame::TCP_IP_HEADERS) as u64;
-            let data = super::fetch_send(h, cur, buf::TX_DESC + slot, skb, len + headers);
+            let data = super::fetch_send(h, cur, self.ns + buf::TX_DESC + slot, skb, len + headers);
             let mut last = data;
             for seg in frame::tso_segments(len as u32, self.mss as u32) {
                 let on_wire = h
@@ -167,7 +184,13 @@ impl Rr {
                 arrivals.push((last, len));
             }
             let pf = &mut h.nic.pfs[h.pf];
-            pf.dma_write(data, &mut h.mem, h.node, buf::TX_CQE + slot, CQE_BYTES);
+            pf.dma_write(
+                data,
+                &mut h.mem,
+                h.node,
+                self.ns + buf::TX_CQE + slot,
+                CQE_BYTES,
+            );
             side.tx_cqe = Some(slot);
             sent += len;
         }
@@ -203,11 +226,17 @@ impl Rr {
                     at,
                     &mut h.mem,
                     h.node,
-                    buf::RX_DATA + (slot << 6) + k,
+                    self.ns + buf::RX_DATA + (slot << 6) + k,
                     bytes,
                 ));
             }
-            let cqe = pf.dma_write(data, &mut h.mem, h.node, buf::RX_CQE + slot, CQE_BYTES);
+            let cqe = pf.dma_write(
+                data,
+                &mut h.mem,
+                h.node,
+                self.ns + buf::RX_CQE + slot,
+                CQE_BYTES,
+            );
             visible = visible.max(cqe);
             segs.push((visible, len, slot, frames));
         }
@@ -235,10 +264,10 @@ impl Rr {
                 cur = start + h.core.cycles(c.irq_cycles);
                 polling = true;
                 if let Some(tx) = side.tx_cqe.take() {
-                    cur = cur + self.dependent(h, cur, buf::TX_CQE + tx);
+                    cur = cur + self.dependent(h, cur, self.ns + buf::TX_CQE + tx);
                 }
             }
-            cur = cur + self.dependent(h, cur, buf::RX_CQE + slot);
+            cur = cur + self.dependent(h, cur, self.ns + buf::RX_CQE + slot);
             cur += h.core.cycles(c.rx_segment_cycles);
             unacked += 1;
             if segs.len() > 1 && (unacked == 2 || i + 1 == segs.len()) {
@@ -254,11 +283,18 @@ impl Rr {
             for k in 0..frames {
                 let b = (len - k * self.mss).min(self.mss) + 66;
                 cur = cur
-                    + h.mem
-                        .cpu_read(cur, sock, h.node, buf::RX_DATA + (slot << 6) + k, b, false);
+                    + h.mem.cpu_read(
+                        cur,
+                        sock,
+                        h.node,
+                        self.ns + buf::RX_DATA + (slot << 6) + k,
+                        b,
+                        false,
+                    );
             }
         }
-        h.mem.cpu_write_home(cur, sock, h.node, buf::USER, n);
+        h.mem
+            .cpu_write_home(cur, sock, h.node, self.ns + buf::USER, n);
         h.core.finish(start, cur);
         side.coalesce
             .rearm(cur, &h.coalescing, side.rx_packets, side.rx_bytes);
@@ -294,4 +330,179 @@ fn interrupt_at(
     }
     q.clear();
     irq.expect("a completion interrupts or arms the timer")
+}
+
+/// What a transaction of [`Transactions`] waits for next.
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// The client's process sends a request.
+    Request,
+    /// The request's first segment is at the server's NIC.
+    ServerReceive,
+    /// The server's process sends the response.
+    Response,
+    /// The response's first segment is at the client's NIC.
+    ClientReceive,
+    /// The measurement window starts.
+    Warm,
+}
+
+/// TCP_RR as a component of a [`NetWorld`]: the same transaction as [`run`]'s, one event
+/// per side's send and receive, on the world's memory systems and NICs of its hosts, so
+/// a TCP_STREAM or memcached on them queues the request and response in the same DRAM,
+/// LLC, interconnect, PCIe links and port, in time order. Transactions run back to back
+/// from time zero; those that start in the window and end within it are measured. The
+/// process's RX queue and interrupt moderation are its own (its flow hashes to its own
+/// queue, as netperf's does beside other flows).
+pub struct Transactions {
+    /// Client, server.
+    hosts: [NetHost; 2],
+    at: [Shared; 2],
+    sides: [Side; 2],
+    rr: Rr,
+    msg_bytes: u64,
+    warmup: Time,
+    window: Time,
+    timers: Timers<Ev>,
+    /// When the transaction under way started.
+    started: Time,
+    /// Where the message under way reaches its receiver's NIC (`Rr::send`).
+    arrivals: Vec<(Time, u64)>,
+    frames: u64,
+    /// Round trips of the measured transactions.
+    lat: Vec<Time>,
+    /// Events handled.
+    pub events: u64,
+}
+
+impl<'b> Component<NetWorld<'b>> for Transactions {
+    fn notify(&mut self, w: &mut NetWorld<'b>, me: ComponentId, event: Event) {
+        let Event::Timer(key) = event else {
+            return;
+        };
+        let ev = self.timers.take(key);
+        let t = w.net.now();
+        self.events += 1;
+        // The workloads beside first: all reserve DRAM, LLC and interconnect in time order.
+        w.before_event(t, matches!(ev, Ev::Warm));
+        let [client, server] = &mut self.hosts;
+        w.lend(self.at[0], client);
+        w.lend(self.at[1], server);
+        let next = self.handle(t, ev);
+        let [client, server] = &mut self.hosts;
+        w.lend(self.at[0], client);
+        w.lend(self.at[1], server);
+        if let Some((at, ev)) = next {
+            self.timers.at(&mut w.net, at.max(t), me, ev);
+        }
+    }
+}
+
+impl Transactions {
+    /// TCP_RR from `client` to `server` (views of two hosts) with `msg_bytes` each way
+    /// over `mtu`, measuring `window` after `warmup`.
+    pub fn new(
+        client: NetHost,
+        server: NetHost,
+        msg_bytes: u64,
+        mtu: u32,
+        warmup: Time,
+        window: Time,
+    ) -> Result<Transactions, String> {
+        check(msg_bytes, mtu)?;
+        if client.host == server.host {
+            return Err("a TCP_RR's client and server are two hosts".into());
+        }
+        Ok(Transactions {
+            hosts: [client, server],
+            at: [Shared::default(); 2],
+            sides: [Side::default(), Side::default()],
+            rr: Rr {
+                mss: frame::mss(mtu) as u64,
+                misses: 0,
+                ns: 0,
+            },
+            msg_bytes,
+            warmup,
+            window,
+            timers: Timers::new(),
+            started: Time::ZERO,
+            arrivals: Vec::new(),
+            frames: 0,
+            lat: Vec::new(),
+            events: 0,
+        })
+    }
+
+    /// Joins `w` as component `me`: its hosts' memory systems and NICs are the world's
+    /// from now on, and the first request leaves at time zero.
+    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) -> Result<(), String> {
+        self.rr.ns = w.start_model(self.warmup, self.window)?;
+        self.at = [w.join(&self.hosts[0]), w.join(&self.hosts[1])];
+        self.timers.at(&mut w.net, Time::ZERO, me, Ev::Request);
+        self.timers.at(&mut w.net, self.warmup, me, Ev::Warm);
+        Ok(())
+    }
+
+    /// Where the server shares its memory system and NIC in the world (after `start`).
+    pub fn server(&self) -> Shared {
+        self.at[1]
+    }
+
+    /// One event on the hosts the world has lent: what comes next, and when.
+    fn handle(&mut self, t: Time, ev: Ev) -> Option<(Time, Ev)> {
+        let [client, server] = &mut self.hosts;
+        let [cs, ss] = &mut self.sides;
+        let n = self.msg_bytes;
+        match ev {
+            Ev::Warm => {
+                self.rr.misses = 0;
+                ss.coalesce.reset_count();
+                None
+            }
+            Ev::Request => {
+                self.started = t;
+                let (arrivals, frames) = self.rr.send(client, cs, t, n, server);
+                self.frames = frames;
+                self.arrivals = arrivals;
+                Some((self.arrivals[0].0, Ev::ServerReceive))
+            }
+            Ev::ServerReceive => {
+                Some((self.rr.receive(server, ss, &self.arrivals, n), Ev::Response))
+            }
+            Ev::Response => {
+                (self.arrivals, _) = self.rr.send(server, ss, t, n, client);
+                Some((self.arrivals[0].0, Ev::ClientReceive))
+            }
+            Ev::ClientReceive => {
+                let done = self.rr.receive(client, cs, &self.arrivals, n);
+                let end = self.warmup + self.window;
+                if self.started >= self.warmup && done <= end {
+                    self.lat.push(done - self.started);
+                }
+                (done < end).then_some((done, Ev::Request))
+            }
+        }
+    }
+
+    /// How many transactions were measured.
+    pub fn measured(&self) -> u32 {
+        self.lat.len() as u32
+    }
+
+    /// The measured transactions' result; an error when the window held none.
+    pub fn result(&self) -> Result<RrResult, String> {
+        if self.lat.is_empty() {
+            return Err(format!(
+                "no TCP_RR transaction both started and ended within the {:?} window",
+                self.window
+            ));
+        }
+        Ok(result(
+            self.lat.clone(),
+            &self.rr,
+            &self.sides[1],
+            self.frames,
+        ))
+    }
 }

@@ -30,6 +30,7 @@ pub mod packet;
 mod pciebench;
 pub mod rdma;
 pub mod spec;
+mod tcp_rr;
 mod tcp_stream;
 mod together;
 pub mod victim;
@@ -172,9 +173,58 @@ pub(crate) fn run_loaded(
     let Some(window) = spec.window() else {
         return once::run_point(&scenario, &spec, &overrides::params_of(point), seed);
     };
+    if spec.apart && spec.workloads.len() > 1 {
+        return run_apart(scenario, src, &spec, point, seed);
+    }
+    run_together(scenario, src, &spec, window, point, seed)
+}
+
+/// Each workload of `spec` alone on its own copy of `scenario` (`[measure] apart`), with
+/// the seed it has among the file's workloads: the rows in file order; each run's
+/// counters under its workload's name (`apart`), the network workloads' also merged under
+/// `network` as in a run together.
+fn run_apart(
+    scenario: Scenario,
+    src: &Source,
+    spec: &spec::RunSpec,
+    point: &Point,
+    seed: u64,
+) -> Result<PointResult, RunError> {
+    let window = spec.window().expect("apart is for a window");
+    let (mut rows, mut each, mut network) = (Vec::new(), Map::new(), Map::new());
+    for (i, w) in spec.workloads.iter().enumerate() {
+        let one = spec::RunSpec {
+            workloads: vec![w.clone()],
+            timing: spec.timing,
+            apart: false,
+        };
+        let r = run_together(scenario.clone(), src, &one, window, point, seed ^ i as u64)?;
+        rows.extend(r.rows);
+        let mut c = r.counters;
+        if let Some(Value::Object(n)) = c.as_object_mut().and_then(|m| m.remove("network")) {
+            network.extend(n);
+        }
+        each.insert(w.name.clone(), c);
+    }
+    let mut counters = json!({ "apart": each });
+    if !network.is_empty() {
+        counters["network"] = Value::Object(network);
+    }
+    Ok(PointResult { rows, counters })
+}
+
+/// Runs `spec`'s workloads together over `window` on `scenario`.
+fn run_together(
+    scenario: Scenario,
+    src: &Source,
+    spec: &spec::RunSpec,
+    window: Measure,
+    point: &Point,
+    seed: u64,
+) -> Result<PointResult, RunError> {
     let name = scenario.topology.name.clone();
     let mut faults = scenario.faults.clone();
-    let mut own = own_models(&scenario, &spec, window, seed)?;
+    let mut own = own_models(&scenario, spec, window, seed)?;
     let fabric = Fabric::from_scenario(scenario).map_err(|e| RunError(e.to_string()))?;
     let mut tf = TimedFabric::new(fabric, seed).map_err(RunError::from(&src.name))?;
     let mut sim: Sim<TimedFabric> = Sim::new();
@@ -202,7 +252,7 @@ pub(crate) fn run_loaded(
     }
     let origin = tf.net.now();
     let streams = CpuStreams::of(&spec.workloads);
-    let mut together = together::run_together(&tf.fabric.topo, &spec, window, &streams, seed)?;
+    let mut together = together::run_together(&tf.fabric.topo, spec, window, &streams, seed)?;
     let mut handles = Vec::new();
     for (i, (w, fio)) in spec.workloads.iter().zip(fios).enumerate() {
         let h = match fio {

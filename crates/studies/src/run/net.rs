@@ -444,7 +444,12 @@ fn tcp_rr(
     let pilot = rr::run(&mut client.clone(), &mut server.clone(), spec(RR_WARMUP, 1))?;
     let (warmup, transactions) = fit(pilot.latency_us * 1e3, m);
     let r = rr::run(&mut client, &mut server, spec(warmup, transactions))?;
-    Ok(NetOutcome {
+    Ok(rr_outcome(&r, pf, transactions))
+}
+
+/// A TCP_RR's row: the catalog's metrics, and its counters.
+pub(super) fn rr_outcome(r: &rr::RrResult, pf: usize, transactions: u32) -> NetOutcome {
+    NetOutcome {
         metrics: metrics(&[
             ("latency_us", r.latency_us),
             ("p99_us", r.p99_us),
@@ -458,5 +463,24 @@ fn tcp_rr(
             "frames_per_message": r.frames_per_message,
             "server_interrupts_per_s": r.server_interrupts_per_s,
         }),
-    })
+    }
+}
+
+/// The ends of a TCP_RR between `server` and `client` as `run` sets them up: the server's
+/// view with its queue on the PF the NIC's steering gives its socket, the client's (a
+/// latency host: no LRO, on its NIC's socket or the other when `away`), both with
+/// `coalescing` and loaded with the run's streams; and that PF.
+pub(super) fn rr_ends(
+    topo: &Topology,
+    ends: &NetEnds,
+    away: bool,
+    coalescing: CoalesceMode,
+    beside: &mut Beside,
+) -> Result<(NetHost, NetHost, usize), String> {
+    let (mut server, _, pf) = net_server(topo, ends, beside)?;
+    let kind = Client::Latency { away };
+    let mut client = self::client(topo, &ends.client, &ends.client_nic, kind, beside)?;
+    server.coalescing.mode = coalescing;
+    client.coalescing.mode = coalescing;
+    Ok((server, client, pf))
 }

@@ -452,6 +452,9 @@ pub enum Timing {
 pub struct RunSpec {
     pub workloads: Vec<Workload>,
     pub timing: Timing,
+    /// `[measure] apart`: each workload runs alone on its own copy of the hardware, as
+    /// when they are measured one at a time; otherwise they run together.
+    pub apart: bool,
 }
 
 impl RunSpec {
@@ -477,6 +480,7 @@ struct RawMeasure {
     warmup: Option<Spanned<String>>,
     duration: Option<Spanned<String>>,
     once: Option<Spanned<bool>>,
+    apart: Option<Spanned<bool>>,
 }
 
 /// The `[measure]` table of a scenario file: a window, or `once`.
@@ -487,6 +491,14 @@ fn measure(src: &Source, file: &File) -> Result<Timing, ScenarioError> {
         .as_ref()
         .ok_or_else(|| error(src, 0..0, None, &format!("no [measure] table: {GIVE}")))?;
     let m = measure.get_ref();
+    if let (Some(apart), Some(_)) = (&m.apart, &m.once) {
+        return Err(error(
+            src,
+            apart.span(),
+            Some("measure.apart"),
+            "`once = true` already times each workload alone: `apart` is for a window",
+        ));
+    }
     if let Some(once) = &m.once {
         if let Some(extra) = m.warmup.as_ref().or(m.duration.as_ref()) {
             return Err(error(
@@ -541,6 +553,11 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
         ));
     }
     let timing = measure(src, &file)?;
+    let apart = file
+        .measure
+        .as_ref()
+        .and_then(|m| m.get_ref().apart.as_ref())
+        .is_some_and(|a| *a.get_ref());
     let mut workloads: Vec<Workload> = Vec::new();
     for (i, w) in file.workload.iter().enumerate() {
         let span = w.span();
@@ -566,7 +583,11 @@ pub fn parse(src: &Source) -> Result<RunSpec, ScenarioError> {
         }
         workloads.push(Workload { name, kind, at });
     }
-    Ok(RunSpec { workloads, timing })
+    Ok(RunSpec {
+        workloads,
+        timing,
+        apart,
+    })
 }
 
 /// The name and kind of `w`, the `i`th `[[workload]]` table, read by its kind's reader
