@@ -211,8 +211,16 @@ pub struct PciDevice {
     pub irqs: Vec<u32>,
     /// PCIe Device Serial Number, when the configuration space could be read.
     pub serial: Option<String>,
-    /// Memory BAR sizes in bytes, BAR order, unused BARs skipped.
-    pub bar_sizes: Vec<u64>,
+    /// Memory BARs in BAR order, unused BARs skipped.
+    pub bars: Vec<Bar>,
+}
+
+/// A memory BAR as the machine reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bar {
+    pub size: u64,
+    /// A 64-bit BAR, which takes two of a function's six BAR slots.
+    pub is_64bit: bool,
 }
 
 impl PciDevice {
@@ -240,7 +248,7 @@ impl PciDevice {
             os_devices: Vec::new(),
             irqs: Vec::new(),
             serial: None,
-            bar_sizes: Vec::new(),
+            bars: Vec::new(),
         }
     }
 
