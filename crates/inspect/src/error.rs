@@ -1,6 +1,7 @@
 //! Errors for input the user gave that cannot be used at all (a missing XML file, a
-//! root that is not a directory, a malformed calibration file). Problems inside a
-//! machine description are not errors: they become findings.
+//! root that is not a directory, a malformed calibration file, an hwloc file whose
+//! objects contradict each other). Other problems inside a machine description are not
+//! errors: they become findings (see `hwloc`'s module doc for where the line runs).
 
 use std::path::PathBuf;
 
@@ -21,6 +22,15 @@ pub enum InspectError {
     NotHwloc { path: PathBuf, message: String },
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
+    /// Objects of one file that cannot all be true (two NUMA nodes with one number, a
+    /// CPU outside its parent's set): located at the object, named with its attribute.
+    #[error("{}:{line}: {object}: {message}", path.display())]
+    Contradiction {
+        path: PathBuf,
+        line: u32,
+        object: String,
+        message: String,
+    },
     #[error("{}:{line}: {message}", path.display())]
     Calibration {
         path: PathBuf,

@@ -15,9 +15,29 @@
 //! A PCI device's NUMA node is the node set of its nearest non-I/O ancestor: one node
 //! there means the device is attached to it; several (hwloc attached it to the whole
 //! machine or a group) means the export does not say.
+//!
+//! Bad input (`checks`) is handled by one rule: a value is dropped, an identity is not.
+//! - An attribute that does not read, or reads beyond what any machine has, is dropped
+//!   with a warning naming file, line, object and attribute (the import goes on, and the
+//!   audit shows the warning): a size that is negative, not a number or beyond its
+//!   bound (a node's memory 2^52 bytes, a machine's 2^60, a cache's 2^40), an `os_index`
+//!   beyond 32 bits, a CPU set that does not parse. What it described becomes unknown.
+//! - A PCI function without a readable `pci_busid` is skipped with such a warning, which
+//!   names the OS devices that go with it.
+//! - Objects that contradict each other are an error at the later object: two NUMA
+//!   nodes or two PUs with one `os_index` (the model keys memory, distances and CPU homes
+//!   on them, so merging or dropping one would silently change the verdict), an
+//!   object's CPUs outside its parent's, two NUMA nodes' CPU sets overlapping without
+//!   one holding the other. No hwloc tree can hold these, and any repair would guess.
+//! - A repeated PCI address is the exception, kept with a warning: an address only
+//!   labels a function, whose locality comes from its place in the tree (hand-edited
+//!   exports, such as one fixture's, repeat them).
+
+mod checks;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use roxmltree::{Document, Node, ParsingOptions};
 
@@ -29,6 +49,7 @@ use crate::model::{
 };
 use crate::pci::{Bdf, OsDevice, OsDeviceKind};
 use crate::sysfs::clock_from_model;
+use checks::{describe, Ancestor, CACHE_SIZE, MACHINE_MEMORY, NODE_MEMORY};
 
 /// Deeper nesting than this is not a real topology; stop rather than recurse on.
 const MAX_DEPTH: usize = 256;
@@ -158,6 +179,10 @@ pub fn parse_hwloc_xml(text: &str, path: &Path) -> Result<Machine, InspectError>
         gp_package: HashMap::new(),
         host_bridges: 0,
         pending_gp_distances: Vec::new(),
+        fault: None,
+        numa_at: HashMap::new(),
+        pu_at: HashMap::new(),
+        pci_at: HashMap::new(),
     };
     let mut saw_object = false;
     for child in root.children().filter(Node::is_element) {
@@ -183,7 +208,7 @@ pub fn parse_hwloc_xml(text: &str, path: &Path) -> Result<Machine, InspectError>
             message: "no <object> under <topology>".to_string(),
         });
     }
-    Ok(importer.finish())
+    importer.finish()
 }
 
 /// What an object inherits from its ancestors.
@@ -195,6 +220,8 @@ struct Context<'a, 'i> {
     /// The nearest ancestor PCI function (index in `machine.pci`).
     pci_parent: Option<usize>,
     host_bridge: Option<String>,
+    /// The nearest ancestor with a CPU set.
+    cpus: Option<Rc<Ancestor>>,
 }
 
 struct Importer {
@@ -210,6 +237,13 @@ struct Importer {
     gp_package: HashMap<u64, u32>,
     /// Distance matrices given by gp index, resolved at the end.
     pending_gp_distances: Vec<usize>,
+    /// The first contradiction between objects: the import fails with it.
+    fault: Option<InspectError>,
+    /// NUMA node and PU numbers → the line of the object that claimed them.
+    numa_at: HashMap<u32, u32>,
+    pu_at: HashMap<u32, u32>,
+    /// PCI address → line and type of the first object with it.
+    pci_at: HashMap<Bdf, (u32, String)>,
 }
 
 fn obj_type(node: Node) -> String {
@@ -293,13 +327,22 @@ impl Importer {
             other => other,
         }
         .to_string();
-        let os_index = attr_u64(node, "os_index").map(|v| v as u32);
+        let os_index = self.os_index_attr(node, &t);
+        let object = describe(&t, os_index);
+        if let Some(id) = os_index {
+            self.check_identity(node, &t, id);
+        }
         let gp = gp_index(node);
         let cpuset = self.cpuset_attr(node, "cpuset");
         if let (Some(g), Some(c)) = (gp, &cpuset) {
             self.gp_cpus.insert(g, c.clone());
         }
         let mut child_ctx = ctx.clone();
+        if !is_io_type(&t) {
+            let pu = os_index.filter(|_| t == "PU");
+            child_ctx.cpus =
+                self.check_within(node, &object, cpuset.as_ref(), pu, ctx.cpus.as_ref());
+        }
         if !is_io_type(&t) && !is_memory_type(&t) && t != "Misc" {
             child_ctx.locality = Some(node);
         }
@@ -309,58 +352,14 @@ impl Importer {
         }
 
         match t.as_str() {
-            "Machine" => {
-                if depth == 0 {
-                    for name in ["HostName"] {
-                        if let Some(v) = info_value(node, name) {
-                            self.machine.hostname.get_or_insert(v.to_string());
-                        }
-                    }
-                    if let Some(m) = attr_u64(node, "local_memory") {
-                        self.machine.total_memory_bytes = Some(m);
-                    }
-                    if let Some(c) = &cpuset {
-                        if self.machine.cpus.is_empty() {
-                            self.machine.cpus = c.clone();
-                        }
-                    }
-                }
-            }
+            "Machine" if depth == 0 => self.machine_object(node, &object, cpuset.as_ref()),
+            "Machine" => {}
             "Package" => {
                 let id = os_index.unwrap_or(self.machine.packages.len() as u32);
                 child_ctx.package = Some(id);
-                if let Some(g) = gp {
-                    self.gp_package.insert(g, id);
-                }
-                self.machine.packages.push(Package {
-                    id,
-                    cpus: cpuset.clone().unwrap_or_default(),
-                });
-                if let Some(m) = info_value(node, "CPUModel") {
-                    self.machine.cpu_model.get_or_insert(m.to_string());
-                }
-                if let Some(v) = info_value(node, "CPUVendor") {
-                    self.machine.cpu_vendor.get_or_insert(v.to_string());
-                }
+                self.package(node, id, gp, cpuset.clone());
             }
-            "NUMANode" => {
-                let id = os_index.unwrap_or(self.machine.nodes.len() as u32);
-                if let Some(g) = gp {
-                    self.gp_numa.insert(g, id);
-                }
-                let mut n = NumaNode::new(
-                    id,
-                    cpuset.clone().unwrap_or_default(),
-                    attr_u64(node, "local_memory"),
-                );
-                // 2.x names the memory: DRAM, HBM, MCDRAM, NVM, SPM, GPUMemory, …
-                n.kind = node
-                    .attribute("subtype")
-                    .map(str::trim)
-                    .filter(|k| !k.is_empty())
-                    .map(str::to_string);
-                self.machine.nodes.push(n);
-            }
+            "NUMANode" => self.numa_node(node, &object, os_index, gp, cpuset.clone()),
             "Core" => {
                 let id = os_index.unwrap_or(self.machine.cores.len() as u32);
                 self.machine.cores.push(Core {
@@ -377,7 +376,10 @@ impl Importer {
             "Bridge" | "PCIDev" => {
                 if let Some(index) = self.pci_object(node, &t, ctx) {
                     child_ctx.pci_parent = Some(index);
-                } else if t == "Bridge" {
+                } else if t == "PCIDev" {
+                    // Skipped (its warning says so): its OS devices are not the bridge's.
+                    child_ctx.pci_parent = None;
+                } else {
                     // A host bridge: the root of one PCI hierarchy.
                     self.host_bridges += 1;
                     let range = node.attribute("bridge_pci").unwrap_or("?");
@@ -386,7 +388,10 @@ impl Importer {
                 }
             }
             "OSDev" => self.os_device(node, ctx),
-            _ if t.ends_with("Cache") && t != "MemCache" => self.cache(node, &t, cpuset),
+            _ if t.ends_with("Cache") && t != "MemCache" => {
+                let size = self.size_attr(node, &object, "cache_size", &CACHE_SIZE);
+                self.cache(node, &t, size, cpuset);
+            }
             "Group" | "Die" | "Misc" | "MemCache" => {}
             other => {
                 let loc = self.loc(node);
@@ -407,7 +412,70 @@ impl Importer {
         }
     }
 
-    fn cache(&mut self, node: Node, t: &str, cpuset: Option<CpuSet>) {
+    /// The top `Machine` object: host name, total memory, CPUs.
+    fn machine_object(&mut self, node: Node, object: &str, cpuset: Option<&CpuSet>) {
+        if let Some(v) = info_value(node, "HostName") {
+            self.machine.hostname.get_or_insert(v.to_string());
+        }
+        if let Some(m) = self.size_attr(node, object, "local_memory", &MACHINE_MEMORY) {
+            self.machine.total_memory_bytes = Some(m);
+        }
+        if let Some(c) = cpuset {
+            if self.machine.cpus.is_empty() {
+                self.machine.cpus = c.clone();
+            }
+        }
+    }
+
+    fn package(&mut self, node: Node, id: u32, gp: Option<u64>, cpuset: Option<CpuSet>) {
+        if let Some(g) = gp {
+            self.gp_package.insert(g, id);
+        }
+        self.machine.packages.push(Package {
+            id,
+            cpus: cpuset.unwrap_or_default(),
+        });
+        if let Some(m) = info_value(node, "CPUModel") {
+            self.machine.cpu_model.get_or_insert(m.to_string());
+        }
+        if let Some(v) = info_value(node, "CPUVendor") {
+            self.machine.cpu_vendor.get_or_insert(v.to_string());
+        }
+    }
+
+    fn numa_node(
+        &mut self,
+        node: Node,
+        object: &str,
+        os_index: Option<u32>,
+        gp: Option<u64>,
+        cpuset: Option<CpuSet>,
+    ) {
+        let id = match os_index {
+            Some(i) => i,
+            // The first number no node has claimed (a later one may still).
+            None => {
+                let free = (0..=u32::MAX).find(|i| !self.numa_at.contains_key(i));
+                let id = free.unwrap_or(0);
+                self.numa_at.insert(id, checks::line_of(node));
+                id
+            }
+        };
+        if let Some(g) = gp {
+            self.gp_numa.insert(g, id);
+        }
+        let memory = self.size_attr(node, object, "local_memory", &NODE_MEMORY);
+        let mut n = NumaNode::new(id, cpuset.unwrap_or_default(), memory);
+        // 2.x names the memory: DRAM, HBM, MCDRAM, NVM, SPM, GPUMemory, …
+        n.kind = node
+            .attribute("subtype")
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_string);
+        self.machine.nodes.push(n);
+    }
+
+    fn cache(&mut self, node: Node, t: &str, size: Option<u64>, cpuset: Option<CpuSet>) {
         let level = attr_u64(node, "depth").map(|d| d as u8).or_else(|| {
             t.strip_prefix('L')
                 .and_then(|r| r.chars().next())
@@ -432,7 +500,7 @@ impl Importer {
         self.machine.caches.push(Cache {
             level,
             kind,
-            size_bytes: attr_u64(node, "cache_size").unwrap_or(0),
+            size_bytes: size.unwrap_or(0),
             ways,
             line_bytes: attr_u64(node, "cache_linesize")
                 .filter(|&l| l > 0)
@@ -443,16 +511,7 @@ impl Importer {
 
     /// Adds a PCI function (a PCIDev, or a Bridge with a bus address); returns its index.
     fn pci_object(&mut self, node: Node, t: &str, ctx: &Context) -> Option<usize> {
-        let busid = node.attribute("pci_busid")?;
-        let bdf: Bdf = match busid.parse() {
-            Ok(b) => b,
-            Err(e) => {
-                let loc = self.loc(node);
-                self.machine
-                    .note(NoteLevel::Warning, loc, format!("{e}; object skipped"));
-                return None;
-            }
-        };
+        let bdf = self.pci_address(node, t)?;
         let host = ctx
             .host_bridge
             .clone()
@@ -743,7 +802,11 @@ impl Importer {
         });
     }
 
-    fn finish(mut self) -> Machine {
+    fn finish(mut self) -> Result<Machine, InspectError> {
+        self.check_node_overlaps();
+        if let Some(fault) = self.fault.take() {
+            return Err(fault);
+        }
         // Resolve gp indexes now that every object has been seen.
         for attr in &mut self.machine.memory_attributes {
             for v in &mut attr.values {
@@ -787,12 +850,22 @@ impl Importer {
         if m.cpus.is_empty() {
             m.cpus = m.nodes.iter().fold(CpuSet::new(), |a, n| a.union(&n.cpus));
         }
+        // Node numbers are unique (`check_identity`), so sorting loses none.
         m.nodes.sort_by_key(|n| n.id);
-        m.nodes.dedup_by_key(|n| n.id);
         m.packages.sort_by_key(|p| p.id);
         if m.total_memory_bytes.is_none() {
-            let sum: Option<u64> = m.nodes.iter().map(|n| n.memory_bytes).sum();
-            m.total_memory_bytes = sum;
+            // In u128: thousands of nodes at their bound pass u64.
+            let sum: Option<u128> = m.nodes.iter().map(|n| n.memory_bytes.map(u128::from)).sum();
+            m.total_memory_bytes = sum
+                .and_then(|s| u64::try_from(s).ok())
+                .filter(|&s| s <= MACHINE_MEMORY.max);
+            if let Some(s) = sum.filter(|_| m.total_memory_bytes.is_none()) {
+                m.note(
+                    NoteLevel::Warning,
+                    self.path.display().to_string(),
+                    format!("the NUMA nodes hold {s} bytes together, beyond {}; the machine's size is taken as unknown", MACHINE_MEMORY.max_text),
+                );
+            }
         }
         m.clock_ghz = m.cpu_model.as_deref().and_then(clock_from_model);
         if self.host_bridges == 0 && !m.pci.is_empty() {
@@ -802,7 +875,7 @@ impl Importer {
                 "PCI devices without host bridge objects",
             );
         }
-        self.machine
+        Ok(self.machine)
     }
 }
 

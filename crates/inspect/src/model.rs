@@ -11,6 +11,21 @@ use serde::Serialize;
 use crate::cpuset::CpuSet;
 use crate::pci::{classify, Bdf, DeviceClass, LinkStatus, OsDevice, OsDeviceKind};
 
+/// Sizes an importer accepts. Anything larger is corrupt input, refused with a warning
+/// (the size is then unknown): no machine built comes within orders of magnitude, and
+/// sums of accepted sizes stay far from `u64::MAX`.
+pub mod limits {
+    /// One NUMA node's memory: 2^52 bytes (4 PiB).
+    pub const NODE_BYTES: u64 = 1 << 52;
+    pub const NODE_BYTES_TEXT: &str = "2^52 bytes (4 PiB)";
+    /// A whole machine's memory: 2^60 bytes (1 EiB).
+    pub const MACHINE_BYTES: u64 = 1 << 60;
+    pub const MACHINE_BYTES_TEXT: &str = "2^60 bytes (1 EiB)";
+    /// One cache: 2^40 bytes (1 TiB).
+    pub const CACHE_BYTES: u64 = 1 << 40;
+    pub const CACHE_BYTES_TEXT: &str = "2^40 bytes (1 TiB)";
+}
+
 /// Where a machine description came from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
@@ -196,8 +211,16 @@ pub struct PciDevice {
     pub irqs: Vec<u32>,
     /// PCIe Device Serial Number, when the configuration space could be read.
     pub serial: Option<String>,
-    /// Memory BAR sizes in bytes, BAR order, unused BARs skipped.
-    pub bar_sizes: Vec<u64>,
+    /// Memory BARs in BAR order, unused BARs skipped.
+    pub bars: Vec<Bar>,
+}
+
+/// A memory BAR as the machine reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bar {
+    pub size: u64,
+    /// A 64-bit BAR, which takes two of a function's six BAR slots.
+    pub is_64bit: bool,
 }
 
 impl PciDevice {
@@ -225,7 +248,7 @@ impl PciDevice {
             os_devices: Vec::new(),
             irqs: Vec::new(),
             serial: None,
-            bar_sizes: Vec::new(),
+            bars: Vec::new(),
         }
     }
 

@@ -54,7 +54,7 @@ impl<'a> Auditor<'a> {
     /// A finding per device the process uses on a known node (on a multi-node machine):
     /// local, or how far its threads and memory are from it. Whether there was one.
     fn process_devices(&mut self, p: &ProcessInfo, who: &str, thread_nodes: &[u32]) -> bool {
-        let total_mem: u64 = p.memory_bytes_per_node.values().sum();
+        let total_mem = total_memory(p);
         let mut reported_device = false;
         for u in &p.devices {
             let Some(idx) = self.m.pci_index(u.bdf) else {
@@ -155,7 +155,7 @@ impl<'a> Auditor<'a> {
 
     /// Without a device tie: the process's threads compared with its memory.
     fn process_placement(&mut self, p: &ProcessInfo, who: &str, thread_nodes: &[u32]) {
-        let total_mem: u64 = p.memory_bytes_per_node.values().sum();
+        let total_mem = total_memory(p);
         let mut hist: BTreeMap<u32, usize> = BTreeMap::new();
         for n in thread_nodes {
             *hist.entry(*n).or_default() += 1;
@@ -224,7 +224,7 @@ impl<'a> Auditor<'a> {
 
 /// How much of a process's resident memory is off `node`, for a finding's text.
 fn remote_memory_text(p: &ProcessInfo, node: u32) -> String {
-    let total_mem: u64 = p.memory_bytes_per_node.values().sum();
+    let total_mem = total_memory(p);
     let on: u64 = p.memory_bytes_per_node.get(&node).copied().unwrap_or(0);
     if total_mem == 0 {
         "no resident memory was measured".to_string()
@@ -235,4 +235,12 @@ fn remote_memory_text(p: &ProcessInfo, node: u32) -> String {
             human_bytes(total_mem)
         )
     }
+}
+
+/// A process's resident bytes over all nodes; saturating, as `numa_maps` counts are
+/// themselves saturated at `u64::MAX` per node.
+fn total_memory(p: &ProcessInfo) -> u64 {
+    p.memory_bytes_per_node
+        .values()
+        .fold(0u64, |a, &b| a.saturating_add(b))
 }

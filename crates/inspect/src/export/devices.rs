@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
-use super::{assumed, quote, sanitize_name};
+use super::{assumed, quote, sanitize_name, Names};
 use crate::audit::{device_placement, multi_pf_groups};
 use crate::layout::Layout;
-use crate::model::{Machine, PciDevice};
+use crate::model::{Bar, Machine, PciDevice};
 use crate::pci::{gen_width_candidates, DeviceClass};
 
 /// Device models every exported device is an instance of: the timing layer needs the
@@ -71,6 +71,11 @@ pub(super) struct PciExport<'a> {
     /// rc per scenario package, for devices hwloc attaches to several nodes.
     layout: &'a Layout,
     switch_up: BTreeSet<usize>,
+    /// Switch names by upstream port, unique in the host (a hand-edited export may give
+    /// two bridges one address).
+    switch_names: BTreeMap<usize, String>,
+    /// Names of the root complexes and switches, which devices must not take.
+    reserved: Names,
     /// The PCIe generation of the platform's root ports and how it is known.
     platform_gen: Option<(u8, String)>,
 }
@@ -90,18 +95,28 @@ impl<'a> PciExport<'a> {
                     && d.parent.is_some_and(|p| m.pci[p].is_bridge)
                     && m.pci.iter().any(|c| c.is_bridge && c.parent == Some(i))
             })
+            .collect::<BTreeSet<usize>>();
+        let mut reserved = Names::default();
+        for p in 0..layout.packages.len() {
+            reserved.take(&format!("rc{p}"));
+        }
+        let switch_names = switch_up
+            .iter()
+            .map(|&i| (i, reserved.take(&format!("sw_{}", m.pci[i].bdf.ident()))))
             .collect();
         PciExport {
             m,
             rc_of_node,
             layout,
             switch_up,
+            switch_names,
+            reserved,
             platform_gen: platform_pcie_gen(m),
         }
     }
 
     fn switch_name(&self, i: usize) -> String {
-        format!("sw_{}", self.m.pci[i].bdf.ident())
+        self.switch_names.get(&i).cloned().unwrap_or_default()
     }
 
     /// Nearest enclosing switch (upstream port index) of a function.
@@ -287,17 +302,8 @@ impl<'a> PciExport<'a> {
                 in_group.insert(i, gi);
             }
         }
-        let mut used: BTreeSet<String> = BTreeSet::new();
-        let mut unique = |base: String| -> String {
-            let mut name = base.clone();
-            let mut k = 2;
-            while used.contains(&name) {
-                name = format!("{base}_{k}");
-                k += 1;
-            }
-            used.insert(name.clone());
-            name
-        };
+        let mut used = self.reserved.clone();
+        let mut unique = |base: String| -> String { used.take(&base) };
         let mut out = String::new();
         let mut names = Vec::new();
         let mut done_groups: BTreeSet<usize> = BTreeSet::new();
@@ -365,7 +371,7 @@ impl<'a> PciExport<'a> {
                     let _ = writeln!(out, "# {n}");
                 }
                 let _ = writeln!(out, "functions = [{}]", funcs.join(", "));
-                let _ = writeln!(out, "{}", bars_line(&d.bar_sizes));
+                let _ = writeln!(out, "{}", bars_line(&d.bars));
                 let _ = writeln!(out, "device_model = \"{}\"", model_of(kind));
                 let _ = writeln!(out);
                 continue;
@@ -385,7 +391,7 @@ impl<'a> PciExport<'a> {
             let _ = writeln!(out, "parent = \"{parent}\"{}", comment(pnote));
             let _ = writeln!(out, "link = {link}{}", comment(lnote));
             let _ = writeln!(out, "bdf = \"{}\"", d.bdf);
-            let _ = writeln!(out, "{}", bars_line(&d.bar_sizes));
+            let _ = writeln!(out, "{}", bars_line(&d.bars));
             let _ = writeln!(out, "device_model = \"{}\"", model_of(kind));
             let _ = writeln!(out);
         }
@@ -513,22 +519,52 @@ fn comment(note: Option<String>) -> String {
     note.map(|n| format!("   # {n}")).unwrap_or_default()
 }
 
-/// `bars = …`: the reported BARs, else one assumed BAR so that CPUs and peers can
-/// address the device (hwloc does not report BARs).
-fn bars_line(sizes: &[u64]) -> String {
-    if sizes.is_empty() {
-        format!(
-            "bars = [{{ size = {ASSUMED_BAR_BYTES} }}]   # assumption: BARs not reported; one 1 MiB BAR so that CPUs and peers can address the device"
-        )
-    } else {
-        format!("bars = {}", bars_toml(sizes))
+/// `bars = …`: the reported BARs the fabric can hold, else one assumed BAR so that
+/// CPUs and peers can address the device (hwloc does not report BARs).
+fn bars_line(bars: &[Bar]) -> String {
+    // The fabric's rules (crates/fabric/src/scenario/host/devices.rs): six 32-bit slots,
+    // a 64-bit BAR takes two; a size is a power of two of at least 16 bytes, at most
+    // 2 GiB for a 32-bit BAR.
+    let mut slots = 0;
+    let (mut kept, mut left_out) = (Vec::new(), Vec::new());
+    for b in bars {
+        let need = if b.is_64bit { 2 } else { 1 };
+        let fits = b.size.is_power_of_two()
+            && b.size >= 16
+            && (b.is_64bit || b.size <= 1 << 31)
+            && slots + need <= 6;
+        if fits {
+            slots += need;
+            kept.push(if b.is_64bit {
+                format!("{{ size = {} }}", b.size)
+            } else {
+                format!("{{ size = {}, bits = 32 }}", b.size)
+            });
+        } else {
+            left_out.push(b.size.to_string());
+        }
     }
+    let note = if left_out.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "   # assumption: BAR(s) of {} bytes left out: the fabric takes six 32-bit slots a function (a 64-bit BAR takes two) and sizes that are powers of two of at least 16 bytes (at most 2 GiB when 32-bit)",
+            left_out.join(", ")
+        )
+    };
+    if kept.is_empty() {
+        let why = if bars.is_empty() {
+            "BARs not reported"
+        } else {
+            "no reported BAR fits the fabric"
+        };
+        return format!(
+            "bars = [{{ size = {ASSUMED_BAR_BYTES} }}]   # assumption: {why}; one 1 MiB BAR so that CPUs and peers can address the device{}",
+            note.replacen("   # assumption:", ";", 1)
+        );
+    }
+    format!("bars = [{}]{note}", kept.join(", "))
 }
 
 /// The BAR a device gets when the machine reports none.
 const ASSUMED_BAR_BYTES: u64 = 1 << 20;
-
-fn bars_toml(sizes: &[u64]) -> String {
-    let parts: Vec<String> = sizes.iter().map(|s| format!("{{ size = {s} }}")).collect();
-    format!("[{}]", parts.join(", "))
-}

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use super::{
-    assumed, calibrated, Calibration, MemorySource, ASSUMED_LOCAL_BANDWIDTH_GBPS,
-    ASSUMED_LOCAL_LATENCY_NS, MIB, PLATFORM,
+    assumed, calibrated, fabric_node_bytes, Calibration, MemorySource,
+    ASSUMED_LOCAL_BANDWIDTH_GBPS, ASSUMED_LOCAL_LATENCY_NS, MIB, PLATFORM,
 };
 use crate::error::InspectError;
 use crate::layout::{Attach, Layout};
@@ -139,13 +139,21 @@ fn reported_matrices(
     let n = layout.node_ids.len();
     let attr_lat = memattr_grid(m, layout, "Latency", 1.0);
     let attr_bw = memattr_grid(m, layout, "Bandwidth", 1024.0 * 1024.0 / 1e9);
-    let (lat, lat_src) = fill(m, layout, &attr_lat, ASSUMED_LOCAL_LATENCY_NS, |l, r| l * r);
-    let (bw, bw_src) = fill(m, layout, &attr_bw, ASSUMED_LOCAL_BANDWIDTH_GBPS, |b, r| {
+    let (mut lat, lat_src) = fill(m, layout, &attr_lat, ASSUMED_LOCAL_LATENCY_NS, |l, r| l * r);
+    let (mut bw, bw_src) = fill(m, layout, &attr_bw, ASSUMED_LOCAL_BANDWIDTH_GBPS, |b, r| {
         b / r
     });
     let tally = Tally::of(&lat_src, &bw_src);
     let source = tally.source();
     out.push_str(&tally.comment(source, n, node_note));
+    let clamped = clamp(&mut lat, LATENCY_NS) + clamp(&mut bw, BANDWIDTH_GBPS);
+    if clamped > 0 {
+        let _ = writeln!(
+            out,
+            "# assumption: {clamped} entries beyond the fabric's ranges (latency {} to {} ns, bandwidth {} to {} GB/s) are written at their edges",
+            LATENCY_NS.0, LATENCY_NS.1, BANDWIDTH_GBPS.0, BANDWIDTH_GBPS.1
+        );
+    }
     let _ = writeln!(out, "latency_ns = {}", matrix_toml(&lat));
     let _ = writeln!(out, "bandwidth_gbps = {}", matrix_toml(&bw));
     MemoryMatrices {
@@ -156,6 +164,26 @@ fn reported_matrices(
         lat_src,
         bw_src,
     }
+}
+
+/// The fabric's ranges for matrix entries (crates/fabric/src/scenario/rules.rs: latency
+/// above 0 and at most 1 s, bandwidth 0.01 to 10^5 GB/s); latency from 1 ns, as no
+/// memory answers faster.
+const LATENCY_NS: (f64, f64) = (1.0, 1e9);
+const BANDWIDTH_GBPS: (f64, f64) = (0.01, 1e5);
+
+/// Puts every entry within `lo..=hi`; returns how many moved. Memory attributes and
+/// distances are the machine's word, but a corrupt one must not make the export invalid.
+fn clamp(mm: &mut Matrix, (lo, hi): (f64, f64)) -> usize {
+    let mut moved = 0;
+    for v in mm.iter_mut().flatten() {
+        let c = if v.is_nan() { lo } else { v.clamp(lo, hi) };
+        if c != *v {
+            *v = c;
+            moved += 1;
+        }
+    }
+    moved
 }
 
 /// Each entry: the machine's figure, else the row's local figure scaled by the
@@ -307,11 +335,9 @@ pub(super) fn memory_nodes_toml(m: &Machine, layout: &Layout, mem: &MemoryMatric
         );
         match node.and_then(|n| n.memory_bytes).filter(|&b| b >= MIB) {
             Some(b) => {
-                let _ = writeln!(
-                    out,
-                    "bytes = {}   # {b} bytes rounded down to a whole MiB",
-                    b / MIB * MIB
-                );
+                let (bytes, cut) = fabric_node_bytes(b, "the node holds");
+                let what = cut.unwrap_or_else(|| format!("{b} bytes rounded down to a whole MiB"));
+                let _ = writeln!(out, "bytes = {bytes}   # {what}");
             }
             None => {
                 let _ = writeln!(

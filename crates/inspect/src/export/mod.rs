@@ -17,6 +17,7 @@ mod memory;
 mod platform;
 mod timing;
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -41,6 +42,12 @@ pub const ASSUMED_LOCAL_BANDWIDTH_GBPS: f64 = 60.0;
 const PLATFORM: &str = "imported";
 /// The scenario lays RAM out in whole MiB.
 const MIB: u64 = 1 << 20;
+/// The longest name the fabric takes (`fabric::scenario::valid_name`).
+const MAX_NAME: usize = 64;
+/// The most memory the fabric gives one node: 64 TiB (dram_bytes_per_node, memory_node
+/// bytes in crates/fabric/src/scenario/platform.rs).
+const FABRIC_NODE_BYTES: u64 = 1 << 46;
+const SCENARIO_PREFIX: &str = "imported-";
 
 /// Where the memory matrices of an export came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,7 +137,7 @@ fn header_toml(m: &Machine, host: &str) -> String {
     );
     let _ = writeln!(out);
     let _ = writeln!(out, "[scenario]");
-    let _ = writeln!(out, "name = {}", quote(&format!("imported-{host}")));
+    let _ = writeln!(out, "name = {}", quote(&format!("{SCENARIO_PREFIX}{host}")));
     let _ = writeln!(
         out,
         "description = {}",
@@ -222,7 +229,55 @@ fn host_name(m: &Machine) -> String {
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_else(|| "hwloc".to_string()),
     });
-    sanitize_name(&raw, true)
+    // Short enough that the scenario's name, which adds a prefix, is valid too.
+    let name = sanitize_name(&raw, true);
+    let cut = truncate(&name, MAX_NAME - SCENARIO_PREFIX.len());
+    cut.trim_end_matches('-').to_string()
+}
+
+/// `s` cut to at most `max` bytes (sanitised names are ASCII).
+fn truncate(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Names given out in one host: each unique and at most the fabric's length, a clash
+/// taking `_2`, `_3`, … (cut to fit).
+#[derive(Clone, Default)]
+pub(super) struct Names(BTreeSet<String>);
+
+impl Names {
+    pub(super) fn take(&mut self, base: &str) -> String {
+        let mut k = 1usize;
+        loop {
+            let suffix = if k == 1 {
+                String::new()
+            } else {
+                format!("_{k}")
+            };
+            let name = format!("{}{suffix}", truncate(base, MAX_NAME - suffix.len()));
+            if self.0.insert(name.clone()) {
+                return name;
+            }
+            k += 1;
+        }
+    }
+}
+
+/// A node's memory as the fabric takes it (whole MiB, at most 64 TiB) and, when cut to
+/// that limit, the comment saying so (`who` holds `bytes`).
+fn fabric_node_bytes(bytes: u64, who: &str) -> (u64, Option<String>) {
+    if bytes > FABRIC_NODE_BYTES {
+        let why = format!(
+            "assumption: {who} {bytes} bytes, beyond the fabric's 64 TiB a node; written at that limit"
+        );
+        (FABRIC_NODE_BYTES, Some(why))
+    } else {
+        ((bytes / MIB).max(1) * MIB, None)
+    }
 }
 
 /// `key = { value = …, basis = "assumption", why = "…" }`: a value with its basis.

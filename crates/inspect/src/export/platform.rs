@@ -1,13 +1,14 @@
 //! The `[platform.X]` table: CPU, packages and nodes, cores and threads, clock, LLC and
-//! DDIO, DRAM per node. The fabric's ranges are up to 8 threads per core, clocks in
-//! (0, 100) GHz and up to 64 LLC ways; a machine beyond them is written at the limit,
-//! saying so.
+//! DDIO, DRAM per node. The fabric's ranges are up to 1024 cores a package, 8 threads
+//! per core, clocks in (0, 100) GHz, 1 to 64 LLC ways and 64 TiB a node; a machine
+//! beyond them is written at the limit, saying so. An LLC beyond the importers' bound
+//! (1 TiB) is written at that bound.
 
 use std::fmt::Write;
 
-use super::{quote, MIB, PLATFORM};
+use super::{fabric_node_bytes, quote, MIB, PLATFORM};
 use crate::layout::Layout;
-use crate::model::Machine;
+use crate::model::{limits, Machine};
 use crate::platform_file::format_float;
 
 /// The `[platform.X]` table, without the blank line after it.
@@ -72,11 +73,14 @@ fn core_lines(m: &Machine, packages: usize) -> String {
     } else {
         (m.cores.len(), false)
     };
+    let per_package = (cores / packages).max(1);
     let _ = writeln!(
         out,
         "cores_per_package = {}{}",
-        (cores / packages).max(1),
-        if cores_assumed {
+        per_package.min(MAX_CORES_PER_PACKAGE),
+        if per_package > MAX_CORES_PER_PACKAGE {
+            format!("   # assumption: {cores} cores over {packages} package(s) exceed the fabric's {MAX_CORES_PER_PACKAGE} a package; written at that limit")
+        } else if cores_assumed {
             "   # assumption: no core objects; one hardware thread per core".to_string()
         } else if !cores.is_multiple_of(packages) {
             format!("   # assumption: {cores} cores over {packages} packages do not divide evenly; rounded down")
@@ -95,6 +99,9 @@ fn core_lines(m: &Machine, packages: usize) -> String {
     }
     out
 }
+
+/// The fabric's most cores a package (crates/fabric/src/scenario/platform.rs).
+const MAX_CORES_PER_PACKAGE: usize = 1024;
 
 /// `clock_ghz`.
 fn clock_line(m: &Machine) -> String {
@@ -121,6 +128,15 @@ fn cache_lines(m: &Machine) -> String {
     let mut out = String::new();
     let llc = m.last_level_cache();
     match llc.filter(|c| c.size_bytes > 0) {
+        Some(c) if c.size_bytes > limits::CACHE_BYTES => {
+            let _ = writeln!(
+                out,
+                "llc_bytes = {}   # assumption: the LLC reports {} bytes, beyond {}; written at that bound",
+                limits::CACHE_BYTES,
+                c.size_bytes,
+                limits::CACHE_BYTES_TEXT
+            );
+        }
         Some(c) => {
             let _ = writeln!(out, "llc_bytes = {}", c.size_bytes);
         }
@@ -138,6 +154,13 @@ fn cache_lines(m: &Machine) -> String {
                 "llc_ways = 64   # assumption: the LLC reports {w} ways; the fabric models at most 64"
             );
             64
+        }
+        Some(0) => {
+            let _ = writeln!(
+                out,
+                "llc_ways = 20   # assumption: the LLC reports 0 ways; the fabric models at least 1"
+            );
+            20
         }
         Some(w) => {
             let _ = writeln!(out, "llc_ways = {w}");
@@ -203,26 +226,32 @@ fn dram_line(m: &Machine, layout: &Layout) -> String {
         )
     };
     if !node_mem.is_empty() {
-        let avg = node_mem.iter().sum::<u64>() / node_mem.len() as u64;
+        // In u128: a machine's nodes may together pass u64 (each is below 2^52 once
+        // imported, but a model built otherwise need not be).
+        let sum: u128 = node_mem.iter().map(|&b| u128::from(b)).sum();
+        let avg = u64::try_from(sum / node_mem.len() as u128).unwrap_or(u64::MAX);
         let (min, max) = (
             node_mem.iter().min().copied().unwrap_or(avg),
             node_mem.iter().max().copied().unwrap_or(avg),
         );
-        let note = if max > min + min / 100 {
+        let note = if max > min.saturating_add(min / 100) {
             format!("; nodes differ: {min} to {max} bytes, this is the mean")
         } else {
             String::new()
         };
+        let (bytes, cut) = fabric_node_bytes(avg, "the nodes hold");
+        let what = cut.unwrap_or_else(|| format!("{avg} bytes rounded down to a whole MiB"));
         let _ = writeln!(
             out,
-            "dram_bytes_per_node = {}   # {avg} bytes rounded down to a whole MiB{note}{memoryless_note}",
-            (avg / MIB).max(1) * MIB
+            "dram_bytes_per_node = {bytes}   # {what}{note}{memoryless_note}"
         );
     } else if let Some(t) = m.total_memory_bytes {
+        let share = t / m.nodes.len().max(1) as u64;
+        let (bytes, cut) = fabric_node_bytes(share, "a share of the total memory holds");
+        let cut = cut.map(|c| format!("; {c}")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "dram_bytes_per_node = {}   # assumption: total memory split evenly over the nodes, rounded down to a whole MiB{memoryless_note}",
-            (t / m.nodes.len().max(1) as u64 / MIB).max(1) * MIB
+            "dram_bytes_per_node = {bytes}   # assumption: total memory split evenly over the nodes, rounded down to a whole MiB{cut}{memoryless_note}"
         );
     } else {
         let _ = writeln!(

@@ -6,7 +6,7 @@ use std::fs;
 
 use super::{clock_from_model, parse_size, SysfsReader};
 use crate::cpuset::CpuSet;
-use crate::model::{Cache, CacheKind, Core, NoteLevel, Package};
+use crate::model::{limits, Cache, CacheKind, Core, NoteLevel, Package};
 
 /// One `processor` block of `/proc/cpuinfo`.
 #[derive(Default, Debug)]
@@ -202,11 +202,17 @@ impl SysfsReader {
         if self.m.caches.is_empty() {
             // Without cache directories, /proc/cpuinfo "cache size" (the LLC of one
             // package on x86) is the best available figure.
-            if let Some(kib) = cpuinfo.iter().find_map(|e| e.cache_kib) {
+            // A size past the importers' bound is no cache's: left out.
+            let bytes = cpuinfo
+                .iter()
+                .find_map(|e| e.cache_kib)
+                .and_then(|kib| kib.checked_mul(1024))
+                .filter(|&b| b <= limits::CACHE_BYTES);
+            if let Some(bytes) = bytes {
                 self.m.caches.push(Cache {
                     level: 3,
                     kind: CacheKind::Unified,
-                    size_bytes: kib * 1024,
+                    size_bytes: bytes,
                     ways: None,
                     line_bytes: None,
                     cpus: self

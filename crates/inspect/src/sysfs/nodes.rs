@@ -5,7 +5,9 @@ use std::fs;
 
 use super::{meminfo_total, SysfsReader};
 use crate::cpuset::CpuSet;
-use crate::model::{DistanceMatrix, Initiator, MemAttrValue, MemoryAttribute, NoteLevel, NumaNode};
+use crate::model::{
+    limits, DistanceMatrix, Initiator, MemAttrValue, MemoryAttribute, NoteLevel, NumaNode,
+};
 use crate::pci::Bdf;
 
 /// One node's HMAT figures for its nearest initiators.
@@ -56,9 +58,22 @@ impl SysfsReader {
                 }
                 None => CpuSet::new(),
             };
-            let memory_bytes = self
-                .read(&self.path(&format!("{dir}/meminfo")))
-                .and_then(|t| meminfo_total(&t));
+            let meminfo = self.path(&format!("{dir}/meminfo"));
+            let memory_bytes = self.read(&meminfo).and_then(|t| meminfo_total(&t));
+            let memory_bytes = match memory_bytes {
+                Some(b) if b > limits::NODE_BYTES => {
+                    self.m.note(
+                        NoteLevel::Warning,
+                        meminfo.display().to_string(),
+                        format!(
+                            "MemTotal of {b} bytes is beyond {}, more than any machine's node; the node's size is taken as unknown",
+                            limits::NODE_BYTES_TEXT
+                        ),
+                    );
+                    None
+                }
+                other => other,
+            };
             let distance = self
                 .read(&self.path(&format!("{dir}/distance")))
                 .and_then(|t| {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::{natural_cmp, SysfsReader};
 use crate::cpuset::CpuSet;
-use crate::model::{NoteLevel, PciDevice};
+use crate::model::{Bar, NoteLevel, PciDevice};
 use crate::pci::{parse_link_speed, Bdf, OsDevice, OsDeviceKind};
 
 fn parse_hex_u32(text: &str) -> Option<u32> {
@@ -140,7 +140,7 @@ impl SysfsReader {
                 .ok()
                 .and_then(|p| Bdf::last_in(&p.to_string_lossy()));
             if let Some(res) = get("resource") {
-                dev.bar_sizes = bar_sizes(&res);
+                dev.bars = bars(&res);
             }
             let mut irqs: Vec<u32> = fs::read_dir(dir.join("msi_irqs"))
                 .map(|rd| {
@@ -334,9 +334,10 @@ pub(super) fn device_bdf(path: &Path) -> Option<Bdf> {
         .and_then(|t| Bdf::last_in(&t.to_string_lossy()))
 }
 
-/// Memory BAR sizes from a sysfs `resource` file (lines 0-5 are the BARs).
-fn bar_sizes(text: &str) -> Vec<u64> {
+/// Memory BARs from a sysfs `resource` file (lines 0-5 are the BARs).
+fn bars(text: &str) -> Vec<Bar> {
     const IORESOURCE_MEM: u64 = 0x200;
+    const IORESOURCE_MEM_64: u64 = 0x0010_0000;
     text.lines()
         .take(6)
         .filter_map(|l| {
@@ -344,7 +345,12 @@ fn bar_sizes(text: &str) -> Vec<u64> {
                 .split_whitespace()
                 .map(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok());
             let (start, end, flags) = (it.next()??, it.next()??, it.next()??);
-            (flags & IORESOURCE_MEM != 0 && end > start).then(|| end - start + 1)
+            // `end - start + 1` overflows for a BAR spanning all 64 bits: not a BAR.
+            let size = end.checked_sub(start)?.checked_add(1)?;
+            (flags & IORESOURCE_MEM != 0 && end > start).then_some(Bar {
+                size,
+                is_64bit: flags & IORESOURCE_MEM_64 != 0,
+            })
         })
         .collect()
 }
@@ -369,9 +375,10 @@ mod tests {
     }
 
     #[test]
-    fn bars() {
-        let res = "0x0000000091120000 0x000000009113ffff 0x0000000000020200\n0x0000000000000000 0x0000000000000000 0x0000000000000000\n0x0000000000003020 0x000000000000303f 0x0000000000020101\n";
-        assert_eq!(bar_sizes(res), vec![0x20000]);
+    fn memory_bars() {
+        let res = "0x0000000091120000 0x000000009113ffff 0x0000000000020200\n0x0000000000000000 0x0000000000000000 0x0000000000000000\n0x0000000000003020 0x000000000000303f 0x0000000000020101\n0x0000038000000000 0x00000380000fffff 0x000000000014220c\n0x0000000000000000 0xffffffffffffffff 0x0000000000100200\n";
+        let bar = |size, is_64bit| Bar { size, is_64bit };
+        assert_eq!(bars(res), vec![bar(0x20000, false), bar(0x100000, true)]);
     }
 
     #[test]

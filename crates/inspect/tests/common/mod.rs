@@ -265,3 +265,56 @@ pub fn two_socket() -> Tree {
     t.file("proc/sys/kernel/hostname", "synth-01\n");
     t
 }
+
+/// The text of an hwloc XML fixture.
+pub fn xml_text(name: &str) -> String {
+    fs::read_to_string(xml(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// `text` with the one occurrence of `from` replaced; panics unless there is exactly one,
+/// so that a test cannot pass on a fixture whose text moved.
+pub fn edit(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(text.matches(from).count(), 1, "expected one {from:?}");
+    text.replacen(from, to, 1)
+}
+
+/// The 1-based line of the one occurrence of `needle`.
+pub fn line_of(text: &str, needle: &str) -> usize {
+    assert_eq!(text.matches(needle).count(), 1, "expected one {needle:?}");
+    text[..text.find(needle).unwrap()].matches('\n').count() + 1
+}
+
+/// Loads scenario TOML as `nudma topo check` does: the scenario, then the fabric built
+/// from it. The error is the checker's located message.
+pub fn fabric_loads(name: &str, toml: &str) -> Result<(), String> {
+    let s = fabric::scenario::load(
+        fabric::scenario::Source {
+            name: name.to_string(),
+            text: toml.to_string(),
+        },
+        &fabric::builtin::BuiltinResolver,
+    )
+    .map_err(|e| e.to_string())?;
+    fabric::Fabric::from_scenario(s)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Exports `m` and loads the scenario in the fabric; panics with the checker's message
+/// and the TOML when it does not load.
+pub fn export_loads(m: &inspect::Machine) -> String {
+    let e = inspect::scenario_toml(m, None).unwrap_or_else(|e| panic!("export: {e}"));
+    if let Err(err) = fabric_loads("export.toml", &e.toml) {
+        panic!("the export does not load: {err}\n{}", e.toml);
+    }
+    e.toml
+}
+
+/// The importer's warnings, as `path: message`.
+pub fn warnings(m: &inspect::Machine) -> Vec<String> {
+    m.notes
+        .iter()
+        .filter(|n| n.level == inspect::model::NoteLevel::Warning)
+        .map(|n| format!("{}: {}", n.path, n.message))
+        .collect()
+}
