@@ -85,32 +85,37 @@ fn the_victim_runs_inside_the_model_of_its_host_and_the_io_slows_it() {
 }
 
 #[test]
-fn a_tcp_rr_carries_the_victim_of_its_server_and_a_udp_ping_pong_cannot() {
+fn ping_pongs_carry_the_victim_of_their_server_and_pktgen_cannot() {
     let rr = "[[workload]]\nname = \"rr\"\nkind = \"netperf\"\ntest = \"TCP_RR\"\nmsg_bytes = 64\n\
               server = \"conan\"\nclient = \"client\"\nnic = \"octonic\"\nclient_nic = \"nic\"\n\
               cpu_node = 0\nmem_node = 0\nnic_mode = \"standard\"\n";
-    // The RR runs in the world of its server, the victim beside it.
-    let both = run_with(&format!("{VICTIM}\n{rr}")).unwrap();
-    assert_eq!(both.counters["network"]["rr"]["victim"], "victim");
-    assert_eq!(
-        both.counters["network"]["victim"]["run_with"],
-        serde_json::json!(["rr"])
-    );
-    assert!(metric(&both, "rr", "latency_us") > 0.0);
     let udp = rr.replace("name = \"rr\"", "name = \"udp\"").replace(
         "kind = \"netperf\"\ntest = \"TCP_RR\"",
         "kind = \"udp_pingpong\"",
     );
-    let e = run_with(&format!("{VICTIM}\n{udp}")).unwrap_err();
+    // Each runs in the world of its server, the victim beside it.
+    for (name, w) in [("rr", rr), ("udp", udp.as_str())] {
+        let both = run_with(&format!("{VICTIM}\n{w}")).unwrap();
+        assert_eq!(both.counters["network"][name]["victim"], "victim");
+        assert_eq!(
+            both.counters["network"]["victim"]["run_with"],
+            serde_json::json!([name])
+        );
+        assert!(metric(&both, name, "latency_us") > 0.0);
+    }
+    let pktgen = "[[workload]]\nname = \"pktgen\"\nkind = \"pktgen\"\nhost = \"conan\"\n\
+                  nic = \"octonic\"\ncpu_node = 0\nmem_node = 0\npkt_bytes = 64\n\
+                  nic_mode = \"standard\"\n";
+    let e = run_with(&format!("{VICTIM}\n{pktgen}")).unwrap_err();
     assert!(
         e.contains(
-            "workload `victim`: a pagerank on `conan` runs beside a TCP_STREAM, TCP_RR or \
+            "workload `victim`: a pagerank on `conan` runs beside a TCP_STREAM, TCP_RR, UDP or \
              memcached model"
         ),
         "{e}"
     );
     assert!(
-        e.contains("the `udp_pingpong` workload `udp` serving `conan` cannot carry it"),
+        e.contains("the `pktgen` workload `pktgen` serving `conan` cannot carry it"),
         "{e}"
     );
     let e = run_with(&format!(

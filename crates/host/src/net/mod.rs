@@ -11,6 +11,7 @@ pub mod memcached;
 pub mod migration;
 pub mod multicore;
 pub mod pktgen;
+pub mod round_trip;
 pub mod rr;
 mod rxq;
 pub mod stream;

@@ -18,13 +18,10 @@
 //! the same time and the 99th percentile equals the mean.
 
 use devices::nic::{frame, Coalescer};
-use sim::component::Component;
 use sim::memsys::LINE;
-use sim::net::{ComponentId, Event};
-use sim::timers::Timers;
 use sim::Time;
 
-use super::world::{NetWorld, Shared};
+use super::round_trip::{Exchange, RoundTrips};
 use super::{buf, NetHost, CQE_BYTES, DESC_BYTES, RING, TSO_BYTES};
 
 #[derive(Clone, Copy, Debug)]
@@ -53,7 +50,7 @@ pub struct RrResult {
 
 /// One side's rings.
 #[derive(Default)]
-struct Side {
+pub struct Side {
     tx_slot: u64,
     rx_slot: u64,
     /// The completion of the last send, reaped by the next poll.
@@ -64,11 +61,79 @@ struct Side {
     rx_bytes: u64,
 }
 
-struct Rr {
+/// TCP_RR's exchange: `msg_bytes` each way in segments of `mss`.
+pub struct Rr {
+    msg_bytes: u64,
     mss: u64,
     misses: u64,
+    /// Payload frames of the last message.
+    frames: u64,
     /// The buffer namespace of the model in its world (0 alone).
     ns: u64,
+}
+
+/// TCP_RR as a component of a world (`round_trip`).
+pub type Transactions = RoundTrips<Rr>;
+
+impl Exchange for Rr {
+    type Side = Side;
+
+    fn send(
+        &mut self,
+        h: &mut NetHost,
+        side: &mut Side,
+        t: Time,
+        peer: &NetHost,
+    ) -> Vec<(Time, u64)> {
+        self.send(h, side, t, peer)
+    }
+
+    fn receive(&mut self, h: &mut NetHost, side: &mut Side, arrivals: &[(Time, u64)]) -> Time {
+        self.receive(h, side, arrivals)
+    }
+
+    fn warm(&mut self, server: &mut Side) {
+        self.misses = 0;
+        server.coalesce.reset_count();
+    }
+
+    fn set_namespace(&mut self, ns: u64) {
+        self.ns = ns;
+    }
+}
+
+impl Rr {
+    fn new(msg_bytes: u64, mtu: u32) -> Rr {
+        Rr {
+            msg_bytes,
+            mss: frame::mss(mtu) as u64,
+            misses: 0,
+            frames: 0,
+            ns: 0,
+        }
+    }
+}
+
+impl Transactions {
+    /// TCP_RR from `client` to `server` (views of two hosts) with `msg_bytes` each way
+    /// over `mtu`, measuring `window` after `warmup`.
+    pub fn new(
+        client: NetHost,
+        server: NetHost,
+        msg_bytes: u64,
+        mtu: u32,
+        warmup: Time,
+        window: Time,
+    ) -> Result<Transactions, String> {
+        check(msg_bytes, mtu)?;
+        RoundTrips::of(Rr::new(msg_bytes, mtu), client, server, warmup, window)
+    }
+
+    /// The measured transactions' result; an error when the window held none.
+    pub fn result(&self) -> Result<RrResult, String> {
+        let lat = self.round_trips()?;
+        Ok(result(lat, &self.x, self.server_side(), self.x.frames))
+    }
 }
 
 /// The message size and MTU a TCP_RR can run with.
@@ -88,31 +153,28 @@ pub fn run(client: &mut NetHost, server: &mut NetHost, spec: RrSpec) -> Result<R
     if spec.transactions == 0 {
         return Err("transactions must be > 0".into());
     }
-    let mut m = Rr {
-        mss: frame::mss(spec.mtu) as u64,
-        misses: 0,
-        ns: 0,
-    };
+    let mut m = Rr::new(spec.msg_bytes, spec.mtu);
     let (mut cs, mut ss) = (Side::default(), Side::default());
     let mut t = Time::ZERO;
     let mut lat = Vec::with_capacity(spec.transactions as usize);
-    let mut frames = 0;
+    let mut last_frames = 0;
     for i in 0..spec.warmup + spec.transactions {
         if i == spec.warmup {
             m.misses = 0;
             ss.coalesce.reset_count();
         }
-        let (arr, f) = m.send(client, &mut cs, t, spec.msg_bytes, server);
-        let req = m.receive(server, &mut ss, &arr, spec.msg_bytes);
-        let (arr, _) = m.send(server, &mut ss, req, spec.msg_bytes, client);
-        let done = m.receive(client, &mut cs, &arr, spec.msg_bytes);
+        let arr = m.send(client, &mut cs, t, server);
+        let frames = m.frames;
+        let req = m.receive(server, &mut ss, &arr);
+        let arr = m.send(server, &mut ss, req, client);
+        let done = m.receive(client, &mut cs, &arr);
         if i >= spec.warmup {
             lat.push(done - t);
         }
-        frames = f;
+        last_frames = frames;
         t = done;
     }
-    Ok(result(lat, &m, &ss, frames))
+    Ok(result(lat, &m, &ss, last_frames))
 }
 
 /// The result of the measured transactions' round trips `lat` (at least one).
@@ -133,16 +195,17 @@ fn result(mut lat: Vec<Time>, m: &Rr, server: &Side, frames: u64) -> RrResult {
 }
 
 impl Rr {
-    /// `h`'s process sends `n` bytes at `t`: when each segment (or, for an LRO receiver,
-    /// each TSO burst) arrives at `peer`'s NIC, with its payload bytes; and the frames.
+    /// `h`'s process sends the message at `t`: when each segment (or, for an LRO
+    /// receiver, each TSO burst) arrives at `peer`'s NIC, with its payload bytes; the
+    /// frames in `self.frames`.
     fn send(
         &mut self,
         h: &mut NetHost,
         side: &mut Side,
         t: Time,
-        n: u64,
         peer: &NetHost,
-    ) -> (Vec<(Time, u64)>, u64) {
+    ) -> Vec<(Time, u64)> {
+        let n = self.msg_bytes;
         let c = h.costs.clone();
         let start = h.core.start(t);
         let sock = h.core.socket;
@@ -195,18 +258,14 @@ impl Rr {
             sent += len;
         }
         h.core.finish(start, cur);
-        (arrivals, frames)
+        self.frames = frames;
+        arrivals
     }
 
-    /// `h` receives the segments of an `n`-byte message arriving at its NIC at the given
-    /// times: when its process has copied the message out.
-    fn receive(
-        &mut self,
-        h: &mut NetHost,
-        side: &mut Side,
-        arrivals: &[(Time, u64)],
-        n: u64,
-    ) -> Time {
+    /// `h` receives the segments of the message arriving at its NIC at the given times:
+    /// when its process has copied the message out.
+    fn receive(&mut self, h: &mut NetHost, side: &mut Side, arrivals: &[(Time, u64)]) -> Time {
+        let n = self.msg_bytes;
         let c = h.costs.clone();
         let sock = h.core.socket;
         // The NIC writes each segment's frame(s) and completion, in order.
@@ -330,179 +389,4 @@ fn interrupt_at(
     }
     q.clear();
     irq.expect("a completion interrupts or arms the timer")
-}
-
-/// What a transaction of [`Transactions`] waits for next.
-#[derive(Clone, Copy, Debug)]
-enum Ev {
-    /// The client's process sends a request.
-    Request,
-    /// The request's first segment is at the server's NIC.
-    ServerReceive,
-    /// The server's process sends the response.
-    Response,
-    /// The response's first segment is at the client's NIC.
-    ClientReceive,
-    /// The measurement window starts.
-    Warm,
-}
-
-/// TCP_RR as a component of a [`NetWorld`]: the same transaction as [`run`]'s, one event
-/// per side's send and receive, on the world's memory systems and NICs of its hosts, so
-/// a TCP_STREAM or memcached on them queues the request and response in the same DRAM,
-/// LLC, interconnect, PCIe links and port, in time order. Transactions run back to back
-/// from time zero; those that start in the window and end within it are measured. The
-/// process's RX queue and interrupt moderation are its own (its flow hashes to its own
-/// queue, as netperf's does beside other flows).
-pub struct Transactions {
-    /// Client, server.
-    hosts: [NetHost; 2],
-    at: [Shared; 2],
-    sides: [Side; 2],
-    rr: Rr,
-    msg_bytes: u64,
-    warmup: Time,
-    window: Time,
-    timers: Timers<Ev>,
-    /// When the transaction under way started.
-    started: Time,
-    /// Where the message under way reaches its receiver's NIC (`Rr::send`).
-    arrivals: Vec<(Time, u64)>,
-    frames: u64,
-    /// Round trips of the measured transactions.
-    lat: Vec<Time>,
-    /// Events handled.
-    pub events: u64,
-}
-
-impl<'b> Component<NetWorld<'b>> for Transactions {
-    fn notify(&mut self, w: &mut NetWorld<'b>, me: ComponentId, event: Event) {
-        let Event::Timer(key) = event else {
-            return;
-        };
-        let ev = self.timers.take(key);
-        let t = w.net.now();
-        self.events += 1;
-        // The workloads beside first: all reserve DRAM, LLC and interconnect in time order.
-        w.before_event(t, matches!(ev, Ev::Warm));
-        let [client, server] = &mut self.hosts;
-        w.lend(self.at[0], client);
-        w.lend(self.at[1], server);
-        let next = self.handle(t, ev);
-        let [client, server] = &mut self.hosts;
-        w.lend(self.at[0], client);
-        w.lend(self.at[1], server);
-        if let Some((at, ev)) = next {
-            self.timers.at(&mut w.net, at.max(t), me, ev);
-        }
-    }
-}
-
-impl Transactions {
-    /// TCP_RR from `client` to `server` (views of two hosts) with `msg_bytes` each way
-    /// over `mtu`, measuring `window` after `warmup`.
-    pub fn new(
-        client: NetHost,
-        server: NetHost,
-        msg_bytes: u64,
-        mtu: u32,
-        warmup: Time,
-        window: Time,
-    ) -> Result<Transactions, String> {
-        check(msg_bytes, mtu)?;
-        if client.host == server.host {
-            return Err("a TCP_RR's client and server are two hosts".into());
-        }
-        Ok(Transactions {
-            hosts: [client, server],
-            at: [Shared::default(); 2],
-            sides: [Side::default(), Side::default()],
-            rr: Rr {
-                mss: frame::mss(mtu) as u64,
-                misses: 0,
-                ns: 0,
-            },
-            msg_bytes,
-            warmup,
-            window,
-            timers: Timers::new(),
-            started: Time::ZERO,
-            arrivals: Vec::new(),
-            frames: 0,
-            lat: Vec::new(),
-            events: 0,
-        })
-    }
-
-    /// Joins `w` as component `me`: its hosts' memory systems and NICs are the world's
-    /// from now on, and the first request leaves at time zero.
-    pub fn start(&mut self, w: &mut NetWorld<'_>, me: ComponentId) -> Result<(), String> {
-        self.rr.ns = w.start_model(self.warmup, self.window)?;
-        self.at = [w.join(&self.hosts[0]), w.join(&self.hosts[1])];
-        self.timers.at(&mut w.net, Time::ZERO, me, Ev::Request);
-        self.timers.at(&mut w.net, self.warmup, me, Ev::Warm);
-        Ok(())
-    }
-
-    /// Where the server shares its memory system and NIC in the world (after `start`).
-    pub fn server(&self) -> Shared {
-        self.at[1]
-    }
-
-    /// One event on the hosts the world has lent: what comes next, and when.
-    fn handle(&mut self, t: Time, ev: Ev) -> Option<(Time, Ev)> {
-        let [client, server] = &mut self.hosts;
-        let [cs, ss] = &mut self.sides;
-        let n = self.msg_bytes;
-        match ev {
-            Ev::Warm => {
-                self.rr.misses = 0;
-                ss.coalesce.reset_count();
-                None
-            }
-            Ev::Request => {
-                self.started = t;
-                let (arrivals, frames) = self.rr.send(client, cs, t, n, server);
-                self.frames = frames;
-                self.arrivals = arrivals;
-                Some((self.arrivals[0].0, Ev::ServerReceive))
-            }
-            Ev::ServerReceive => {
-                Some((self.rr.receive(server, ss, &self.arrivals, n), Ev::Response))
-            }
-            Ev::Response => {
-                (self.arrivals, _) = self.rr.send(server, ss, t, n, client);
-                Some((self.arrivals[0].0, Ev::ClientReceive))
-            }
-            Ev::ClientReceive => {
-                let done = self.rr.receive(client, cs, &self.arrivals, n);
-                let end = self.warmup + self.window;
-                if self.started >= self.warmup && done <= end {
-                    self.lat.push(done - self.started);
-                }
-                (done < end).then_some((done, Ev::Request))
-            }
-        }
-    }
-
-    /// How many transactions were measured.
-    pub fn measured(&self) -> u32 {
-        self.lat.len() as u32
-    }
-
-    /// The measured transactions' result; an error when the window held none.
-    pub fn result(&self) -> Result<RrResult, String> {
-        if self.lat.is_empty() {
-            return Err(format!(
-                "no TCP_RR transaction both started and ended within the {:?} window",
-                self.window
-            ));
-        }
-        Ok(result(
-            self.lat.clone(),
-            &self.rr,
-            &self.sides[1],
-            self.frames,
-        ))
-    }
 }

@@ -326,14 +326,19 @@ fn udp_pingpong(
     // sockperf's latency is half the round trip.
     let (warmup, round_trips) = fit(2.0 * pilot.latency_us * 1e3, m);
     let r = udp::ping_pong(&mut client, &mut server, spec(warmup, round_trips))?;
-    Ok(NetOutcome {
+    Ok(udp_outcome(&r, pf, round_trips))
+}
+
+/// A UDP ping-pong's row: sockperf's latency, and its counters.
+pub(super) fn udp_outcome(r: &udp::UdpResult, pf: usize, round_trips: u32) -> NetOutcome {
+    NetOutcome {
         metrics: metrics(&[("latency_us", r.latency_us)]),
         counters: json!({
             "pf": pf,
             "round_trips": round_trips,
             "cqe_misses_per_round_trip": r.cqe_misses,
         }),
-    })
+    }
 }
 
 /// TCP_STREAM rx whose receiving process the scheduler moves from `socket` to the next
@@ -470,7 +475,7 @@ pub(super) fn rr_outcome(r: &rr::RrResult, pf: usize, transactions: u32) -> NetO
 /// view with its queue on the PF the NIC's steering gives its socket, the client's (a
 /// latency host: no LRO, on its NIC's socket or the other when `away`), both with
 /// `coalescing` and loaded with the run's streams; and that PF.
-pub(super) fn rr_ends(
+pub(super) fn latency_ends(
     topo: &Topology,
     ends: &NetEnds,
     away: bool,

@@ -3,9 +3,9 @@
 //!
 //! * TCP_STREAM workloads with the same ends and settings (`tcp_stream`) and memcached
 //!   workloads with the same ends and load (`memcached`) each run as one model; a TCP_RR
-//!   is a model of its own (`tcp_rr`);
-//! * models that share a host — TCP_STREAMs with other settings, memcached or a TCP_RR
-//!   beside a TCP_STREAM — are components of one world: each host's memory system and
+//!   or UDP ping-pong is a model of its own (`ping_pong`);
+//! * models that share a host — TCP_STREAMs with other settings, memcached, a TCP_RR or a
+//!   UDP ping-pong beside a TCP_STREAM — are components of one world: each host's memory system and
 //!   each NIC is the world's, so they take DRAM, LLC, interconnect, PCIe links and port
 //!   in time order, and their rows' `mem_bw_gbit_s` is the host's, which they share;
 //! * an open-loop `rdma_bench` that shares a host with another of them runs in its world
@@ -16,14 +16,14 @@
 //! * a workload with nothing to run (0 connections or instances) is idle: its row gives
 //!   zero throughput, so a sweep can leave it out.
 //!
-//! A victim on a host another packet-granular workload serves (UDP, pktgen, a TCP_STREAM
-//! or TCP_RR with antagonists, a migration) is refused: that model cannot carry it yet.
+//! A victim on a host another packet-granular workload serves (pktgen, a TCP_STREAM, TCP_RR
+//! or UDP ping-pong with antagonists, a migration) is refused: that model cannot carry it
+//! yet.
 
 use std::collections::BTreeMap;
 
 use fabric::{ScenarioError, Topology};
 use host::net::memcached::Memcached;
-use host::net::rr::Transactions;
 use host::net::stream::Streams;
 use host::net::world::{NetWorld, SharedMem};
 use host::rdma::bench::{BenchResult, BenchRun, Side};
@@ -37,7 +37,7 @@ use super::rdma::BenchParts;
 use super::spec::rdma::RdmaBench;
 use super::spec::{Kind, Measure, RunSpec, Workload};
 use super::victim::{self, Victim};
-use super::{located, memcached, rdma, tcp_rr, tcp_stream, RunError};
+use super::{located, memcached, ping_pong, rdma, tcp_stream, RunError};
 
 /// The outcomes of the workloads that run together (or idle), by workload index; the
 /// others are left to run alone.
@@ -65,7 +65,11 @@ pub(super) fn run_together(
                 .map(|g| (g, Model::Memcached)),
         )
         .chain(rdma::groups(ws).into_iter().map(|g| (g, Model::Rdma)))
-        .chain(tcp_rr::groups(ws).into_iter().map(|g| (g, Model::Rr)))
+        .chain(
+            ping_pong::groups(ws)
+                .into_iter()
+                .map(|g| (g, Model::PingPong)),
+        )
         .collect();
     let victim_hosts: Vec<&str> = victims.keys().copied().collect();
     for cluster in clusters(&groups, &victim_hosts) {
@@ -121,7 +125,7 @@ pub(super) fn run_together(
             return Err(located(
                 &ws[vi].at,
                 format!(
-                    "workload `{}`: a pagerank on `{host}` runs beside a TCP_STREAM, TCP_RR or \
+                    "workload `{}`: a pagerank on `{host}` runs beside a TCP_STREAM, TCP_RR, UDP or \
                      memcached model of its host; the `{}` workload `{}` serving `{host}` cannot \
                      carry it (run them in separate files)",
                     ws[vi].name,
@@ -134,14 +138,14 @@ pub(super) fn run_together(
     Ok(out)
 }
 
-/// What a group runs as: a component of the world's kernel (TCP_STREAM, memcached,
-/// TCP_RR), or an RDMA benchmark stepped beside it in time order (`run_world`).
+/// What a group runs as: a component of the world's kernel (TCP_STREAM, memcached, TCP_RR
+/// or UDP ping-pong), or an RDMA benchmark stepped beside it in time order (`run_world`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Model {
     Tcp,
     Memcached,
     Rdma,
-    Rr,
+    PingPong,
 }
 
 /// The groups (indices into `groups`) that run in one world: those that must, or whose
@@ -203,7 +207,7 @@ fn run_world(
         Tcp(tcp_stream::Rows),
         Mc(memcached::Rows),
         Rdma(usize),
-        Rr(usize),
+        PingPong(usize),
     }
     let mut world = NetWorld::new(seed);
     let mut sim = Sim::new();
@@ -273,17 +277,11 @@ fn run_world(
                 });
                 ((0, Rows::Rdma(rdmas.len() - 1)), at[1])
             }
-            Model::Rr => {
-                let (t, pf) = tcp_rr::build(topo, members[0], window, &mut beside)
+            Model::PingPong => {
+                let (p, pf) = ping_pong::build(topo, members[0], window, &mut beside)
                     .map_err(|e| named(members[0], at, e))?;
-                let id = sim.add(t);
-                let server = sim
-                    .with(&mut world, id, |t: &mut Transactions, w| {
-                        t.start(w, id).map(|()| t.server())
-                    })
-                    .expect("a component")
-                    .map_err(|e| located(at, e))?;
-                ((id, Rows::Rr(pf)), server.into())
+                let (id, server) = p.start(&mut sim, &mut world).map_err(|e| located(at, e))?;
+                ((id, Rows::PingPong(pf)), server.into())
             }
         };
         shared_servers.push((g.server, server));
@@ -323,9 +321,8 @@ fn run_world(
                     .outcome(&results[k], world.memory(rdmas[k].at[1]));
                 vec![o.map_err(|e| located(&ws[g.members[0]].at, e))?]
             }
-            Rows::Rr(pf) => {
-                let t: &Transactions = sim.get(id).expect("a component");
-                let o = tcp_rr::outcome(t, pf);
+            Rows::PingPong(pf) => {
+                let o = ping_pong::outcome(&sim, id, pf);
                 vec![o.map_err(|e| located(&ws[g.members[0]].at, e))?]
             }
         };

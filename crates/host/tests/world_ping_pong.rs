@@ -1,11 +1,12 @@
-//! TCP_RR as a model of a `NetWorld`: alone it gives the transaction `rr::run` gives;
-//! beside a TCP receive on its server, its requests and responses queue behind the
-//! stream's frames on the port, PCIe link and memory system.
+//! TCP_RR and the UDP ping-pong as models of a `NetWorld`: alone each gives the round
+//! trip of its own loop (`rr::run`, `udp::ping_pong`); beside a TCP receive from the same
+//! client, the requests queue behind the stream's frames on the client's port.
 
 use devices::nic::CoalesceMode;
 use fabric::{builtin, Fabric, Topology};
 use host::net::rr::{self, RrResult, Transactions};
 use host::net::stream::{Lane, StreamResult, StreamSpec, Streams};
+use host::net::udp::{self, PingPongs};
 use host::net::world::NetWorld;
 use host::net::NetHost;
 use sim::component::Sim;
@@ -131,4 +132,43 @@ fn a_tcp_receive_from_the_same_client_delays_every_request_and_barely_notices_it
         beside.throughput_gbps,
         stream_alone.throughput_gbps
     );
+}
+
+#[test]
+fn alone_in_a_world_a_udp_round_trip_takes_what_it_takes_in_its_own_loop() {
+    let t = topo();
+    let (server, client) = ends(&t, 0, 0);
+    let mut world = NetWorld::new(1);
+    let mut sim = Sim::new();
+    let p = PingPongs::new(client, server, MSG, 1500, WARM, WIN).unwrap();
+    let id = sim.add(p);
+    sim.with(&mut world, id, |p: &mut PingPongs, w| p.start(w, id))
+        .unwrap()
+        .unwrap();
+    world.run_through(&mut sim, WARM + WIN);
+    assert_eq!(world.late_reservations(), 0);
+    let p: &PingPongs = sim.get(id).unwrap();
+    let in_world = p.result().unwrap();
+    let (mut server, mut client) = ends(&t, 0, 0);
+    let spec = udp::UdpSpec {
+        msg_bytes: MSG,
+        mtu: 1500,
+        warmup: 2048,
+        round_trips: 16,
+    };
+    let own = udp::ping_pong(&mut client, &mut server, spec).unwrap();
+    let rel = (in_world.latency_us - own.latency_us).abs() / own.latency_us;
+    assert!(
+        rel < 1e-3,
+        "{} in a world, {} alone",
+        in_world.latency_us,
+        own.latency_us
+    );
+    assert!(p.measured() > 50, "{}", p.measured());
+    // A datagram larger than one frame is refused, in a world as alone.
+    let (server, client) = ends(&t, 0, 0);
+    let e = PingPongs::new(client, server, 1473, 1500, WARM, WIN)
+        .err()
+        .unwrap();
+    assert!(e.contains("must be in 1..=1472"), "{e}");
 }
