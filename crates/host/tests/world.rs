@@ -218,3 +218,58 @@ fn models_measuring_different_windows_cannot_share_a_world() {
         .unwrap_err();
     assert!(e.contains("in a world that measures"), "{e}");
 }
+
+#[test]
+fn pktgen_alone_in_a_world_sends_what_its_own_loop_sends_and_slows_beside_a_receive() {
+    use host::net::pktgen::{self, Generator, PktgenSpec};
+    let t = topo();
+    let spec = PktgenSpec {
+        pkt_bytes: 64,
+        warmup: WARM,
+        window: WIN,
+        fragments: Vec::new(),
+    };
+    // Remote from its PF (socket 1's core sends through PF0): every descriptor, packet
+    // and completion crosses QPI.
+    let gen = || Generator::new(view(&t, "server", 0, 1, 1), spec.clone()).unwrap();
+    let own = pktgen::run(&mut view(&t, "server", 0, 1, 1), spec.clone()).unwrap();
+    let in_world = |s: Option<Streams>| {
+        let mut world = NetWorld::new(1);
+        let mut sim = Sim::new();
+        let gid = sim.add(gen());
+        sim.with(&mut world, gid, |g: &mut Generator, w| g.start(w, gid))
+            .unwrap()
+            .unwrap();
+        let sid = s.map(|s| sim.add(s));
+        if let Some(id) = sid {
+            sim.with(&mut world, id, |s: &mut Streams, w| s.start(w, id))
+                .unwrap()
+                .unwrap();
+        }
+        world.run_through(&mut sim, WARM + WIN);
+        assert_eq!(world.late_reservations(), 0);
+        let g = sim.get::<Generator>(gid).unwrap().result(&world);
+        (
+            g,
+            sid.map(|id| sim.get::<Streams>(id).unwrap().result(&world)),
+        )
+    };
+    let (alone, _) = in_world(None);
+    let rel = (alone.mpps - own.mpps).abs() / own.mpps;
+    assert!(
+        rel < 0.01,
+        "{} Mpps in a world, {} alone",
+        alone.mpps,
+        own.mpps
+    );
+    // A receive through the same PF into node 1 takes the PF's link and QPI with it.
+    let (beside, rx) = in_world(Some(stream(&t, 0)));
+    assert!(
+        beside.mpps < alone.mpps,
+        "{} Mpps beside the receive, {} alone",
+        beside.mpps,
+        alone.mpps
+    );
+    assert!(rx.unwrap().throughput_gbps > 1.0);
+    assert!(beside.interconnect_gbps > alone.interconnect_gbps);
+}

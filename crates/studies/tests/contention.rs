@@ -333,3 +333,21 @@ fn apart_runs_each_workload_as_it_runs_without_the_others() {
         assert!(r.counters["network"][w].is_object(), "{w}");
     }
 }
+
+#[test]
+fn pktgen_on_a_receivers_host_runs_in_its_world_on_one_memory_system() {
+    let mut src = source("contention/tcp_rx", Some("stream"));
+    src.text.push_str(
+        "\n[[workload]]\nname = \"gen\"\nkind = \"pktgen\"\nhost = \"server\"\nnic = \"nic\"\n\
+         cpu_node = 1\nmem_node = 1\npkt_bytes = 64\nnic_mode = \"standard\"\n",
+    );
+    let r = run::run_point(&src, &run::sweep(&[]).pop().unwrap(), 1).unwrap();
+    assert_eq!(
+        r.counters["network"]["gen"]["run_with"],
+        serde_json::json!(["rx"])
+    );
+    // Both rows read the server's one DRAM counter, which counts both.
+    let mem = |w: &str| metric(&src, &[], w, "mem_bw_gbit_s");
+    assert_eq!(mem("gen"), mem("rx"));
+    assert!(metric(&src, &[], "gen", "mpps") > 1.0);
+}

@@ -29,6 +29,7 @@ pub mod overrides;
 pub mod packet;
 mod pciebench;
 mod ping_pong;
+mod pktgen;
 pub mod rdma;
 pub mod spec;
 mod tcp_stream;

@@ -243,57 +243,74 @@ pub fn run(
             }
             Ok(out)
         }
-        Kind::Pktgen {
-            host,
-            nic,
-            cpu_node,
-            mem_node,
-            pkt_bytes,
-            nic_mode,
-            netdev_pf,
-            fragment_nodes,
-            ioctosg,
-        } => {
-            let (socket, node) = placement(topo, host, *cpu_node, *mem_node)?;
-            let choice = choice(*nic_mode, *netdev_pf);
-            let (mut h, pf) = setup::server(topo, host, nic, choice, socket, node)?;
-            beside.load(topo, host, &mut h.mem)?;
-            let sockets = setup::pf_sockets(&h);
-            let fragments = fragment_nodes
-                .iter()
-                .map(|&n| {
-                    let (_, page) = placement(topo, host, *cpu_node, n)
-                        .map_err(|e| format!("fragment_nodes: {e}"))?;
-                    let pf =
-                        systems::ioctopus::fragment_pf(choice.mode, *ioctosg, pf, page, &sockets);
-                    Ok(pktgen::Fragment { node: page, pf })
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            let r = pktgen::run(
-                &mut h,
-                pktgen::PktgenSpec {
-                    pkt_bytes: *pkt_bytes,
-                    warmup: m.warmup,
-                    window: m.duration,
-                    fragments,
-                },
-            )?;
-            Ok(NetOutcome {
-                metrics: metrics(&[
-                    ("mpps", r.mpps),
-                    ("throughput_gbit_s", r.throughput_gbps),
-                    ("mem_bw_gbit_s", r.mem_gbps),
-                    ("cpu_util", r.cpu_util),
-                    ("interconnect_gbit_s", r.interconnect_gbps),
-                ]),
-                counters: json!({
-                    "pf": pf,
-                    "packets": r.packets,
-                    "cqe_misses_per_packet": r.cqe_misses_per_packet,
-                }),
-            })
+        Kind::Pktgen { .. } => {
+            let (mut h, spec, pf) = pktgen_parts(topo, kind, m, beside)?;
+            Ok(pktgen_outcome(&pktgen::run(&mut h, spec)?, pf))
         }
         other => Err(format!("`{}` is not a network workload", other.name())),
+    }
+}
+
+/// A pktgen workload's host (its queue on the PF the NIC's steering gives its socket,
+/// loaded with the run's streams), what it sends over `m`, and that PF.
+pub(super) fn pktgen_parts(
+    topo: &Topology,
+    kind: &Kind,
+    m: Measure,
+    beside: &mut Beside,
+) -> Result<(NetHost, pktgen::PktgenSpec, usize), String> {
+    let Kind::Pktgen {
+        host,
+        nic,
+        cpu_node,
+        mem_node,
+        pkt_bytes,
+        nic_mode,
+        netdev_pf,
+        fragment_nodes,
+        ioctosg,
+    } = kind
+    else {
+        unreachable!("a pktgen workload")
+    };
+    let (socket, node) = placement(topo, host, *cpu_node, *mem_node)?;
+    let choice = choice(*nic_mode, *netdev_pf);
+    let (mut h, pf) = setup::server(topo, host, nic, choice, socket, node)?;
+    beside.load(topo, host, &mut h.mem)?;
+    let sockets = setup::pf_sockets(&h);
+    let fragments = fragment_nodes
+        .iter()
+        .map(|&n| {
+            let (_, page) =
+                placement(topo, host, *cpu_node, n).map_err(|e| format!("fragment_nodes: {e}"))?;
+            let pf = systems::ioctopus::fragment_pf(choice.mode, *ioctosg, pf, page, &sockets);
+            Ok(pktgen::Fragment { node: page, pf })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let spec = pktgen::PktgenSpec {
+        pkt_bytes: *pkt_bytes,
+        warmup: m.warmup,
+        window: m.duration,
+        fragments,
+    };
+    Ok((h, spec, pf))
+}
+
+/// A pktgen row: the catalog's metrics, and its counters.
+pub(super) fn pktgen_outcome(r: &pktgen::PktgenResult, pf: usize) -> NetOutcome {
+    NetOutcome {
+        metrics: metrics(&[
+            ("mpps", r.mpps),
+            ("throughput_gbit_s", r.throughput_gbps),
+            ("mem_bw_gbit_s", r.mem_gbps),
+            ("cpu_util", r.cpu_util),
+            ("interconnect_gbit_s", r.interconnect_gbps),
+        ]),
+        counters: json!({
+            "pf": pf,
+            "packets": r.packets,
+            "cqe_misses_per_packet": r.cqe_misses_per_packet,
+        }),
     }
 }
 

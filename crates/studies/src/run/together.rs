@@ -4,8 +4,8 @@
 //! * TCP_STREAM workloads with the same ends and settings (`tcp_stream`) and memcached
 //!   workloads with the same ends and load (`memcached`) each run as one model; a TCP_RR
 //!   or UDP ping-pong is a model of its own (`ping_pong`);
-//! * models that share a host — TCP_STREAMs with other settings, memcached, a TCP_RR or a
-//!   UDP ping-pong beside a TCP_STREAM — are components of one world: each host's memory system and
+//! * models that share a host — TCP_STREAMs with other settings, memcached, a TCP_RR, a
+//!   UDP ping-pong or pktgen (`pktgen`) beside a TCP_STREAM — are components of one world: each host's memory system and
 //!   each NIC is the world's, so they take DRAM, LLC, interconnect, PCIe links and port
 //!   in time order, and their rows' `mem_bw_gbit_s` is the host's, which they share;
 //! * an open-loop `rdma_bench` that shares a host with another of them runs in its world
@@ -16,14 +16,14 @@
 //! * a workload with nothing to run (0 connections or instances) is idle: its row gives
 //!   zero throughput, so a sweep can leave it out.
 //!
-//! A victim on a host another packet-granular workload serves (pktgen, a TCP_STREAM, TCP_RR
-//! or UDP ping-pong with antagonists, a migration) is refused: that model cannot carry it
-//! yet.
+//! A victim on a host another packet-granular workload serves (a TCP_STREAM, TCP_RR or UDP
+//! ping-pong with antagonists, a migration) is refused: that model cannot carry it yet.
 
 use std::collections::BTreeMap;
 
 use fabric::{ScenarioError, Topology};
 use host::net::memcached::Memcached;
+use host::net::pktgen::Generator;
 use host::net::stream::Streams;
 use host::net::world::{NetWorld, SharedMem};
 use host::rdma::bench::{BenchResult, BenchRun, Side};
@@ -37,7 +37,7 @@ use super::rdma::BenchParts;
 use super::spec::rdma::RdmaBench;
 use super::spec::{Kind, Measure, RunSpec, Workload};
 use super::victim::{self, Victim};
-use super::{located, memcached, ping_pong, rdma, tcp_stream, RunError};
+use super::{located, memcached, net, ping_pong, pktgen, rdma, tcp_stream, RunError};
 
 /// The outcomes of the workloads that run together (or idle), by workload index; the
 /// others are left to run alone.
@@ -70,6 +70,7 @@ pub(super) fn run_together(
                 .into_iter()
                 .map(|g| (g, Model::PingPong)),
         )
+        .chain(pktgen::groups(ws).into_iter().map(|g| (g, Model::Pktgen)))
         .collect();
     let victim_hosts: Vec<&str> = victims.keys().copied().collect();
     for cluster in clusters(&groups, &victim_hosts) {
@@ -125,8 +126,8 @@ pub(super) fn run_together(
             return Err(located(
                 &ws[vi].at,
                 format!(
-                    "workload `{}`: a pagerank on `{host}` runs beside a TCP_STREAM, TCP_RR, UDP or \
-                     memcached model of its host; the `{}` workload `{}` serving `{host}` cannot \
+                    "workload `{}`: a pagerank on `{host}` runs beside a TCP_STREAM, TCP_RR, UDP, \
+                     pktgen or memcached model of its host; the `{}` workload `{}` serving `{host}` cannot \
                      carry it (run them in separate files)",
                     ws[vi].name,
                     w.kind.name(),
@@ -146,6 +147,7 @@ enum Model {
     Memcached,
     Rdma,
     PingPong,
+    Pktgen,
 }
 
 /// The groups (indices into `groups`) that run in one world: those that must, or whose
@@ -208,6 +210,7 @@ fn run_world(
         Mc(memcached::Rows),
         Rdma(usize),
         PingPong(usize),
+        Pktgen(usize),
     }
     let mut world = NetWorld::new(seed);
     let mut sim = Sim::new();
@@ -283,6 +286,18 @@ fn run_world(
                 let (id, server) = p.start(&mut sim, &mut world).map_err(|e| located(at, e))?;
                 ((id, Rows::PingPong(pf)), server.into())
             }
+            Model::Pktgen => {
+                let (g, pf) = pktgen::build(topo, members[0], window, &mut beside)
+                    .map_err(|e| named(members[0], at, e))?;
+                let id = sim.add(g);
+                let host = sim
+                    .with(&mut world, id, |g: &mut Generator, w| {
+                        g.start(w, id).map(|()| g.at())
+                    })
+                    .expect("a component")
+                    .map_err(|e| located(at, e))?;
+                ((id, Rows::Pktgen(pf)), host.into())
+            }
         };
         shared_servers.push((g.server, server));
         built.push((g, rows, beside.report()));
@@ -324,6 +339,10 @@ fn run_world(
             Rows::PingPong(pf) => {
                 let o = ping_pong::outcome(&sim, id, pf);
                 vec![o.map_err(|e| located(&ws[g.members[0]].at, e))?]
+            }
+            Rows::Pktgen(pf) => {
+                let gen: &Generator = sim.get(id).expect("a component");
+                vec![net::pktgen_outcome(&gen.result(&world), pf)]
             }
         };
         for (&i, mut o) in g.members.iter().zip(outs) {
