@@ -85,7 +85,7 @@ fn the_victim_runs_inside_the_model_of_its_host_and_the_io_slows_it() {
 }
 
 #[test]
-fn ping_pongs_carry_the_victim_of_their_server_and_pktgen_cannot() {
+fn ping_pongs_and_pktgen_carry_the_victim_of_their_server_and_antagonists_cannot() {
     let rr = "[[workload]]\nname = \"rr\"\nkind = \"netperf\"\ntest = \"TCP_RR\"\nmsg_bytes = 64\n\
               server = \"conan\"\nclient = \"client\"\nnic = \"octonic\"\nclient_nic = \"nic\"\n\
               cpu_node = 0\nmem_node = 0\nnic_mode = \"standard\"\n";
@@ -103,19 +103,23 @@ fn ping_pongs_carry_the_victim_of_their_server_and_pktgen_cannot() {
         );
         assert!(metric(&both, name, "latency_us") > 0.0);
     }
+    // pktgen too; a ping-pong with STREAM antagonists of its own runs alone and cannot.
     let pktgen = "[[workload]]\nname = \"pktgen\"\nkind = \"pktgen\"\nhost = \"conan\"\n\
                   nic = \"octonic\"\ncpu_node = 0\nmem_node = 0\npkt_bytes = 64\n\
                   nic_mode = \"standard\"\n";
-    let e = run_with(&format!("{VICTIM}\n{pktgen}")).unwrap_err();
+    let both = run_with(&format!("{VICTIM}\n{pktgen}")).unwrap();
+    assert_eq!(both.counters["network"]["pktgen"]["victim"], "victim");
+    let loaded = format!("{udp}stream_pairs = 2\nstream_node = 1\n");
+    let e = run_with(&format!("{VICTIM}\n{loaded}")).unwrap_err();
     assert!(
         e.contains(
-            "workload `victim`: a pagerank on `conan` runs beside a TCP_STREAM, TCP_RR, UDP or \
-             memcached model"
+            "workload `victim`: a pagerank on `conan` runs beside a TCP_STREAM, TCP_RR, UDP, \
+             pktgen or memcached model"
         ),
         "{e}"
     );
     assert!(
-        e.contains("the `pktgen` workload `pktgen` serving `conan` cannot carry it"),
+        e.contains("the `udp_pingpong` workload `udp` serving `conan` cannot carry it"),
         "{e}"
     );
     let e = run_with(&format!(
