@@ -350,4 +350,13 @@ fn pktgen_on_a_receivers_host_runs_in_its_world_on_one_memory_system() {
     let mem = |w: &str| metric(&src, &[], w, "mem_bw_gbit_s");
     assert_eq!(mem("gen"), mem("rx"));
     assert!(metric(&src, &[], "gen", "mpps") > 1.0);
+    // Its core counts with the receive's on their socket.
+    let sets = [Override::parse("workload.rx.connections=14").unwrap()];
+    let e = run::run_point(&src, &run::sweep(&sets).pop().unwrap(), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("socket 1 of host `server` have 15 connections and instances"),
+        "{e}"
+    );
 }

@@ -5,9 +5,10 @@
 //!   workloads with the same ends and load (`memcached`) each run as one model; a TCP_RR
 //!   or UDP ping-pong is a model of its own (`ping_pong`);
 //! * models that share a host — TCP_STREAMs with other settings, memcached, a TCP_RR, a
-//!   UDP ping-pong or pktgen (`pktgen`) beside a TCP_STREAM — are components of one world: each host's memory system and
-//!   each NIC is the world's, so they take DRAM, LLC, interconnect, PCIe links and port
-//!   in time order, and their rows' `mem_bw_gbit_s` is the host's, which they share;
+//!   UDP ping-pong or pktgen (`pktgen`) beside a TCP_STREAM — are components of one
+//!   world: each host's memory system and each NIC is the world's, so they take DRAM,
+//!   LLC, interconnect, PCIe links and port in time order, and their rows'
+//!   `mem_bw_gbit_s` is the host's, which they share;
 //! * an open-loop `rdma_bench` that shares a host with another of them runs in its world
 //!   too, stepped beside the kernel in time order (`run_stepped`) with the world's memory
 //!   systems of its hosts lent to it for each event; its RNIC is its own (a closed loop
@@ -126,9 +127,9 @@ pub(super) fn run_together(
             return Err(located(
                 &ws[vi].at,
                 format!(
-                    "workload `{}`: a pagerank on `{host}` runs beside a TCP_STREAM, TCP_RR, UDP, \
-                     pktgen or memcached model of its host; the `{}` workload `{}` serving `{host}` cannot \
-                     carry it (run them in separate files)",
+                    "workload `{}`: a pagerank on `{host}` runs beside a TCP_STREAM, TCP_RR, \
+                     UDP, pktgen or memcached model of its host; the `{}` workload `{}` \
+                     serving `{host}` cannot carry it (run them in separate files)",
                     ws[vi].name,
                     w.kind.name(),
                     w.name
@@ -139,8 +140,9 @@ pub(super) fn run_together(
     Ok(out)
 }
 
-/// What a group runs as: a component of the world's kernel (TCP_STREAM, memcached, TCP_RR
-/// or UDP ping-pong), or an RDMA benchmark stepped beside it in time order (`run_world`).
+/// What a group runs as: a component of the world's kernel (TCP_STREAM, memcached, TCP_RR,
+/// UDP ping-pong, pktgen), or an RDMA benchmark stepped beside it in time order
+/// (`run_world`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Model {
     Tcp,
@@ -439,6 +441,15 @@ fn check_cores(
                     ends.mem_node,
                     *instances,
                 ),
+                Kind::UdpPingPong { ends, .. } => {
+                    (ends.server.as_str(), ends.cpu_node, ends.mem_node, 1)
+                }
+                Kind::Pktgen {
+                    host,
+                    cpu_node,
+                    mem_node,
+                    ..
+                } => (host.as_str(), *cpu_node, *mem_node, 1),
                 _ => continue,
             };
             let (socket, _) = super::packet::placement(topo, server, cpu_node, mem_node)
