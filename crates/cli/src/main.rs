@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod cmd_calibrate;
+mod cmd_compare;
 mod cmd_inspect;
 mod cmd_list;
 mod cmd_reproduce;
@@ -38,6 +39,8 @@ enum Command {
     List(cmd_list::ListArgs),
     /// Simulate a scenario's workloads over its measurement window (`--set` sweeps).
     Run(cmd_run::RunArgs),
+    /// Two scenarios, or two points of one, side by side: the keys and metrics that differ.
+    Compare(cmd_compare::CompareArgs),
     /// Run the built-in experiment catalog: simulated beside published values.
     Reproduce(cmd_reproduce::ReproduceArgs),
     /// Show, check or query the route of one access through a scenario's fabric.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::List(a) => cmd_list::run(a),
         Command::Run(a) => cmd_run::run(a),
+        Command::Compare(a) => cmd_compare::run(a),
         Command::Reproduce(a) => cmd_reproduce::run(a),
         Command::Topo(c) => cmd_topo::run(c),
         Command::Bench(c) => bench::run(c),

@@ -4,6 +4,7 @@
 //! (`nudma inspect`). Printing stays in the binary's `cmd_*` modules.
 
 pub mod audit;
+pub mod compare;
 pub mod reproduce;
 pub mod run;
 pub mod topo;

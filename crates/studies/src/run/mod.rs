@@ -21,6 +21,7 @@
 
 pub mod beside;
 mod counters;
+pub mod keys;
 mod memcached;
 pub mod net;
 mod nvme_share;
