@@ -29,6 +29,7 @@ __all__ = [
     "reproduce",
     "sweep",
     "frame",
+    "compare",
     "inspect",
     "calibrate",
 ]
@@ -323,6 +324,24 @@ def _dask(arg, sets, seed, chunks, address, workers, done: Done) -> None:
 
 
 _BACKENDS = {"local": _local, "ray": _ray, "dask": _dask}
+
+
+def compare(
+    a: Union[str, os.PathLike],
+    b: Optional[Union[str, os.PathLike]] = None,
+    set: Optional[Sets] = None,
+    seed: int = 1,
+) -> dict:
+    """``nudma compare A [B] --format json``: two scenarios (each ``set`` key one value, on
+    both), or ``a`` at the first and second value of each ``set`` key (``[A, B]``; a key
+    with one value has it on both sides). The keys that differ, then each metric of both
+    and B's change (``b / a - 1``, ``None`` when A is 0)."""
+    def arg(x: Union[str, os.PathLike]) -> str:
+        x = os.fspath(x)
+        return os.path.abspath(x) if os.path.exists(x) else x
+
+    b_arg = None if b is None else arg(b)
+    return json.loads(_native.compare_json(arg(a), b_arg, _set_args(set), seed))
 
 
 def inspect(sysfs_root: Optional[str] = None, hwloc: Optional[str] = None) -> dict:

@@ -148,3 +148,14 @@ def test_a_scenario_error_names_file_and_line(tmp_path):
     cli = subprocess.run([str(nudma_bin()), "run", str(bad)], capture_output=True, text=True)
     assert cli.returncode == 2
     assert cli.stderr.strip() == f"error: {e.value}"
+
+
+def test_compare_is_the_clis():
+    sets = {"workload.rx.cpu_node": [0, 1], "workload.rx.mem_node": [0, 1]}
+    c = nudma.compare("contention/tcp_rx", set=sets)
+    assert c == cli_json("compare", "contention/tcp_rx", *set_args(sets))
+    assert [k["key"] for k in c["differing_keys"]] == ["workload.rx.cpu_node", "workload.rx.mem_node"]
+    rx = next(m for m in c["metrics"] if m["workload"] == "rx" and m["metric"] == "throughput_gbit_s")
+    assert rx["b"] < rx["a"] and rx["change"] == pytest.approx(rx["b"] / rx["a"] - 1)
+    with pytest.raises(nudma.NudmaError, match="nothing to compare"):
+        nudma.compare("contention/tcp_rx")

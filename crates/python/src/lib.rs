@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use nudma::api::{audit, reproduce, run, topo};
+use nudma::api::{audit, compare, reproduce, run, topo};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -86,6 +86,23 @@ fn reproduce_json(py: Python<'_>, targets: Vec<String>) -> PyResult<String> {
             let (experiments, missing) = reproduce::select(&targets)?;
             Ok(reproduce::run(experiments, missing, &mut |_| {})?.json())
         })
+        .map_err(err)?;
+    text(&v)
+}
+
+/// `nudma compare A [B] --set … --format json`.
+#[pyfunction]
+#[pyo3(signature = (a, b, sets, seed))]
+fn compare_json(
+    py: Python<'_>,
+    a: &str,
+    b: Option<String>,
+    sets: Vec<String>,
+    seed: u64,
+) -> PyResult<String> {
+    let sets = run::parse_sets(&sets).map_err(err)?;
+    let v = py
+        .detach(|| compare::compare(a, b.as_deref(), &sets, seed).map(|c| c.json()))
         .map_err(err)?;
     text(&v)
 }
@@ -187,6 +204,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_points, m)?)?;
     m.add_function(wrap_pyfunction!(run_points, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce_json, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_json, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(topology_json, m)?)?;
     m.add_function(wrap_pyfunction!(path_json, m)?)?;
