@@ -74,6 +74,8 @@ struct Gen {
     frags: Vec<Fragment>,
     /// The model's buffer namespace in its world (0 alone).
     ns: u64,
+    /// What the NIC reads for every packet: each fragment's PF and buffer (`prime`).
+    payload: Vec<(usize, HostBuf)>,
     cqes: VecDeque<(Time, u64)>,
     /// When the core is free for the next packet.
     cur: Time,
@@ -124,6 +126,7 @@ impl Gen {
             spec,
             frags,
             ns: 0,
+            payload: Vec::new(),
             cqes: VecDeque::new(),
             cur: Time::ZERO,
             slot: 0,
@@ -144,13 +147,25 @@ impl Gen {
         self.spec.pkt_bytes / n + if i == 0 { self.spec.pkt_bytes % n } else { 0 }
     }
 
-    /// The packet's fragments written once, each by a core of its node.
+    /// The packet's fragments written once, each by a core of its node; the same packet
+    /// is posted every time, so what the NIC reads is fixed here (in the model's namespace).
     fn prime(&mut self, h: &mut NetHost) {
         for (i, f) in self.frags.iter().enumerate() {
             let bytes = self.frag_bytes(i);
             h.mem
                 .cpu_write(self.cur, f.node, self.ns + buf::SKB + i as u64, bytes);
         }
+        self.payload = (0..self.frags.len())
+            .map(|i| {
+                let f = self.frags[i];
+                let b = HostBuf {
+                    node: f.node,
+                    buf: self.ns + buf::SKB + i as u64,
+                    bytes: self.frag_bytes(i),
+                };
+                (f.pf, b)
+            })
+            .collect();
     }
 
     /// The window starts: the counts so far are the warm-up's.
@@ -162,7 +177,6 @@ impl Gen {
 
     /// The core reaps what the NIC has completed and posts the next packet.
     fn step(&mut self, h: &mut NetHost) {
-        let c = h.costs.clone();
         let sock = h.core.socket;
         let node = h.node;
         let ns = self.ns;
@@ -187,32 +201,19 @@ impl Gen {
             }
             cur += stall;
         }
-        cur += h.core.cycles(c.tx_packet_cycles);
+        cur += h.core.cycles(h.costs.tx_packet_cycles);
         let s = self.slot % RING;
         self.slot += 1;
         h.mem
             .cpu_write_home(cur, sock, node, ns + buf::TX_DESC + s, DESC_BYTES);
         // The NIC requests every fragment once it has the descriptor, each through the
         // fragment's PF; the packet goes out when the last has arrived.
-        let payload: Vec<(usize, HostBuf)> = self
-            .frags
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let b = HostBuf {
-                    node: f.node,
-                    buf: ns + buf::SKB + i as u64,
-                    bytes: self.frag_bytes(i),
-                };
-                (f.pf, b)
-            })
-            .collect();
         let desc = HostBuf {
             node,
             buf: ns + buf::TX_DESC + s,
             bytes: DESC_BYTES,
         };
-        let data = h.nic.fetch_send(cur, &mut h.mem, h.pf, desc, &payload);
+        let data = h.nic.fetch_send(cur, &mut h.mem, h.pf, desc, &self.payload);
         // The NIC completes a packet once it has left the port.
         let on_wire = h.nic.tx_port.reserve(data, frame::wire_bytes(ip) as u64);
         let pf = &mut h.nic.pfs[h.pf];
