@@ -115,6 +115,7 @@ fn a_nic_model_without_its_read_engine_is_refused_by_name() {
         ("nic_wire_ns", 10.0),
         ("nic_coalesce_ns", 8000.0),
         ("nic_coalesce_frames", 128.0),
+        ("nic_rx_buffer_bytes", 262016.0),
         ("dma_mrrs_bytes", 4096.0),
     ]
     .into_iter()

@@ -360,3 +360,36 @@ fn pktgen_on_a_receivers_host_runs_in_its_world_on_one_memory_system() {
         "{e}"
     );
 }
+
+#[test]
+fn a_receive_the_host_cannot_absorb_pauses_its_sender_instead_of_queueing_without_bound() {
+    // Remote beside the antagonist, the host drains frames more slowly than the wire
+    // brings them. The NIC's port buffer fills and pauses the client, so the DMA backlog
+    // stays a buffer long and the receiving core's reads never wait behind milliseconds
+    // of it: each connection count delivers, and more connections never deliver less.
+    let src = source("contention/tcp_rx", None);
+    let at = |n: u32| {
+        let sets = [Override::parse(&format!("workload.rx.connections={n}")).unwrap()];
+        let r = run::run_point(&src, &run::sweep(&sets).pop().unwrap(), 1).unwrap();
+        let rx = r
+            .rows
+            .iter()
+            .find(|r| r.params["workload"] == "rx")
+            .unwrap();
+        let gbps = rx.metrics["throughput_gbit_s"].as_f64().unwrap();
+        let pauses = r.counters["network"]["rx"]["receiver_nic_pauses"]
+            .as_u64()
+            .unwrap();
+        (gbps, pauses)
+    };
+    let one = at(1);
+    assert!(one.0 > 1.0 && one.1 > 0, "one connection: {one:?}");
+    for n in 2..=4 {
+        let more = at(n);
+        assert!(more.0 >= one.0, "{n} connections: {more:?}, one: {one:?}");
+    }
+    // Alone, the host keeps up: nothing pauses.
+    let alone = source("contention/tcp_rx", Some("stream"));
+    let r = run::run_point(&alone, &run::sweep(&[]).pop().unwrap(), 1).unwrap();
+    assert_eq!(r.counters["network"]["rx"]["receiver_nic_pauses"], 0);
+}

@@ -11,6 +11,7 @@
 
 pub mod coalesce;
 pub mod frame;
+pub mod rx_buffer;
 pub mod steer;
 pub mod tx;
 
@@ -22,6 +23,7 @@ use sim::memsys::{Fifo, MemSys};
 use sim::{pcie, Time};
 
 pub use coalesce::{CoalesceMode, Coalescer, Coalescing, Moderation};
+pub use rx_buffer::RxBuffer;
 pub use steer::{FiveTuple, Steering, SteeringMode};
 pub use tx::{HostBuf, ReadTags, SendRequests};
 
@@ -43,6 +45,8 @@ pub struct NicParams {
     /// requester states them (`dma_max_reads`, `dma_mrrs_bytes`).
     pub max_reads: u32,
     pub mrrs_bytes: u32,
+    /// The port's receive buffer, bytes: full, it pauses the link partner (`rx_buffer`).
+    pub rx_buffer_bytes: u64,
 }
 
 fn ns(x: f64) -> Time {
@@ -54,7 +58,7 @@ impl NicParams {
     pub fn from_timing(device: &str, t: &BTreeMap<String, f64>) -> Result<NicParams, String> {
         let get = |k: &str| {
             t.get(k).copied().ok_or_else(|| {
-                format!("device `{device}` has no NIC timing parameter `{k}` (a NIC model states nic_line_gbps, nic_latency_ns, nic_wire_ns, nic_coalesce_ns, nic_coalesce_frames, and as a DMA requester dma_max_reads and dma_mrrs_bytes)")
+                format!("device `{device}` has no NIC timing parameter `{k}` (a NIC model states nic_line_gbps, nic_latency_ns, nic_wire_ns, nic_coalesce_ns, nic_coalesce_frames, nic_rx_buffer_bytes, and as a DMA requester dma_max_reads and dma_mrrs_bytes)")
             })
         };
         Ok(NicParams {
@@ -65,6 +69,7 @@ impl NicParams {
             coalesce_frames: get("nic_coalesce_frames")? as u32,
             max_reads: get("dma_max_reads")? as u32,
             mrrs_bytes: get("dma_mrrs_bytes")? as u32,
+            rx_buffer_bytes: get("nic_rx_buffer_bytes")? as u64,
         })
     }
 }
@@ -184,6 +189,8 @@ pub struct Nic {
     pub pfs: Vec<Pf>,
     /// The port's transmit direction onto the wire.
     pub tx_port: Fifo,
+    /// The port's receive buffer, where frames wait for their DMA into host memory.
+    pub rx_buffer: RxBuffer,
     /// How the driver hands the NIC a send's request (`tx::SendRequests`): by default
     /// the NIC DMA-reads a descriptor from a host ring.
     pub send_requests: SendRequests,
@@ -198,6 +205,7 @@ impl Nic {
         let pfs = pfs(topo, device, params.max_reads, params.mrrs_bytes)?;
         Ok(Nic {
             tx_port: Fifo::new(params.line_gbps),
+            rx_buffer: RxBuffer::new(params.rx_buffer_bytes),
             send_requests: SendRequests::default(),
             params: Arc::new(params),
             pfs,

@@ -144,7 +144,7 @@ pub(super) fn platform_rule(key: &str) -> Option<Rule> {
 /// A device's (or device model's) `timing` keys: the BAR, DMA and GPU keys any device may
 /// state, then each model's own list (`NVME_TIMING_KEYS`, `NIC_TIMING_KEYS`,
 /// `RNIC_TIMING_KEYS`), so a key added to a model is known to the validator at once.
-pub const DEVICE_TIMING_KEYS: [&str; 37] = concat_keys([
+pub const DEVICE_TIMING_KEYS: [&str; 38] = concat_keys([
     &[
         "bar_gbps",
         "bar_latency_ns",
@@ -215,13 +215,15 @@ pub const RNIC_TIMING_KEYS: [&str; 8] = [
 
 /// The keys a NIC model (`devices::nic`) reads, all or none: the port's line rate
 /// (GB/s), the NIC's own pipeline latency per packet, the Ethernet cable's propagation,
-/// and MSI-X coalescing (an interrupt after this long or this many completions).
-pub const NIC_TIMING_KEYS: [&str; 5] = [
+/// MSI-X coalescing (an interrupt after this long or this many completions), and the
+/// port's receive buffer, which pauses the link partner when full.
+pub const NIC_TIMING_KEYS: [&str; 6] = [
     "nic_line_gbps",
     "nic_latency_ns",
     "nic_wire_ns",
     "nic_coalesce_ns",
     "nic_coalesce_frames",
+    "nic_rx_buffer_bytes",
 ];
 
 /// `[platform.X.netstack]`: the host network stack's costs on a core (`host::net`), all
@@ -292,6 +294,7 @@ pub(super) fn device_rule(key: &str) -> Option<Rule> {
         "nic_line_gbps" => Rule::Bandwidth,
         "nic_latency_ns" | "nic_wire_ns" | "nic_coalesce_ns" => Rule::Latency,
         "nic_coalesce_frames" => Rule::Tags,
+        "nic_rx_buffer_bytes" => Rule::BufferBytes,
         "rnic_port_gbps" => Rule::Bandwidth,
         "rnic_latency_ns" | "rnic_wire_ns" | "rnic_wqe_ns" | "rnic_packet_ns" => Rule::Latency,
         "rnic_qpc_entries" | "rnic_mtt_entries" => Rule::Entries,
@@ -322,6 +325,7 @@ pub(super) fn adapter_rule(key: &str) -> Option<Rule> {
         "nic_line_gbps" => Rule::Bandwidth,
         "nic_latency_ns" | "nic_wire_ns" | "nic_coalesce_ns" => Rule::Latency,
         "nic_coalesce_frames" => Rule::Tags,
+        "nic_rx_buffer_bytes" => Rule::BufferBytes,
         _ => return None,
     })
 }

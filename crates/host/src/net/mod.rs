@@ -234,6 +234,7 @@ impl NetHost {
     /// Starts a measurement window.
     pub fn reset_counters(&mut self) {
         self.mem.reset_counters();
+        self.nic.rx_buffer.reset_counters();
         self.core.busy = Time::ZERO;
     }
 }

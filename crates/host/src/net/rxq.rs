@@ -71,8 +71,9 @@ impl RxQueue {
     }
 
     /// A frame's DMA and CQE write by PF `pf` of `h`'s NIC into ring `ring`, arriving at
-    /// `at`: when its CQE is visible (a queue writes its completions in order), and its
-    /// slot. Buffers are reposted as NAPI consumes them, so a ring never runs dry (without
+    /// `at`: when its CQE is visible (a queue writes its completions in order), its slot,
+    /// and when the port's receive buffer took it (later than `at` when the buffer was
+    /// full: the sender was paused until then). Buffers are reposted as NAPI consumes them, so a ring never runs dry (without
     /// congestion control a drop would stall the stream; the peak fill is kept instead).
     pub fn receive(
         &mut self,
@@ -82,7 +83,7 @@ impl RxQueue {
         ns: u64,
         at: Time,
         bytes: u64,
-    ) -> (Time, u64) {
+    ) -> (Time, u64, Time) {
         self.packets += 1;
         self.bytes += bytes;
         let r = &mut self.rings[ring];
@@ -90,14 +91,16 @@ impl RxQueue {
         r.peak = r.peak.max(r.outstanding);
         let slot = ring as u64 * RING + r.slot % RING;
         r.slot += 1;
+        let admitted = h.nic.rx_buffer.admit(at, bytes);
         let pf = &mut h.nic.pfs[pf];
         // The completion entry follows the frame's TLPs on the link (posted writes stay
         // in order), so it is never visible before its frame and the link never idles
         // for the frame's trip into memory.
         let (data, entry) = (ns + buf::RX_DATA + (slot << 6), ns + buf::RX_CQE + slot);
-        let cqe = pf.dma_write_then(at, &mut h.mem, r.node, data, bytes, entry, CQE_BYTES);
+        let cqe = pf.dma_write_then(admitted, &mut h.mem, r.node, data, bytes, entry, CQE_BYTES);
+        h.nic.rx_buffer.hold(cqe, bytes);
         r.last_visible = r.last_visible.max(cqe);
-        (r.last_visible, slot)
+        (r.last_visible, slot, admitted)
     }
 
     /// Queues `seg` for NAPI in order of visibility (at the back when there is one ring).

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use devices::nic::{frame, Coalescing};
 use sim::component::{Component, Sim};
-use sim::memsys::LINE;
+use sim::memsys::{Fifo, LINE};
 use sim::net::{ComponentId, Event, Net};
 use sim::timers::Timers;
 use sim::Time;
@@ -63,6 +63,10 @@ pub struct StreamResult {
     /// Receive interrupts (NAPI polls an interrupt started) of the data queues over the
     /// window.
     pub receiver_interrupts: u64,
+    /// Frames the receiving NIC's full buffer held back over the window (its link
+    /// partner paused), and how long they waited in all, µs.
+    pub receiver_pauses: u64,
+    pub receiver_paused_us: f64,
     /// Per connection, in the order of the lanes.
     pub connections: Vec<ConnStats>,
 }
@@ -411,6 +415,8 @@ impl Streams {
             frames: sum(&|c| c.frames),
             events: s.events,
             receiver_interrupts: sum(&|c| c.rx_q.coalesce.interrupts()),
+            receiver_pauses: w.nic(self.at[1]).rx_buffer.paused_frames,
+            receiver_paused_us: w.nic(self.at[1]).rx_buffer.paused.as_ps() as f64 / 1e6,
             connections: cs
                 .iter()
                 .map(|(c, tx, rx)| ConnStats {
@@ -731,16 +737,22 @@ impl Step<'_, '_> {
                 self.s.k.frames += 1;
                 if self.rx.lro {
                     // LRO: the burst's frames land in one aggregate; one completion at its end.
-                    let pf = &mut self.rx.nic.pfs[self.rx.pf];
                     let ring = self.s.k.rx_q.rings[0];
                     let b = self.s.k.ns + buf::RX_DATA + ((ring.slot % RING) << 6) + i as u64;
-                    pf.dma_write(arrive, &mut self.rx.mem, ring.node, b, len as u64 + 66);
+                    let nic = &mut self.rx.nic;
+                    let admitted = nic.rx_buffer.admit(arrive, len as u64 + 66);
+                    let pf = &mut nic.pfs[self.rx.pf];
+                    let done =
+                        pf.dma_write(admitted, &mut self.rx.mem, ring.node, b, len as u64 + 66);
+                    nic.rx_buffer.hold(done, len as u64 + 66);
+                    pause(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
+                    left_port = left_port.max(admitted - (arrive - on_wire));
                     if i + 1 < segs {
                         continue;
                     }
                     let bytes = frame::ETH_HEADER as u64 + 52;
                     let rx_pf = self.rx.pf;
-                    let (visible, slot) =
+                    let (visible, slot, _) =
                         self.s
                             .k
                             .rx_q
@@ -758,11 +770,13 @@ impl Step<'_, '_> {
                 }
                 let (rx_pf, ring) = self.rx_path(arrive);
                 let bytes = frame::frame_in_memory(ip) as u64;
-                let (visible, slot) =
+                let (visible, slot, admitted) =
                     self.s
                         .k
                         .rx_q
                         .receive(self.rx, rx_pf, ring, self.s.k.ns, arrive, bytes);
+                pause(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
+                left_port = left_port.max(admitted - (arrive - on_wire));
                 if let Some(m) = &mut self.mig {
                     m.sample(arrive, rx_pf, len as u64);
                 }
@@ -951,11 +965,12 @@ impl Step<'_, '_> {
         let arrive = on_wire + p.wire + self.tx.nic.params.latency;
         let bytes = frame::frame_in_memory(frame::ACK_BYTES) as u64;
         let tx_pf = self.tx.pf;
-        let (visible, slot) = self
-            .s
-            .k
-            .acks
-            .receive(self.tx, tx_pf, 0, self.s.k.ns, arrive, bytes);
+        let (visible, slot, admitted) =
+            self.s
+                .k
+                .acks
+                .receive(self.tx, tx_pf, 0, self.s.k.ns, arrive, bytes);
+        pause(&mut self.rx.nic.tx_port, on_wire, arrive, admitted);
         self.s.k.acks.push(Seg {
             visible,
             seq: self.s.k.rcv_nxt,
@@ -1010,6 +1025,15 @@ impl Step<'_, '_> {
             self.s.k.app_scheduled = true;
             self.at(cur, Ev::SenderApp);
         }
+    }
+}
+
+/// A frame that left `port` at `on_wire` and reached its receiver at `arrive` was taken
+/// into the receiver's full buffer only at `admitted`: the receiver paused the port, so it
+/// sends nothing more until the frame's place would have been free.
+fn pause(port: &mut Fifo, on_wire: Time, arrive: Time, admitted: Time) {
+    if admitted > arrive {
+        port.pause(on_wire, admitted - (arrive - on_wire));
     }
 }
 

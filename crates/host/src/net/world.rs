@@ -210,6 +210,11 @@ impl<'b> NetWorld<'b> {
         self.memory(at.into())
     }
 
+    /// Host `at`'s NIC (between events).
+    pub fn nic(&self, at: Shared) -> &Nic {
+        &self.nics[at.nic].1
+    }
+
     /// Runs `sim`'s models in this world through `end`: events at `end` are still
     /// handled (the horizon comes before any later one), and the workloads beside are
     /// brought there too.

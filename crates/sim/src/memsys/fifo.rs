@@ -98,6 +98,24 @@ impl Fifo {
         Time::from_ps((bytes * self.ps_per_kib).div_ceil(1024))
     }
 
+    /// Keeps the server idle over [`from`, `until`) wherever it is not already busy
+    /// (its link partner paused it): nothing is placed there afterwards.
+    pub fn pause(&mut self, from: Time, until: Time) {
+        if until <= from {
+            return;
+        }
+        let lo = self.count_from_back(|&(_, e)| e + SLIVER < from);
+        let hi = self.count_from_back(|&(s, _)| s <= until + SLIVER);
+        if lo >= hi {
+            self.busy.insert(lo, (from, until));
+            return;
+        }
+        let start = from.min(self.busy[lo].0);
+        let end = until.max(self.busy[hi - 1].1);
+        self.busy[lo] = (start, end);
+        self.busy.drain(lo + 1..hi);
+    }
+
     /// Reserves the server for `bytes` arriving at `at`; when they are through.
     pub fn reserve(&mut self, at: Time, bytes: u64) -> Time {
         let dur = self.duration(bytes);
@@ -241,5 +259,20 @@ mod tests {
         // …one that does not fit goes after it.
         assert_eq!(f.reserve(Time::from_ns(950), 100), Time::from_ns(1200));
         assert_eq!(f.bytes, 300);
+    }
+
+    #[test]
+    fn a_paused_server_places_nothing_in_the_pause() {
+        let mut f = Fifo::new(1.0); // 1 B/ns
+        f.reserve(Time::from_ns(1000), 100);
+        f.pause(Time::from_ns(100), Time::from_ns(600));
+        // Before the pause there is room; in it there is none, up to the next booking's end.
+        assert_eq!(f.reserve(Time::ZERO, 100), Time::from_ns(100));
+        assert_eq!(f.reserve(Time::from_ns(200), 100), Time::from_ns(700));
+        assert_eq!(f.reserve(Time::from_ns(650), 400), Time::from_ns(1500));
+        // A pause over busy time and beyond it merges with it.
+        f.pause(Time::from_ns(1400), Time::from_ns(2000));
+        assert_eq!(f.reserve(Time::from_ns(1500), 100), Time::from_ns(2100));
+        assert_eq!(f.bytes, 800);
     }
 }

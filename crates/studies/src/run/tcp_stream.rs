@@ -173,6 +173,8 @@ fn outcome(
             "bytes_delivered": r.bytes_delivered,
             "events": r.events,
             "receiver_interrupts": r.receiver_interrupts,
+            "receiver_nic_pauses": r.receiver_pauses,
+            "receiver_nic_paused_us": r.receiver_paused_us,
             "client_cpu_util": client_util,
         }),
     }
