@@ -30,6 +30,7 @@ __all__ = [
     "sweep",
     "frame",
     "compare",
+    "advise",
     "inspect",
     "calibrate",
 ]
@@ -342,6 +343,26 @@ def compare(
 
     b_arg = None if b is None else arg(b)
     return json.loads(_native.compare_json(arg(a), b_arg, _set_args(set), seed))
+
+
+def advise(
+    scenario: Union[str, os.PathLike],
+    objective: str = "throughput",
+    budget: int = 32,
+    set: Optional[Sets] = None,
+    fix: Optional[Sequence[str]] = None,
+    seed: int = 1,
+) -> dict:
+    """``nudma advise SCENARIO --format json``: the placements of the scenario's workloads
+    a person could change (``set``: the starting point, one value per key; ``fix``: keys,
+    or prefixes such as ``workload.stream``, kept as they are), each simulated, and those
+    that gain under ``objective`` (``throughput``, ``p99`` or ``fairness``) ranked with
+    their changes, predicted metrics, gain, reason and commands."""
+    x = os.fspath(scenario)
+    arg = os.path.abspath(x) if os.path.exists(x) else x
+    return json.loads(
+        _native.advise_json(arg, objective, budget, _set_args(set), list(fix or []), seed)
+    )
 
 
 def inspect(sysfs_root: Optional[str] = None, hwloc: Optional[str] = None) -> dict:

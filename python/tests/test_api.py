@@ -159,3 +159,13 @@ def test_compare_is_the_clis():
     assert rx["b"] < rx["a"] and rx["change"] == pytest.approx(rx["b"] / rx["a"] - 1)
     with pytest.raises(nudma.NudmaError, match="nothing to compare"):
         nudma.compare("contention/tcp_rx")
+
+
+def test_advise_is_the_clis():
+    a = nudma.advise("contention/tcp_rx", fix=["workload.stream"])
+    assert a == cli_json("advise", "contention/tcp_rx", "--fix", "workload.stream")
+    top = a["recommendations"][0]
+    assert top["changes"] == {"workload.rx.cpu_node": "0", "workload.rx.mem_node": "0"}
+    assert top["gain"] > 1.5
+    with pytest.raises(nudma.NudmaError, match="objective `fastest`"):
+        nudma.advise("contention/tcp_rx", objective="fastest")

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod cmd_advise;
 mod cmd_calibrate;
 mod cmd_compare;
 mod cmd_inspect;
@@ -41,6 +42,8 @@ enum Command {
     Run(cmd_run::RunArgs),
     /// Two scenarios, or two points of one, side by side: the keys and metrics that differ.
     Compare(cmd_compare::CompareArgs),
+    /// Search the placements of a scenario's workloads; rank those that gain, with commands.
+    Advise(cmd_advise::AdviseArgs),
     /// Run the built-in experiment catalog: simulated beside published values.
     Reproduce(cmd_reproduce::ReproduceArgs),
     /// Show, check or query the route of one access through a scenario's fabric.
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::List(a) => cmd_list::run(a),
         Command::Run(a) => cmd_run::run(a),
         Command::Compare(a) => cmd_compare::run(a),
+        Command::Advise(a) => cmd_advise::run(a),
         Command::Reproduce(a) => cmd_reproduce::run(a),
         Command::Topo(c) => cmd_topo::run(c),
         Command::Bench(c) => bench::run(c),

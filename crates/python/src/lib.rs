@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use nudma::api::{audit, compare, reproduce, run, topo};
+use nudma::api::{advise, audit, compare, reproduce, run, topo};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -103,6 +103,36 @@ fn compare_json(
     let sets = run::parse_sets(&sets).map_err(err)?;
     let v = py
         .detach(|| compare::compare(a, b.as_deref(), &sets, seed).map(|c| c.json()))
+        .map_err(err)?;
+    text(&v)
+}
+
+/// `nudma advise SCENARIO --objective … --budget … --set … --fix … --format json`.
+#[pyfunction]
+#[pyo3(signature = (scenario, objective, budget, sets, fixed, seed))]
+fn advise_json(
+    py: Python<'_>,
+    scenario: &str,
+    objective: &str,
+    budget: usize,
+    sets: Vec<String>,
+    fixed: Vec<String>,
+    seed: u64,
+) -> PyResult<String> {
+    let sets = run::parse_sets(&sets).map_err(err)?;
+    let objective = objective.parse().map_err(err)?;
+    let v = py
+        .detach(|| {
+            advise::advise(&advise::Search {
+                scenario,
+                sets: &sets,
+                objective,
+                budget,
+                fixed: &fixed,
+                seed,
+            })
+            .map(|a| a.json())
+        })
         .map_err(err)?;
     text(&v)
 }
@@ -205,6 +235,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_points, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce_json, m)?)?;
     m.add_function(wrap_pyfunction!(compare_json, m)?)?;
+    m.add_function(wrap_pyfunction!(advise_json, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(topology_json, m)?)?;
     m.add_function(wrap_pyfunction!(path_json, m)?)?;

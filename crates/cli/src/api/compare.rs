@@ -116,7 +116,7 @@ pub fn compare(
 }
 
 /// A scenario with workloads (an experiment file is refused: `reproduce` compares those).
-fn scenario(arg: &str) -> anyhow::Result<fabric::scenario::Source> {
+pub(crate) fn scenario(arg: &str) -> anyhow::Result<fabric::scenario::Source> {
     let src = run::source(arg)?;
     if studies::experiment::is_experiment(&src) {
         anyhow::bail!(
