@@ -439,22 +439,31 @@ fn why(objective: Objective, base: &Outcome, cand: &Outcome, change: &Change) ->
     if let Some((k, b, c)) = moved.first() {
         parts.push(format!("{k} {} → {}", num(*b), num(*c)));
     }
-    let util = |o: &Outcome| o.counters["interconnect_util"].as_f64();
-    if let (Some(b), Some(c)) = (util(base), util(cand)) {
-        if (b - c).abs() >= 0.05 {
-            parts.push(format!(
-                "the interconnect {} % → {} % busy{}",
-                (b * 100.0).round(),
-                (c * 100.0).round(),
-                if c < b {
-                    ": less of the traffic crosses it"
-                } else {
-                    ""
-                }
-            ));
-        }
+    if let Some((name, b, c)) = link_moved_most(base, cand) {
+        parts.push(format!(
+            "link {name} {} % → {} % busy",
+            (b * 100.0).round(),
+            (c * 100.0).round()
+        ));
     }
     parts.join("; ")
+}
+
+/// The link (a PCIe or interconnect direction) whose utilisation changed most, by at
+/// least 5 points: its name, and its utilisation before and after.
+fn link_moved_most(base: &Outcome, cand: &Outcome) -> Option<(String, f64, f64)> {
+    let utils = |o: &Outcome| -> BTreeMap<String, f64> {
+        let links = o.counters["links"].as_array().cloned().unwrap_or_default();
+        links
+            .iter()
+            .filter_map(|l| Some((l["name"].as_str()?.to_string(), l["util"].as_f64()?)))
+            .collect()
+    };
+    let (b, c) = (utils(base), utils(cand));
+    b.iter()
+        .map(|(name, &u)| (name.clone(), u, c.get(name).copied().unwrap_or(0.0)))
+        .filter(|(_, u, v)| (u - v).abs() >= 0.05)
+        .max_by(|x, y| (x.1 - x.2).abs().total_cmp(&(y.1 - y.2).abs()))
 }
 
 fn num(x: f64) -> String {

@@ -21,7 +21,7 @@ pub mod world;
 use std::sync::Arc;
 
 use fabric::{DeviceId, HostId, NetStackCosts, Platform, Topology};
-use sim::memsys::{MemSys, MemSysParams, Snoop, Uncore};
+use sim::memsys::{Fifo, MemSys, MemSysParams, Snoop, Uncore};
 use sim::Time;
 
 use devices::nic::{Coalescing, HostBuf, Nic};
@@ -236,6 +236,15 @@ impl NetHost {
         self.mem.reset_counters();
         self.nic.rx_buffer.reset_counters();
         self.core.busy = Time::ZERO;
+    }
+}
+
+/// A frame that left `port` at `on_wire` and reached its receiver at `arrive` was taken
+/// into the receiver's full buffer only at `admitted`: the receiver paused the port, so it
+/// sends nothing more until the frame's place would have been free.
+pub(crate) fn pause_sender(port: &mut Fifo, on_wire: Time, arrive: Time, admitted: Time) {
+    if admitted > arrive {
+        port.pause(on_wire, admitted - (arrive - on_wire));
     }
 }
 

@@ -98,7 +98,7 @@ impl RxQueue {
         // for the frame's trip into memory.
         let (data, entry) = (ns + buf::RX_DATA + (slot << 6), ns + buf::RX_CQE + slot);
         let cqe = pf.dma_write_then(admitted, &mut h.mem, r.node, data, bytes, entry, CQE_BYTES);
-        h.nic.rx_buffer.hold(cqe, bytes);
+        h.nic.rx_buffer.hold(admitted, cqe, bytes);
         r.last_visible = r.last_visible.max(cqe);
         (r.last_visible, slot, admitted)
     }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use devices::nic::{frame, Coalescing};
 use sim::component::{Component, Sim};
-use sim::memsys::{Fifo, LINE};
+use sim::memsys::LINE;
 use sim::net::{ComponentId, Event, Net};
 use sim::timers::Timers;
 use sim::Time;
@@ -744,8 +744,8 @@ impl Step<'_, '_> {
                     let pf = &mut nic.pfs[self.rx.pf];
                     let done =
                         pf.dma_write(admitted, &mut self.rx.mem, ring.node, b, len as u64 + 66);
-                    nic.rx_buffer.hold(done, len as u64 + 66);
-                    pause(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
+                    nic.rx_buffer.hold(admitted, done, len as u64 + 66);
+                    super::pause_sender(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
                     left_port = left_port.max(admitted - (arrive - on_wire));
                     if i + 1 < segs {
                         continue;
@@ -775,7 +775,7 @@ impl Step<'_, '_> {
                         .k
                         .rx_q
                         .receive(self.rx, rx_pf, ring, self.s.k.ns, arrive, bytes);
-                pause(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
+                super::pause_sender(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
                 left_port = left_port.max(admitted - (arrive - on_wire));
                 if let Some(m) = &mut self.mig {
                     m.sample(arrive, rx_pf, len as u64);
@@ -970,7 +970,7 @@ impl Step<'_, '_> {
                 .k
                 .acks
                 .receive(self.tx, tx_pf, 0, self.s.k.ns, arrive, bytes);
-        pause(&mut self.rx.nic.tx_port, on_wire, arrive, admitted);
+        super::pause_sender(&mut self.rx.nic.tx_port, on_wire, arrive, admitted);
         self.s.k.acks.push(Seg {
             visible,
             seq: self.s.k.rcv_nxt,
@@ -1025,15 +1025,6 @@ impl Step<'_, '_> {
             self.s.k.app_scheduled = true;
             self.at(cur, Ev::SenderApp);
         }
-    }
-}
-
-/// A frame that left `port` at `on_wire` and reached its receiver at `arrive` was taken
-/// into the receiver's full buffer only at `admitted`: the receiver paused the port, so it
-/// sends nothing more until the frame's place would have been free.
-fn pause(port: &mut Fifo, on_wire: Time, arrive: Time, admitted: Time) {
-    if admitted > arrive {
-        port.pause(on_wire, admitted - (arrive - on_wire));
     }
 }
 
