@@ -241,11 +241,14 @@ impl NetHost {
 
 /// A frame that left `port` at `on_wire` and reached its receiver at `arrive` was taken
 /// into the receiver's full buffer only at `admitted`: the receiver paused the port, so it
-/// sends nothing more until the frame's place would have been free.
-pub(crate) fn pause_sender(port: &mut Fifo, on_wire: Time, arrive: Time, admitted: Time) {
+/// sends nothing more until the frame's place would have been free. When the frame, as
+/// the pause has it, left the port.
+pub(crate) fn pause_sender(port: &mut Fifo, on_wire: Time, arrive: Time, admitted: Time) -> Time {
+    let left = admitted - (arrive - on_wire);
     if admitted > arrive {
-        port.pause(on_wire, admitted - (arrive - on_wire));
+        port.pause(on_wire, left);
     }
+    left
 }
 
 /// The memory system of host `host` of `topo` (its sockets' LLCs, DDIO share, DRAM and

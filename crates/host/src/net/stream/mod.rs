@@ -744,14 +744,15 @@ impl Step<'_, '_> {
                     // LRO: the burst's frames land in one aggregate; one completion at its end.
                     let ring = self.s.k.rx_q.rings[0];
                     let b = self.s.k.ns + buf::RX_DATA + ((ring.slot % RING) << 6) + i as u64;
+                    let bytes = len as u64 + 66;
                     let nic = &mut self.rx.nic;
-                    let admitted = nic.rx_buffer.admit(arrive, len as u64 + 66);
+                    let admitted = nic.rx_buffer.admit(arrive, bytes);
                     let pf = &mut nic.pfs[self.rx.pf];
-                    let done =
-                        pf.dma_write(admitted, &mut self.rx.mem, ring.node, b, len as u64 + 66);
-                    nic.rx_buffer.hold(admitted, done, len as u64 + 66);
-                    super::pause_sender(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
-                    left_port = left_port.max(admitted - (arrive - on_wire));
+                    let done = pf.dma_write(admitted, &mut self.rx.mem, ring.node, b, bytes);
+                    nic.rx_buffer.hold(admitted, done, bytes);
+                    let left =
+                        super::pause_sender(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
+                    left_port = left_port.max(left);
                     if i + 1 < segs {
                         continue;
                     }
@@ -780,8 +781,8 @@ impl Step<'_, '_> {
                         .k
                         .rx_q
                         .receive(self.rx, rx_pf, ring, self.s.k.ns, arrive, bytes);
-                super::pause_sender(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
-                left_port = left_port.max(admitted - (arrive - on_wire));
+                let left = super::pause_sender(&mut self.tx.nic.tx_port, on_wire, arrive, admitted);
+                left_port = left_port.max(left);
                 if let Some(m) = &mut self.mig {
                     m.sample(arrive, rx_pf, len as u64);
                 }

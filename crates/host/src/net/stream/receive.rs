@@ -150,6 +150,7 @@ impl Step<'_, '_> {
                 .k
                 .acks
                 .receive(self.tx, tx_pf, 0, self.s.k.ns, arrive, bytes);
+        // An ACK's own departure counts for nothing here: only the pause matters.
         crate::net::pause_sender(&mut self.rx.nic.tx_port, on_wire, arrive, admitted);
         self.s.k.acks.push(Seg {
             visible,
