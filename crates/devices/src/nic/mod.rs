@@ -211,6 +211,23 @@ impl Nic {
             pfs,
         })
     }
+
+    /// The caller's promise that no reservation of this NIC's port or links starts
+    /// before `t` from now on (`Fifo::forget_before`): they keep only what later
+    /// reservations can meet, however far ahead a sender has booked.
+    pub fn forget_before(&mut self, t: Time) {
+        self.tx_port.forget_before(t);
+        for pf in &mut self.pfs {
+            pf.up.forget_before(t);
+            pf.down.forget_before(t);
+        }
+    }
+
+    /// Reservations that started before a time promised by `forget_before`.
+    pub fn late(&self) -> u64 {
+        let links = self.pfs.iter().map(|pf| pf.up.late() + pf.down.late());
+        self.tx_port.late() + links.sum::<u64>()
+    }
 }
 
 /// The PFs of `device` (a NIC or an RNIC) of `topo`: each function's attach vertex (a

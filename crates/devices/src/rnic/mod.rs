@@ -371,6 +371,20 @@ impl Rnic {
             .max(visible)
     }
 
+    /// The caller's promise that no reservation of the port or the PF's link starts
+    /// before `t` from now on (`Fifo::forget_before`): they keep only what later
+    /// reservations can meet.
+    pub fn forget_before(&mut self, t: Time) {
+        self.port.forget_before(t);
+        self.pf.up.forget_before(t);
+        self.pf.down.forget_before(t);
+    }
+
+    /// Reservations that started before a time promised by `forget_before`.
+    pub fn late(&self) -> u64 {
+        self.port.late() + self.pf.up.late() + self.pf.down.late()
+    }
+
     /// Starts counting afresh (contents and queues stay).
     pub fn reset_counters(&mut self) {
         self.tx.busy = Time::ZERO;

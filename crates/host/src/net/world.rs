@@ -187,7 +187,7 @@ impl<'b> NetWorld<'b> {
             mem.forget_before(t);
         }
         for (_, nic) in &mut self.nics {
-            nic.tx_port.forget_before(t);
+            nic.forget_before(t);
         }
     }
 
@@ -195,8 +195,7 @@ impl<'b> NetWorld<'b> {
     /// is a model's bug, since the servers forget the past before every event.
     pub fn late_reservations(&self) -> u64 {
         let mems = self.mems.iter().map(|m| m.late());
-        mems.chain(self.nics.iter().map(|(_, n)| n.tx_port.late()))
-            .sum()
+        mems.chain(self.nics.iter().map(|(_, n)| n.late())).sum()
     }
 
     /// The memory system `at` (between events).

@@ -170,10 +170,11 @@ impl<'a> BenchRun<'a> {
             }
             self.reset = true;
         }
-        if self.resets_memory {
-            // Alone on its hosts' memory systems, the run keeps their time promise itself
-            // (a world that lends them keeps it for every model it runs).
-            for h in [&mut *self.r.client, &mut *self.r.server] {
+        for h in [&mut *self.r.client, &mut *self.r.server] {
+            // The RNICs are the run's own; the memory systems are the world's when it
+            // lends them (it keeps their time promise for every model it runs).
+            h.rnic.forget_before(t);
+            if self.resets_memory {
                 h.mem.forget_before(t);
             }
         }
