@@ -9,6 +9,7 @@ mod bench;
 mod cmd_advise;
 mod cmd_calibrate;
 mod cmd_compare;
+mod cmd_init;
 mod cmd_inspect;
 mod cmd_list;
 mod cmd_reproduce;
@@ -38,6 +39,9 @@ struct Cli {
 enum Command {
     /// List built-in scenarios and experiments.
     List(cmd_list::ListArgs),
+    /// Write a starter scenario for your own server: a built-in platform or this machine,
+    /// device models and workloads.
+    Init(cmd_init::InitArgs),
     /// Simulate a scenario's workloads over its measurement window (`--set` sweeps).
     Run(cmd_run::RunArgs),
     /// Two scenarios, or two points of one, side by side: the keys and metrics that differ.
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::List(a) => cmd_list::run(a),
+        Command::Init(a) => cmd_init::run(a),
         Command::Run(a) => cmd_run::run(a),
         Command::Compare(a) => cmd_compare::run(a),
         Command::Advise(a) => cmd_advise::run(a),
