@@ -175,6 +175,29 @@ pub fn gbyte_s(ps_per_kib: u64) -> f64 {
     1024.0 * 1000.0 / ps_per_kib.max(1) as f64
 }
 
+/// What the TLP-level fabric counted over a window, for `TlpPath::bound`.
+pub struct Window<'a> {
+    pub net: &'a Net,
+    pub counted: &'a Counters,
+    /// Each pacer's bytes when the window started.
+    pub paced: &'a [(u32, u64)],
+    pub secs: f64,
+}
+
+impl TlpPath {
+    /// Adds the bound of the workload on this path to its `metrics` (`insert`), from what
+    /// it moved (`throughput_gbyte_s`) and `w`; gives its resources.
+    pub fn bound(&self, metrics: &mut Map<String, Value>, w: &Window) -> Value {
+        let moved = metrics
+            .get("throughput_gbyte_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        let bytes = (moved * w.secs * 1e9) as u64;
+        let r = self.resources(w.net, w.counted, w.paced, w.secs, bytes);
+        insert(metrics, &r, self.under_way.as_deref())
+    }
+}
+
 /// A TCP_STREAM part's path in its server's packet model.
 pub struct NetPath<'a> {
     pub host: &'a str,

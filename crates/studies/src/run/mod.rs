@@ -297,6 +297,12 @@ fn run_together(
     let (counted, paced) = measure(&mut tf, &mut sim, &mut handles, window, origin);
     let params = overrides::params_of(point);
     let mut resources = Map::new();
+    let seen = bound::Window {
+        net: &tf.net,
+        counted: &counted,
+        paced: &paced,
+        secs: window.duration.as_secs_f64(),
+    };
     let rows = spec
         .workloads
         .iter()
@@ -312,12 +318,7 @@ fn run_together(
                 metrics: metrics(&sim, h, window.duration)
                     .map(|mut m| {
                         if let Some(path) = h.path() {
-                            let secs = window.duration.as_secs_f64();
-                            let moved = m["throughput_gbyte_s"].as_f64().unwrap_or(0.0);
-                            let bytes = (moved * secs * 1e9) as u64;
-                            let r = path.resources(&tf.net, &counted, &paced, secs, bytes);
-                            let l = path.under_way.as_deref();
-                            resources.insert(w.name.clone(), bound::insert(&mut m, &r, l));
+                            resources.insert(w.name.clone(), path.bound(&mut m, &seen));
                         }
                         m
                     })
