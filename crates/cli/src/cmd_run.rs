@@ -173,14 +173,20 @@ fn columns(r: &studies::Run) -> Vec<&str> {
         .map(|(m, _)| *m)
         .filter(|m| r.metrics.contains_key(*m))
         .collect();
+    let last = |k: &&str| BOUND.contains(k);
     cols.extend(
         r.metrics
             .keys()
             .map(String::as_str)
-            .filter(|k| !JSON_ONLY.contains(k) && SHORT.iter().all(|(m, _)| m != k)),
+            .filter(|k| !JSON_ONLY.contains(k) && SHORT.iter().all(|(m, _)| m != k) && !last(k)),
     );
+    // What bounds the workload reads last, after what it got.
+    cols.extend(BOUND.iter().filter(|m| r.metrics.contains_key(**m)));
     cols
 }
+
+/// The bound and its utilisation (`studies::run::bound`), the last columns.
+const BOUND: [&str; 2] = ["bound", "bound_util"];
 
 /// Metrics with a short header.
 const SHORT: [(&str, &str); 4] = [
@@ -197,6 +203,8 @@ fn group_table(cols: &[&str], rows: &[&studies::Run], keys: &[&String]) -> Strin
     let fmt = |v: Option<&Value>| match v {
         Some(Value::Number(n)) => studies::format::format_number(n.as_f64().unwrap_or(0.0)),
         Some(Value::String(s)) => s.clone(),
+        // A latency bound has no utilisation.
+        Some(Value::Null) => "—".into(),
         Some(v) => v.to_string(),
         None => "—".into(),
     };

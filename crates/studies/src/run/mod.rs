@@ -20,6 +20,7 @@
 //! probes, when every workload starts.
 
 pub mod beside;
+pub mod bound;
 mod counters;
 pub mod keys;
 mod memcached;
@@ -57,6 +58,7 @@ use crate::harness::{self, RunError};
 use crate::result::Run;
 
 use beside::{Beside, CpuStreams};
+use bound::TlpPath;
 use counters::{counters_json, counters_minus};
 use overrides::{Override, Point};
 use spec::{Direction, Kind, Measure, Pattern, Workload};
@@ -146,13 +148,14 @@ pub fn run_all(
 }
 
 enum Handle {
-    Dma(ComponentId),
+    /// A DMA job and its path.
+    Dma(ComponentId, Box<TlpPath>),
     /// A pcie-bench program, and whether its engine is the ideal one.
     PcieBench(ComponentId, bool),
-    /// A `cpu_stream`'s cores (none when it has `cores = 0`).
-    Stream(Vec<ComponentId>),
+    /// A `cpu_stream`'s cores (none when it has `cores = 0`) and their path.
+    Stream(Vec<ComponentId>, Box<TlpPath>),
     PingPong(ComponentId),
-    Fio(Box<Fio>),
+    Fio(Box<Fio>, Box<TlpPath>),
     /// A network workload or the PageRank victim, already run over the window.
     Net(Box<packet::NetOutcome>),
 }
@@ -260,7 +263,8 @@ fn run_together(
         let h = match fio {
             Some(f) => {
                 f.start(&mut tf);
-                Handle::Fio(Box::new(f))
+                let path = fio_path(&mut tf, w);
+                Handle::Fio(Box::new(f), Box::new(path))
             }
             None if together.contains_key(&i) => {
                 Handle::Net(Box::new(together.remove(&i).expect("checked")))
@@ -290,8 +294,15 @@ fn run_together(
             .start(&mut tf, id);
         id
     });
-    let counted = measure(&mut tf, &mut sim, &mut handles, window, origin);
+    let (counted, paced) = measure(&mut tf, &mut sim, &mut handles, window, origin);
     let params = overrides::params_of(point);
+    let mut resources = Map::new();
+    let seen = bound::Window {
+        net: &tf.net,
+        counted: &counted,
+        paced: &paced,
+        secs: window.duration.as_secs_f64(),
+    };
     let rows = spec
         .workloads
         .iter()
@@ -304,13 +315,23 @@ fn run_together(
                 experiment: "run".into(),
                 config: name.clone(),
                 params: p,
-                metrics: metrics(&sim, h, window.duration).map_err(|e| located(&w.at, e))?,
+                metrics: metrics(&sim, h, window.duration)
+                    .map(|mut m| {
+                        if let Some(path) = h.path() {
+                            resources.insert(w.name.clone(), path.bound(&mut m, &seen));
+                        }
+                        m
+                    })
+                    .map_err(|e| located(&w.at, e))?,
                 counters: Map::new(),
             })
         })
         .collect::<Result<Vec<_>, RunError>>()?;
     let mut counters = counters_json(&counted);
     counters::add_utilisation(&mut counters, &tf.net, window.duration);
+    if !resources.is_empty() {
+        counters["resources"] = Value::Object(resources);
+    }
     let network: Map<String, Value> = spec
         .workloads
         .iter()
@@ -526,9 +547,16 @@ fn build_on(
             };
             // The workload stands for the device's data moving (a NIC receiving or
             // sending, an NVMe reading or writing its media): its own path bounds it.
-            let pace = harness::data_path(tf, who, write).map_or(0, |d| d.0);
+            let data = harness::data_path(tf, who, write);
+            let mut path = TlpPath {
+                data: data.map(|(ps, what)| (format!("{device} {what}"), bound::gbyte_s(ps))),
+                under_way: Some(format!("{outstanding} outstanding")),
+                ..TlpPath::default()
+            };
+            path.add_access(tf, who, bus, write);
+            let pace = data.map_or(0, |d| d.0);
             let job = dma_job(tf, who, dma, op, *transfer_bytes, *outstanding)?;
-            Ok(start_dma(tf, sim, job.with_data_pace(pace)))
+            Ok(start_dma(tf, sim, job.with_data_pace(pace), path))
         }
         Kind::NtbCopy {
             ntb,
@@ -544,8 +572,14 @@ fn build_on(
             let (src, _) = harness::dma_to(tf, who, source, *source_offset, region)?;
             let (dst, dma) = harness::dma_to(tf, who, target, *offset, region)?;
             let op = Op::Copy { src, dst };
+            let mut path = TlpPath {
+                under_way: Some(format!("{outstanding} outstanding")),
+                ..TlpPath::default()
+            };
+            path.add_access(tf, who, src, false);
+            path.add_access(tf, who, dst, true);
             let job = dma_job(tf, who, dma, op, *transfer_bytes, *outstanding)?;
-            Ok(start_dma(tf, sim, job))
+            Ok(start_dma(tf, sim, job, path))
         }
         Kind::PingPong { a, b, ram } => {
             let (ra, rb) = (requester(tf, a)?, requester(tf, b)?);
@@ -620,7 +654,23 @@ fn build_on(
                 Direction::Write => StreamOp::Write,
             };
             let on = (*cpu_node, *mem_node);
-            cpu_streams(tf, sim, host, on, op, *misses_in_flight, *cores).map(Handle::Stream)
+            let ids = cpu_streams(tf, sim, host, on, op, *misses_in_flight, *cores)?;
+            let mut path = TlpPath {
+                under_way: match *cores {
+                    0 => None,
+                    1 => Some(format!("{misses_in_flight} misses in flight")),
+                    n => Some(format!("{n} cores × {misses_in_flight} misses in flight")),
+                },
+                ..TlpPath::default()
+            };
+            if let Some(s) = ids.first().and_then(|&id| sim.get::<CpuStream>(id)) {
+                // Fills come back the route's reverse way; a writer's write-backs go its way.
+                path.add_route(&tf.net, s.spec.route, false);
+                if op == StreamOp::Write {
+                    path.add_route(&tf.net, s.spec.route, true);
+                }
+            }
+            Ok(Handle::Stream(ids, Box::new(path)))
         }
     }
 }
@@ -675,11 +725,61 @@ fn dma_job(
 }
 
 /// Adds `job` to the simulation, started now.
-fn start_dma(tf: &mut TimedFabric, sim: &mut Sim<TimedFabric>, job: DmaJob) -> Handle {
+fn start_dma(
+    tf: &mut TimedFabric,
+    sim: &mut Sim<TimedFabric>,
+    job: DmaJob,
+    path: TlpPath,
+) -> Handle {
     let id = sim.add(job);
     let now = tf.net.now();
     tf.net.wake_at(now, id);
-    Handle::Dma(id)
+    Handle::Dma(id, Box::new(path))
+}
+
+impl Handle {
+    /// The path of a TLP-level workload whose bound `run` names.
+    fn path(&self) -> Option<&TlpPath> {
+        match self {
+            Handle::Dma(_, p) | Handle::Stream(_, p) | Handle::Fio(_, p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// A fio workload's path: its device's DMA to (reads) or from its memory node, and the
+/// device's media.
+fn fio_path(tf: &mut TimedFabric, w: &Workload) -> TlpPath {
+    let Kind::Fio {
+        device,
+        mem_node,
+        threads,
+        iodepth,
+        op,
+        ..
+    } = &w.kind
+    else {
+        return TlpPath::default();
+    };
+    // A read lands data in memory: the device writes.
+    let write = *op == Direction::Read;
+    let mut path = TlpPath {
+        under_way: Some(format!("{} outstanding", threads * iodepth)),
+        ..TlpPath::default()
+    };
+    let host = device.split('.').next().unwrap_or_default();
+    let Ok(who) = requester(tf, device) else {
+        return path;
+    };
+    path.data = harness::data_path(tf, who, write)
+        .map(|(ps, what)| (format!("{device} {what}"), bound::gbyte_s(ps)));
+    if let Ok((_, addr)) = tf
+        .fabric
+        .resolve_address(&format!("{host}.ram.node{mem_node}"), 0)
+    {
+        path.add_access(tf, who, addr, write);
+    }
+    path
 }
 
 /// Runs the warm-up, starts every workload's statistics afresh, runs the window; returns
@@ -690,16 +790,22 @@ fn measure(
     handles: &mut [Handle],
     m: Measure,
     origin: Time,
-) -> Counters {
+) -> (Counters, Vec<(u32, u64)>) {
     sim.run_until(tf, origin + m.warmup);
+    let mut paced = Vec::new();
+    for h in handles.iter() {
+        for &p in h.path().map_or(&[][..], |p| &p.pacers) {
+            paced.push((p, tf.net.pacer(p).bytes));
+        }
+    }
     for h in handles {
         match h {
-            Handle::Dma(id) => sim.get_mut::<DmaJob>(*id).expect("dma").reset_stats(),
+            Handle::Dma(id, _) => sim.get_mut::<DmaJob>(*id).expect("dma").reset_stats(),
             Handle::PcieBench(id, _) => sim
                 .get_mut::<devices::pciebench::PcieBench>(*id)
                 .expect("pcie-bench")
                 .reset_stats(),
-            Handle::Stream(ids) => {
+            Handle::Stream(ids, _) => {
                 for &id in ids.iter() {
                     sim.get_mut::<CpuStream>(id).expect("stream").reset_stats();
                 }
@@ -708,13 +814,13 @@ fn measure(
                 .get_mut::<PingPong>(*id)
                 .expect("pingpong")
                 .reset_stats(),
-            Handle::Fio(f) => f.reset_stats(sim),
+            Handle::Fio(f, _) => f.reset_stats(sim),
             Handle::Net(_) => {}
         }
     }
     let before = tf.net.counters_sent();
     sim.run_until(tf, origin + m.warmup + m.duration);
-    counters_minus(&tf.net.counters_sent(), &before)
+    (counters_minus(&tf.net.counters_sent(), &before), paced)
 }
 
 fn latency_metrics(metrics: &mut Map<String, Value>, h: &Histogram) {
@@ -733,7 +839,7 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
     let mut m = Map::new();
     match *h {
         Handle::Net(ref o) => m = o.metrics.clone(),
-        Handle::Fio(ref f) => {
+        Handle::Fio(ref f, _) => {
             let s = f.stats(sim).map_err(|e| e.0)?;
             m.insert(
                 "throughput_gbyte_s".into(),
@@ -750,7 +856,7 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
                 .expect("pcie-bench");
             m = pciebench::metrics(b, ideal, window);
         }
-        Handle::Dma(id) => {
+        Handle::Dma(id, _) => {
             let s = sim.get::<DmaJob>(id).expect("dma").stats();
             m.insert(
                 "throughput_gbyte_s".into(),
@@ -763,7 +869,7 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
             m.insert("ur_completions".into(), json!(s.ur_completions));
             m.insert("writes_dropped".into(), json!(s.writes_dropped));
         }
-        Handle::Stream(ref ids) => {
+        Handle::Stream(ref ids, _) => {
             let mut bytes = 0;
             let mut latency = Histogram::default();
             for &id in ids {

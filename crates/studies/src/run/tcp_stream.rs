@@ -9,15 +9,17 @@
 //! each workload's row reports its own connections. `mem_bw_gbit_s` is the server's DRAM
 //! traffic, which they share; their counters name the workloads they ran with.
 
-use devices::nic::FiveTuple;
-use fabric::Topology;
+use devices::nic::{FiveTuple, Nic};
+use fabric::{DeviceId, HostId, Topology};
 use host::net::stream::{self, Lane, Side, StreamResult, StreamSpec, Streams};
 use host::net::world::NetWorld;
 use host::net::NetHost;
 use serde_json::json;
 use sim::component::Sim;
+use sim::memsys::MemSys;
 
 use super::beside::Beside;
+use super::bound;
 use super::packet::{metrics, placement, Group, NetOutcome};
 use super::spec::{Kind, Measure, NetTest, NicMode, Workload};
 use super::victim::Victim;
@@ -54,6 +56,7 @@ impl Stream {
         m: Measure,
     ) -> Result<Vec<NetOutcome>, String> {
         let server_receives = self.server_receives;
+        let ends = (self.server.host, self.server.device);
         let streams = self.build(topo, server, parts, msg_bytes, m, None)?;
         let mut world = NetWorld::new(1);
         let mut sim = Sim::new();
@@ -63,7 +66,11 @@ impl Stream {
         world.run_through(&mut sim, m.warmup + m.duration);
         let s: &Streams = sim.get(id).expect("the streams are a component");
         let r = s.result(&world);
-        Ok(outcomes(server_receives, &r, parts, m))
+        let mut outs = outcomes(server_receives, &r, parts, m);
+        let at = s.at(server_side(server_receives));
+        let server = (world.mem(at), world.nic(at));
+        add_bounds(&mut outs, topo, ends, server, parts, server_receives, m);
+        Ok(outs)
     }
 
     /// The streams of every part's connections, their flows steered as the NIC steers
@@ -177,6 +184,39 @@ fn outcome(
             "receiver_nic_paused_us": r.receiver_paused_us,
             "client_cpu_util": client_util,
         }),
+    }
+}
+
+/// Adds each part's bound (`bound::net_resources`) to its outcome: `ends` are the server
+/// host and its NIC, `server` their memory system and NIC after the run.
+fn add_bounds(
+    outs: &mut [NetOutcome],
+    topo: &Topology,
+    ends: (HostId, DeviceId),
+    server: (&MemSys, &Nic),
+    parts: &[Part],
+    receives: bool,
+    m: Measure,
+) {
+    let secs = m.duration.as_secs_f64();
+    let host = &topo.host(ends.0).name;
+    let nic = &topo.devices[ends.1.index()].name;
+    for (o, part) in outs.iter_mut().zip(parts) {
+        let num = |k: &str| o.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        let p = bound::NetPath {
+            host,
+            nic,
+            pf: part.pf,
+            socket: part.socket,
+            node: part.node,
+            receives,
+            cpu_util: num("cpu_util"),
+            payload_gbyte_s: num("throughput_gbit_s") / 8.0,
+        };
+        let resources = bound::net_resources(server.0, server.1, &p, secs);
+        let n = part.connections;
+        let latency = format!("{n} connection{}", if n == 1 { "" } else { "s" });
+        o.counters["resources"] = bound::insert(&mut o.metrics, &resources, Some(&latency));
     }
 }
 
@@ -294,6 +334,8 @@ pub(super) fn server_side(server_receives: bool) -> Side {
 pub(super) struct Rows {
     parts: Vec<Part>,
     server_receives: bool,
+    /// The server host and its NIC.
+    ends: (HostId, DeviceId),
 }
 
 impl Rows {
@@ -302,9 +344,20 @@ impl Rows {
         server_side(self.server_receives)
     }
 
-    /// One outcome per member, from the group's result.
-    pub fn outcomes(&self, r: &StreamResult, m: Measure) -> Vec<NetOutcome> {
-        outcomes(self.server_receives, r, &self.parts, m)
+    /// One outcome per member, from the group's streams `s` run in `w`.
+    pub fn outcomes(
+        &self,
+        topo: &Topology,
+        s: &Streams,
+        w: &NetWorld,
+        m: Measure,
+    ) -> Vec<NetOutcome> {
+        let mut outs = outcomes(self.server_receives, &s.result(w), &self.parts, m);
+        let at = s.at(self.server());
+        let server = (w.mem(at), w.nic(at));
+        let receives = self.server_receives;
+        add_bounds(&mut outs, topo, self.ends, server, &self.parts, receives, m);
+        outs
     }
 }
 
@@ -358,6 +411,7 @@ pub(super) fn build_group(
         server.coalescing.mode = mode;
         client.coalescing.mode = mode;
     }
+    let ends = (server.host, server.device);
     let net = Stream {
         server,
         client,
@@ -367,6 +421,7 @@ pub(super) fn build_group(
     let rows = Rows {
         parts,
         server_receives: key.server_receives,
+        ends,
     };
     Ok((streams, rows))
 }

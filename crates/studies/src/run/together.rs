@@ -325,7 +325,7 @@ fn run_world(
         let outs = match rows {
             Rows::Tcp(rows) => {
                 let s: &Streams = sim.get(id).expect("a component");
-                rows.outcomes(&s.result(&world), window)
+                rows.outcomes(topo, s, &world, window)
             }
             Rows::Mc(rows) => {
                 let m: &Memcached = sim.get(id).expect("a component");
@@ -551,6 +551,7 @@ fn idle(kind: &Kind) -> Option<NetOutcome> {
         _ => return None,
     }
     metrics.insert("throughput_gbit_s".into(), json!(0.0));
+    super::bound::insert(&mut metrics, &[], None);
     Some(NetOutcome {
         metrics,
         counters: json!({ "idle": true }),
