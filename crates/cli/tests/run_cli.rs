@@ -431,7 +431,7 @@ fn the_run_table_prints_every_number_by_one_rule() {
     let cells: Vec<&str> = nic.split_whitespace().collect();
     assert_eq!(
         cells,
-        ["nic0_rx", "7.286", "1775000", "17957", "17957"],
+        ["nic0_rx", "7.286", "1775000", "17957", "17957", "link", "srv.sw", "→", "1"],
         "{out}"
     );
     assert!(
