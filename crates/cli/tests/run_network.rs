@@ -69,23 +69,40 @@ fn the_octonic_equals_the_local_pf_and_beats_the_remote_one() {
             .keys()
             .map(String::as_str)
             .collect();
+        // Each names what bounds it too (`bound`, `bound_util`; crates/cli/tests/run_bound.rs).
         let want: &[&str] = match row["params"]["workload"].as_str().unwrap() {
             "netperf_rx" => &[
+                "bound",
+                "bound_util",
                 "cpu_util",
                 "mem_bw_gbit_s",
                 "server_irqs_per_s",
                 "throughput_gbit_s",
             ],
-            "rr" => &["latency_us", "p99_us", "server_irqs_per_s"],
+            "rr" => &[
+                "bound",
+                "bound_util",
+                "latency_us",
+                "p99_us",
+                "server_irqs_per_s",
+            ],
             "pktgen" => &[
+                "bound",
+                "bound_util",
                 "cpu_util",
                 "interconnect_gbit_s",
                 "mem_bw_gbit_s",
                 "mpps",
                 "throughput_gbit_s",
             ],
-            "memcached" => &["kops", "mem_bw_gbit_s", "throughput_gbit_s"],
-            "udp" => &["latency_us"],
+            "memcached" => &[
+                "bound",
+                "bound_util",
+                "kops",
+                "mem_bw_gbit_s",
+                "throughput_gbit_s",
+            ],
+            "udp" => &["bound", "bound_util", "latency_us"],
             other => panic!("{other}"),
         };
         assert_eq!(names, want, "{row}");

@@ -1,22 +1,28 @@
 //! What bounds each workload of `nudma run`: the busiest resource on its own path over the
 //! window — the links and memory its DMA or misses cross, its device's data path, the
-//! interconnect and DRAM its packets' lines cross in the host's memory system, its cores —
-//! when it is near full (`NEAR_FULL`); otherwise the workload waits on latency with what it
-//! keeps under way.
+//! interconnect and DRAM its packets' lines cross in the host's memory system, its NIC's
+//! or RNIC's link, port and units, its cores — when it is near full (`NEAR_FULL`);
+//! otherwise the workload waits on latency with what it keeps under way.
 //!
-//! TLP-level workloads (`dma`, `ntb_copy`, `cpu_stream`, fio) read their links' and
-//! memories' bytes from the fabric's counters of the window. A TCP_STREAM reads the
-//! packet model's memory system (`sim::memsys`): the window's bytes of its own accesses on
-//! each interconnect direction and DRAM node plus the load the run's STREAM cores put on
-//! them (`MemSys::stream_rates`, solved for the whole run), its NIC's link and port from
-//! the window's delivered bytes, and its cores' busy fraction.
+//! TLP-level workloads (`dma`, `ntb_copy`, `cpu_stream`, fio, pcie-bench, GPU ping-pong)
+//! read their links' and memories' bytes from the fabric's counters of the window
+//! (`TlpPath`). The packet-level network workloads (TCP_STREAM, TCP_RR, UDP ping-pong,
+//! pktgen, memcached) read their server's packet model (`net_resources`): the memory
+//! system's (`sim::memsys`) bytes on each interconnect direction and DRAM node plus the
+//! load the run's STREAM cores put on them (`MemSys::stream_rates`, solved for the whole
+//! run), their NIC's link and port from what they moved, and their cores' busy fraction.
+//! One-sided RDMA reads the server's memory system the same way and each RNIC's counters
+//! (`rdma_resources`); PageRank and `nvme_share` build their lists where they run.
 
 use devices::nic::{tlp_wire_bytes, Nic};
+use devices::rnic::Rnic;
 use fabric::{Access, Request, Requester};
 use serde_json::{json, Map, Value};
-use sim::memsys::MemSys;
+use sim::memsys::{Fifo, MemSys};
 use sim::net::{Counters, Hop, Net};
 use sim::timed::TimedFabric;
+
+use super::packet::NetOutcome;
 
 /// A resource this busy bounds what uses it. Assumption: a FIFO server at 90 % of its rate
 /// already makes its users queue for most of their time (an M/D/1 queue's wait is 4.5
@@ -188,9 +194,16 @@ impl TlpPath {
     /// Adds the bound of the workload on this path to its `metrics` (`insert`), from what
     /// it moved (`throughput_gbyte_s`) and `w`; gives its resources.
     pub fn bound(&self, metrics: &mut Map<String, Value>, w: &Window) -> Value {
+        // pcie-bench gives Gb/s as its tables do.
         let moved = metrics
             .get("throughput_gbyte_s")
             .and_then(Value::as_f64)
+            .or_else(|| {
+                metrics
+                    .get("bw_gbit_s")
+                    .and_then(Value::as_f64)
+                    .map(|g| g / 8.0)
+            })
             .unwrap_or(0.0);
         let bytes = (moved * w.secs * 1e9) as u64;
         let r = self.resources(w.net, w.counted, w.paced, w.secs, bytes);
@@ -198,7 +211,8 @@ impl TlpPath {
     }
 }
 
-/// A TCP_STREAM part's path in its server's packet model.
+/// A packet-level workload's path in its server's packet model: TCP_STREAM, TCP_RR, UDP
+/// ping-pong, pktgen, memcached.
 pub struct NetPath<'a> {
     pub host: &'a str,
     pub nic: &'a str,
@@ -208,41 +222,36 @@ pub struct NetPath<'a> {
     pub node: u32,
     /// The server receives: the NIC writes into memory and the cores read it.
     pub receives: bool,
-    /// Its cores' busy fraction and its payload over the window, GB/s.
-    pub cpu_util: f64,
+    /// Its cores' busy fraction (`None`: the model does not count it).
+    pub cpu_util: Option<f64>,
+    /// Its payload over the window, GB/s.
     pub payload_gbyte_s: f64,
+    /// What its frames take of the port (headers, preamble and gap included where the
+    /// model counts them), GB/s.
+    pub port_gbyte_s: f64,
 }
 
-/// The resources of `p` over a window of `secs`: each interconnect direction between its
-/// NIC and its memory and between its memory and its cores, its memory's DRAM (the
-/// workload's bytes in the window plus the run's STREAM cores' load), its PF's link in the
-/// data's direction, the port, its cores. A memory server's sum is capped at its rate: the
-/// streams' load is solved once for the run and the workload's bytes are measured, so
-/// where they meet at the limit the two can add up to a few per cent past it.
-pub fn net_resources(mem: &MemSys, nic: &Nic, p: &NetPath, secs: f64) -> Vec<Resource> {
+/// The window's load of host `host`'s interconnect directions on `routes` (package to
+/// package) and of its DRAM node `node` in `mem`: the bytes `mem` counted in the window
+/// plus the load of the run's STREAM cores there (`MemSys::stream_rates`). A server's sum
+/// is capped at its rate: the streams' load is solved once for the run and the
+/// workload's bytes are measured, so where they meet at the limit the two can add up to a
+/// few per cent past it.
+pub fn mem_resources(
+    mem: &MemSys,
+    host: &str,
+    routes: &[(u32, u32)],
+    node: u32,
+    secs: f64,
+) -> Vec<Resource> {
     let mut out = Vec::new();
     let rates = mem.stream_rates();
     let drams = mem.params().sockets as usize;
     let load = |server: usize| rates.load_gbps.get(server).copied().unwrap_or(0.0);
-    let Some(pf) = nic.pfs.get(p.pf) else {
-        return out;
-    };
-    let (nic_from, nic_to) = match p.receives {
-        true => (pf.attach, p.node),
-        false => (p.node, pf.attach),
-    };
-    let (core_from, core_to) = match p.receives {
-        true => (p.node, p.socket),
-        false => (p.socket, p.node),
-    };
     let uncore = mem.uncore();
     let counts = mem.link_counters();
     let mut servers: Vec<usize> = Vec::new();
-    for (from, to) in [
-        (nic_from, nic_to),
-        (core_from, core_to),
-        (core_to, core_from),
-    ] {
+    for &(from, to) in routes {
         for h in uncore.route(from, to) {
             if !servers.contains(&h.server()) {
                 servers.push(h.server());
@@ -255,34 +264,168 @@ pub fn net_resources(mem: &MemSys, nic: &Nic, p: &NetPath, secs: f64) -> Vec<Res
         };
         let gbyte_s = c.bytes as f64 / secs / 1e9 + load(drams + s);
         out.push(Resource {
-            name: format!("{} interconnect {}", p.host, c.name),
+            name: format!("{host} interconnect {}", c.name),
             util: (gbyte_s / link.gbps).min(1.0),
         });
     }
-    let d = mem.dram(p.node);
-    let dram = (d.read + d.write) as f64 / secs / 1e9 + load(p.node as usize);
-    out.push(Resource {
-        name: format!("{} DRAM node {}", p.host, p.node),
-        util: (dram / mem.params().dram_gbps).min(1.0),
-    });
-    // The link's bytes from the window's payload in TLPs of the link's size (its FIFO
-    // counts from the start of the run, warm-up included).
-    let payload = (p.payload_gbyte_s * secs * 1e9) as u64;
-    let (link, wire_bytes, arrow) = match p.receives {
-        true => (&pf.up, tlp_wire_bytes(payload, pf.mps, false), "↑"),
-        false => (&pf.down, tlp_wire_bytes(payload, pf.rcb, true), "↓"),
+    if (node as usize) < drams {
+        let d = mem.dram(node);
+        let dram = (d.read + d.write) as f64 / secs / 1e9 + load(node as usize);
+        out.push(Resource {
+            name: format!("{host} DRAM node {node}"),
+            util: (dram / mem.params().dram_gbps).min(1.0),
+        });
+    }
+    out
+}
+
+/// A device's PCIe link direction `link` carrying `payload_gbyte_s` in TLPs of at most
+/// `max` bytes (`completion`: read completions). From the payload, since the link's FIFO
+/// counts from the start of the run, warm-up included.
+pub fn link_resource(
+    name: String,
+    link: &Fifo,
+    payload_gbyte_s: f64,
+    max: u32,
+    completion: bool,
+) -> Resource {
+    // Per second, as whole bytes: the TLP count rounds per transfer, not per byte.
+    let wire = tlp_wire_bytes((payload_gbyte_s * 1e9) as u64, max, completion);
+    Resource {
+        name,
+        util: wire as f64 / 1e9 / link.gbps(),
+    }
+}
+
+/// The resources of `p` over a window of `secs`: each interconnect direction between its
+/// NIC and its memory and between its memory and its cores, its memory's DRAM
+/// (`mem_resources`), its PF's link in the data's direction, the port, its cores.
+pub fn net_resources(mem: &MemSys, nic: &Nic, p: &NetPath, secs: f64) -> Vec<Resource> {
+    let Some(pf) = nic.pfs.get(p.pf) else {
+        return Vec::new();
     };
-    out.push(Resource {
-        name: format!("{}.{} pf{} link {arrow}", p.host, p.nic, p.pf),
-        util: wire_bytes as f64 / secs / 1e9 / link.gbps(),
+    let (nic_from, nic_to) = match p.receives {
+        true => (pf.attach, p.node),
+        false => (p.node, pf.attach),
+    };
+    let (core_from, core_to) = match p.receives {
+        true => (p.node, p.socket),
+        false => (p.socket, p.node),
+    };
+    let routes = [
+        (nic_from, nic_to),
+        (core_from, core_to),
+        (core_to, core_from),
+    ];
+    let mut out = mem_resources(mem, p.host, &routes, p.node, secs);
+    let name = format!("{}.{} pf{} link", p.host, p.nic, p.pf);
+    out.push(match p.receives {
+        true => link_resource(
+            format!("{name} ↑"),
+            &pf.up,
+            p.payload_gbyte_s,
+            pf.mps,
+            false,
+        ),
+        false => link_resource(
+            format!("{name} ↓"),
+            &pf.down,
+            p.payload_gbyte_s,
+            pf.rcb,
+            true,
+        ),
     });
     out.push(Resource {
         name: format!("{}.{} port", p.host, p.nic),
-        util: p.payload_gbyte_s / nic.params.line_gbps,
+        util: p.port_gbyte_s / nic.params.line_gbps,
     });
-    out.push(Resource {
-        name: format!("cores (cpu_util {})", round3(p.cpu_util)),
-        util: p.cpu_util,
-    });
+    if let Some(u) = p.cpu_util {
+        out.push(Resource {
+            name: format!("cores (cpu_util {})", round3(u)),
+            util: u,
+        });
+    }
+    out
+}
+
+/// Adds the bound of `p` (`net_resources` over `secs`, else `latency`) to outcome `o`'s
+/// metrics and its resources to its counters.
+pub fn add_net(
+    o: &mut NetOutcome,
+    (mem, nic): (&MemSys, &Nic),
+    p: &NetPath,
+    secs: f64,
+    latency: &str,
+) {
+    let resources = net_resources(mem, nic, p, secs);
+    o.counters["resources"] = insert(&mut o.metrics, &resources, Some(latency));
+}
+
+/// One RNIC of a one-sided RDMA workload: its host's and its own name, and whether the
+/// data comes in to it (the RNIC writes it into its host's memory) or leaves.
+pub struct RdmaEnd<'a> {
+    pub host: &'a str,
+    pub name: &'a str,
+    pub rnic: &'a Rnic,
+    pub data_in: bool,
+}
+
+/// The resources of a one-sided RDMA workload moving `payload_gbyte_s` over `secs`: on
+/// the server (`mem`, its region on `node`) the interconnect between its RNIC and the
+/// region in the data's direction and the region's DRAM (`mem_resources`); on each RNIC
+/// of `ends` its PCIe link in the data's direction, what its port sent in the window
+/// (packet headers included) and its transmit, receive and response units' busy time.
+pub fn rdma_resources(
+    mem: &MemSys,
+    node: u32,
+    ends: &[RdmaEnd],
+    payload_gbyte_s: f64,
+    secs: f64,
+) -> Vec<Resource> {
+    let mut out = Vec::new();
+    if let Some(server) = ends.last() {
+        let attach = server.rnic.pf.attach;
+        let route = match server.data_in {
+            true => (attach, node),
+            false => (node, attach),
+        };
+        out = mem_resources(mem, server.host, &[route], node, secs);
+    }
+    for e in ends {
+        let (pf, who) = (&e.rnic.pf, format!("{}.{}", e.host, e.name));
+        out.push(match e.data_in {
+            true => link_resource(
+                format!("{who} link ↑"),
+                &pf.up,
+                payload_gbyte_s,
+                pf.mps,
+                false,
+            ),
+            false => link_resource(
+                format!("{who} link ↓"),
+                &pf.down,
+                payload_gbyte_s,
+                pf.rcb,
+                true,
+            ),
+        });
+        // The port counts what it books, and an open loop books it ahead of time: past
+        // the window's end when it is behind, so a full port can count above its rate.
+        out.push(Resource {
+            name: format!("{who} port"),
+            util: (e.rnic.port.bytes as f64 / secs / 1e9 / e.rnic.params.port_gbps).min(1.0),
+        });
+        // A unit counts its tasks' time when it takes them, so it books ahead as the port.
+        for (unit, u) in [
+            ("tx", &e.rnic.tx),
+            ("rx", &e.rnic.rx),
+            ("resp", &e.rnic.resp),
+        ] {
+            out.push(Resource {
+                name: format!("{who} {unit} unit"),
+                util: (u.busy.as_secs_f64() / secs).min(1.0),
+            });
+        }
+    }
     out
 }

@@ -150,11 +150,11 @@ pub fn run_all(
 enum Handle {
     /// A DMA job and its path.
     Dma(ComponentId, Box<TlpPath>),
-    /// A pcie-bench program, and whether its engine is the ideal one.
-    PcieBench(ComponentId, bool),
+    /// A pcie-bench program, whether its engine is the ideal one, and its path.
+    PcieBench(ComponentId, bool, Box<TlpPath>),
     /// A `cpu_stream`'s cores (none when it has `cores = 0`) and their path.
     Stream(Vec<ComponentId>, Box<TlpPath>),
-    PingPong(ComponentId),
+    PingPong(ComponentId, Box<TlpPath>),
     Fio(Box<Fio>, Box<TlpPath>),
     /// A network workload or the PageRank victim, already run over the window.
     Net(Box<packet::NetOutcome>),
@@ -527,8 +527,8 @@ fn build_on(
         }
         Kind::PageRank { .. } => own(victim::pagerank(&tf.fabric.topo, w, m, seed, beside)),
         Kind::PcieBench(p) => {
-            let (id, ideal) = pciebench::build(tf, sim, cluster, p, seed)?;
-            Ok(Handle::PcieBench(id, ideal))
+            let (id, ideal, path) = pciebench::build(tf, sim, cluster, p, seed)?;
+            Ok(Handle::PcieBench(id, ideal, Box::new(path)))
         }
         Kind::Dma {
             device,
@@ -616,12 +616,25 @@ fn build_on(
                     a_polls: harness::map_buffer(tf, ra, ram, oa, 4)?,
                 },
             };
+            // Each GPU writes its counter where the other polls it: one write in flight.
+            let mut path = TlpPath {
+                under_way: Some("1 counter write in flight".into()),
+                ..TlpPath::default()
+            };
+            let writes = match &counters {
+                devices::Counters::InGpuMemory { a_to_b, b_to_a, .. } => [*a_to_b, *b_to_a],
+                devices::Counters::InHostRam {
+                    a_writes, b_writes, ..
+                } => [*a_writes, *b_writes],
+            };
+            path.add_access(tf, ra, writes[0], true);
+            path.add_access(tf, rb, writes[1], true);
             let pp =
                 PingPong::new(tf, ga, gb, counters).map_err(|f| harness::fault_error(tf, f))?;
             let id = sim.add(pp);
             let now = tf.net.now();
             tf.net.wake_at(now, id);
-            Ok(Handle::PingPong(id))
+            Ok(Handle::PingPong(id, Box::new(path)))
         }
         Kind::Fio { .. } => Err(RunError(
             "a fio workload is probed before the others are built".into(),
@@ -741,8 +754,12 @@ impl Handle {
     /// The path of a TLP-level workload whose bound `run` names.
     fn path(&self) -> Option<&TlpPath> {
         match self {
-            Handle::Dma(_, p) | Handle::Stream(_, p) | Handle::Fio(_, p) => Some(p),
-            _ => None,
+            Handle::Dma(_, p)
+            | Handle::Stream(_, p)
+            | Handle::Fio(_, p)
+            | Handle::PcieBench(_, _, p)
+            | Handle::PingPong(_, p) => Some(p),
+            Handle::Net(_) => None,
         }
     }
 }
@@ -801,7 +818,7 @@ fn measure(
     for h in handles {
         match h {
             Handle::Dma(id, _) => sim.get_mut::<DmaJob>(*id).expect("dma").reset_stats(),
-            Handle::PcieBench(id, _) => sim
+            Handle::PcieBench(id, _, _) => sim
                 .get_mut::<devices::pciebench::PcieBench>(*id)
                 .expect("pcie-bench")
                 .reset_stats(),
@@ -810,7 +827,7 @@ fn measure(
                     sim.get_mut::<CpuStream>(id).expect("stream").reset_stats();
                 }
             }
-            Handle::PingPong(id) => sim
+            Handle::PingPong(id, _) => sim
                 .get_mut::<PingPong>(*id)
                 .expect("pingpong")
                 .reset_stats(),
@@ -850,7 +867,7 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
             m.insert("errors".into(), json!(s.errors));
             m.insert("faults".into(), json!(s.faults));
         }
-        Handle::PcieBench(id, ideal) => {
+        Handle::PcieBench(id, ideal, _) => {
             let b = sim
                 .get::<devices::pciebench::PcieBench>(id)
                 .expect("pcie-bench");
@@ -887,7 +904,7 @@ fn metrics(sim: &Sim<TimedFabric>, h: &Handle, window: Time) -> Result<Map<Strin
             );
             latency_metrics(&mut m, &latency);
         }
-        Handle::PingPong(id) => {
+        Handle::PingPong(id, _) => {
             let p = sim.get::<PingPong>(id).expect("pingpong");
             let rounds = p.rounds.count() as f64;
             // Two 4-byte counter writes per round trip.

@@ -11,6 +11,8 @@
 //! meet the scenario's `[[fault]]`s. Its window is the scenario's `[measure]` table; TCP_RR, which
 //! counts transactions, runs as many as fit in it at its steady-state round trip.
 
+use devices::nic::frame::{IFG, PREAMBLE};
+use devices::nic::Nic;
 use devices::nic::{CoalesceMode, SteeringMode};
 use fabric::Topology;
 use host::net::memcached::{self, MemcachedSpec};
@@ -18,9 +20,11 @@ use host::net::migration::{MigrationSpec, Move, RxQueue};
 use host::net::stream::StreamSpec;
 use host::net::{pktgen, rr, udp, NetHost};
 use serde_json::{json, Map};
+use sim::memsys::MemSys;
 use sim::Time;
 
 use super::beside::Beside;
+use super::bound;
 use super::packet::NetOutcome;
 use super::packet::{checked_counters, choice, metrics, placement};
 use super::spec::{Antagonists, Kind, Measure, Migration, NetEnds, NetTest};
@@ -167,18 +171,14 @@ pub fn run(
                         .map(|mut outs| outs.remove(0))
                 }
                 NetTest::TcpRr => {
-                    let kind = Client::Latency {
+                    let latency = Client::Latency {
                         away: *client_remote,
                     };
-                    let cli = self::client(topo, client, client_nic, kind, beside)?;
-                    tcp_rr(
-                        srv,
-                        cli,
-                        *msg_bytes,
-                        coalescing.unwrap_or(CoalesceMode::Off),
-                        pf,
-                        m,
-                    )
+                    let cli = self::client(topo, client, client_nic, latency, beside)?;
+                    let coalescing = coalescing.unwrap_or(CoalesceMode::Off);
+                    let (mut out, srv, secs) = tcp_rr(srv, cli, *msg_bytes, coalescing, pf, m)?;
+                    add_bound(&mut out, topo, kind, (&srv.mem, &srv.nic), secs);
+                    Ok(out)
                 }
             }?;
             if let Some(g) = stream_gbyte_s {
@@ -211,14 +211,17 @@ pub fn run(
             };
             let r = memcached::run(&mut srv, &mut cli, spec)?;
             let counters = checked_counters(&r, pf)?;
-            Ok(NetOutcome {
+            let mut out = NetOutcome {
                 metrics: metrics(&[
                     ("kops", r.kops),
                     ("mem_bw_gbit_s", r.mem_gbps),
                     ("throughput_gbit_s", r.value_gbps),
                 ]),
                 counters,
-            })
+            };
+            let secs = m.duration.as_secs_f64();
+            add_bound(&mut out, topo, kind, (&srv.mem, &srv.nic), secs);
+            Ok(out)
         }
         Kind::UdpPingPong {
             ends,
@@ -237,7 +240,8 @@ pub fn run(
                 Client::Latency { away: false },
                 beside,
             )?;
-            let mut out = udp_pingpong(srv, cli, *msg_bytes, pf, m)?;
+            let (mut out, srv, secs) = udp_pingpong(srv, cli, *msg_bytes, pf, m)?;
+            add_bound(&mut out, topo, kind, (&srv.mem, &srv.nic), secs);
             if let Some(g) = stream_gbyte_s {
                 out.metrics.insert("stream_gbyte_s".into(), json!(g));
             }
@@ -245,7 +249,15 @@ pub fn run(
         }
         Kind::Pktgen { .. } => {
             let (mut h, spec, pf) = pktgen_parts(topo, kind, m, beside)?;
-            Ok(pktgen_outcome(&pktgen::run(&mut h, spec)?, pf))
+            let mut out = pktgen_outcome(&pktgen::run(&mut h, spec)?, pf);
+            add_bound(
+                &mut out,
+                topo,
+                kind,
+                (&h.mem, &h.nic),
+                m.duration.as_secs_f64(),
+            );
+            Ok(out)
         }
         other => Err(format!("`{}` is not a network workload", other.name())),
     }
@@ -324,13 +336,15 @@ fn fit(round_trip_ns: f64, m: Measure) -> (u32, u32) {
 /// sockperf's UDP ping-pong, coalescing off on both sides (docs/hardware.md §1: off for
 /// latency tests), as many round trips as fit in `m` (a pilot gives the round trip). The
 /// model has no variance source, so it reports the mean alone (its p99 would equal it).
+/// Gives the server as the run left it and the seconds its counters cover (the whole run:
+/// this model does not restart them at the window).
 fn udp_pingpong(
     mut server: NetHost,
     mut client: NetHost,
     msg_bytes: u64,
     pf: usize,
     m: Measure,
-) -> Result<NetOutcome, String> {
+) -> Result<(NetOutcome, NetHost, f64), String> {
     setup::coalescing_off(&mut server);
     setup::coalescing_off(&mut client);
     let spec = |warmup, round_trips| udp::UdpSpec {
@@ -343,7 +357,8 @@ fn udp_pingpong(
     // sockperf's latency is half the round trip.
     let (warmup, round_trips) = fit(2.0 * pilot.latency_us * 1e3, m);
     let r = udp::ping_pong(&mut client, &mut server, spec(warmup, round_trips))?;
-    Ok(udp_outcome(&r, pf, round_trips))
+    let secs = f64::from(warmup + round_trips) * 2.0 * r.latency_us * 1e-6;
+    Ok((udp_outcome(&r, pf, round_trips), server, secs))
 }
 
 /// A UDP ping-pong's row: sockperf's latency, and its counters.
@@ -446,7 +461,8 @@ fn migrate(
 /// TCP_RR with `coalescing` on both sides (off unless the workload says otherwise:
 /// docs/hardware.md §1 runs latency tests without it): a pilot run gives the steady-state
 /// round trip, then the warm-up (at least the rings' wrap, `RR_WARMUP`) and the window
-/// are as many transactions as fit in `m`.
+/// are as many transactions as fit in `m`. Gives the server as the run left it and the
+/// seconds its counters cover (the whole run, as `udp_pingpong`'s).
 fn tcp_rr(
     mut server: NetHost,
     mut client: NetHost,
@@ -454,7 +470,7 @@ fn tcp_rr(
     coalescing: CoalesceMode,
     pf: usize,
     m: Measure,
-) -> Result<NetOutcome, String> {
+) -> Result<(NetOutcome, NetHost, f64), String> {
     server.coalescing.mode = coalescing;
     client.coalescing.mode = coalescing;
     let spec = |warmup, transactions| rr::RrSpec {
@@ -466,7 +482,8 @@ fn tcp_rr(
     let pilot = rr::run(&mut client.clone(), &mut server.clone(), spec(RR_WARMUP, 1))?;
     let (warmup, transactions) = fit(pilot.latency_us * 1e3, m);
     let r = rr::run(&mut client, &mut server, spec(warmup, transactions))?;
-    Ok(rr_outcome(&r, pf, transactions))
+    let secs = f64::from(warmup + transactions) * r.latency_us * 1e-6;
+    Ok((rr_outcome(&r, pf, transactions), server, secs))
 }
 
 /// A TCP_RR's row: the catalog's metrics, and its counters.
@@ -505,4 +522,92 @@ pub(super) fn latency_ends(
     server.coalescing.mode = coalescing;
     client.coalescing.mode = coalescing;
     Ok((server, client, pf))
+}
+
+/// Adds the bound of the packet-level workload `kind` (TCP_RR, UDP ping-pong, pktgen,
+/// memcached; its outcome `o`) over `secs`: `server` is its server's memory system and
+/// NIC as the run left them, their counters covering `secs`. A workload whose server
+/// placement does not resolve (it ran, so it does) gets none.
+pub(super) fn add_bound(
+    o: &mut NetOutcome,
+    topo: &Topology,
+    kind: &Kind,
+    server: (&MemSys, &Nic),
+    secs: f64,
+) {
+    let num = |k: &str| o.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let count = |k: &str| o.counters.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let (host, nic, cpu_node, mem_node) = match kind {
+        Kind::Netperf {
+            server,
+            nic,
+            cpu_node,
+            mem_node,
+            ..
+        } => (server, nic, *cpu_node, *mem_node),
+        Kind::Memcached { ends, .. } | Kind::UdpPingPong { ends, .. } => {
+            (&ends.server, &ends.nic, ends.cpu_node, ends.mem_node)
+        }
+        Kind::Pktgen {
+            host,
+            nic,
+            cpu_node,
+            mem_node,
+            ..
+        } => (host, nic, *cpu_node, *mem_node),
+        _ => return,
+    };
+    let Ok((socket, node)) = placement(topo, host, cpu_node, mem_node) else {
+        return;
+    };
+    let one = "1 request in flight".to_string();
+    // What each kind moves, whether the server receives it, its cores' busy fraction
+    // where the model counts it, and what it keeps under way.
+    let (payload, port, receives, cpu_util, latency) = match kind {
+        Kind::Netperf { msg_bytes, .. } => {
+            // Requests in, responses out, one message each way per transaction.
+            let g = *msg_bytes as f64 * count("transactions_per_s") / 1e9;
+            (g, g, true, None, one)
+        }
+        Kind::UdpPingPong { msg_bytes, .. } => {
+            // sockperf's latency is half the round trip.
+            let per_s = 1e6 / (2.0 * num("latency_us")).max(f64::MIN_POSITIVE);
+            let g = *msg_bytes as f64 * per_s / 1e9;
+            (g, g, true, None, one)
+        }
+        Kind::Pktgen { .. } => {
+            // Frames leave with their preamble and the gap after them.
+            let g = num("throughput_gbit_s") / 8.0;
+            let framing = num("mpps") * 1e6 * f64::from(PREAMBLE + IFG) / 1e9;
+            let reads = server.1.params.max_reads;
+            let latency = format!("{reads} NIC reads in flight");
+            (g, g + framing, false, Some(num("cpu_util")), latency)
+        }
+        Kind::Memcached {
+            clients, instances, ..
+        } => {
+            // Mostly GETs: values leave the server.
+            let g = num("throughput_gbit_s") / 8.0;
+            let util = o
+                .counters
+                .get("instance_cpu_util")
+                .or_else(|| o.counters.get("server_cpu_util"))
+                .and_then(|v| v.as_f64());
+            let n = u64::from(*clients) * u64::from((*instances).max(1));
+            (g, g, false, util, format!("{n} requests in flight"))
+        }
+        _ => return,
+    };
+    let p = bound::NetPath {
+        host,
+        nic,
+        pf: count("pf") as usize,
+        socket,
+        node,
+        receives,
+        cpu_util,
+        payload_gbyte_s: payload,
+        port_gbyte_s: port,
+    };
+    bound::add_net(o, server, &p, secs, &latency);
 }

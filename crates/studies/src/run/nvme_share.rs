@@ -7,8 +7,10 @@ use fabric::scenario::Scenario;
 use serde_json::{json, Value};
 use systems::smartio::nvme_bench::{self, SharingSetup};
 
+use super::bound::{self, Resource};
 use super::packet::NetOutcome;
 use super::spec::{Kind, Measure};
+use crate::harness;
 
 /// Runs an `nvme_share` workload over `m` on fresh hardware of `scenario`.
 pub fn run(scenario: &Scenario, kind: &Kind, m: Measure, seed: u64) -> Result<NetOutcome, String> {
@@ -55,11 +57,30 @@ pub fn run(scenario: &Scenario, kind: &Kind, m: Measure, seed: u64) -> Result<Ne
         ("p99_us", json!(r.p99_us)),
         ("ops_per_sec", json!(r.total_kiops * 1e3)),
     ];
+    let mut metrics = metrics
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    // Its bound: the device's media read rate (the clients read 4 KiB blocks) against
+    // what they read in the window; the fabric's link counters cover the whole run here,
+    // so its links are not candidates.
+    let data = super::requester(&tf, device)
+        .ok()
+        .and_then(|who| harness::data_path(&tf, who, true));
+    let resources: Vec<Resource> = data
+        .map(|(ps, what)| Resource {
+            name: format!("{device} {what}"),
+            util: r.total_kiops * 1e3 * BLOCK / (bound::gbyte_s(ps) * 1e9),
+        })
+        .into_iter()
+        .collect();
+    let latency = format!("{} outstanding", u64::from(*clients) * u64::from(*depth));
+    let resources = bound::insert(&mut metrics, &resources, Some(&latency));
     Ok(NetOutcome {
-        metrics: metrics
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-        counters: json!({ "commands": r.commands }),
+        metrics,
+        counters: json!({ "commands": r.commands, "resources": resources }),
     })
 }
+
+/// Bytes of one of its clients' reads (`nvme_bench::sharing_with`: 4 KiB).
+const BLOCK: f64 = 4096.0;

@@ -3,7 +3,7 @@
 //! as pcie-bench's kernel module maps it (`dma_map_single`, both directions) and its
 //! cache state prepared before time starts, as pcie-bench prepares it once before a run.
 
-use devices::pciebench::{BenchSpec, Engine, PcieBench};
+use devices::pciebench::{BenchSpec, Engine, PcieBench, Test};
 use fabric::{Endpoint, NodeKind, Requester};
 use serde_json::{json, Map, Value};
 use sim::component::Sim;
@@ -13,6 +13,7 @@ use sim::timed::{ns, CacheState, TimedFabric};
 use sim::Time;
 use systems::smartio::Cluster;
 
+use super::bound::TlpPath;
 use super::spec::pciebench::{Cache, PcieBench as Spec};
 use crate::harness::{self, RunError};
 
@@ -25,7 +26,7 @@ pub(super) fn build(
     cluster: Option<&mut Cluster>,
     w: &Spec,
     seed: u64,
-) -> Result<(ComponentId, bool), RunError> {
+) -> Result<(ComponentId, bool, TlpPath), RunError> {
     let spec = BenchSpec {
         test: w.test,
         bytes: w.bytes,
@@ -38,12 +39,62 @@ pub(super) fn build(
     let (who, bus, dma) = super::dma_requester(tf, cluster, &w.device, &w.target, 0, span)?;
     let (engine, ideal) = engine(tf, who, dma, &w.device)?;
     prepare_cache(tf, who, w, span)?;
+    let path = path(tf, who, bus, &engine, w, ideal);
     let bench =
         PcieBench::new(tf, who, engine, spec, bus).map_err(|f| harness::fault_error(tf, f))?;
     let id = sim.add(bench);
     let now = tf.net.now();
     tf.net.wake_at(now, id);
-    Ok((id, ideal))
+    Ok((id, ideal, path))
+}
+
+/// The benchmark's path: the links and memory its transfers cross (a read's data comes
+/// back on the reverse of its requests' wires), its engine's own pace for a transfer of
+/// its size (not an ideal engine's: it has none), and what it keeps under way.
+fn path(
+    tf: &mut TimedFabric,
+    who: Requester,
+    bus: u64,
+    engine: &Engine,
+    w: &Spec,
+    ideal: bool,
+) -> TlpPath {
+    let (reads, writes) = match w.test {
+        Test::LatRd | Test::BwRd => (true, false),
+        Test::BwWr => (false, true),
+        Test::LatWrRd | Test::BwRw => (true, true),
+    };
+    let under_way = match w.test {
+        Test::LatRd | Test::LatWrRd => "1 transfer in flight".to_string(),
+        Test::BwRd | Test::BwRw => format!("{} reads in flight", engine.dma.max_reads),
+        Test::BwWr => "1 write command at a time".to_string(),
+    };
+    let mut path = TlpPath {
+        under_way: Some(under_way),
+        ..TlpPath::default()
+    };
+    if reads {
+        path.add_access(tf, who, bus, false);
+    }
+    if writes {
+        path.add_access(tf, who, bus, true);
+    }
+    // A transfer of `b` bytes takes TLPs of at most `max` bytes, `gap` apart.
+    let b = u64::from(w.bytes).max(1);
+    let per = |max: u32, gap: Time| b.div_ceil(u64::from(max.max(1))) as f64 * gap.as_ns_f64();
+    let pace_ns = match w.test {
+        Test::BwRd => per(engine.dma.mrrs, engine.read_gap),
+        Test::BwWr => per(engine.dma.mps, engine.write_tlp_gap).max(engine.write_gap.as_ns_f64()),
+        _ => 0.0,
+    };
+    if !ideal && pace_ns > 0.0 {
+        let what = if reads { "read" } else { "write" };
+        path.data = Some((
+            format!("{} engine {what} pace", w.device),
+            b as f64 / pace_ns,
+        ));
+    }
+    path
 }
 
 /// The device's engine from its timing table (and whether it is the ideal one).

@@ -141,15 +141,22 @@ impl PingPong {
     }
 }
 
-/// The row of the ping-pong `id` of `sim` that ran in a world.
+/// The row of the ping-pong `id` of `sim` that ran in a world, and where its server is
+/// in the world.
 pub(super) fn outcome(
     sim: &Sim<NetWorld<'_>>,
     id: sim::net::ComponentId,
     pf: usize,
-) -> Result<NetOutcome, String> {
+) -> (Result<NetOutcome, String>, Shared) {
     if let Some(t) = sim.get::<Transactions>(id) {
-        return Ok(super::net::rr_outcome(&t.result()?, pf, t.measured()));
+        let o = t
+            .result()
+            .map(|r| super::net::rr_outcome(&r, pf, t.measured()));
+        return (o, t.server());
     }
     let p: &PingPongs = sim.get(id).expect("a ping-pong component");
-    Ok(super::net::udp_outcome(&p.result()?, pf, p.measured()))
+    let o = p
+        .result()
+        .map(|r| super::net::udp_outcome(&r, pf, p.measured()));
+    (o, p.server())
 }

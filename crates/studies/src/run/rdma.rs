@@ -9,6 +9,7 @@
 //! its warm-up (an open benchmark cuts it into `samples` windows); a closed-loop
 //! benchmark runs its `warmup_ops` and `ops` per connection instead.
 
+use devices::rnic::Verb;
 use fabric::Topology;
 use host::rdma::agents::ServerAgents;
 use host::rdma::bench::{self, BenchResult, BenchRun, BenchSpec, Mode};
@@ -21,6 +22,7 @@ use sim::memsys::MemSys;
 use sim::Time;
 
 use super::beside::Beside;
+use super::bound;
 use super::packet::{Group, NetOutcome};
 use super::spec::rdma::{RdmaBench, MAX_RD_ATOMIC, MTU};
 use super::spec::{Kind, Measure, Workload};
@@ -129,6 +131,9 @@ pub(super) struct BenchParts {
     opts: bench::RunOptions,
     open: bool,
     bytes: u64,
+    rnic: String,
+    /// The `[measure]` window, s: an open loop's counters cover it.
+    window_secs: f64,
 }
 
 impl BenchParts {
@@ -166,6 +171,8 @@ impl BenchParts {
             },
             open: b.open,
             bytes: b.bytes,
+            rnic: b.rnic.clone(),
+            window_secs: m.duration.as_secs_f64(),
         })
     }
 
@@ -232,10 +239,54 @@ impl BenchParts {
         ) {
             o.extend(e);
         }
-        Ok(NetOutcome {
+        let mut o = NetOutcome {
             metrics: metrics(&out),
             counters,
-        })
+        };
+        self.add_bound(&mut o, r, server_mem);
+        Ok(o)
+    }
+
+    /// Adds the benchmark's bound to its row `o` (`bound::rdma_resources`): an open loop's
+    /// counters cover the window, a closed loop's the whole run (the driver restarts them
+    /// at its first event). Else latency: what its connections keep outstanding.
+    fn add_bound(&self, o: &mut NetOutcome, r: &BenchResult, server_mem: &MemSys) {
+        let secs = match self.open {
+            true => self.window_secs,
+            false => r.simulated.as_secs_f64(),
+        };
+        let n = self.spec.connections;
+        let outstanding = match (self.spec.mode, self.spec.verb) {
+            // A QP keeps its writes' whole depth under way, but no more READs and atomics
+            // than its `max_rd_atomic`.
+            (Mode::Open { depth, .. }, Verb::Write) => n * depth,
+            (Mode::Open { depth, .. }, _) => n * depth.min(self.spec.max_rd_atomic),
+            // One operation per connection at a time.
+            (Mode::Closed { .. }, _) => n,
+        };
+        let payload = o
+            .metrics
+            .get("throughput_gbyte_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        let server_in = matches!(self.spec.verb, Verb::Write);
+        let ends = [
+            bound::RdmaEnd {
+                host: &self.client.name,
+                name: &self.rnic,
+                rnic: &self.client.rnic,
+                data_in: !server_in,
+            },
+            bound::RdmaEnd {
+                host: &self.server.name,
+                name: &self.rnic,
+                rnic: &self.server.rnic,
+                data_in: server_in,
+            },
+        ];
+        let resources = bound::rdma_resources(server_mem, self.region_node, &ends, payload, secs);
+        let latency = format!("{outstanding} outstanding");
+        o.counters["resources"] = bound::insert(&mut o.metrics, &resources, Some(&latency));
     }
 }
 
@@ -309,7 +360,7 @@ pub fn run(
             let ops = r.throughput.map_or(0.0, |t| t.ops_per_s);
             let p50 = quantile(&mut r.latencies_ns, 0.5);
             let p99 = quantile(&mut r.latencies_ns, 0.99);
-            Ok(NetOutcome {
+            let mut o = NetOutcome {
                 metrics: metrics(&[
                     ("kops", ops / 1e3),
                     ("ops_per_sec", ops),
@@ -324,8 +375,43 @@ pub fn run(
                     "events": r.events,
                     "simulated_s": r.simulated.as_secs_f64(),
                 }),
-            })
+            };
+            let payload = ops * w.value_bytes as f64 / 1e9;
+            mc_bound(&mut o, w, (&client, &server), payload, m);
+            Ok(o)
         }
         other => Err(format!("`{}` is not an RDMA workload", other.name())),
     }
+}
+
+/// Adds RDMA memcached's bound to its row `o` (`bound::rdma_resources` over the window,
+/// whose start restarts both hosts' counters): its values mostly leave the server (GETs
+/// are one-sided READs of its region), else its connections' requests, one each.
+fn mc_bound(
+    o: &mut NetOutcome,
+    w: &super::spec::rdma::RdmaMemcached,
+    (client, server): (&RdmaHost, &RdmaHost),
+    payload_gbyte_s: f64,
+    m: Measure,
+) {
+    let (_, remote) = w.placement.remote();
+    let ends = [
+        bound::RdmaEnd {
+            host: &client.name,
+            name: &w.rnic,
+            rnic: &client.rnic,
+            data_in: true,
+        },
+        bound::RdmaEnd {
+            host: &server.name,
+            name: &w.rnic,
+            rnic: &server.rnic,
+            data_in: false,
+        },
+    ];
+    let secs = m.duration.as_secs_f64();
+    let node = server.node(remote);
+    let resources = bound::rdma_resources(&server.mem, node, &ends, payload_gbyte_s, secs);
+    let latency = format!("{} requests in flight", w.connections);
+    o.counters["resources"] = bound::insert(&mut o.metrics, &resources, Some(&latency));
 }

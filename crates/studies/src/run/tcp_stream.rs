@@ -203,6 +203,7 @@ fn add_bounds(
     let nic = &topo.devices[ends.1.index()].name;
     for (o, part) in outs.iter_mut().zip(parts) {
         let num = |k: &str| o.metrics.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+        let payload_gbyte_s = num("throughput_gbit_s") / 8.0;
         let p = bound::NetPath {
             host,
             nic,
@@ -210,13 +211,13 @@ fn add_bounds(
             socket: part.socket,
             node: part.node,
             receives,
-            cpu_util: num("cpu_util"),
-            payload_gbyte_s: num("throughput_gbit_s") / 8.0,
+            cpu_util: Some(num("cpu_util")),
+            payload_gbyte_s,
+            port_gbyte_s: payload_gbyte_s,
         };
-        let resources = bound::net_resources(server.0, server.1, &p, secs);
         let n = part.connections;
         let latency = format!("{n} connection{}", if n == 1 { "" } else { "s" });
-        o.counters["resources"] = bound::insert(&mut o.metrics, &resources, Some(&latency));
+        bound::add_net(o, server, &p, secs, &latency);
     }
 }
 

@@ -33,6 +33,7 @@ use sim::component::Sim;
 use sim::Time;
 
 use super::beside::{Beside, CpuStreams};
+use super::bound::Resource;
 use super::packet::{Group, NetOutcome};
 use super::rdma::BenchParts;
 use super::spec::rdma::RdmaBench;
@@ -308,6 +309,7 @@ fn run_world(
     if groups.len() > 1 {
         check_cores(topo, ws, groups, victims)?;
     }
+    let victim_ids: Vec<usize> = victims.iter().map(|(vi, _)| *vi).collect();
     for (vi, v) in victims.iter_mut() {
         let host = victim_host(&ws[*vi]);
         let (_, at) = shared_servers
@@ -320,7 +322,20 @@ fn run_world(
     let end = window.warmup + window.duration;
     let results = run_stepped(&mut world, &mut sim, &mut rdmas, end)
         .map_err(|(i, e)| named(&ws[i], &ws[i].at, e))?;
+    // The victims' resources, read now and given to them once the world lets them go.
+    let measured: Vec<Vec<Resource>> = victim_ids
+        .iter()
+        .map(|vi| {
+            let host = victim_host(&ws[*vi]);
+            let (_, at) = shared_servers
+                .iter()
+                .find(|(h, _)| *h == host)
+                .expect("a server's victim");
+            victim::resources(world.memory(*at), host, window.duration)
+        })
+        .collect();
     let mut out = Vec::new();
+    let secs = window.duration.as_secs_f64();
     for (g, (id, rows), met) in built {
         let outs = match rows {
             Rows::Tcp(rows) => {
@@ -329,8 +344,14 @@ fn run_world(
             }
             Rows::Mc(rows) => {
                 let m: &Memcached = sim.get(id).expect("a component");
-                rows.outcomes(&m.result(&world), window)
-                    .map_err(|e| located(&ws[g.members[0]].at, e))?
+                let mut outs = rows
+                    .outcomes(&m.result(&world), window)
+                    .map_err(|e| located(&ws[g.members[0]].at, e))?;
+                let server = (world.mem(m.server()), world.nic(m.server()));
+                for (o, &i) in outs.iter_mut().zip(&g.members) {
+                    net::add_bound(o, topo, &ws[i].kind, server, secs);
+                }
+                outs
             }
             Rows::Rdma(k) => {
                 let o = rdmas[k]
@@ -339,12 +360,18 @@ fn run_world(
                 vec![o.map_err(|e| located(&ws[g.members[0]].at, e))?]
             }
             Rows::PingPong(pf) => {
-                let o = ping_pong::outcome(&sim, id, pf);
-                vec![o.map_err(|e| located(&ws[g.members[0]].at, e))?]
+                let (o, at) = ping_pong::outcome(&sim, id, pf);
+                let mut o = o.map_err(|e| located(&ws[g.members[0]].at, e))?;
+                let server = (world.mem(at), world.nic(at));
+                net::add_bound(&mut o, topo, &ws[g.members[0]].kind, server, secs);
+                vec![o]
             }
             Rows::Pktgen(pf) => {
                 let gen: &Generator = sim.get(id).expect("a component");
-                vec![net::pktgen_outcome(&gen.result(&world), pf)]
+                let mut o = net::pktgen_outcome(&gen.result(&world), pf);
+                let host = (world.mem(gen.at()), world.nic(gen.at()));
+                net::add_bound(&mut o, topo, &ws[g.members[0]].kind, host, secs);
+                vec![o]
             }
         };
         for (&i, mut o) in g.members.iter().zip(outs) {
@@ -353,6 +380,10 @@ fn run_world(
             }
             out.push((i, o));
         }
+    }
+    drop((sim, world));
+    for ((_, v), r) in victims.iter_mut().zip(measured) {
+        v.resources = r;
     }
     Ok(out)
 }

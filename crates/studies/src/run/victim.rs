@@ -7,9 +7,11 @@
 use fabric::Topology;
 use host::victim::{self, PageRank, PageRankSpec, GAP_PAGERANK};
 use serde_json::{json, Map};
+use sim::memsys::MemSys;
 use sim::Time;
 
 use super::beside::Beside;
+use super::bound::{self, Resource};
 use super::packet::NetOutcome;
 use super::spec::{Kind, Measure, Workload};
 
@@ -21,6 +23,8 @@ pub struct Victim {
     threads_per_socket: u32,
     threads: u32,
     edges_per_step: u32,
+    /// Its path's resources over the window (`resources`), for its bound.
+    pub resources: Vec<Resource>,
 }
 
 /// The victim of the `pagerank` workload `w`: its graph's shape is GAP PageRank's
@@ -68,6 +72,7 @@ pub fn victim(topo: &Topology, w: &Workload, m: Measure, seed: u64) -> Result<Vi
         threads_per_socket: *threads_per_socket,
         threads: threads_per_socket * p.packages,
         edges_per_step: spec.edges_per_step,
+        resources: Vec::new(),
     })
 }
 
@@ -90,6 +95,7 @@ pub fn pagerank(
     beside.load(topo, host, &mut mem)?;
     let mut v = victim(topo, w, m, seed)?;
     let edges_per_s = victim::solo(&mut mem, &mut v.v, v.warmup, m.duration);
+    v.resources = resources(&mem, host, m.duration);
     Ok(v.outcome(edges_per_s))
 }
 
@@ -98,17 +104,34 @@ impl Victim {
         self.threads_per_socket
     }
 
-    /// What it measured over the window (its edge rate `edges_per_s`).
+    /// What it measured over the window (its edge rate `edges_per_s`), and its bound:
+    /// the busiest DRAM node (`resources`), else latency with its score reads in flight.
     pub fn outcome(&self, edges_per_s: f64) -> NetOutcome {
         let mut metrics = Map::new();
         metrics.insert("edges_per_s".into(), json!(edges_per_s.round()));
+        let latency = format!(
+            "{} threads × {} misses in flight",
+            self.threads, self.edges_per_step
+        );
+        let resources = bound::insert(&mut metrics, &self.resources, Some(&latency));
         NetOutcome {
             metrics,
             counters: json!({
                 "threads": self.threads,
                 "edges": self.v.edges,
                 "edges_per_step": self.edges_per_step,
+                "resources": resources,
             }),
         }
     }
+}
+
+/// A victim's path's resources in its host's memory system `mem` after the run (its
+/// counters cover the window, `window` long): each socket's threads read their own node,
+/// so the DRAM of every node; its cores' busy time the model does not count.
+pub fn resources(mem: &MemSys, host: &str, window: Time) -> Vec<Resource> {
+    let secs = window.as_secs_f64();
+    (0..mem.params().sockets)
+        .flat_map(|node| bound::mem_resources(mem, host, &[], node, secs))
+        .collect()
 }
