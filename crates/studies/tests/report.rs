@@ -71,6 +71,7 @@ fn info(id: &'static str, x: Option<&'static str>, metrics: Vec<&'static str>) -
         x_param: x,
         x_log2: true,
         plot_metrics: metrics,
+        x_marks: Vec::new(),
         window: "1,000 transfers after 100 warm-up",
         mechanism: "",
         configs_not_implemented: Vec::new(),
