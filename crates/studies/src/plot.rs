@@ -1,6 +1,7 @@
 //! SVG plots of `nudma reproduce`: one file `<id>.svg` per experiment that names an x
 //! parameter, with one chart per plotted metric stacked vertically, one line with points
-//! per series (the config plus every parameter other than x).
+//! per series (the config plus every parameter other than x), or grouped bars when x is
+//! categorical; how coinciding series stay visible is in [`chart`].
 //!
 //! Each series has its own (colour, marker) pair — twelve colours and five filled marker
 //! shapes, so no two of the first sixty series share both — and each published value of a
@@ -29,6 +30,9 @@ use serde_json::Value;
 
 use crate::format::{format_number, format_param_value, is_size_param};
 use crate::result::{Basis, ExperimentInfo, Reference, Run};
+
+mod chart;
+use chart::draw;
 
 const WIDTH: u32 = 960;
 const MIN_CHART_HEIGHT: u32 = 400;
@@ -128,11 +132,31 @@ impl Marker {
         }
     }
 
+    /// A legend's filled square for a series drawn as bars.
+    fn swatch(color: RGBColor) -> Self {
+        Marker {
+            shape: Shape::Square,
+            size: MARK + 2,
+            color,
+            filled: true,
+        }
+    }
+
     /// Draws the marker centred on `at` (in `area`'s coordinates).
     fn draw<DB: DrawingBackend, CT: CoordTranslate>(
         &self,
         area: &DrawingArea<DB, CT>,
         at: CT::From,
+    ) -> io::Result<()> {
+        self.draw_shifted(area, at, 0)
+    }
+
+    /// Draws the marker `dx` pixels right of `at`.
+    fn draw_shifted<DB: DrawingBackend, CT: CoordTranslate>(
+        &self,
+        area: &DrawingArea<DB, CT>,
+        at: CT::From,
+        dx: i32,
     ) -> io::Result<()> {
         let style = ShapeStyle {
             color: self.color.to_rgba(),
@@ -144,7 +168,7 @@ impl Marker {
         let polygon: Vec<(i32, i32)> = match self.shape {
             Shape::Circle => {
                 return area
-                    .draw(&(base + Circle::new((0, 0), s, style)))
+                    .draw(&(base + Circle::new((dx, 0), s, style)))
                     .map_err(io_err)
             }
             Shape::Square => vec![(-s, -s), (s, -s), (s, s), (-s, s)],
@@ -152,6 +176,7 @@ impl Marker {
             Shape::TriangleDown => vec![(0, s + 1), (-s - 1, -s), (s + 1, -s)],
             Shape::Diamond => vec![(0, -s - 1), (s + 1, 0), (0, s + 1), (-s - 1, 0)],
         };
+        let polygon: Vec<(i32, i32)> = polygon.into_iter().map(|(x, y)| (x + dx, y)).collect();
         if self.filled {
             area.draw(&(base + Polygon::new(polygon, style)))
         } else {
@@ -568,180 +593,6 @@ impl Ranged for XCoord {
 
 fn io_err<E: std::fmt::Display>(e: E) -> io::Error {
     io::Error::other(format!("plot: {e}"))
-}
-
-fn draw(
-    info: &ExperimentInfo,
-    x: &str,
-    axis: &XAxis,
-    series: &[Series],
-    refs: &[Reference],
-) -> io::Result<String> {
-    let n_charts = info.plot_metrics.len().max(1);
-    // Per chart, its published values per series and which kinds the legend names.
-    let published: Vec<Vec<Vec<Published>>> = info
-        .plot_metrics
-        .iter()
-        .map(|m| series.iter().map(|s| s.published(m, refs)).collect())
-        .collect();
-    let kinds: Vec<Vec<Basis>> = published.iter().map(|p| published_kinds(p)).collect();
-    let extra_rows = kinds.iter().map(Vec::len).max().unwrap_or(0);
-    let legend_rows = (series.len() + extra_rows + usize::from(extra_rows > 0)) as i32;
-    let chart_height = MIN_CHART_HEIGHT.max((90 + legend_rows * LEGEND_LINE) as u32);
-    let longest = series
-        .iter()
-        .map(|s| s.label.chars().count())
-        .chain((extra_rows > 0).then_some(published_label(Basis::Prediction).len()))
-        .max()
-        .unwrap_or(0) as u32;
-    let legend_width = (longest * 7 + 50).clamp(140, 360);
-
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, chart_height * n_charts as u32))
-            .into_drawing_area();
-        root.fill(&WHITE).map_err(io_err)?;
-        let rows = root.split_evenly((n_charts, 1));
-        for (k, (area, metric)) in rows.iter().zip(&info.plot_metrics).enumerate() {
-            let (plot_area, legend_area) = area.split_horizontally(WIDTH - legend_width);
-            draw_chart(&plot_area, info, metric, x, axis, series, &published[k])?;
-            draw_legend(&legend_area, series, &kinds[k])?;
-        }
-        root.present().map_err(io_err)?;
-    }
-    Ok(svg)
-}
-
-/// The bases among a chart's published values: prediction first, then calibration.
-fn published_kinds(published: &[Vec<Published>]) -> Vec<Basis> {
-    let all = published.iter().flatten();
-    let mut kinds = Vec::new();
-    if all.clone().any(|p| !p.basis.is_calibration()) {
-        kinds.push(Basis::Prediction);
-    }
-    if all.clone().any(|p| p.basis.is_calibration()) {
-        kinds.push(Basis::Calibration(&[]));
-    }
-    kinds
-}
-
-fn draw_chart<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    info: &ExperimentInfo,
-    metric: &str,
-    x: &str,
-    axis: &XAxis,
-    series: &[Series],
-    published: &[Vec<Published>],
-) -> io::Result<()> {
-    let points: Vec<Vec<(f64, f64)>> = series.iter().map(|s| s.points(metric)).collect();
-    let (y_lo, y_hi) = y_range(
-        points
-            .iter()
-            .flatten()
-            .map(|p| p.1)
-            .chain(published.iter().flatten().flat_map(|p| [p.low, p.high])),
-    );
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("{} — {metric}", info.id), (FONT, 18))
-        .margin(12)
-        .x_label_area_size(48)
-        .y_label_area_size(78)
-        .build_cartesian_2d(
-            XCoord {
-                range: axis.range.clone(),
-                ticks: axis.ticks.clone(),
-            },
-            y_lo..y_hi,
-        )
-        .map_err(io_err)?;
-    let y_desc = match info.unit(metric) {
-        Some(unit) => format!("{metric} ({unit})"),
-        None => metric.to_string(),
-    };
-    let x_fmt = |v: &f64| axis.label(*v);
-    let y_fmt = |v: &f64| format_number(*v);
-    chart
-        .configure_mesh()
-        .x_desc(x)
-        .y_desc(y_desc)
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
-        .y_labels(8)
-        .max_light_lines(2)
-        .bold_line_style(RGBColor(215, 215, 215))
-        .light_line_style(RGBColor(242, 242, 242))
-        .label_style((FONT, 13))
-        .axis_desc_style((FONT, 14))
-        .draw()
-        .map_err(io_err)?;
-    for (i, pts) in points.iter().enumerate() {
-        let style = series_style(i);
-        chart
-            .draw_series(LineSeries::new(
-                pts.iter().copied(),
-                style.0.stroke_width(2),
-            ))
-            .map_err(io_err)?;
-        let marker = Marker::series(style);
-        // A timeline's samples are too dense for a marker each: about 25 per line.
-        let stride = match series[i].timeline {
-            Some(_) => pts.len().div_ceil(MAX_MARKERS).max(1),
-            None => 1,
-        };
-        for p in pts.iter().step_by(stride) {
-            marker.draw(chart.plotting_area(), *p)?;
-        }
-    }
-    // Published values over the series, so a simulated point never hides one.
-    for (i, values) in published.iter().enumerate() {
-        let color = series_style(i).0;
-        for p in values {
-            let marker = Marker::published(p.basis, color);
-            if p.high > p.low {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(p.x, p.low), (p.x, p.high)],
-                        color.stroke_width(1),
-                    )))
-                    .map_err(io_err)?;
-                marker.draw(chart.plotting_area(), (p.x, p.high))?;
-            }
-            marker.draw(chart.plotting_area(), (p.x, p.low))?;
-        }
-    }
-    Ok(())
-}
-
-/// The legend beside the chart rather than over it, so it never hides data however many
-/// series there are; below the series, the published markers the chart uses.
-fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    series: &[Series],
-    published: &[Basis],
-) -> io::Result<()> {
-    let style = TextStyle::from((FONT, 13).into_font())
-        .color(&BLACK)
-        .pos(Pos::new(HPos::Left, VPos::Center));
-    for (i, s) in series.iter().enumerate() {
-        let (color, shape) = series_style(i);
-        let y = 52 + i as i32 * LEGEND_LINE;
-        area.draw(&PathElement::new(
-            vec![(4, y), (28, y)],
-            color.stroke_width(2),
-        ))
-        .map_err(io_err)?;
-        Marker::series((color, shape)).draw(area, (16, y))?;
-        area.draw(&Text::new(s.label.clone(), (34, y), style.clone()))
-            .map_err(io_err)?;
-    }
-    for (k, basis) in published.iter().enumerate() {
-        let y = 52 + (series.len() + 1 + k) as i32 * LEGEND_LINE;
-        Marker::published(*basis, BLACK).draw(area, (16, y))?;
-        area.draw(&Text::new(published_label(*basis), (34, y), style.clone()))
-            .map_err(io_err)?;
-    }
-    Ok(())
 }
 
 /// From zero (or the lowest value, if negative) to the highest, with 5 % headroom; a unit

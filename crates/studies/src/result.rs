@@ -138,6 +138,9 @@ pub struct ExperimentInfo {
     pub x_log2: bool,
     /// Metrics to plot, one chart each, one line per (config, other params).
     pub plot_metrics: Vec<&'static str>,
+    /// Moments marked on the plot's x axis with what happens there, e.g. (45.0, "the
+    /// process moves to socket 1"): a timeline's lines alone do not say why they turn.
+    pub x_marks: Vec<(f64, &'static str)>,
     /// The measurement window used, for the report (it stands in for the papers' repetitions).
     pub window: &'static str,
     /// The mechanism behind its predictions (which link, cache line or table decides).

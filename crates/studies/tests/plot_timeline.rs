@@ -25,6 +25,7 @@ fn info(x: Option<&'static str>) -> ExperimentInfo {
         x_param: x,
         x_log2: false,
         plot_metrics: vec!["pf0_gbps", "pf1_gbps"],
+        x_marks: Vec::new(),
         window: "4 samples",
         mechanism: "",
         configs_not_implemented: Vec::new(),

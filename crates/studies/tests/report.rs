@@ -71,6 +71,7 @@ fn info(id: &'static str, x: Option<&'static str>, metrics: Vec<&'static str>) -
         x_param: x,
         x_log2: true,
         plot_metrics: metrics,
+        x_marks: Vec::new(),
         window: "1,000 transfers after 100 warm-up",
         mechanism: "",
         configs_not_implemented: Vec::new(),
@@ -451,26 +452,26 @@ fn a_word_parameter_is_a_category_axis_in_plots_and_bare_in_tables() {
             .count()
     };
     assert_eq!((tick("rx"), tick("tx")), (1, 1), "one tick label per word");
-    // Both series join rx and tx at the two category positions.
-    let segments: Vec<Vec<(i64, i64)>> = els
-        .iter()
-        .filter(|e| e.tag == "polyline" && e.points().len() == 2)
-        .map(El::points)
-        .collect();
-    // The x axis' tick marks are short vertical segments below the plot area.
-    let ticks: Vec<i64> = segments
-        .iter()
-        .filter(|p| p[0].0 == p[1].0 && (p[1].1 - p[0].1).abs() <= 8)
-        .map(|p| p[0].0)
-        .collect();
-    let lines: Vec<&Vec<(i64, i64)>> = segments
-        .iter()
-        .filter(|p| p[0].0 != p[1].0 && ticks.contains(&p[0].0) && ticks.contains(&p[1].0))
-        .collect();
-    assert_eq!(lines.len(), 2, "{lines:?}");
-    assert_eq!(lines[0][0].0, lines[1][0].0);
-    assert_eq!(lines[0][1].0, lines[1][1].0);
-    assert!(lines[0][0].0 < lines[0][1].0, "rx left of tx");
+    // Categories are bars, side by side per category, not lines joining rx and tx
+    // (there is nothing between them).
+    assert!(!els.iter().any(|e| e.attr("stroke-width") == "2"), "a line");
+    let bars = |fill: &str| -> Vec<(f64, f64)> {
+        els.iter()
+            .filter(|e| e.tag == "rect" && e.attr("fill") == fill)
+            .map(|e| (e.num("x"), e.num("height")))
+            .collect()
+    };
+    let (local, remote) = (bars("#1F77B4"), bars("#FF7F0E"));
+    assert_eq!((local.len(), remote.len()), (2, 2), "{svg}");
+    assert!(
+        local[0].0 < remote[0].0 && remote[0].0 < local[1].0,
+        "rx left of tx"
+    );
+    assert!(
+        remote[0].1 < local[0].1,
+        "remote rx (80) below local rx (90)"
+    );
+    assert_eq!(remote[1].1, local[1].1, "both 93.9 at tx");
     let text = table(&runs, &[], &[i]);
     assert!(
         line_with(&text, "throughput_gbps").contains("direction=rx"),
@@ -1056,7 +1057,11 @@ fn legend_markers<'a>(
         .map(|label| {
             let i = els
                 .iter()
-                .position(|e| e.tag == "text" && e.text == *label)
+                // A series equal to an earlier one names it after its own label.
+                .position(|e| {
+                    e.tag == "text"
+                        && (e.text == *label || e.text.starts_with(&format!("{label} (= ")))
+                })
                 .unwrap_or_else(|| panic!("no legend entry `{label}`"));
             let m = els[i - 1]
                 .marker()

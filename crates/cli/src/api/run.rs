@@ -159,6 +159,7 @@ impl RunOutput {
                 .filter_map(|m| Some((*m, studies::format::unit_of(m)?)))
                 .collect(),
             plot_metrics: metrics,
+            x_marks: Vec::new(),
         })
     }
 

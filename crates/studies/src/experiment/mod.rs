@@ -154,9 +154,19 @@ struct Meta {
     #[serde(default)]
     x_log2: bool,
     plot: Vec<String>,
+    /// Moments marked on the plot's x axis (`marks = [{ x = 45, label = "…" }]`).
+    #[serde(default)]
+    marks: Vec<MarkRaw>,
     /// Configs of the study that this file does not run yet (`reproduce` says so).
     #[serde(default)]
     not_implemented: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MarkRaw {
+    x: f64,
+    label: String,
 }
 
 #[derive(Deserialize, Clone)]
@@ -523,6 +533,12 @@ impl Experiment {
             x_param: f.experiment.x.map(leak),
             x_log2: f.experiment.x_log2,
             plot_metrics: f.experiment.plot.into_iter().map(leak).collect(),
+            x_marks: f
+                .experiment
+                .marks
+                .into_iter()
+                .map(|m| (m.x, leak(m.label)))
+                .collect(),
             window: leak(f.experiment.window),
             mechanism: leak(f.experiment.mechanism),
             configs_not_implemented: f.experiment.not_implemented.into_iter().map(leak).collect(),
