@@ -175,6 +175,14 @@ fn list_json_has_the_contract_shape() {
             assert_eq!(code, 0, "{m} from {include}: {err}");
         }
     }
+    // Every device model says its kind, one copied with `base` its base's.
+    for p in v["device_models"].as_array().unwrap() {
+        let d = p["description"].as_str().unwrap();
+        assert!(!d.starts_with(':'), "no kind: {p}");
+    }
+    let models = v["device_models"].as_array().unwrap();
+    let bf3 = models.iter().find(|p| p["name"] == "bluefield3").unwrap();
+    assert!(bf3["description"].as_str().unwrap().starts_with("nic: "));
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The built-in scenario catalog: every file of `scenarios/` embedded at build time.
 //! A scenario argument is a path when such a file exists, else a built-in name.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::error::ScenarioError;
@@ -108,6 +109,8 @@ pub struct Part {
 /// by name: a platform described by its CPUs, a device model by its kind and product.
 pub fn parts() -> (Vec<Part>, Vec<Part>) {
     let (mut platforms, mut models) = (Vec::new(), Vec::new());
+    // Device model → (kind, base): a model copied with `base` takes its base's kind.
+    let mut kinds = HashMap::new();
     for (path, text) in FILES.iter().filter(|(p, _)| p.starts_with("platforms/")) {
         // The built-in files load in every test that includes them; a file that did not
         // parse would list nothing rather than stop `nudma list`.
@@ -135,13 +138,34 @@ pub fn parts() -> (Vec<Part>, Vec<Part>) {
         }
         let device_models = t.get("device_model").and_then(toml::Value::as_table);
         for (name, v) in device_models.into_iter().flatten() {
-            let d = format!("{}: {}", field(v, "kind"), field(v, "model"));
-            models.push(part(name, d));
+            kinds.insert(name.clone(), (field(v, "kind"), field(v, "base")));
+            models.push((part(name, String::new()), field(v, "model")));
         }
     }
+    let mut models: Vec<Part> = models
+        .into_iter()
+        .map(|(mut p, model)| {
+            p.description = format!("{}: {model}", kind_of(&kinds, &p.name));
+            p
+        })
+        .collect();
     platforms.sort_by(|a, b| a.name.cmp(&b.name));
     models.sort_by(|a, b| a.name.cmp(&b.name));
     (platforms, models)
+}
+
+/// A built-in device model's kind: its own, or its base's (a few levels at most; a
+/// cycle, which loading refuses, gives none).
+fn kind_of(kinds: &HashMap<String, (String, String)>, name: &str) -> String {
+    let mut at = name;
+    for _ in 0..8 {
+        match kinds.get(at) {
+            Some((kind, _)) if !kind.is_empty() => return kind.clone(),
+            Some((_, base)) if !base.is_empty() => at = base,
+            _ => break,
+        }
+    }
+    String::new()
 }
 
 /// The built-in file that defines platform or device model `name` (`kind` = `platform`
