@@ -495,7 +495,7 @@ impl Step<'_> {
             Ev::Warm => {
                 self.server.mem.reset_counters();
                 for i in &mut self.s.insts {
-                    i.core.busy = Time::ZERO;
+                    i.core.restart(t);
                     i.counts = (0, 0);
                 }
                 self.s.r.gets = 0;

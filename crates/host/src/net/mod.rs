@@ -70,6 +70,14 @@ impl Core {
     pub fn busy_until(&self) -> Time {
         self.busy_until
     }
+
+    /// Counts work afresh from `t`, the window's start: a task under way then counts
+    /// from `t` on (its whole span was counted when it started). Without this a poll
+    /// that straddles the start vanished from the window: under memory contention a
+    /// NAPI poll runs for hundreds of µs.
+    pub fn restart(&mut self, t: Time) {
+        self.busy = self.busy_until.max(t) - t;
+    }
 }
 
 /// One host's side of a network workload: its memory system, its NIC, the PF it uses,
@@ -232,10 +240,10 @@ impl NetHost {
     }
 
     /// Starts a measurement window.
-    pub fn reset_counters(&mut self) {
+    pub fn reset_counters(&mut self, at: Time) {
         self.mem.reset_counters();
         self.nic.rx_buffer.reset_counters();
-        self.core.busy = Time::ZERO;
+        self.core.restart(at);
     }
 }
 

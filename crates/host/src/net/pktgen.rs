@@ -59,7 +59,7 @@ pub fn run(h: &mut NetHost, spec: PktgenSpec) -> Result<PktgenResult, String> {
     g.prime(h);
     while g.cur < g.end() {
         if !g.warm && g.cur >= g.spec.warmup {
-            h.reset_counters();
+            h.reset_counters(g.spec.warmup);
             g.mark_warm();
         }
         g.step(h);
@@ -277,7 +277,7 @@ impl<'b> Component<NetWorld<'b>> for Generator {
         w.before_event(t, matches!(ev, Ev::Warm));
         match ev {
             Ev::Warm => {
-                self.host.core.busy = Time::ZERO;
+                self.host.core.restart(t);
                 self.g.mark_warm();
             }
             Ev::Packet => {

@@ -31,6 +31,9 @@ use super::packet::NetOutcome;
 /// workload is not held back by one resource but by its round trips.
 pub const NEAR_FULL: f64 = 0.9;
 
+/// How a workload's cores are named among its resources.
+const CORES: &str = "cores (";
+
 /// One resource on a workload's path and its utilisation over the window (0..1).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resource {
@@ -46,10 +49,20 @@ pub fn insert(
     resources: &[Resource],
     latency: Option<&str>,
 ) -> Value {
-    let busiest = resources
-        .iter()
-        .filter(|r| r.util.is_finite())
-        .max_by(|a, b| a.util.total_cmp(&b.util));
+    let busiest_of = |cores: bool| {
+        resources
+            .iter()
+            .filter(|r| r.util.is_finite() && r.name.starts_with(CORES) == cores)
+            .max_by(|a, b| a.util.total_cmp(&b.util))
+    };
+    // Cores' busy time includes their stalls on memory and links: when one of those is
+    // full too, it is what holds them (and the workload) back.
+    let busiest = match (busiest_of(false), busiest_of(true)) {
+        (Some(r), _) if r.util >= NEAR_FULL => Some(r),
+        (r, None) => r,
+        (None, c) => c,
+        (Some(r), Some(c)) => Some(if c.util > r.util { c } else { r }),
+    };
     let (name, util) = match (busiest, latency) {
         (Some(r), _) if r.util >= NEAR_FULL => (r.name.clone(), json!(round3(r.util))),
         (_, Some(l)) => (format!("latency: {l}"), Value::Null),
@@ -341,7 +354,7 @@ pub fn net_resources(mem: &MemSys, nic: &Nic, p: &NetPath, secs: f64) -> Vec<Res
     });
     if let Some(u) = p.cpu_util {
         out.push(Resource {
-            name: format!("cores (cpu_util {})", round3(u)),
+            name: format!("{CORES}cpu_util {})", round3(u)),
             util: u,
         });
     }

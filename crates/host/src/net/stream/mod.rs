@@ -591,15 +591,15 @@ impl Step<'_, '_> {
     fn handle(&mut self, t: Time, ev: Ev) {
         match ev {
             Ev::Warm => {
-                self.tx.reset_counters();
-                self.rx.reset_counters();
+                self.tx.reset_counters(t);
+                self.rx.reset_counters(t);
                 self.s.k.delivered_window = 0;
                 self.s.k.rx_q.coalesce.reset_count();
                 for c in &mut self.s.conns {
                     c.delivered_window = 0;
                     c.rx_q.coalesce.reset_count();
-                    c.tx_lane.core.busy = Time::ZERO;
-                    c.rx_lane.core.busy = Time::ZERO;
+                    c.tx_lane.core.restart(t);
+                    c.rx_lane.core.restart(t);
                 }
             }
             Ev::SenderApp => self.sender_app(t),
