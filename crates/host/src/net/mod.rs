@@ -280,3 +280,22 @@ pub fn line_fill_buffers(topo: &Topology, host: HostId) -> Result<u32, String> {
     })?;
     Ok(costs.line_fill_buffers)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_under_way_at_the_window_start_counts_from_the_start() {
+        let mut core = Core::new(0, 2.0);
+        // A 500 µs poll from 100 µs; the window starts at 300 µs, in the middle of it.
+        core.finish(Time::from_us(100), Time::from_us(600));
+        core.restart(Time::from_us(300));
+        assert_eq!(core.busy, Time::from_us(300));
+        // A core idle at the window start counts nothing before its next task.
+        let mut idle = Core::new(0, 2.0);
+        idle.finish(Time::from_us(100), Time::from_us(200));
+        idle.restart(Time::from_us(300));
+        assert_eq!(idle.busy, Time::ZERO);
+    }
+}
